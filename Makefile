@@ -1,0 +1,74 @@
+# pdgate — see README.md for what each target does.
+SHELL := /usr/bin/env bash
+GO ?= go
+BIN := $(CURDIR)/bin
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+export KUBEBUILDER_ASSETS ?= $(BIN)/envtest
+# Test packages that need built binaries, envtest or redis live under test/.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/' | grep -v '/hack/')
+
+.PHONY: all build run test unit integration e2e lint fmt vet staticcheck envtest deps bench soak fuzz clean
+
+all: build
+
+## build: compile every binary into bin/
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## run: build and start the local lab (whole data path on this machine)
+run: build
+	$(BIN)/pdgate lab
+
+## deps: install what the tests need (apt packages, envtest binaries built from Go modules)
+deps: envtest
+	bash hack/install-test-deps.sh
+
+envtest:
+	bash hack/build-envtest.sh
+
+## test: lint, unit tests with -race, then integration and e2e suites
+test: deps lint unit integration e2e
+
+unit:
+	$(GO) test -race -count=1 $(UNIT_PKGS)
+
+integration: build
+	$(GO) test -count=1 -timeout 20m ./test/integration/...
+
+e2e: build
+	$(GO) test -count=1 -timeout 20m ./test/e2e/...
+
+## lint: gofmt, go vet, staticcheck (pinned)
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+$(STATICCHECK):
+	@mkdir -p $(BIN)
+	GOBIN=$(BIN)/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/.staticcheck/staticcheck $(STATICCHECK)
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+## bench: quick benchmark variants and the report (docs/benchmarks.md)
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem ./plugins/... ./cmd/...
+
+## soak: the long reliability soak
+soak: build
+	PDGATE_SOAK=10m $(GO) test -count=1 -timeout 30m -run Soak ./test/e2e/...
+
+## fuzz: run every fuzz target for FUZZTIME each (default 10s)
+FUZZTIME ?= 10s
+fuzz:
+	bash hack/fuzz.sh $(FUZZTIME)
+
+clean:
+	rm -rf $(BIN)

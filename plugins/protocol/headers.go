@@ -1,0 +1,77 @@
+// Package protocol holds the wire contract shared by the EPP plugins, the EPP's ext_proc
+// server and the routing sidecar: header names, the host:port list format, the RFC 7240
+// Prefer parsing and the OpenAI-shaped error body. It imports nothing from GIE so that the
+// sidecar can use it without pulling the EPP framework in.
+package protocol
+
+// Headers the EPP writes for the sidecar. The EPP overwrites or clears each of them on every
+// request it schedules, so a client can never choose where prefill or encode traffic goes.
+const (
+	// HeaderPrefillerHostPort names the prefill endpoint (host:port, IPv6 bracketed).
+	HeaderPrefillerHostPort = "x-prefiller-host-port"
+	// HeaderEncoderHostsPorts lists the encode endpoints, comma-joined.
+	HeaderEncoderHostsPorts = "x-encoder-hosts-ports"
+	// HeaderPrefillerBootstrapPort carries the SGLang bootstrap port of the picked prefill pod
+	// (from its model.aibrix.ai/sglang-bootstrap-port annotation). pdgate extension.
+	HeaderPrefillerBootstrapPort = "x-pdgate-prefiller-bootstrap-port"
+	// HeaderPrefillerEngine carries the engine of the picked prefill pod (vllm, sglang, trtllm).
+	HeaderPrefillerEngine = "x-pdgate-prefiller-engine"
+	// HeaderPrefillerKVConnector carries the KV connector of the picked prefill pod when the
+	// pod declares one (model.aibrix.ai/kv-connector-type). pdgate extension.
+	HeaderPrefillerKVConnector = "x-pdgate-prefiller-kv-connector"
+)
+
+// RoutingHeaders are every request header that steers the sidecar. The EPP clears all of
+// them on the way in and the sidecar removes all of them before the engine sees the request.
+var RoutingHeaders = []string{
+	HeaderPrefillerHostPort,
+	HeaderEncoderHostsPorts,
+	HeaderPrefillerBootstrapPort,
+	HeaderPrefillerEngine,
+	HeaderPrefillerKVConnector,
+}
+
+// Client request headers with meaning to pdgate.
+const (
+	// HeaderPrefer carries RFC 7240 preferences; "if-available" asks for conditional decode.
+	HeaderPrefer = "prefer"
+	// HeaderSessionKey names an AIBrix session for the token-load ledger's session delta.
+	HeaderSessionKey = "x-aibrix-session-key"
+	// HeaderConfigProfile selects a model.aibrix.ai/config profile ("auto" allowed).
+	HeaderConfigProfile = "config-profile"
+	// HeaderRoutingStrategy selects an AIBrix routing strategy per request.
+	HeaderRoutingStrategy = "routing-strategy"
+	// HeaderTrace asks the EPP to return a decision trace (value "1" or "true").
+	HeaderTrace = "x-pdgate-trace"
+)
+
+// Response headers.
+const (
+	// HeaderErrorPrefill marks a response that failed in the prefill leg.
+	HeaderErrorPrefill = "x-error-pd-prefill"
+	// HeaderErrorDecode marks a response that failed in the decode leg (watchdog, engine).
+	HeaderErrorDecode = "x-error-pd-decode"
+	// HeaderDecision is the compact decision trace the EPP returns when asked.
+	HeaderDecision = "x-pdgate-decision"
+	// HeaderPrefillOutcome is set by the sidecar on the response: "ok", "failed", "skipped",
+	// "fallback-local". The EPP's ledger releases the prefill charge's active part when it
+	// sees the response headers (the prefill leg is over by then in every engine dialect).
+	HeaderPrefillOutcome = "x-pdgate-prefill-outcome"
+	// HeaderPrefillDurationMS is the prefill leg's duration in milliseconds, set by the sidecar.
+	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"
+)
+
+// Internal headers: written by EPP plugins into LLMRequest.Headers to ask the EPP's ext_proc
+// server for an immediate response instead of forwarding. The server strips every
+// InternalHeaderPrefix header arriving from a client before the director runs, and never
+// forwards one upstream.
+const (
+	InternalHeaderPrefix = "x-pdgate-internal-"
+	// HeaderImmediateStatus is the HTTP status to answer with (e.g. "412", "429", "503").
+	HeaderImmediateStatus = InternalHeaderPrefix + "immediate-status"
+	// HeaderImmediateBody is the response body (plain text or JSON) for the immediate answer.
+	HeaderImmediateBody = InternalHeaderPrefix + "immediate-body"
+	// HeaderImmediateHeaders is a comma-separated list of name=value response headers to set
+	// on the immediate answer.
+	HeaderImmediateHeaders = InternalHeaderPrefix + "immediate-headers"
+)

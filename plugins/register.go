@@ -1,0 +1,35 @@
+// Package plugins registers every pdgate EPP plugin type with GIE's plugin registry.
+//
+// Each plugin lives in its own package under plugins/ and exposes its type name and factory;
+// RegisterAll is the single place that wires them into fwkplugin.Registry. Binaries call it
+// after GIE's in-tree plugins are registered so that no pdgate type is silently replaced.
+package plugins
+
+import (
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+)
+
+// registration pairs a plugin type name with its factory.
+type registration struct {
+	typeName string
+	factory  fwkplugin.FactoryFunc
+}
+
+// registrations lists every pdgate plugin type. Keep it sorted by type name.
+var registrations = []registration{}
+
+// RegisterAll registers every pdgate plugin type with GIE's registry.
+func RegisterAll() {
+	for _, r := range registrations {
+		fwkplugin.Register(r.typeName, r.factory)
+	}
+}
+
+// TypeNames returns the registered pdgate plugin type names, in registration order.
+func TypeNames() []string {
+	names := make([]string, len(registrations))
+	for i, r := range registrations {
+		names[i] = r.typeName
+	}
+	return names
+}

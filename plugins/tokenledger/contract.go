@@ -1,0 +1,66 @@
+// Package tokenledger is the token-load ledger the token_load and hybrid_cache_load policies
+// read: per-pod prefill (active, kv) and decode token charges with sessions, TTLs, a janitor,
+// metrics and an optional Redis-shared decode ledger.
+//
+// This file is the contract the scoring plugins program against; ledger.go and friends
+// implement it. Selection code must read the ledger and charge its pick inside one
+// Ledger.Atomically call, so that a burst of concurrent requests sees each other's picks.
+package tokenledger
+
+import "time"
+
+// PodKey identifies a pod across the ledger, the metrics and Redis: "namespace/name".
+type PodKey string
+
+// PrefillLoad is a pod's prefill ledger state.
+type PrefillLoad struct {
+	ActiveTokens float64 // tokens being prefilled now
+	KVTokens     float64 // tokens whose KV stays resident on the prefill pod until completion
+}
+
+// Priority is the token_load prefill score (lower is better): active + kvWeight·kv.
+func (p PrefillLoad) Priority(kvWeight float64) float64 { return p.ActiveTokens + kvWeight*p.KVTokens }
+
+// DecodeRate tells the ledger a decode pod's per-request generation rate (tokens/s) for the
+// growth estimate; ok=false when the pod has no usable metrics (mean of measured pods is used).
+type DecodeRate func(pod PodKey) (tokensPerSecond float64, ok bool)
+
+// PrefillCharge describes one prefill charge. Tokens is request cost + new tokens, computed by
+// the caller with NewTokens.
+type PrefillCharge struct {
+	RequestID string
+	Pod       PodKey
+	Tokens    float64
+	TTL       time.Duration // 0 = never force-released
+}
+
+// DecodeCharge describes one decode charge: the prompt tokens the decode pod receives.
+type DecodeCharge struct {
+	RequestID string
+	Pod       PodKey
+	Tokens    float64
+	TTL       time.Duration
+}
+
+// Tx is the view of the ledger inside Atomically: reads and charges under one lock.
+type Tx interface {
+	Prefill(pod PodKey) PrefillLoad
+	// Decode returns local decode tokens + growth estimate + other live replicas' share.
+	Decode(pod PodKey, rate DecodeRate) float64
+	ChargePrefill(c PrefillCharge)
+	ChargeDecode(c DecodeCharge)
+}
+
+// Ledger is what plugins use. Release calls are idempotent: each part is released at most
+// once, unknown request IDs are no-ops, counters never go negative.
+type Ledger interface {
+	Atomically(fn func(tx Tx))
+	// NewTokens returns the tokens a request adds to a prefill pod: the session delta when the
+	// session key is known with a shorter prompt, else prompt·(100−matchPct)/100 when
+	// matchPct >= 0, else the whole prompt. It records the prompt as the session's baseline.
+	NewTokens(model, sessionKey string, promptTokens int, matchPct int) int
+	// ReleasePrefillActive releases the active part (prefill leg done).
+	ReleasePrefillActive(requestID string)
+	// ReleaseAll releases every remaining part of a request (completion, failure, disconnect).
+	ReleaseAll(requestID string)
+}
