@@ -90,3 +90,14 @@ func FuzzIsConditionalDecode(f *testing.F) {
 	f.Add("if-available;x=y, return=minimal")
 	f.Fuzz(func(t *testing.T, s string) { _ = IsConditionalDecode(s) })
 }
+
+func TestStatusError(t *testing.T) {
+	text := "failed to find target endpoint: " + StatusError(503, "no bucket fits").Error()
+	code, cleaned, ok := ParseStatusError(text)
+	if !ok || code != 503 || cleaned != "failed to find target endpoint: no bucket fits" {
+		t.Fatalf("got %d %q %v", code, cleaned, ok)
+	}
+	if _, _, ok := ParseStatusError("plain error"); ok {
+		t.Fatal("no marker expected")
+	}
+}
