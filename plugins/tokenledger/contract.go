@@ -64,3 +64,19 @@ type Ledger interface {
 	// ReleaseAll releases every remaining part of a request (completion, failure, disconnect).
 	ReleaseAll(requestID string)
 }
+
+// Defaults are the ledger owner's configured policy values (AIBRIX_TOKEN_LOAD_REQUEST_COST,
+// AIBRIX_TOKEN_LOAD_KV_WEIGHT, AIBRIX_TOKEN_LOAD_TTL_SECONDS); scorers use them unless a
+// per-profile override applies.
+type Defaults struct {
+	RequestCost float64
+	KVWeight    float64
+	TTL         time.Duration
+}
+
+// Provider is implemented by the plugin that owns a ledger instance (type "pd-token-ledger").
+// Scorers find it by instance name through the plugin handle (see Lookup in plugin.go).
+type Provider interface {
+	TokenLedger() Ledger
+	TokenLoadDefaults() Defaults
+}
