@@ -1,0 +1,97 @@
+package podmodel
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+)
+
+// Engine is a model server dialect.
+type Engine string
+
+// Engines AIBrix knows.
+const (
+	EngineVLLM   Engine = "vllm"
+	EngineSGLang Engine = "sglang"
+	EngineTRTLLM Engine = "trtllm"
+)
+
+// ParseEngine accepts vllm, sglang, trtllm (and GIE's trtllm-serve spelling), case-insensitive.
+func ParseEngine(s string) (Engine, bool) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "vllm":
+		return EngineVLLM, true
+	case "sglang":
+		return EngineSGLang, true
+	case "trtllm", "trtllm-serve", "tensorrt-llm":
+		return EngineTRTLLM, true
+	}
+	return "", false
+}
+
+// ValidateEngines requires every pod of one model to run the same engine (a missing label
+// counts as vllm), as AIBrix does; a mismatch is an error naming the pods that disagree.
+func ValidateEngines(pods []Pod) (Engine, error) {
+	if len(pods) == 0 {
+		return EngineVLLM, nil
+	}
+	first := pods[0]
+	for _, p := range pods[1:] {
+		if p.Engine != first.Engine {
+			return "", fmt.Errorf("pods of one model disagree on %s: %s is %q, %s is %q",
+				LabelEngine, first.Key, first.Engine, p.Key, p.Engine)
+		}
+	}
+	return first.Engine, nil
+}
+
+// ModelConfigOf returns the model-level config: the first pod, by key order, that carries a
+// parsable annotation. (AIBrix uses ready-pod order; key order keeps the choice stable.)
+func ModelConfigOf(pods []Pod) *ModelConfig {
+	var best *Pod
+	for i := range pods {
+		if pods[i].Config == nil {
+			continue
+		}
+		if best == nil || pods[i].Key < best.Key {
+			best = &pods[i]
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	return best.Config
+}
+
+// FromEndpoints resolves a candidate list and logs invalid annotations once per pod.
+func FromEndpoints(log logr.Logger, eps []fwkEndpoint) []Pod {
+	out := make([]Pod, 0, len(eps))
+	for _, ep := range eps {
+		p := FromEndpoint(ep)
+		Report(log, p)
+		out = append(out, p)
+	}
+	return out
+}
+
+// reported remembers which (pod, problem) pairs were logged, so a bad annotation is logged
+// once per pod and value, not once per request.
+var reported sync.Map
+
+// Report logs the pod's invalid labels/annotations the first time each one is seen.
+func Report(log logr.Logger, p Pod) {
+	var problems []string
+	if p.ConfigErr != nil {
+		problems = append(problems, p.ConfigErr.Error())
+	}
+	problems = append(problems, p.Invalid...)
+	sort.Strings(problems)
+	for _, pr := range problems {
+		if _, seen := reported.LoadOrStore(p.Key+"\x00"+pr, struct{}{}); !seen {
+			log.Info("ignoring invalid pod label or annotation (treated as absent)", "pod", p.Key, "problem", pr)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+// Package podmodel is the one place that turns an endpoint's labels (and the pod annotations
+// the EPP mirrors into them) into what P/D scheduling needs to know about a pod: its role,
+// roleset, engine, serving port, KV connector, SGLang bootstrap port, multi-node routability and
+// its model.aibrix.ai/config profile. Both llm-d (llm-d.ai/role) and AIBrix (role-name,
+// roleset-name, model.aibrix.ai/*) fleets resolve here, so every plugin agrees on a pod.
+package podmodel
+
+import (
+	"strconv"
+	"strings"
+
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Label and annotation keys read from pods.
+const (
+	LabelLLMDRole        = "llm-d.ai/role"
+	LabelRoleName        = "role-name"
+	LabelRolesetName     = "roleset-name"
+	LabelPodGroupIndex   = "stormservice.orchestration.aibrix.ai/pod-group-index"
+	LabelRoleReplicaIdx  = "stormservice.orchestration.aibrix.ai/role-replica-index"
+	LabelEngine          = "model.aibrix.ai/engine"
+	LabelPort            = "model.aibrix.ai/port"
+	LabelKVConnectorType = "model.aibrix.ai/kv-connector-type"
+	AnnotationBootstrap  = "model.aibrix.ai/sglang-bootstrap-port"
+	AnnotationConfig     = "model.aibrix.ai/config"
+	// LabelModelName is AIBrix's model label; informational here (GIE pools select pods).
+	LabelModelName = "model.aibrix.ai/name"
+)
+
+// DefaultBootstrapPort is SGLang's bootstrap port when the annotation is absent or invalid.
+const DefaultBootstrapPort = 8998
+
+// Role is a pod's resolved scheduling role.
+type Role string
+
+// Roles. RoleOther is an AIBrix role-name other than prefill/decode (e.g. "all"): a combined
+// candidate when its profile says combined:true. RoleNone is a pod with no role label at all.
+const (
+	RoleNone                Role = ""
+	RolePrefill             Role = "prefill"
+	RoleDecode              Role = "decode"
+	RoleEncode              Role = "encode"
+	RoleEncodePrefill       Role = "encode-prefill"
+	RolePrefillDecode       Role = "prefill-decode"
+	RoleEncodePrefillDecode Role = "encode-prefill-decode"
+	RoleOther               Role = "other"
+)
+
+// RoleSource says which label a role came from.
+type RoleSource string
+
+// Role sources.
+const (
+	SourceNone   RoleSource = ""
+	SourceLLMD   RoleSource = "llm-d"
+	SourceAIBrix RoleSource = "aibrix"
+)
+
+// Pod is the resolved view of one endpoint.
+type Pod struct {
+	Endpoint fwksched.Endpoint // nil when built from metadata alone
+
+	Name      string // pod name (not the "-rank-N" endpoint name)
+	Namespace string
+	Key       string // "namespace/name", the ledger and metrics key
+	Address   string
+	Port      string // engine HTTP port: model.aibrix.ai/port, else the endpoint's port
+
+	Role       Role
+	RoleSource RoleSource
+	RawRole    string // the label value as written
+
+	Roleset      string
+	ReplicaIndex string
+
+	Engine         Engine
+	EngineDeclared bool   // a label or annotation named the engine
+	KVConnector    string // lower-cased model.aibrix.ai/kv-connector-type, "" when absent or unknown
+	BootstrapPort  int
+
+	// Routable is false for multi-node followers: pods whose pod-group-index is set and not "0".
+	Routable bool
+
+	// Config is the parsed model.aibrix.ai/config annotation, nil when absent or invalid.
+	Config *ModelConfig
+	// ConfigErr explains why a present annotation was ignored.
+	ConfigErr error
+	// Invalid lists the other annotations/labels that were ignored as invalid (already logged).
+	Invalid []string
+}
+
+// KnownKVConnectors are the connectors AIBrix knows; others resolve to the default.
+var KnownKVConnectors = map[string]bool{"shfs": true, "nixl": true, "mooncake": true}
+
+// FromEndpoint resolves a scheduling endpoint.
+func FromEndpoint(ep fwksched.Endpoint) Pod {
+	if ep == nil {
+		return Pod{}
+	}
+	p := FromMetadata(ep.GetMetadata())
+	p.Endpoint = ep
+	return p
+}
+
+// FromMetadata resolves endpoint metadata. It never fails: invalid values are recorded in
+// Invalid/ConfigErr (and logged once per pod by Report) and treated as absent.
+func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
+	if meta == nil {
+		return Pod{}
+	}
+	labels := meta.Labels
+	p := Pod{
+		Name:      meta.PodName,
+		Namespace: meta.NamespacedName.Namespace,
+		Address:   meta.Address,
+		Port:      meta.Port,
+		Routable:  true,
+	}
+	if p.Name == "" {
+		p.Name = meta.NamespacedName.Name
+	}
+	p.Key = p.Namespace + "/" + p.Name
+
+	p.RawRole, p.Role, p.RoleSource = resolveRole(labels)
+	p.Roleset = labels[LabelRolesetName]
+	p.ReplicaIndex = labels[LabelRoleReplicaIdx]
+	if v, ok := labels[LabelPodGroupIndex]; ok && strings.TrimSpace(v) != "0" {
+		p.Routable = false
+	}
+
+	engine := labels[LabelEngine]
+	if engine == "" {
+		engine = annotation(labels, LabelEngine)
+	}
+	if engine != "" {
+		if e, ok := ParseEngine(engine); ok {
+			p.Engine, p.EngineDeclared = e, true
+		} else {
+			p.Invalid = append(p.Invalid, LabelEngine+"="+engine)
+		}
+	}
+	if p.Engine == "" {
+		p.Engine = EngineVLLM
+	}
+
+	if port := labels[LabelPort]; port != "" {
+		if n, err := strconv.Atoi(port); err == nil && n > 0 && n <= 65535 {
+			p.Port = strconv.Itoa(n)
+		} else {
+			p.Invalid = append(p.Invalid, LabelPort+"="+port)
+		}
+	}
+
+	if kv := strings.ToLower(strings.TrimSpace(labels[LabelKVConnectorType])); kv != "" {
+		if KnownKVConnectors[kv] {
+			p.KVConnector = kv
+		} else {
+			p.Invalid = append(p.Invalid, LabelKVConnectorType+"="+kv)
+		}
+	}
+
+	p.BootstrapPort = DefaultBootstrapPort
+	if bp := annotation(labels, AnnotationBootstrap); bp != "" {
+		// AIBrix parses base-10 within 32 bits; a port must also fit 1..65535 to be usable.
+		if n, err := strconv.ParseInt(strings.TrimSpace(bp), 10, 32); err == nil && n > 0 && n <= 65535 {
+			p.BootstrapPort = int(n)
+		} else {
+			p.Invalid = append(p.Invalid, AnnotationBootstrap+"="+bp)
+		}
+	}
+
+	if raw, ok := labels[protocol.AnnotationLabelPrefix+AnnotationConfig]; ok {
+		p.Config, p.ConfigErr = ParseConfig(raw)
+	}
+	return p
+}
+
+func annotation(labels map[string]string, key string) string {
+	return labels[protocol.AnnotationLabelPrefix+key]
+}
+
+// resolveRole prefers llm-d.ai/role and falls back to AIBrix's role-name.
+func resolveRole(labels map[string]string) (string, Role, RoleSource) {
+	if v, ok := labels[LabelLLMDRole]; ok {
+		switch Role(v) {
+		case RolePrefill, RoleDecode, RoleEncode, RoleEncodePrefill, RolePrefillDecode, RoleEncodePrefillDecode:
+			return v, Role(v), SourceLLMD
+		case "both":
+			return v, RolePrefillDecode, SourceLLMD
+		}
+		// An unknown llm-d value is treated like no llm-d role so AIBrix labels still apply.
+	}
+	if v, ok := labels[LabelRoleName]; ok && v != "" {
+		switch v {
+		case "prefill":
+			return v, RolePrefill, SourceAIBrix
+		case "decode":
+			return v, RoleDecode, SourceAIBrix
+		default:
+			return v, RoleOther, SourceAIBrix
+		}
+	}
+	return "", RoleNone, SourceNone
+}
+
+// ServesPrefill reports whether the pod's role runs a prefill leg for others (P/D prefill side).
+func (p Pod) ServesPrefill() bool {
+	switch p.Role {
+	case RolePrefill, RoleEncodePrefill:
+		return true
+	}
+	return false
+}
+
+// ServesDecode reports whether the pod is a pure decode target of a P/D pair.
+func (p Pod) ServesDecode() bool { return p.Role == RoleDecode }
+
+// InRoleset reports whether the pod takes part in AIBrix roleset pairing: it is routable and
+// carries roleset-name and a prefill or decode role.
+func (p Pod) InRoleset() bool {
+	return p.Routable && p.Roleset != "" && (p.ServesPrefill() || p.ServesDecode())
+}
+
+// IsCombined reports whether the pod is a combined (standard) pod for a request resolving
+// config-profile header value profileHeader: llm-d roles that serve both phases always are;
+// AIBrix pods are when they carry roleset-name, a role-name other than prefill/decode and
+// routingConfig.combined=true in their own resolved profile (AIBrix requires both labels).
+func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
+	if !p.Routable {
+		return false
+	}
+	switch p.Role {
+	case RolePrefillDecode, RoleEncodePrefillDecode:
+		return true
+	case RoleOther:
+		if p.Roleset == "" {
+			return false
+		}
+		_, prof := p.Config.Resolve(profileHeader, hints)
+		return prof != nil && prof.RoutingConfig.Combined
+	}
+	return false
+}
+
+// Bucket returns the pod's prompt-length bounds for a request: min and max inclusive, max 0 =
+// unlimited. scoped is false when the pod has no resolved profile (any length suits it).
+func (p Pod) Bucket(profileHeader string, hints AutoHints) (lo, hi int, scoped bool) {
+	_, prof := p.Config.Resolve(profileHeader, hints)
+	if prof == nil {
+		return 0, 0, false
+	}
+	return prof.RoutingConfig.BucketBounds()
+}
+
+// Suits reports whether a prompt of length n fits the pod's bucket.
+func (p Pod) Suits(n int, profileHeader string, hints AutoHints) bool {
+	lo, hi, scoped := p.Bucket(profileHeader, hints)
+	if !scoped {
+		return true
+	}
+	return BucketSuits(lo, hi, n)
+}
+
+// BucketSuits applies AIBrix's rule: min > max (with max set) never suits; otherwise
+// lo <= n <= hi, both inclusive, hi <= 0 meaning unlimited.
+func BucketSuits(lo, hi, n int) bool {
+	if lo < 0 {
+		lo = 0
+	}
+	if hi > 0 && lo > hi {
+		return false
+	}
+	if n < lo {
+		return false
+	}
+	return hi <= 0 || n <= hi
+}
+
+// KVConnectorOr returns the pod's KV connector or def when the pod declares none.
+func (p Pod) KVConnectorOr(def string) string {
+	if p.KVConnector != "" {
+		return p.KVConnector
+	}
+	return def
+}
+
+type fwkEndpoint = fwksched.Endpoint
