@@ -1,0 +1,92 @@
+// Package kvcache holds the simulator's prefix cache: chained block hashes over prompt
+// tokens and an LRU of blocks sized from the KV capacity, like vLLM's automatic prefix
+// caching (a block is reusable only when every block before it is too).
+package kvcache
+
+import (
+	"container/list"
+	"encoding/binary"
+	"hash/fnv"
+	"sync"
+)
+
+// BlockHashes returns one hash per full block of blockSize tokens; each hash covers the
+// block's tokens and the previous block's hash, so equal hashes mean equal prefixes.
+func BlockHashes(tokens []uint32, blockSize int) []uint64 {
+	if blockSize <= 0 {
+		return nil
+	}
+	n := len(tokens) / blockSize
+	out := make([]uint64, 0, n)
+	var prev uint64
+	var buf [8]byte
+	for b := 0; b < n; b++ {
+		h := fnv.New64a()
+		binary.LittleEndian.PutUint64(buf[:], prev)
+		_, _ = h.Write(buf[:])
+		for _, t := range tokens[b*blockSize : (b+1)*blockSize] {
+			binary.LittleEndian.PutUint32(buf[:4], t)
+			_, _ = h.Write(buf[:4])
+		}
+		prev = h.Sum64()
+		out = append(out, prev)
+	}
+	return out
+}
+
+// PrefixCache is a block-hash LRU. It is safe for concurrent use.
+type PrefixCache struct {
+	mu       sync.Mutex
+	capacity int
+	order    *list.List // front = most recently used
+	blocks   map[uint64]*list.Element
+}
+
+// NewPrefixCache holds at most capacityBlocks blocks (KV capacity / block size).
+func NewPrefixCache(capacityBlocks int) *PrefixCache {
+	return &PrefixCache{capacity: capacityBlocks, order: list.New(), blocks: map[uint64]*list.Element{}}
+}
+
+// Match returns how many leading blocks of hashes are cached and marks them used.
+func (c *PrefixCache) Match(hashes []uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, h := range hashes {
+		e, ok := c.blocks[h]
+		if !ok {
+			break
+		}
+		c.order.MoveToFront(e)
+		n++
+	}
+	return n
+}
+
+// Insert caches every block of hashes, evicting the least recently used blocks when full.
+func (c *PrefixCache) Insert(hashes []uint64) {
+	if c.capacity <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hashes {
+		if e, ok := c.blocks[h]; ok {
+			c.order.MoveToFront(e)
+			continue
+		}
+		for c.order.Len() >= c.capacity {
+			last := c.order.Back()
+			c.order.Remove(last)
+			delete(c.blocks, last.Value.(uint64))
+		}
+		c.blocks[h] = c.order.PushFront(h)
+	}
+}
+
+// Len is the number of cached blocks.
+func (c *PrefixCache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

@@ -1,0 +1,77 @@
+package kvcache
+
+import "testing"
+
+func toks(n int, base uint32) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = base + uint32(i)
+	}
+	return out
+}
+
+func TestBlockHashesChain(t *testing.T) {
+	a := toks(64, 0)
+	b := append(toks(32, 0), toks(32, 1000)...)
+	ha, hb := BlockHashes(a, 16), BlockHashes(b, 16)
+	if len(ha) != 4 || len(hb) != 4 {
+		t.Fatalf("want 4 full blocks, got %d and %d", len(ha), len(hb))
+	}
+	for i := 0; i < 2; i++ {
+		if ha[i] != hb[i] {
+			t.Fatalf("shared prefix block %d hashes differ", i)
+		}
+	}
+	if ha[2] == hb[2] || ha[3] == hb[3] {
+		t.Fatal("diverging blocks hash equal")
+	}
+	// the same block content after a different prefix hashes differently (chained)
+	c := append(toks(16, 500), toks(16, 16)...)
+	if BlockHashes(c, 16)[1] == ha[1] {
+		t.Fatal("block hash ignores its prefix")
+	}
+	if got := len(BlockHashes(toks(15, 0), 16)); got != 0 {
+		t.Fatalf("partial block hashed: %d", got)
+	}
+}
+
+func TestPrefixCacheMatchAndEvict(t *testing.T) {
+	tests := []struct {
+		name      string
+		capacity  int
+		inserts   [][]uint64
+		query     []uint64
+		wantMatch int
+	}{
+		{"empty", 4, nil, []uint64{1, 2}, 0},
+		{"full prefix", 4, [][]uint64{{1, 2, 3}}, []uint64{1, 2, 3, 4}, 3},
+		{"gap stops the match", 4, [][]uint64{{1, 3}}, []uint64{1, 2, 3}, 1},
+		{"lru evicts oldest", 3, [][]uint64{{1, 2, 3}, {9}}, []uint64{1, 2}, 0},
+		{"zero capacity caches nothing", 0, [][]uint64{{1}}, []uint64{1}, 0},
+	}
+	for _, tc := range tests {
+		c := NewPrefixCache(tc.capacity)
+		for _, ins := range tc.inserts {
+			c.Insert(ins)
+		}
+		if got := c.Match(tc.query); got != tc.wantMatch {
+			t.Errorf("%s: match %d, want %d", tc.name, got, tc.wantMatch)
+		}
+		if c.Len() > tc.capacity {
+			t.Errorf("%s: %d blocks over capacity %d", tc.name, c.Len(), tc.capacity)
+		}
+	}
+}
+
+func TestPrefixCacheMatchRefreshes(t *testing.T) {
+	c := NewPrefixCache(3)
+	c.Insert([]uint64{1, 2, 3})
+	c.Match([]uint64{1}) // 1 is now most recent; 2 is the oldest
+	c.Insert([]uint64{4})
+	if c.Match([]uint64{1}) != 1 {
+		t.Fatal("recently matched block was evicted")
+	}
+	if c.Match([]uint64{2}) != 0 {
+		t.Fatal("least recently used block survived")
+	}
+}
