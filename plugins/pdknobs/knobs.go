@@ -1,0 +1,292 @@
+// Package pdknobs holds the AIBrix PD scheduling knobs: one typed struct with AIBrix's
+// defaults, the AIBRIX_* environment variables read as defaults when set, validation with clear
+// errors, and the per-request overrides from a model.aibrix.ai/config profile
+// (routingConfig flat fields and routingConfig.pd.<field>).
+package pdknobs
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Prefill and decode policy names.
+const (
+	PrefillPrefixCache     = "prefix_cache"
+	PrefillLeastRequest    = "least_request"
+	PrefillConductor       = "conductor"
+	PrefillTokenLoad       = "token_load"
+	PrefillHybridCacheLoad = "hybrid_cache_load"
+
+	DecodeLoadBalancing = "load_balancing"
+	DecodeLeastRequest  = "least_request"
+	DecodeConductor     = "conductor"
+	DecodeTokenLoad     = "token_load"
+)
+
+// Bucket-serve modes.
+const (
+	ModeThroughput = "throughput"
+	ModeRPS        = "rps"
+)
+
+// PrefillPolicies and DecodePolicies are the accepted policy names.
+var (
+	PrefillPolicies = []string{PrefillPrefixCache, PrefillLeastRequest, PrefillConductor, PrefillTokenLoad, PrefillHybridCacheLoad}
+	DecodePolicies  = []string{DecodeLoadBalancing, DecodeLeastRequest, DecodeConductor, DecodeTokenLoad}
+)
+
+// Knobs are the scheduling parameters. JSON names are the plugin parameter names.
+type Knobs struct {
+	PrefillScorePolicy                 string  `json:"prefillScorePolicy"`
+	DecodeScorePolicy                  string  `json:"decodeScorePolicy"`
+	PromptLengthBucketing              bool    `json:"promptLengthBucketing"`
+	BucketServe                        bool    `json:"bucketServe"`
+	BucketServeMode                    string  `json:"bucketServeMode"`
+	PrefillLoadImbalanceMinSpread      int     `json:"prefillLoadImbalanceMinSpread"`
+	DecodeLoadImbalanceMinSpread       float64 `json:"decodeLoadImbalanceMinSpread"`
+	DecodeThroughputImbalanceMinSpread float64 `json:"decodeThroughputImbalanceMinSpread"`
+	DecodeScoreRatioThreshold          float64 `json:"decodeScoreRatioThreshold"`
+	DecodeLBWeightRunning              float64 `json:"decodeLBWeightRunning"`
+	DecodeLBWeightThroughput           float64 `json:"decodeLBWeightThroughput"`
+	HybridCacheLoadFactor              float64 `json:"hybridCacheLoadFactor"`
+	MinMatchPct                        float64 `json:"minMatchPct"`
+	PrefixCacheStandardDeviationFactor int     `json:"prefixCacheStandardDeviationFactor"`
+	PrefixCacheBlockSize               int     `json:"prefixCacheBlockSize"`
+	PrefixCacheTokenizerType           string  `json:"prefixCacheTokenizerType"`
+	// Token-load knobs: 0 = use the ledger owner's value (pd-token-ledger parameters).
+	TokenLoadKVWeight          float64 `json:"tokenLoadKVWeight"`
+	TokenLoadRequestCost       float64 `json:"tokenLoadRequestCost"`
+	TokenLoadTTLSeconds        *int    `json:"tokenLoadTTLSeconds,omitempty"`
+	TokenLoadSessionTTLSeconds *int    `json:"tokenLoadSessionTTLSeconds,omitempty"`
+}
+
+// EnvVar maps each parameter to its AIBrix environment variable.
+var EnvVar = map[string]string{
+	"prefillScorePolicy":                 "AIBRIX_PREFILL_SCORE_POLICY",
+	"decodeScorePolicy":                  "AIBRIX_DECODE_SCORE_POLICY",
+	"promptLengthBucketing":              "AIBRIX_PROMPT_LENGTH_BUCKETING",
+	"bucketServe":                        "AIBRIX_BUCKET_SERVE",
+	"bucketServeMode":                    "AIBRIX_BUCKET_SERVE_MODE",
+	"prefillLoadImbalanceMinSpread":      "AIBRIX_PREFILL_LOAD_IMBALANCE_MIN_SPREAD",
+	"decodeLoadImbalanceMinSpread":       "AIBRIX_DECODE_LOAD_IMBALANCE_MIN_SPREAD",
+	"decodeThroughputImbalanceMinSpread": "AIBRIX_DECODE_THROUGHPUT_IMBALANCE_MIN_SPREAD",
+	"decodeScoreRatioThreshold":          "AIBRIX_DECODE_SCORE_RATIO_THRESHOLD",
+	"decodeLBWeightRunning":              "AIBRIX_DECODE_LB_WEIGHT_RUNNING",
+	"decodeLBWeightThroughput":           "AIBRIX_DECODE_LB_WEIGHT_THROUGHPUT",
+	"hybridCacheLoadFactor":              "AIBRIX_HYBRID_CACHE_LOAD_FACTOR",
+	"minMatchPct":                        "AIBRIX_MIN_MATCH_PCT",
+	"prefixCacheStandardDeviationFactor": "AIBRIX_PREFIX_CACHE_STANDARD_DEVIATION_FACTOR",
+	"prefixCacheBlockSize":               "AIBRIX_PREFIX_CACHE_BLOCK_SIZE",
+	"prefixCacheTokenizerType":           "AIBRIX_PREFIX_CACHE_TOKENIZER_TYPE",
+	"tokenLoadKVWeight":                  "AIBRIX_TOKEN_LOAD_KV_WEIGHT",
+	"tokenLoadRequestCost":               "AIBRIX_TOKEN_LOAD_REQUEST_COST",
+	"tokenLoadTTLSeconds":                "AIBRIX_TOKEN_LOAD_TTL_SECONDS",
+	"tokenLoadSessionTTLSeconds":         "AIBRIX_TOKEN_LOAD_SESSION_TTL_SECONDS",
+}
+
+// Defaults returns AIBrix's built-in defaults (no environment).
+func Defaults() Knobs {
+	return Knobs{
+		PrefillScorePolicy:                 PrefillPrefixCache,
+		DecodeScorePolicy:                  DecodeLoadBalancing,
+		BucketServeMode:                    ModeThroughput,
+		PrefillLoadImbalanceMinSpread:      16,
+		DecodeLoadImbalanceMinSpread:       16,
+		DecodeThroughputImbalanceMinSpread: 2048,
+		DecodeScoreRatioThreshold:          1.5,
+		DecodeLBWeightRunning:              1,
+		DecodeLBWeightThroughput:           1,
+		HybridCacheLoadFactor:              0.5,
+		MinMatchPct:                        0,
+		PrefixCacheStandardDeviationFactor: 1,
+		PrefixCacheBlockSize:               4,
+		PrefixCacheTokenizerType:           "character",
+	}
+}
+
+// Getenv is the environment lookup (replaceable in tests).
+type Getenv func(string) (string, bool)
+
+// Load builds the knobs for a plugin: defaults, then each AIBRIX_* variable that is set, then
+// the plugin's JSON parameters. Unknown parameter fields, invalid values (from either source)
+// are errors naming the plugin and the field. An unknown prefill policy from the environment
+// falls back to prefix_cache with a warning (AIBrix does the same); warn receives it.
+func Load(plugin string, raw json.RawMessage, getenv Getenv, warn func(string)) (Knobs, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	if warn == nil {
+		warn = func(string) {}
+	}
+	k := Defaults()
+	if err := k.applyEnv(getenv, warn); err != nil {
+		return Knobs{}, fmt.Errorf("%s: %w", plugin, err)
+	}
+	if len(raw) > 0 && string(raw) != "null" {
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&k); err != nil {
+			return Knobs{}, fmt.Errorf("%s: invalid parameters: %w", plugin, err)
+		}
+	}
+	if err := k.Validate(); err != nil {
+		return Knobs{}, fmt.Errorf("%s: %w", plugin, err)
+	}
+	return k, nil
+}
+
+func (k *Knobs) applyEnv(getenv Getenv, warn func(string)) error {
+	str := func(field string, dst *string) {
+		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
+			*dst = strings.ToLower(strings.TrimSpace(v))
+		}
+	}
+	var errs []error
+	num := func(field string, dst *float64) {
+		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s (env %s=%q): not a number", field, EnvVar[field], v))
+				return
+			}
+			*dst = f
+		}
+	}
+	integer := func(field string, dst *int) {
+		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s (env %s=%q): not an integer", field, EnvVar[field], v))
+				return
+			}
+			*dst = n
+		}
+	}
+	boolean := func(field string, dst *bool) {
+		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
+			b, err := strconv.ParseBool(strings.TrimSpace(v))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s (env %s=%q): not a boolean", field, EnvVar[field], v))
+				return
+			}
+			*dst = b
+		}
+	}
+	str("prefillScorePolicy", &k.PrefillScorePolicy)
+	if !contains(PrefillPolicies, k.PrefillScorePolicy) {
+		warn(fmt.Sprintf("unknown %s=%q, using %s", EnvVar["prefillScorePolicy"], k.PrefillScorePolicy, PrefillPrefixCache))
+		k.PrefillScorePolicy = PrefillPrefixCache
+	}
+	str("decodeScorePolicy", &k.DecodeScorePolicy)
+	if !contains(DecodePolicies, k.DecodeScorePolicy) {
+		warn(fmt.Sprintf("unknown %s=%q, using %s", EnvVar["decodeScorePolicy"], k.DecodeScorePolicy, DecodeLoadBalancing))
+		k.DecodeScorePolicy = DecodeLoadBalancing
+	}
+	boolean("promptLengthBucketing", &k.PromptLengthBucketing)
+	boolean("bucketServe", &k.BucketServe)
+	str("bucketServeMode", &k.BucketServeMode)
+	if k.BucketServeMode != ModeThroughput && k.BucketServeMode != ModeRPS {
+		warn(fmt.Sprintf("unknown %s=%q, using %s", EnvVar["bucketServeMode"], k.BucketServeMode, ModeThroughput))
+		k.BucketServeMode = ModeThroughput
+	}
+	integer("prefillLoadImbalanceMinSpread", &k.PrefillLoadImbalanceMinSpread)
+	num("decodeLoadImbalanceMinSpread", &k.DecodeLoadImbalanceMinSpread)
+	num("decodeThroughputImbalanceMinSpread", &k.DecodeThroughputImbalanceMinSpread)
+	num("decodeScoreRatioThreshold", &k.DecodeScoreRatioThreshold)
+	num("decodeLBWeightRunning", &k.DecodeLBWeightRunning)
+	num("decodeLBWeightThroughput", &k.DecodeLBWeightThroughput)
+	num("hybridCacheLoadFactor", &k.HybridCacheLoadFactor)
+	num("minMatchPct", &k.MinMatchPct)
+	integer("prefixCacheStandardDeviationFactor", &k.PrefixCacheStandardDeviationFactor)
+	integer("prefixCacheBlockSize", &k.PrefixCacheBlockSize)
+	str("prefixCacheTokenizerType", &k.PrefixCacheTokenizerType)
+	num("tokenLoadKVWeight", &k.TokenLoadKVWeight)
+	num("tokenLoadRequestCost", &k.TokenLoadRequestCost)
+	var ttl, sttl int
+	if v, ok := getenv(EnvVar["tokenLoadTTLSeconds"]); ok && v != "" {
+		integer("tokenLoadTTLSeconds", &ttl)
+		k.TokenLoadTTLSeconds = &ttl
+	}
+	if v, ok := getenv(EnvVar["tokenLoadSessionTTLSeconds"]); ok && v != "" {
+		integer("tokenLoadSessionTTLSeconds", &sttl)
+		k.TokenLoadSessionTTLSeconds = &sttl
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks every field against AIBrix's accepted ranges.
+func (k Knobs) Validate() error {
+	var errs []error
+	bad := func(field, rule string, v any) {
+		errs = append(errs, fmt.Errorf("parameter %s=%v: must be %s", field, v, rule))
+	}
+	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+	if !contains(PrefillPolicies, k.PrefillScorePolicy) {
+		bad("prefillScorePolicy", "one of "+strings.Join(PrefillPolicies, ", "), k.PrefillScorePolicy)
+	}
+	if !contains(DecodePolicies, k.DecodeScorePolicy) {
+		bad("decodeScorePolicy", "one of "+strings.Join(DecodePolicies, ", "), k.DecodeScorePolicy)
+	}
+	if k.BucketServeMode != ModeThroughput && k.BucketServeMode != ModeRPS {
+		bad("bucketServeMode", "throughput or rps", k.BucketServeMode)
+	}
+	if k.PrefillLoadImbalanceMinSpread <= 0 || k.PrefillLoadImbalanceMinSpread > math.MaxInt32 {
+		bad("prefillLoadImbalanceMinSpread", "an int32 > 0", k.PrefillLoadImbalanceMinSpread)
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{
+		{"decodeLoadImbalanceMinSpread", k.DecodeLoadImbalanceMinSpread},
+		{"decodeThroughputImbalanceMinSpread", k.DecodeThroughputImbalanceMinSpread},
+		{"decodeScoreRatioThreshold", k.DecodeScoreRatioThreshold},
+		{"decodeLBWeightRunning", k.DecodeLBWeightRunning},
+		{"decodeLBWeightThroughput", k.DecodeLBWeightThroughput},
+	} {
+		if !finite(f.v) || f.v <= 0 {
+			bad(f.name, "a finite number > 0", f.v)
+		}
+	}
+	if !finite(k.HybridCacheLoadFactor) || k.HybridCacheLoadFactor < 0 || k.HybridCacheLoadFactor > 1 {
+		bad("hybridCacheLoadFactor", "in [0,1]", k.HybridCacheLoadFactor)
+	}
+	if !finite(k.MinMatchPct) || k.MinMatchPct < 0 || k.MinMatchPct > 100 {
+		bad("minMatchPct", "in [0,100]", k.MinMatchPct)
+	}
+	if k.PrefixCacheStandardDeviationFactor <= 0 {
+		bad("prefixCacheStandardDeviationFactor", "a positive integer", k.PrefixCacheStandardDeviationFactor)
+	}
+	if k.PrefixCacheBlockSize <= 0 {
+		bad("prefixCacheBlockSize", "a positive integer", k.PrefixCacheBlockSize)
+	}
+	if k.PrefixCacheTokenizerType != "character" {
+		bad("prefixCacheTokenizerType", `"character" (tiktoken is not available in pdgate)`, k.PrefixCacheTokenizerType)
+	}
+	if !finite(k.TokenLoadKVWeight) || k.TokenLoadKVWeight < 0 {
+		bad("tokenLoadKVWeight", "> 0 (0 = the ledger's value)", k.TokenLoadKVWeight)
+	}
+	if !finite(k.TokenLoadRequestCost) || k.TokenLoadRequestCost < 0 {
+		bad("tokenLoadRequestCost", "> 0 (0 = the ledger's value)", k.TokenLoadRequestCost)
+	}
+	if k.TokenLoadTTLSeconds != nil && *k.TokenLoadTTLSeconds < 0 {
+		bad("tokenLoadTTLSeconds", ">= 0", *k.TokenLoadTTLSeconds)
+	}
+	if k.TokenLoadSessionTTLSeconds != nil && *k.TokenLoadSessionTTLSeconds < 0 {
+		bad("tokenLoadSessionTTLSeconds", ">= 0", *k.TokenLoadSessionTTLSeconds)
+	}
+	return errors.Join(errs...)
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
