@@ -1,0 +1,98 @@
+package disaggheaders
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+// Plugin type names. Both are deprecated in llm-d in favour of disagg-profile-handler, which
+// writes the same headers itself; they remain for configs that pair pd-profile-handler (or
+// another profile handler) with a separate header writer.
+const (
+	Type       = "disagg-headers-handler"
+	LegacyType = "prefill-header-handler"
+)
+
+var _ fwkrc.PreRequest = &Handler{}
+
+// Parameters of disagg-headers-handler / prefill-header-handler.
+type Parameters struct {
+	PrefillProfile string `json:"prefillProfile"`
+	EncodeProfile  string `json:"encodeProfile"`
+}
+
+// Handler is the deprecated PreRequest header writer.
+type Handler struct {
+	typedName fwkplugin.TypedName
+	params    Parameters
+}
+
+var deprecationOnce sync.Map // type name → *sync.Once
+
+func logDeprecated(ctx context.Context, pluginType string) {
+	once, _ := deprecationOnce.LoadOrStore(pluginType, &sync.Once{})
+	once.(*sync.Once).Do(func() {
+		log.FromContext(ctx).Info("Deprecated: "+pluginType+" is deprecated, use disagg-profile-handler instead (it writes the disaggregation headers itself)",
+			"plugin", pluginType)
+	})
+}
+
+// ParseParameters decodes and defaults the parameters. Unknown fields are rejected.
+func ParseParameters(raw json.RawMessage) (Parameters, error) {
+	p := Parameters{PrefillProfile: "prefill", EncodeProfile: "encode"}
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return p, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("failed to parse the parameters of the '%s' pre-request plugin - %w", Type, err)
+	}
+	return p, nil
+}
+
+// Factory creates disagg-headers-handler.
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	return newHandler(Type, name, raw, handle)
+}
+
+// LegacyFactory creates prefill-header-handler (same plugin, older name).
+func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	return newHandler(LegacyType, name, raw, handle)
+}
+
+func newHandler(pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle) (*Handler, error) {
+	p, err := ParseParameters(raw)
+	if err != nil {
+		return nil, err
+	}
+	ctx := context.Background()
+	if handle != nil {
+		ctx = handle.Context()
+	}
+	logDeprecated(ctx, pluginType)
+	return &Handler{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: p}, nil
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (h *Handler) TypedName() fwkplugin.TypedName { return h.typedName }
+
+// Params returns the effective parameters.
+func (h *Handler) Params() Parameters { return h.params }
+
+// PreRequest writes the routing headers from the scheduling result.
+func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
+	if request == nil {
+		return
+	}
+	w := Write(request, result, h.params.PrefillProfile, h.params.EncodeProfile)
+	LogWritten(ctx, h.typedName.String(), request, w)
+}

@@ -1,0 +1,371 @@
+// Package disaggprofile implements llm-d's disaggregation profile handlers on GIE v1.5.0:
+// disagg-profile-handler (decode always; encode and prefill when their deciders approve;
+// decode is the primary profile; writes the routing headers in PreRequest) and the deprecated
+// pd-profile-handler.
+package disaggprofile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Plugin type names.
+const (
+	HandlerType   = "disagg-profile-handler"
+	PDHandlerType = "pd-profile-handler"
+)
+
+// Decider decides per request whether an optional stage (prefill or encode) runs, given the
+// decode endpoint already picked. It returns the decision and a reason with the numbers behind
+// it (recorded in the decision trace). prefix-based-pd-decider, always-disagg-pd-decider and
+// always-disagg-multimodal-decider implement it; any plugin may.
+type Decider interface {
+	fwkplugin.Plugin
+	Disaggregate(ctx context.Context, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) (bool, string)
+}
+
+// Combined llm-d roles: pods that run prefill and decode themselves.
+var combinedRoles = map[string]bool{"prefill-decode": true, "both": true, "encode-prefill-decode": true}
+
+// RoleLabel is llm-d's role label.
+const RoleLabel = "llm-d.ai/role"
+
+var (
+	_ fwksched.ProfileHandler = &Handler{}
+	_ fwkrc.PreRequest        = &Handler{}
+	_ fwkplugin.ConsumerPlugin = &Handler{}
+)
+
+// Handler is disagg-profile-handler.
+type Handler struct {
+	typedName fwkplugin.TypedName
+	params    Parameters
+	handle    fwkplugin.Handle
+
+	resolveOnce    sync.Once
+	resolveErr     error
+	prefillDecider Decider
+	encodeDecider  Decider
+}
+
+// decisionRecorded marks, per cycle, that the decision metric was counted.
+const decisionRecordedKey fwkplugin.StateKey = "pdgate.io/disagg/decision-recorded"
+
+type flag struct{}
+
+func (flag) Clone() fwkplugin.StateData { return flag{} }
+
+// HandlerFactory creates disagg-profile-handler. Deciders named in the parameters are looked up
+// now when already declared, or on first use when declared later in the plugin list; call
+// ResolveReferences after all plugins are instantiated to get the error at startup.
+func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	ctx := context.Background()
+	if handle != nil {
+		ctx = handle.Context()
+	}
+	p, err := ParseParameters(raw, loggerFrom(ctx))
+	if err != nil {
+		return nil, err
+	}
+	RegisterMetrics()
+	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p, handle: handle}
+	// Validate the references that can be checked now (declared earlier), so a wrong plugin
+	// type fails at startup exactly like llm-d; names not yet declared are resolved later.
+	if handle != nil {
+		if err := h.checkDeclared(); err != nil {
+			return nil, err
+		}
+	}
+	EnsurePrefixProducer(handle)
+	return h, nil
+}
+
+// NewHandler builds a handler from already-parsed parameters and resolved deciders (tests and
+// programmatic assemblies).
+func NewHandler(name string, p Parameters, prefill, encode Decider) *Handler {
+	RegisterMetrics()
+	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p,
+		prefillDecider: prefill, encodeDecider: encode}
+	h.resolveOnce.Do(func() {})
+	return h
+}
+
+func (h *Handler) checkDeclared() error {
+	for _, ref := range []struct{ stage, name string }{{"prefill", h.params.Deciders.Prefill}, {"encode", h.params.Deciders.Encode}} {
+		if ref.name == "" {
+			continue
+		}
+		if p := h.handle.Plugin(ref.name); p != nil {
+			if _, ok := p.(Decider); !ok {
+				return fmt.Errorf("plugin %s does not implement %sDeciderPlugin", ref.name, ref.stage)
+			}
+		}
+	}
+	return nil
+}
+
+// ResolveReferences binds the configured deciders. It is idempotent; the EPP calls it after
+// every plugin is instantiated so a missing decider is a startup error.
+func (h *Handler) ResolveReferences(handle fwkplugin.Handle) error {
+	if handle != nil && h.handle == nil {
+		h.handle = handle
+	}
+	h.resolveOnce.Do(func() { h.resolveErr = h.resolve() })
+	return h.resolveErr
+}
+
+func (h *Handler) resolve() error {
+	var err error
+	if h.prefillDecider, err = lookupDecider(h.handle, "prefill", h.params.Deciders.Prefill); err != nil {
+		return err
+	}
+	if h.encodeDecider, err = lookupDecider(h.handle, "encode", h.params.Deciders.Encode); err != nil {
+		return err
+	}
+	return nil
+}
+
+func lookupDecider(handle fwkplugin.Handle, stage, name string) (Decider, error) {
+	if name == "" {
+		return nil, nil
+	}
+	if handle == nil {
+		return nil, fmt.Errorf("deciders.%s plugin not found: %s", stage, name)
+	}
+	p := handle.Plugin(name)
+	if p == nil {
+		return nil, fmt.Errorf("deciders.%s plugin not found: %s", stage, name)
+	}
+	d, ok := p.(Decider)
+	if !ok {
+		return nil, fmt.Errorf("plugin %s does not implement %sDeciderPlugin", name, stage)
+	}
+	return d, nil
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (h *Handler) TypedName() fwkplugin.TypedName { return h.typedName }
+
+// Params returns the effective parameters.
+func (h *Handler) Params() Parameters { return h.params }
+
+// Consumes declares PrefixCacheMatchInfo, which the prefix-based decider reads on the decode
+// endpoint (this keeps approx-prefix-cache-producer ordered before the handler in the DAG).
+func (h *Handler) Consumes() map[string]any {
+	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
+}
+
+func (h *Handler) deciders(ctx context.Context) (Decider, Decider) {
+	if err := h.ResolveReferences(nil); err != nil {
+		// Only reachable when the EPP did not resolve at startup: disable the optional
+		// stages rather than fail every request.
+		log.FromContext(ctx).Error(err, "disagg-profile-handler: decider reference unresolved, optional stages disabled", "plugin", h.typedName.String())
+		return nil, nil
+	}
+	return h.prefillDecider, h.encodeDecider
+}
+
+// Pick implements fwksched.ProfileHandler. It is called repeatedly until it returns no profile.
+func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest,
+	profiles map[string]fwksched.SchedulerProfile, results map[string]*fwksched.ProfileRunResult) map[string]fwksched.SchedulerProfile {
+	if request == nil {
+		return map[string]fwksched.SchedulerProfile{}
+	}
+	logger := log.FromContext(ctx).V(1).WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
+	trace := decisiontrace.FromCycleState(cs)
+	prefillDecider, encodeDecider := h.deciders(ctx)
+	pf := h.params.Profiles
+
+	// prefill-first: pick the prefill endpoint before decode (only when prefill can be used at
+	// all); the decider still judges it once decode is known.
+	if h.params.StageOrder == PrefillFirst && prefillDecider != nil {
+		if _, has := profiles[pf.Prefill]; has {
+			if _, ran := results[pf.Prefill]; !ran {
+				logger.Info("running prefill profile first", "stageOrder", PrefillFirst)
+				return only(pf.Prefill, profiles)
+			}
+			if pr := results[pf.Prefill]; pr != nil && len(pr.TargetEndpoints) > 0 {
+				if _, published := PrefillResult(cs); !published && cs != nil {
+					cs.Write(PrefillResultKey, &StageResult{Profile: pf.Prefill, Endpoints: endpoints(pr)})
+				}
+			}
+		}
+	}
+
+	decodeRes, decodeRan := results[pf.Decode]
+	if !decodeRan {
+		if _, ok := profiles[pf.Decode]; !ok {
+			log.FromContext(ctx).Error(nil, "decode profile is not configured", "plugin", h.typedName.String(), "profile", pf.Decode)
+			trace.Stage("decode", false, fmt.Sprintf("decode profile %q is not configured", pf.Decode))
+			return map[string]fwksched.SchedulerProfile{}
+		}
+		return only(pf.Decode, profiles)
+	}
+	if decodeRes == nil || len(decodeRes.TargetEndpoints) == 0 {
+		logger.Info("decode profile found no endpoint; remaining stages skipped", "profile", pf.Decode)
+		trace.Stage("decode", false, "decode profile found no endpoint")
+		return map[string]fwksched.SchedulerProfile{}
+	}
+	decodeEp := decodeRes.TargetEndpoints[0]
+	if _, published := DecodeResult(cs); !published {
+		if cs != nil {
+			cs.Write(DecodeResultKey, &StageResult{Profile: pf.Decode, Endpoints: endpoints(decodeRes)})
+		}
+		trace.Stage("decode", true, "decode is the primary stage: "+endpointName(decodeEp))
+	}
+
+	if _, has := profiles[pf.Encode]; has {
+		if _, evaluated := results[pf.Encode]; !evaluated {
+			run, reason := h.decide(ctx, cs, request, encodeDecider, decodeEp, SkipEncodeKey, "encode", false)
+			logger.Info("encode stage decision", "run", run, "reason", reason)
+			trace.Stage("encode", run, reason)
+			if run {
+				return only(pf.Encode, profiles)
+			}
+			results[pf.Encode] = nil // evaluated: do not ask the decider again this cycle
+		}
+	}
+
+	if _, has := profiles[pf.Prefill]; has {
+		pr, evaluated := results[pf.Prefill]
+		ranFirst := h.params.StageOrder == PrefillFirst && evaluated && !h.prefillJudged(cs)
+		if !evaluated || ranFirst {
+			run, reason := h.decide(ctx, cs, request, prefillDecider, decodeEp, SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
+			if ranFirst {
+				h.markPrefillJudged(cs)
+				if run && (pr == nil || len(pr.TargetEndpoints) == 0) {
+					run, reason = false, reason+"; but the prefill profile found no endpoint"
+				}
+				if !run {
+					results[pf.Prefill] = nil
+				}
+			}
+			logger.Info("prefill stage decision", "run", run, "reason", reason, "stageOrder", h.params.StageOrder)
+			trace.Stage("prefill", run, reason)
+			if run && !ranFirst {
+				return only(pf.Prefill, profiles)
+			}
+			if !ranFirst {
+				results[pf.Prefill] = nil
+			}
+		}
+	}
+
+	h.recordDecision(ctx, cs, request, results)
+	return map[string]fwksched.SchedulerProfile{}
+}
+
+const prefillJudgedKey fwkplugin.StateKey = "pdgate.io/disagg/prefill-judged"
+
+func (h *Handler) prefillJudged(cs *fwksched.CycleState) bool {
+	if cs == nil {
+		return false
+	}
+	_, err := cs.Read(prefillJudgedKey)
+	return err == nil
+}
+
+func (h *Handler) markPrefillJudged(cs *fwksched.CycleState) {
+	if cs != nil {
+		cs.Write(prefillJudgedKey, flag{})
+	}
+}
+
+// decide runs the stage's gates in order: skip marker, combined decode pod, decider.
+func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, d Decider,
+	decodeEp fwksched.Endpoint, skipKey fwkplugin.StateKey, stage string, combinedSkips bool) (bool, string) {
+	if d == nil {
+		return false, fmt.Sprintf("no deciders.%s configured: %s disaggregation disabled", stage, stage)
+	}
+	if reason, skip := readSkip(cs, skipKey); skip {
+		return false, "skip marker in cycle state: " + reason
+	}
+	if combinedSkips {
+		if md := decodeEp.GetMetadata(); md != nil && combinedRoles[md.Labels[RoleLabel]] {
+			return false, fmt.Sprintf("decode pick %s has combined role %q and prefills locally", endpointName(decodeEp), md.Labels[RoleLabel])
+		}
+	}
+	run, reason := d.Disaggregate(ctx, request, decodeEp)
+	return run, d.TypedName().Name + ": " + reason
+}
+
+func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult) {
+	if cs != nil {
+		if _, err := cs.Read(decisionRecordedKey); err == nil {
+			return
+		}
+		cs.Write(decisionRecordedKey, flag{})
+	}
+	encodeUsed := used(results[h.params.Profiles.Encode])
+	prefillUsed := used(results[h.params.Profiles.Prefill])
+	decision := DecisionType(encodeUsed, prefillUsed)
+	DisaggDecisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
+	log.FromContext(ctx).V(1).Info("disaggregation decision", "plugin", h.typedName.String(),
+		"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
+}
+
+// ProcessResults implements fwksched.ProfileHandler: decode is primary; prefill and encode are
+// included only when they ran and found endpoints (never as nil entries, which GIE's
+// approx-prefix-cache-producer would dereference).
+func (h *Handler) ProcessResults(_ context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
+	results map[string]*fwksched.ProfileRunResult) (*fwksched.SchedulingResult, error) {
+	return assemble(request, results, h.params.Profiles)
+}
+
+func assemble(request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult, pf Profiles) (*fwksched.SchedulingResult, error) {
+	if request == nil {
+		return nil, fmt.Errorf("request is nil")
+	}
+	decode := results[pf.Decode]
+	if !used(decode) {
+		return nil, fmt.Errorf("failed to find available decode workers")
+	}
+	out := &fwksched.SchedulingResult{PrimaryProfileName: pf.Decode,
+		ProfileResults: map[string]*fwksched.ProfileRunResult{pf.Decode: decode}}
+	for _, name := range []string{pf.Prefill, pf.Encode} {
+		if name != pf.Decode && used(results[name]) {
+			out.ProfileResults[name] = results[name]
+		}
+	}
+	return out, nil
+}
+
+// PreRequest writes x-prefiller-host-port / x-encoder-hosts-ports (and the prefill pod hints)
+// from the result, and clears them when the stage did not run.
+func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
+	if request == nil {
+		return
+	}
+	w := disaggheaders.Write(request, result, h.params.Profiles.Prefill, h.params.Profiles.Encode)
+	disaggheaders.LogWritten(ctx, h.typedName.String(), request, w)
+}
+
+func used(r *fwksched.ProfileRunResult) bool { return r != nil && len(r.TargetEndpoints) > 0 }
+
+func only(name string, profiles map[string]fwksched.SchedulerProfile) map[string]fwksched.SchedulerProfile {
+	return map[string]fwksched.SchedulerProfile{name: profiles[name]}
+}
+
+func endpoints(r *fwksched.ProfileRunResult) []fwksched.Endpoint {
+	return append([]fwksched.Endpoint(nil), r.TargetEndpoints...)
+}
+
+func endpointName(ep fwksched.Endpoint) string {
+	if ep == nil || ep.GetMetadata() == nil {
+		return "<nil>"
+	}
+	md := ep.GetMetadata()
+	return md.NamespacedName.Name + "(" + protocol.FormatHostPort(md.Address, md.Port) + ")"
+}

@@ -1,0 +1,243 @@
+package disaggprofile
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// HeaderDataParallelHostPort is llm-d's data-parallel header, written by pd-profile-handler
+// when primaryPort is set.
+const HeaderDataParallelHostPort = "x-data-parallel-host-port"
+
+// PDParameters are pd-profile-handler's parameters (llm-d's deprecated handler).
+type PDParameters struct {
+	DecodeProfile     string `json:"decodeProfile"`
+	PrefillProfile    string `json:"prefillProfile"`
+	PrefixPluginType  string `json:"prefixPluginType"`
+	PrefixPluginName  string `json:"prefixPluginName"`
+	PrimaryPort       int    `json:"primaryPort"`
+	DeciderPluginName string `json:"deciderPluginName"`
+}
+
+// ParsePDParameters decodes, defaults and validates pd-profile-handler parameters.
+func ParsePDParameters(raw json.RawMessage) (PDParameters, error) {
+	var r struct {
+		DecodeProfile     *string `json:"decodeProfile"`
+		PrefillProfile    *string `json:"prefillProfile"`
+		PrefixPluginType  string  `json:"prefixPluginType"`
+		PrefixPluginName  string  `json:"prefixPluginName"`
+		PrimaryPort       int     `json:"primaryPort"`
+		DeciderPluginName *string `json:"deciderPluginName"`
+	}
+	p := PDParameters{DecodeProfile: "decode", PrefillProfile: "prefill", PrefixPluginType: "prefix-cache-scorer",
+		DeciderPluginName: "prefix-based-pd-decider"}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(t))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r); err != nil {
+			return p, fmt.Errorf("failed to parse the parameters of the '%s' profile handler - %w", PDHandlerType, err)
+		}
+	}
+	// An explicit empty profile name is accepted (llm-d test "empty decodeProfile is valid").
+	if r.DecodeProfile != nil {
+		p.DecodeProfile = *r.DecodeProfile
+	}
+	if r.PrefillProfile != nil {
+		p.PrefillProfile = *r.PrefillProfile
+	}
+	if r.PrefixPluginType != "" {
+		p.PrefixPluginType = r.PrefixPluginType
+	}
+	p.PrefixPluginName = r.PrefixPluginName
+	if p.PrefixPluginName == "" {
+		p.PrefixPluginName = p.PrefixPluginType
+	}
+	if r.DeciderPluginName != nil {
+		p.DeciderPluginName = *r.DeciderPluginName
+	}
+	if p.DeciderPluginName == "" {
+		return p, fmt.Errorf("decider plugin name is not defined")
+	}
+	if r.PrimaryPort != 0 && (r.PrimaryPort < 1 || r.PrimaryPort > 65535) {
+		return p, fmt.Errorf("invalid primaryPort: must be between 1 and 65535, got %d", r.PrimaryPort)
+	}
+	p.PrimaryPort = r.PrimaryPort
+	return p, nil
+}
+
+// PDHandler is the deprecated pd-profile-handler: decode first, then prefill when the decider
+// approves; it writes no headers itself (pair it with disagg-headers-handler).
+type PDHandler struct {
+	typedName fwkplugin.TypedName
+	params    PDParameters
+	handle    fwkplugin.Handle
+
+	resolveOnce sync.Once
+	resolveErr  error
+	decider     Decider
+}
+
+var pdDeprecationOnce sync.Once
+
+// PDHandlerFactory creates pd-profile-handler.
+func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	ctx := context.Background()
+	if handle != nil {
+		ctx = handle.Context()
+	}
+	p, err := ParsePDParameters(raw)
+	if err != nil {
+		return nil, err
+	}
+	logger := log.FromContext(ctx)
+	pdDeprecationOnce.Do(func() {
+		logger.Info("Deprecated: pd-profile-handler is deprecated, use disagg-profile-handler instead")
+	})
+	if p.PrimaryPort != 0 {
+		logger.Info("Deprecated: primaryPort not needed with Istio >= 1.28.1", "plugin", name)
+	}
+	RegisterMetrics()
+	h := &PDHandler{typedName: fwkplugin.TypedName{Type: PDHandlerType, Name: name}, params: p, handle: handle}
+	if handle != nil {
+		if pl := handle.Plugin(p.DeciderPluginName); pl != nil {
+			if _, ok := pl.(Decider); !ok {
+				return nil, fmt.Errorf("decider plugin of type: %s does not implement pdDeciderPlugin", p.DeciderPluginName)
+			}
+		}
+	}
+	EnsurePrefixProducer(handle)
+	return h, nil
+}
+
+// ResolveReferences binds the decider (see Handler.ResolveReferences).
+func (h *PDHandler) ResolveReferences(handle fwkplugin.Handle) error {
+	if handle != nil && h.handle == nil {
+		h.handle = handle
+	}
+	h.resolveOnce.Do(func() {
+		if h.handle == nil {
+			h.resolveErr = fmt.Errorf("invalid decider plugin type: %s", h.params.DeciderPluginName)
+			return
+		}
+		pl := h.handle.Plugin(h.params.DeciderPluginName)
+		if pl == nil {
+			h.resolveErr = fmt.Errorf("invalid decider plugin type: %s", h.params.DeciderPluginName)
+			return
+		}
+		d, ok := pl.(Decider)
+		if !ok {
+			h.resolveErr = fmt.Errorf("decider plugin of type: %s does not implement pdDeciderPlugin", h.params.DeciderPluginName)
+			return
+		}
+		h.decider = d
+	})
+	return h.resolveErr
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (h *PDHandler) TypedName() fwkplugin.TypedName { return h.typedName }
+
+// Params returns the effective parameters.
+func (h *PDHandler) Params() PDParameters { return h.params }
+
+// Consumes declares PrefixCacheMatchInfo (read by the decider).
+func (h *PDHandler) Consumes() map[string]any {
+	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
+}
+
+// Pick runs decode, then prefill when the decider approves. Unlike disagg-profile-handler the
+// decision metric is recorded when the decider is asked (llm-d's order).
+func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest,
+	profiles map[string]fwksched.SchedulerProfile, results map[string]*fwksched.ProfileRunResult) map[string]fwksched.SchedulerProfile {
+	none := map[string]fwksched.SchedulerProfile{}
+	if request == nil {
+		return none
+	}
+	trace := decisiontrace.FromCycleState(cs)
+	decodeRes, decodeRan := results[h.params.DecodeProfile]
+	if !decodeRan {
+		if _, ok := profiles[h.params.DecodeProfile]; !ok {
+			trace.Stage("decode", false, fmt.Sprintf("decode profile %q is not configured", h.params.DecodeProfile))
+			return none
+		}
+		return only(h.params.DecodeProfile, profiles)
+	}
+	if _, prefillRan := results[h.params.PrefillProfile]; prefillRan || len(profiles) == len(results) || !used(decodeRes) {
+		return none
+	}
+	if _, ok := profiles[h.params.PrefillProfile]; !ok {
+		return none
+	}
+	decodeEp := decodeRes.TargetEndpoints[0]
+	if _, published := DecodeResult(cs); !published && cs != nil {
+		cs.Write(DecodeResultKey, &StageResult{Profile: h.params.DecodeProfile, Endpoints: endpoints(decodeRes)})
+	}
+	run, reason := false, ""
+	if err := h.ResolveReferences(nil); err != nil {
+		reason = err.Error()
+		log.FromContext(ctx).Error(err, "pd-profile-handler: decider unresolved, P/D disabled")
+	} else if skip, ok := readSkip(cs, SkipPrefillKey); ok {
+		reason = "skip marker in cycle state: " + skip
+	} else {
+		run, reason = h.decider.Disaggregate(ctx, request, decodeEp)
+		reason = h.decider.TypedName().Name + ": " + reason
+	}
+	trace.Stage("prefill", run, reason)
+	log.FromContext(ctx).V(1).Info("prefill stage decision", "plugin", h.typedName.String(), "requestID", request.RequestId,
+		"run", run, "reason", reason)
+	decision := DecisionDecodeOnly
+	if run {
+		decision = DecisionPrefillDecode
+	}
+	PDDecisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
+	if run {
+		return only(h.params.PrefillProfile, profiles)
+	}
+	return none
+}
+
+// ProcessResults: decode is primary. With primaryPort, the decode endpoint's original
+// host:port goes into x-data-parallel-host-port and every decode endpoint's port is rewritten
+// to primaryPort (llm-d's data-parallel routing through the primary rank).
+func (h *PDHandler) ProcessResults(_ context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
+	results map[string]*fwksched.ProfileRunResult) (*fwksched.SchedulingResult, error) {
+	if request == nil {
+		return nil, fmt.Errorf("request is nil")
+	}
+	decode := results[h.params.DecodeProfile]
+	if !used(decode) {
+		return nil, fmt.Errorf("failed to find available decode workers")
+	}
+	if h.params.PrimaryPort != 0 {
+		md := decode.TargetEndpoints[0].GetMetadata()
+		if request.Headers == nil {
+			request.Headers = map[string]string{}
+		}
+		request.Headers[HeaderDataParallelHostPort] = protocol.FormatHostPort(md.Address, md.Port)
+		rewritten := &fwksched.ProfileRunResult{}
+		for _, ep := range decode.TargetEndpoints {
+			info := ep.GetMetadata().Clone()
+			info.Port = strconv.Itoa(h.params.PrimaryPort)
+			rewritten.TargetEndpoints = append(rewritten.TargetEndpoints, fwksched.NewEndpoint(info, ep.GetMetrics().Clone(), ep.Clone()))
+		}
+		decode = rewritten
+	}
+	out := &fwksched.SchedulingResult{PrimaryProfileName: h.params.DecodeProfile,
+		ProfileResults: map[string]*fwksched.ProfileRunResult{h.params.DecodeProfile: decode}}
+	if pr := results[h.params.PrefillProfile]; h.params.PrefillProfile != h.params.DecodeProfile && used(pr) {
+		out.ProfileResults[h.params.PrefillProfile] = pr
+	}
+	return out, nil
+}
