@@ -43,8 +43,8 @@ var combinedRoles = map[string]bool{"prefill-decode": true, "both": true, "encod
 const RoleLabel = "llm-d.ai/role"
 
 var (
-	_ fwksched.ProfileHandler = &Handler{}
-	_ fwkrc.PreRequest        = &Handler{}
+	_ fwksched.ProfileHandler  = &Handler{}
+	_ fwkrc.PreRequest         = &Handler{}
 	_ fwkplugin.ConsumerPlugin = &Handler{}
 )
 
