@@ -7,6 +7,8 @@ package plugins
 
 import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 // registration pairs a plugin type name with its factory.
@@ -16,7 +18,9 @@ type registration struct {
 }
 
 // registrations lists every pdgate plugin type. Keep it sorted by type name.
-var registrations = []registration{}
+var registrations = []registration{
+	{typeName: tokenledger.Type, factory: tokenledger.Factory},
+}
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.
 func RegisterAll() {

@@ -1,0 +1,70 @@
+package tokenledger
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// testParams are the defaults without any environment.
+func testParams(t testing.TB) Params {
+	t.Helper()
+	p, warns := DefaultParams(func(string) (string, bool) { return "", false })
+	if len(warns) > 0 {
+		t.Fatalf("unexpected warnings: %v", warns)
+	}
+	return p
+}
+
+func newTestTracker(t testing.TB, mut func(*Params)) (*Tracker, *fakeClock, *Metrics) {
+	t.Helper()
+	p := testParams(t)
+	if mut != nil {
+		mut(&p)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("params: %v", err)
+	}
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newFakeClock()
+	return NewTracker(Options{Params: p, Clock: c, Metrics: m}), c, m
+}
+
+func chargeBoth(tr *Tracker, id string, prefill, decode PodKey, pTokens, dTokens float64) {
+	tr.Atomically(func(tx Tx) {
+		tx.ChargePrefill(PrefillCharge{RequestID: id, Pod: prefill, Tokens: pTokens, TTL: time.Hour})
+		tx.ChargeDecode(DecodeCharge{RequestID: id, Pod: decode, Tokens: dTokens, TTL: time.Hour})
+	})
+}
+
+func prefillOf(tr *Tracker, pod PodKey) (out PrefillLoad) {
+	tr.Atomically(func(tx Tx) { out = tx.Prefill(pod) })
+	return out
+}
+
+func decodeOf(tr *Tracker, pod PodKey, rate DecodeRate) (out float64) {
+	tr.Atomically(func(tx Tx) { out = tx.Decode(pod, rate) })
+	return out
+}

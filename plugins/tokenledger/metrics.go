@@ -1,0 +1,99 @@
+package tokenledger
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the ledger's Prometheus series.
+type Metrics struct {
+	active, kv, decode *prometheus.GaugeVec
+	forceReleased      *prometheus.CounterVec
+	sessions           prometheus.Gauge
+	sessionsFull       prometheus.Counter
+	sharedSyncs        *prometheus.CounterVec
+	remoteReplicas     prometheus.Gauge
+}
+
+type gaugeSetter interface{ Set(float64) }
+
+var podLabels = []string{"namespace", "pod_name"}
+
+// NewMetrics creates the ledger metrics and registers them with reg (nil: not registered).
+// Collectors already registered with reg are reused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_active_tokens",
+			Help: "Prefill tokens being computed on the pod (token-load ledger)."}, podLabels),
+		kv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_kv_tokens",
+			Help: "Prefill tokens whose KV stays resident on the pod until their requests complete."}, podLabels),
+		decode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_tokens",
+			Help: "Prompt tokens charged to the decode pod by this EPP replica, without growth."}, podLabels),
+		forceReleased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_force_released_total",
+			Help: "Ledger charges released by the janitor: part=prefill|decode, reason=ttl|unconfirmed."}, []string{"part", "reason"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_sessions",
+			Help: "Sessions in the token-load session table."}),
+		sessionsFull: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_token_load_session_table_full_total",
+			Help: "New sessions not recorded because the session table was full."}),
+		sharedSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_shared_syncs_total",
+			Help: "Round trips to Redis for the shared decode ledger by result (ok, error)."}, []string{"result"}),
+		remoteReplicas: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_shared_remote_replicas",
+			Help: "Other live EPP replicas seen in the shared decode ledger at the last sync."}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	reuse := func(c prometheus.Collector) prometheus.Collector {
+		if e := reg.Register(c); e != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(e, &are) {
+				return are.ExistingCollector
+			}
+			err = errors.Join(err, e)
+		}
+		return c
+	}
+	m.active = reuse(m.active).(*prometheus.GaugeVec)
+	m.kv = reuse(m.kv).(*prometheus.GaugeVec)
+	m.decode = reuse(m.decode).(*prometheus.GaugeVec)
+	m.forceReleased = reuse(m.forceReleased).(*prometheus.CounterVec)
+	m.sessions = reuse(m.sessions).(prometheus.Gauge)
+	m.sessionsFull = reuse(m.sessionsFull).(prometheus.Counter)
+	m.sharedSyncs = reuse(m.sharedSyncs).(*prometheus.CounterVec)
+	m.remoteReplicas = reuse(m.remoteReplicas).(prometheus.Gauge)
+	return m, err
+}
+
+var defaultMetrics = sync.OnceValue(func() *Metrics {
+	m, err := NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		panic("tokenledger: registering metrics: " + err.Error())
+	}
+	return m
+})
+
+func splitPod(k PodKey) (ns, name string) {
+	s := string(k)
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return "", s
+}
+
+func (m *Metrics) podGauges(k PodKey) (a, kv, d gaugeSetter) {
+	ns, name := splitPod(k)
+	return m.active.WithLabelValues(ns, name), m.kv.WithLabelValues(ns, name), m.decode.WithLabelValues(ns, name)
+}
+
+func (m *Metrics) deletePod(k PodKey) {
+	ns, name := splitPod(k)
+	m.active.DeleteLabelValues(ns, name)
+	m.kv.DeleteLabelValues(ns, name)
+	m.decode.DeleteLabelValues(ns, name)
+}

@@ -1,0 +1,166 @@
+package tokenledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Type is the plugin type name. GIE already registers "token-load-scorer"; this is distinct.
+const Type = "pd-token-ledger"
+
+// Prefill outcomes the sidecar reports in protocol.HeaderPrefillOutcome.
+const (
+	OutcomeOK            = "ok"
+	OutcomeFailed        = "failed"
+	OutcomeSkipped       = "skipped"
+	OutcomeFallbackLocal = "fallback-local"
+)
+
+// Plugin owns one ledger instance and ties it to the request lifecycle: PreRequest confirms a
+// scheduled request, ResponseHeader releases the prefill charge (the sidecar's prefill leg is
+// over once response headers arrive), ResponseBody at end of stream releases everything.
+type Plugin struct {
+	tn      fwkplugin.TypedName
+	tracker *Tracker
+}
+
+var (
+	_ fwkrc.PreRequest     = (*Plugin)(nil)
+	_ fwkrc.ResponseHeader = (*Plugin)(nil)
+	_ fwkrc.ResponseBody   = (*Plugin)(nil)
+	_ Provider             = (*Plugin)(nil)
+)
+
+// Factory builds the plugin from its parameters (environment variables are the defaults) and
+// starts the janitor and the shared-ledger sync on the handle's context.
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	ctx := context.Background()
+	if handle != nil && handle.Context() != nil {
+		ctx = handle.Context()
+	}
+	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
+	p, warns, err := ParseParams(name, raw, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warns {
+		logger.Info("Ignoring invalid environment default", "detail", w)
+	}
+	pl := New(name, NewTracker(Options{Params: p, Logger: logger}))
+	pl.tracker.Start(ctx)
+	if p.SharingEnabled() {
+		logger.Info("Shared decode ledger enabled", "redis", p.Redis.Address, "replicaID", pl.tracker.ReplicaID())
+	}
+	return pl, nil
+}
+
+// New wraps an existing tracker (tests and custom assemblies).
+func New(name string, t *Tracker) *Plugin {
+	return &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, tracker: t}
+}
+
+func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
+
+// TokenLedger implements Provider.
+func (p *Plugin) TokenLedger() Ledger { return p.tracker }
+
+// TokenLoadDefaults implements Provider.
+func (p *Plugin) TokenLoadDefaults() Defaults { return p.tracker.TokenLoadDefaults() }
+
+// Tracker returns the concrete ledger (snapshots, sweeps).
+func (p *Plugin) Tracker() *Tracker { return p.tracker }
+
+func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
+	if req != nil && req.RequestId != "" {
+		return req.RequestId
+	}
+	if resp != nil {
+		return resp.RequestId
+	}
+	return ""
+}
+
+// PreRequest runs only for requests that were scheduled; it exempts their charges from the
+// unconfirmed sweep.
+func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
+	if req != nil {
+		p.tracker.Confirm(req.RequestId)
+	}
+}
+
+// ResponseHeader releases the prefill charge: the active part on "ok" (or when the header is
+// missing: first response headers are an upper bound of the prefill leg's end), both parts when
+// the prefill leg failed, was skipped or fell back to local prefill (no KV stays on the prefill pod).
+func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	id := requestID(req, resp)
+	if id == "" {
+		return
+	}
+	var headers map[string]string
+	if resp != nil {
+		headers = resp.Headers
+	}
+	outcome := strings.ToLower(strings.TrimSpace(headerValue(headers, protocol.HeaderPrefillOutcome)))
+	switch outcome {
+	case OutcomeOK, "":
+		p.tracker.ReleasePrefillActive(id)
+	case OutcomeFailed, OutcomeSkipped, OutcomeFallbackLocal:
+		p.tracker.ReleasePrefill(id)
+	default:
+		log.FromContext(ctx).V(1).Info("Unknown prefill outcome; releasing the active part only", "requestID", id, "outcome", outcome)
+		p.tracker.ReleasePrefillActive(id)
+	}
+}
+
+// ResponseBody releases every remaining charge at end of stream: completion, failure and client
+// disconnect (GIE forces a final EndOfStream call when a scheduled stream ends early).
+func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	if resp == nil || !resp.EndOfStream {
+		return
+	}
+	if id := requestID(req, resp); id != "" {
+		p.tracker.ReleaseAll(id)
+	}
+}
+
+// headerValue looks a header up exactly, then case-insensitively (Envoy lower-cases names;
+// other gateways may not).
+func headerValue(h map[string]string, name string) string {
+	if v, ok := h[name]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// Lookup finds the ledger owner named name among the handle's plugins. Scorers call it lazily at
+// first use, so the order of the plugins list does not matter.
+func Lookup(h fwkplugin.HandlePlugins, name string) (Provider, error) {
+	if h == nil {
+		return nil, fmt.Errorf("token ledger %q: no plugin handle", name)
+	}
+	pl := h.Plugin(name)
+	if pl == nil {
+		return nil, fmt.Errorf("token ledger %q: no plugin with that name; declare a %s plugin named %q", name, Type, name)
+	}
+	prov, ok := pl.(Provider)
+	if !ok {
+		return nil, fmt.Errorf("token ledger %q: plugin is a %s, not a %s", name, pl.TypedName().Type, Type)
+	}
+	return prov, nil
+}
