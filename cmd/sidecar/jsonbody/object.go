@@ -1,0 +1,259 @@
+// Package jsonbody edits the top level of a JSON object without re-marshalling the values the
+// sidecar does not own: every member keeps its bytes and its position, so unknown fields,
+// huge numbers and nested key order (prompt_token_ids, tool schemas) reach the engine exactly
+// as the client sent them. Duplicate top-level keys are reported so the sidecar can refuse a
+// body that repeats a key it controls (two parsers could otherwise disagree on its value).
+package jsonbody
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// member is one top-level key and its raw value bytes.
+type member struct {
+	key string
+	raw json.RawMessage
+}
+
+// Object is an ordered, byte-preserving view of a JSON object's top level.
+type Object struct {
+	members []member
+	dups    map[string]int
+}
+
+// ErrNotObject is returned when the body is valid JSON but not an object.
+var ErrNotObject = errors.New("body is not a JSON object")
+
+// Parse reads one JSON object. Trailing data after the object is an error.
+func Parse(b []byte) (*Object, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("parse JSON body: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, ErrNotObject
+	}
+	o := &Object{}
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("parse JSON body: %w", err)
+		}
+		key, ok := kt.(string)
+		if !ok {
+			return nil, fmt.Errorf("parse JSON body: object key is %T", kt)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("parse JSON body: value of %q: %w", key, err)
+		}
+		if o.index(key) >= 0 {
+			if o.dups == nil {
+				o.dups = map[string]int{}
+			}
+			o.dups[key]++
+		}
+		o.members = append(o.members, member{key: key, raw: raw})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("parse JSON body: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("parse JSON body: trailing data after the object")
+	}
+	return o, nil
+}
+
+// New returns an empty object.
+func New() *Object { return &Object{} }
+
+// Clone returns an independent copy (raw values are shared; they are never mutated in place).
+func (o *Object) Clone() *Object {
+	c := &Object{members: append([]member(nil), o.members...)}
+	if len(o.dups) > 0 {
+		c.dups = make(map[string]int, len(o.dups))
+		for k, v := range o.dups {
+			c.dups[k] = v
+		}
+	}
+	return c
+}
+
+// Duplicated returns the first of keys that appears more than once at the top level.
+func (o *Object) Duplicated(keys ...string) (string, bool) {
+	for _, k := range keys {
+		if o.dups[k] > 0 {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+func (o *Object) index(key string) int {
+	for i := range o.members {
+		if o.members[i].key == key {
+			return i
+		}
+	}
+	return -1
+}
+
+// Has reports whether key is present (even with a null value).
+func (o *Object) Has(key string) bool { return o.index(key) >= 0 }
+
+// Raw returns the raw bytes of key's value.
+func (o *Object) Raw(key string) (json.RawMessage, bool) {
+	if i := o.index(key); i >= 0 {
+		return o.members[i].raw, true
+	}
+	return nil, false
+}
+
+// Keys returns the top-level keys in order.
+func (o *Object) Keys() []string {
+	out := make([]string, len(o.members))
+	for i, m := range o.members {
+		out[i] = m.key
+	}
+	return out
+}
+
+// SetRaw sets key to raw (which must be valid JSON), keeping its position when present and
+// dropping any duplicates of it.
+func (o *Object) SetRaw(key string, raw json.RawMessage) {
+	i := o.index(key)
+	if i < 0 {
+		o.members = append(o.members, member{key: key, raw: raw})
+		return
+	}
+	o.members[i].raw = raw
+	o.dropAfter(key, i)
+}
+
+func (o *Object) dropAfter(key string, i int) {
+	if o.dups[key] == 0 {
+		return
+	}
+	out := o.members[:i+1]
+	for _, m := range o.members[i+1:] {
+		if m.key != key {
+			out = append(out, m)
+		}
+	}
+	o.members = out
+	delete(o.dups, key)
+}
+
+// Set marshals v and sets it under key.
+func (o *Object) Set(key string, v any) error {
+	raw, err := marshal(v)
+	if err != nil {
+		return fmt.Errorf("set %q: %w", key, err)
+	}
+	o.SetRaw(key, raw)
+	return nil
+}
+
+// SetInt sets key to an integer literal (no float64 round trip).
+func (o *Object) SetInt(key string, v int64) {
+	o.SetRaw(key, json.RawMessage(strconv.FormatInt(v, 10)))
+}
+
+// SetBool sets key to true or false.
+func (o *Object) SetBool(key string, v bool) {
+	o.SetRaw(key, json.RawMessage(strconv.FormatBool(v)))
+}
+
+// Delete removes every occurrence of key.
+func (o *Object) Delete(key string) {
+	out := o.members[:0]
+	for _, m := range o.members {
+		if m.key != key {
+			out = append(out, m)
+		}
+	}
+	o.members = out
+	delete(o.dups, key)
+}
+
+// Bool returns key's value when it is a JSON boolean.
+func (o *Object) Bool(key string) (value, ok bool) {
+	raw, found := o.Raw(key)
+	if !found {
+		return false, false
+	}
+	switch string(bytes.TrimSpace(raw)) {
+	case "true":
+		return true, true
+	case "false":
+		return false, true
+	}
+	return false, false
+}
+
+// String returns key's value when it is a JSON string.
+func (o *Object) String(key string) (string, bool) {
+	raw, found := o.Raw(key)
+	if !found {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// Object parses key's value as a nested object (nil, false when absent, null or not an object).
+func (o *Object) Object(key string) (*Object, bool) {
+	raw, found := o.Raw(key)
+	if !found {
+		return nil, false
+	}
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || t[0] != '{' {
+		return nil, false
+	}
+	sub, err := Parse(t)
+	if err != nil {
+		return nil, false
+	}
+	return sub, true
+}
+
+// SetObject stores a nested object under key.
+func (o *Object) SetObject(key string, sub *Object) { o.SetRaw(key, sub.Bytes()) }
+
+// Bytes renders the object. Values keep their original bytes.
+func (o *Object) Bytes() []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range o.members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.raw)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}
+
+func marshal(v any) (json.RawMessage, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return json.RawMessage(bytes.TrimRight(b.Bytes(), "\n")), nil
+}

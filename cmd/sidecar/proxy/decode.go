@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/sidecar/sse"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// decodeOpts describe one decode leg.
+type decodeOpts struct {
+	outcome    string        // x-pdgate-prefill-outcome for sequential dialects
+	prefillDur time.Duration // sequential prefill duration (0: none ran)
+	prefillEnd time.Time     // sequential prefill response time (KV handoff start)
+	// rewriteCached, when set, replaces usage.prompt_tokens_details.cached_tokens.
+	rewriteCached *int64
+	rid           string // SGLang rid for /abort_request
+	gate          *gate  // concurrent prefill (SGLang, TRT generation_first)
+	// probe (shared-storage decode-first): hold the start of the answer and report whether
+	// the engine asked for a prefill (finish_reason cache_threshold) instead of streaming it.
+	probe bool
+}
+
+const probeLimit = 1 << 20
+
+// decode sends body to the local engine and streams the answer to the client under the
+// watchdog. Engine response headers are held until the first body chunk so that a decode
+// that never starts can still be answered with a clean 504. It returns true only when a
+// probe found finish_reason cache_threshold (nothing was written to the client then).
+func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body []byte, o decodeOpts) (needPrefill bool) {
+	ctx, cancel := contextWithCancel(r.Context())
+	defer cancel()
+	wd := newWatchdog(p.cfg.FirstResponseTimeout, p.cfg.ResponseTimeout, p.cfg.StreamIdleTimeout, rq.stream, cancel)
+	defer wd.stop()
+	if o.gate != nil {
+		o.gate.attach(cancel)
+		go func() {
+			select {
+			case <-o.gate.succeeded:
+				wd.start()
+			case <-ctx.Done():
+			}
+		}()
+	} else {
+		wd.start()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.path, r), bytes.NewReader(body))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "building decode request: "+err.Error(), protocol.HeaderErrorDecode)
+		return false
+	}
+	req.Header = legHeaders(rq.header, rq.id)
+	resp, err := p.cfg.DecodeClient.Do(req)
+	if err != nil {
+		p.decodeFailed(w, r, rq, o, wd, err, false)
+		return false
+	}
+	defer func() { _ = resp.Body.Close() }()
+
+	var (
+		committed bool
+		out       io.Writer = w
+		rw        *sse.Writer
+		pending   []byte
+	)
+	flush := func() {}
+	if f, ok := w.(http.Flusher); ok {
+		flush = f.Flush
+	}
+	commit := func() bool {
+		if o.gate != nil && !o.gate.commit() {
+			return false
+		}
+		p.writeDecodeHeaders(w, resp, o, rq)
+		committed = true
+		if o.rewriteCached != nil && resp.StatusCode/100 == 2 {
+			rw = sse.NewWriter(w, flush, *o.rewriteCached, isSSE(resp.Header))
+			out = rw
+		}
+		return true
+	}
+	probing := o.probe && resp.StatusCode/100 == 2
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := resp.Body.Read(buf)
+		if n > 0 {
+			wd.chunk()
+			chunk := buf[:n]
+			if probing {
+				pending = append(pending, chunk...)
+				if !probeDecided(pending, isSSE(resp.Header)) {
+					chunk = nil
+				} else {
+					probing = false
+					if hasCacheThreshold(pending) {
+						return true
+					}
+					chunk = pending
+				}
+			}
+			if len(chunk) > 0 {
+				if !committed && !commit() {
+					p.writeGateFailure(w, o.gate)
+					return false
+				}
+				if _, werr := out.Write(chunk); werr != nil {
+					p.cfg.Metrics.Legs.WithLabelValues("decode", string(p.cfg.Engine), "client_gone").Inc()
+					return false
+				}
+				if rw == nil {
+					flush()
+				}
+			}
+		}
+		if rerr == io.EOF {
+			if probing && hasCacheThreshold(pending) {
+				return true
+			}
+			if !committed {
+				if !commit() {
+					p.writeGateFailure(w, o.gate)
+					return false
+				}
+				if len(pending) > 0 {
+					_, _ = out.Write(pending)
+				}
+			}
+			if rw != nil {
+				_ = rw.Close()
+			}
+			flush()
+			p.cfg.Metrics.Legs.WithLabelValues("decode", string(p.cfg.Engine), outcomeOK).Inc()
+			return false
+		}
+		if rerr != nil {
+			p.decodeFailed(w, r, rq, o, wd, rerr, committed)
+			return false
+		}
+	}
+}
+
+func (p *Proxy) writeDecodeHeaders(w http.ResponseWriter, resp *http.Response, o decodeOpts, rq *request) {
+	h := w.Header()
+	for k, vs := range resp.Header {
+		h[k] = append([]string(nil), vs...)
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+	if o.rewriteCached != nil {
+		h.Del("Content-Length")
+	}
+	outcome, dur, end := o.outcome, o.prefillDur, o.prefillEnd
+	if o.gate != nil {
+		outcome, dur, end = o.gate.outcome()
+	}
+	h.Set(protocol.HeaderPrefillOutcome, outcome)
+	if dur > 0 {
+		h.Set(protocol.HeaderPrefillDurationMS, strconv.FormatInt(dur.Milliseconds(), 10))
+	}
+	if !end.IsZero() {
+		handoff := time.Since(end)
+		if handoff < 0 {
+			handoff = 0
+		}
+		p.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(p.cfg.Engine)).Observe(handoff.Seconds())
+	}
+	w.WriteHeader(resp.StatusCode)
+}
+
+// decodeFailed handles a decode leg that ended with an error.
+func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request, o decodeOpts, wd *watchdog, err error, committed bool) {
+	engine := string(p.cfg.Engine)
+	if phase := wd.fired(); phase != "" {
+		p.cfg.Metrics.Watchdog.WithLabelValues(phase, strconv.FormatBool(committed)).Inc()
+		p.cfg.Metrics.Legs.WithLabelValues("decode", engine, "watchdog").Inc()
+		rq.log.Info("pd_decode_watchdog fired", "phase", phase, "headersSent", committed)
+		if o.rid != "" {
+			p.abortSGLang(rq, o.rid, "watchdog_"+phase)
+		}
+		if committed {
+			panic(http.ErrAbortHandler) // cut the stream short: the client must not see a clean end
+		}
+		verb := "start"
+		if phase != phaseFirst {
+			verb = "finish"
+		}
+		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("decode engine did not %s responding within the %s timeout", verb, phase),
+			protocol.HeaderErrorDecode)
+		return
+	}
+	if o.gate != nil {
+		if lerr := o.gate.failure(); lerr != nil {
+			if committed {
+				panic(http.ErrAbortHandler)
+			}
+			p.writePrefillFailure(w, lerr)
+			return
+		}
+	}
+	if r.Context().Err() != nil {
+		p.cfg.Metrics.Legs.WithLabelValues("decode", engine, "client_gone").Inc()
+		return
+	}
+	p.cfg.Metrics.Legs.WithLabelValues("decode", engine, classTransport).Inc()
+	rq.log.Info("decode leg failed", "err", err.Error(), "headersSent", committed)
+	if committed {
+		panic(http.ErrAbortHandler)
+	}
+	if isConnRefused(err) {
+		writeError(w, http.StatusServiceUnavailable, "the decode engine is not ready (connection refused)", protocol.HeaderErrorDecode)
+		return
+	}
+	writeError(w, http.StatusBadGateway, "decode leg failed: "+truncate(err.Error(), 256), protocol.HeaderErrorDecode)
+}
+
+func (p *Proxy) writeGateFailure(w http.ResponseWriter, g *gate) {
+	if lerr := g.failure(); lerr != nil {
+		p.writePrefillFailure(w, lerr)
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "prefill leg failed", protocol.HeaderErrorPrefill)
+}
+
+func isSSE(h http.Header) bool {
+	return strings.HasPrefix(strings.ToLower(h.Get("Content-Type")), "text/event-stream")
+}
+
+// probeDecided: a JSON answer is judged when complete (EOF handles that); a stream after two
+// events or probeLimit bytes.
+func probeDecided(b []byte, stream bool) bool {
+	if len(b) >= probeLimit {
+		return true
+	}
+	return stream && bytes.Count(b, []byte("\n\n")) >= 2
+}
+
+func hasCacheThreshold(b []byte) bool {
+	return bytes.Contains(b, []byte(`"finish_reason":"cache_threshold"`)) ||
+		bytes.Contains(b, []byte(`"finish_reason": "cache_threshold"`))
+}

@@ -1,0 +1,288 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Prefill outcomes (x-pdgate-prefill-outcome) and failure classes.
+const (
+	outcomeOK       = "ok"
+	outcomeFailed   = "failed"
+	outcomeSkipped  = "skipped"
+	outcomeFallback = "fallback-local"
+
+	classSetup       = "request_setup"
+	classTimeout     = "timeout"
+	classCanceled    = "canceled"
+	classTransport   = "transport"
+	classHTTP        = "http_status"
+	classBadResponse = "bad_response"
+)
+
+// maxLegResponse caps a buffered prefill/encode response (prompt_token_ids can be large).
+const maxLegResponse = 64 << 20
+
+// legError is a failed encode/prefill leg.
+type legError struct {
+	class  string
+	status int
+	header http.Header
+	body   []byte
+	err    error
+}
+
+func (e *legError) Error() string {
+	if e.class == classHTTP {
+		return fmt.Sprintf("%s: status %d: %s", e.class, e.status, truncate(strings.TrimSpace(string(e.body)), 200))
+	}
+	return fmt.Sprintf("%s: %v", e.class, e.err)
+}
+
+// terminal reports whether the failure means the KV was not produced. A 200 with an
+// unparseable body still completed the transfer.
+func (e *legError) terminal() bool { return e.class != classBadResponse }
+
+func (e *legError) retryable() bool {
+	switch e.class {
+	case classTransport, classBadResponse:
+		return true
+	case classHTTP:
+		return e.status >= 500 || e.status == http.StatusTooManyRequests
+	}
+	return false
+}
+
+// clientError reports a prefiller 4xx that says the request itself is bad; it is returned to
+// the client as is under every policy (the decode engine would refuse it too).
+func (e *legError) clientError() bool {
+	return e.class == classHTTP && e.status >= 400 && e.status < 500 && e.status != http.StatusTooManyRequests
+}
+
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// legHeaders derives an outgoing leg's headers from the client's: hop-by-hop headers and
+// Accept-Encoding are dropped (the sidecar rewrites bodies, so it wants them uncompressed).
+func legHeaders(src http.Header, reqID string) http.Header {
+	h := src.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for _, c := range h.Values("Connection") {
+		for _, f := range strings.Split(c, ",") {
+			h.Del(strings.TrimSpace(f))
+		}
+	}
+	for _, k := range hopByHop {
+		h.Del(k)
+	}
+	for _, k := range protocol.RoutingHeaders {
+		h.Del(k)
+	}
+	h.Del("Content-Length")
+	h.Del("Accept-Encoding")
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Request-Id", reqID)
+	return h
+}
+
+// postJSON sends one buffered leg.
+func postJSON(ctx context.Context, client *http.Client, url string, hdr http.Header, body []byte) (http.Header, []byte, *legError) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &legError{class: classSetup, err: err}
+	}
+	req.Header = hdr
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, classifyTransport(ctx, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxLegResponse+1))
+	if err != nil {
+		return nil, nil, classifyTransport(ctx, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.Header, b, &legError{class: classHTTP, status: resp.StatusCode, header: resp.Header, body: b}
+	}
+	if len(b) > maxLegResponse {
+		return nil, nil, &legError{class: classBadResponse, err: fmt.Errorf("response exceeds %d bytes", maxLegResponse)}
+	}
+	return resp.Header, b, nil
+}
+
+func classifyTransport(ctx context.Context, err error) *legError {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return &legError{class: classTimeout, err: err}
+	case ctx.Err() != nil:
+		return &legError{class: classCanceled, err: err}
+	}
+	return &legError{class: classTransport, err: err}
+}
+
+func (p *Proxy) prefillURL(rq *request, r *http.Request) string {
+	u := p.cfg.PrefillScheme + "://" + rq.prefill.String() + rq.path
+	if r.URL.RawQuery != "" {
+		u += "?" + r.URL.RawQuery
+	}
+	return u
+}
+
+func (p *Proxy) engineURL(path string, r *http.Request) string {
+	u := *p.cfg.EngineURL
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	if r != nil {
+		u.RawQuery = r.URL.RawQuery
+	}
+	return u.String()
+}
+
+// prefillOnce sends one prefill attempt and parses the JSON object it returns.
+func (p *Proxy) prefillOnce(ctx context.Context, r *http.Request, rq *request, body []byte) (*jsonbody.Object, *legError) {
+	_, b, lerr := postJSON(ctx, p.cfg.PrefillClient, p.prefillURL(rq, r), legHeaders(rq.header, rq.id), body)
+	if lerr != nil {
+		return nil, lerr
+	}
+	obj, err := jsonbody.Parse(b)
+	if err != nil {
+		return nil, &legError{class: classBadResponse, err: err}
+	}
+	return obj, nil
+}
+
+// sequentialPrefill runs the prefill leg of the dialects that wait for it (vLLM, TRT-LLM
+// context_first), retrying under the retry policy within one overall deadline.
+func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*jsonbody.Object, time.Duration, *legError) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PrefillTimeout)
+	defer cancel()
+	attempts := 1
+	if p.cfg.FailurePolicy == Retry {
+		attempts += p.cfg.PrefillMaxRetries
+	}
+	engine := string(p.cfg.Engine)
+	for i := 0; ; i++ {
+		obj, lerr := p.prefillOnce(ctx, r, rq, body)
+		if lerr == nil {
+			d := time.Since(start)
+			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
+			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(d.Seconds())
+			return obj, d, nil
+		}
+		p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
+		rq.log.Info("prefill attempt failed", "attempt", i+1, "target", rq.prefill.String(), "err", lerr.Error())
+		if i+1 >= attempts || !lerr.retryable() || ctx.Err() != nil {
+			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
+			return nil, time.Since(start), lerr
+		}
+		p.cfg.Metrics.PrefillRetries.WithLabelValues(engine).Inc()
+		t := time.NewTimer(p.cfg.PrefillRetryBackoff << i)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+// prefillFailed applies the failure policy after a sequential prefill leg failed.
+func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
+	if r.Context().Err() != nil {
+		return // the client is gone; nobody to answer
+	}
+	if lerr.clientError() {
+		h := w.Header()
+		h.Set("Content-Type", lerr.header.Get("Content-Type"))
+		h.Set(protocol.HeaderErrorPrefill, "true")
+		h.Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+		w.WriteHeader(lerr.status)
+		_, _ = w.Write(lerr.body)
+		return
+	}
+	if p.cfg.FailurePolicy == FallbackLocal {
+		rq.log.Info("prefill failed; decoding with local prefill", "class", lerr.class)
+		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
+		return
+	}
+	p.writePrefillFailure(w, lerr)
+}
+
+// writePrefillFailure answers the client for a failed prefill leg: the prefiller's own status
+// for HTTP failures, 503 for every other class.
+func (p *Proxy) writePrefillFailure(w http.ResponseWriter, lerr *legError) {
+	code := http.StatusServiceUnavailable
+	if lerr.class == classHTTP && lerr.status >= 400 && lerr.status <= 599 {
+		code = lerr.status
+	}
+	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+	writeError(w, code, "prefill request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256), protocol.HeaderErrorPrefill)
+}
+
+// kvKeys are body fields that steer where an engine pulls KV from. A client must not set
+// them (that would be an SSRF through the engine), so every body the sidecar forwards has
+// them removed unless the sidecar itself sets them.
+var kvKeys = []string{"kv_transfer_params", "disagg_prefill_resp", "bootstrap_host", "bootstrap_port",
+	"bootstrap_room", "disaggregated_params"}
+
+// sanitized returns a copy of the client's body without kvKeys.
+func sanitized(obj *jsonbody.Object) *jsonbody.Object {
+	c := obj.Clone()
+	for _, k := range kvKeys {
+		c.Delete(k)
+	}
+	return c
+}
+
+// localBody is the body for a decode with local prefill.
+func (p *Proxy) localBody(rq *request) []byte {
+	if rq.obj == nil {
+		return rq.raw
+	}
+	return sanitized(rq.obj).Bytes()
+}
+
+// applyPrefillControls sets the fields every prefill leg carries: one output token, no
+// streaming. keepCompletionTokens is false for TRT-LLM, which rejects max_completion_tokens.
+func applyPrefillControls(o *jsonbody.Object, api API, keepCompletionTokens bool) {
+	if api == APIResponses {
+		o.SetInt("max_output_tokens", 1)
+	} else {
+		o.SetInt("max_tokens", 1)
+		if keepCompletionTokens {
+			o.SetInt("max_completion_tokens", 1)
+		} else {
+			o.Delete("max_completion_tokens")
+		}
+	}
+	o.SetBool("stream", false)
+	o.Delete("stream_options")
+	o.Delete("min_tokens")
+}
+
+// controlKeys are the fields every dialect's prefill controls.
+var controlKeys = []string{"stream", "stream_options", "max_tokens", "max_completion_tokens", "max_output_tokens", "min_tokens"}
+
+// rejectDuplicates answers 400 when the body repeats a key the sidecar controls.
+func rejectDuplicates(w http.ResponseWriter, rq *request, keys ...string) bool {
+	all := append(append([]string(nil), controlKeys...), keys...)
+	all = append(all, kvKeys...)
+	if k, dup := rq.obj.Duplicated(all...); dup {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("request body repeats the top-level key %q", k))
+		return true
+	}
+	return false
+}
+
+func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }

@@ -1,0 +1,61 @@
+package proxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the sidecar's Prometheus series (documented in cmd/sidecar/README.md).
+type Metrics struct {
+	Requests            *prometheus.CounterVec
+	Legs                *prometheus.CounterVec
+	PrefillSeconds      *prometheus.HistogramVec
+	KVHandoffSeconds    *prometheus.HistogramVec
+	Watchdog            *prometheus.CounterVec
+	Aborts              *prometheus.CounterVec
+	AllowlistRejections *prometheus.CounterVec
+	PrefillRetries      *prometheus.CounterVec
+	InFlight            prometheus.Gauge
+}
+
+var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+
+// NewMetrics creates and registers the series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_requests_total",
+			Help: "Inference requests handled, by engine, mode (decode-only, pd, epd) and response status code.",
+		}, []string{"engine", "mode", "code"}),
+		Legs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_legs_total",
+			Help: "Legs sent, by leg (encode, prefill, decode), engine and outcome.",
+		}, []string{"leg", "engine", "outcome"}),
+		PrefillSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pdgate_sidecar_prefill_duration_seconds", Help: "Prefill leg duration (all attempts), by engine and outcome.",
+			Buckets: latencyBuckets,
+		}, []string{"engine", "outcome"}),
+		KVHandoffSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "pdgate_sidecar_kv_handoff_seconds", Help: "Time from the prefill response to the first decode body byte, by engine.",
+			Buckets: latencyBuckets,
+		}, []string{"engine"}),
+		Watchdog: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_decode_watchdog_total",
+			Help: "Decode watchdog firings, by phase (first_response, response, stream_idle) and whether headers were already sent.",
+		}, []string{"phase", "headers_sent"}),
+		Aborts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_decode_aborts_total",
+			Help: "SGLang /abort_request attempts, by trigger and result.",
+		}, []string{"trigger", "result"}),
+		AllowlistRejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_allowlist_rejections_total",
+			Help: "Targets refused by the allow-list, by stage (prefill, encode).",
+		}, []string{"stage"}),
+		PrefillRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_prefill_retries_total", Help: "Prefill attempts beyond the first, by engine.",
+		}, []string{"engine"}),
+		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pdgate_sidecar_inflight_requests", Help: "Inference requests in flight.",
+		}),
+	}
+	reg.MustRegister(m.Requests, m.Legs, m.PrefillSeconds, m.KVHandoffSeconds, m.Watchdog, m.Aborts,
+		m.AllowlistRejections, m.PrefillRetries, m.InFlight)
+	return m
+}

@@ -1,0 +1,328 @@
+package proxy
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// API is the OpenAI endpoint family of a request.
+type API int
+
+// APIs with P/D handling.
+const (
+	APIChat API = iota
+	APICompletions
+	APIResponses
+)
+
+var apiByPath = map[string]API{
+	"/v1/chat/completions": APIChat,
+	"/v1/completions":      APICompletions,
+	"/v1/responses":        APIResponses,
+}
+
+// Proxy is the sidecar's HTTP handler.
+type Proxy struct {
+	cfg         Config
+	passthrough *httputil.ReverseProxy
+	rids        ridGen
+	snow        *snowflake
+	serverInfo  *serverInfoCache
+	encoderRR   atomic.Uint64
+}
+
+// New validates cfg and builds the handler.
+func New(cfg Config) (*Proxy, error) {
+	cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	target := cfg.EngineURL
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		},
+		Transport:     cfg.DecodeClient.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			cfg.Log.V(1).Info("passthrough to engine failed", "path", r.URL.Path, "err", err.Error())
+			writeError(w, http.StatusBadGateway, "decode engine unreachable", protocol.HeaderErrorDecode)
+		},
+	}
+	p := &Proxy{cfg: cfg, passthrough: rp, rids: newRidGen(), serverInfo: newServerInfoCache(cfg)}
+	p.snow = newSnowflake(cfg.TRTMachineID, time.Now)
+	return p, nil
+}
+
+// request is the per-request state shared by the dialects.
+type request struct {
+	id       string
+	path     string
+	api      API
+	header   http.Header
+	raw      []byte
+	obj      *jsonbody.Object
+	stream   bool
+	prefill  *protocol.HostPort
+	encoders []protocol.HostPort
+	// bootstrapPort, prefillEngine and prefillConnector come from the pdgate extension headers.
+	bootstrapPort    string
+	prefillEngine    string
+	prefillConnector string
+	log              logr.Logger
+	start            time.Time
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	routing := make(map[string]string, len(protocol.RoutingHeaders))
+	for _, h := range protocol.RoutingHeaders {
+		routing[h] = strings.Join(r.Header.Values(h), ",")
+		r.Header.Del(h)
+	}
+	api, inference := apiByPath[r.URL.Path]
+	if !inference || r.Method != http.MethodPost {
+		p.passthrough.ServeHTTP(w, r)
+		return
+	}
+	p.cfg.Metrics.InFlight.Inc()
+	defer p.cfg.Metrics.InFlight.Dec()
+	rec := &statusRecorder{ResponseWriter: w}
+	defer func() {
+		if v := recover(); v != nil {
+			p.cfg.Metrics.Requests.WithLabelValues(string(p.cfg.Engine), "aborted", fmt.Sprint(rec.code())).Inc()
+			panic(v)
+		}
+	}()
+	mode := p.handle(rec, r, api, routing)
+	p.cfg.Metrics.Requests.WithLabelValues(string(p.cfg.Engine), mode, fmt.Sprint(rec.code())).Inc()
+}
+
+func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing map[string]string) (mode string) {
+	rq := &request{id: requestID(r.Header), path: r.URL.Path, api: api, header: r.Header, start: time.Now()}
+	rq.log = p.cfg.Log.WithValues("requestID", rq.id, "path", rq.path)
+	rq.bootstrapPort = strings.TrimSpace(routing[protocol.HeaderPrefillerBootstrapPort])
+	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])
+	rq.prefillConnector = strings.TrimSpace(routing[protocol.HeaderPrefillerKVConnector])
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", p.cfg.MaxRequestBytes))
+			return "rejected"
+		}
+		writeError(w, http.StatusBadRequest, "reading request body: "+err.Error())
+		return "rejected"
+	}
+	rq.raw = body
+
+	if v := routing[protocol.HeaderPrefillerHostPort]; strings.TrimSpace(v) != "" {
+		first := strings.Split(v, ",")[0]
+		hp, err := protocol.ParseHostPort(first)
+		if err != nil {
+			rq.log.Info("malformed prefill header", "value", v, "err", err.Error())
+			writeError(w, http.StatusBadRequest, "malformed "+protocol.HeaderPrefillerHostPort+" header", protocol.HeaderErrorPrefill)
+			return "rejected"
+		}
+		if !p.cfg.Allow.Allowed(hp) {
+			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
+			rq.log.Info("prefill target refused by the allow-list", "target", hp.String(),
+				"client", r.RemoteAddr, "userAgent", r.UserAgent())
+			writeError(w, http.StatusForbidden, "prefill target not allowed", protocol.HeaderErrorPrefill)
+			return "rejected"
+		}
+		rq.prefill = &hp
+	}
+	if v := routing[protocol.HeaderEncoderHostsPorts]; strings.TrimSpace(v) != "" {
+		rq.encoders = p.allowedEncoders(rq, v)
+	}
+
+	obj, perr := jsonbody.Parse(body)
+	if perr != nil {
+		// Refused rather than forwarded: a body Go cannot parse might still parse in the
+		// engine (NaN, for one) and carry KV fields the sidecar could not strip.
+		writeError(w, http.StatusBadRequest, "request body: "+perr.Error())
+		return "rejected"
+	}
+	rq.obj = obj
+	rq.stream, _ = obj.Bool("stream")
+
+	mode = "decode-only"
+	if len(rq.encoders) > 0 {
+		handled, ok := p.runEncoders(w, r, rq)
+		if !ok {
+			return "epd"
+		}
+		if handled {
+			mode = "epd"
+		}
+	}
+	if rq.prefill == nil {
+		p.decodeOnly(w, r, rq, outcomeSkipped)
+		return mode
+	}
+	if mode == "decode-only" {
+		mode = "pd"
+	}
+	if rq.prefillEngine != "" && rq.prefillEngine != string(p.cfg.Engine) {
+		p.setupFailure(w, r, rq, fmt.Sprintf("prefill pod engine %q does not match decode engine %q", rq.prefillEngine, p.cfg.Engine))
+		return mode
+	}
+	switch p.cfg.Engine {
+	case EngineVLLM:
+		p.runVLLM(w, r, rq)
+	case EngineSGLang:
+		p.runSGLang(w, r, rq)
+	case EngineTRTLLM:
+		if p.cfg.TRTSchedule == GenerationFirst {
+			p.runTRTGenerationFirst(w, r, rq)
+		} else {
+			p.runTRTContextFirst(w, r, rq)
+		}
+	}
+	return mode
+}
+
+func (p *Proxy) allowedEncoders(rq *request, v string) []protocol.HostPort {
+	var out []protocol.HostPort
+	for _, item := range strings.Split(v, ",") {
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		hp, err := protocol.ParseHostPort(item)
+		if err != nil {
+			rq.log.Info("malformed encoder target dropped", "value", item, "err", err.Error())
+			continue
+		}
+		if !p.cfg.Allow.Allowed(hp) {
+			p.cfg.Metrics.AllowlistRejections.WithLabelValues("encode").Inc()
+			rq.log.Info("encoder target refused by the allow-list; dropped", "target", hp.String())
+			continue
+		}
+		out = append(out, hp)
+	}
+	return out
+}
+
+// decodeOnly sends the client's body, less any KV-steering fields, to the local engine.
+func (p *Proxy) decodeOnly(w http.ResponseWriter, r *http.Request, rq *request, outcome string) {
+	p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcome})
+}
+
+// setupFailure handles a P/D request that cannot be set up before any leg is sent: the
+// failure policy decides between an error and local prefill.
+func (p *Proxy) setupFailure(w http.ResponseWriter, r *http.Request, rq *request, msg string) {
+	rq.log.Info("prefill leg cannot be set up", "reason", msg)
+	p.cfg.Metrics.Legs.WithLabelValues("prefill", string(p.cfg.Engine), classSetup).Inc()
+	if p.cfg.FailurePolicy == FallbackLocal {
+		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
+		return
+	}
+	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+	writeError(w, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), protocol.HeaderErrorPrefill)
+}
+
+// requestID returns the client's x-request-id when it is sane, else a fresh random id.
+func requestID(h http.Header) string {
+	if v := h.Get("X-Request-Id"); v != "" && len(v) <= 128 && printable(v) {
+		return v
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// writeError writes an OpenAI-shaped error; flags are header names set to "true".
+func writeError(w http.ResponseWriter, code int, msg string, flags ...string) {
+	for _, f := range flags {
+		w.Header().Set(f, "true")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(code)
+	_, _ = w.Write(protocol.ErrorBody(code, errorType(code), msg))
+}
+
+func errorType(code int) string {
+	switch {
+	case code == http.StatusBadRequest:
+		return "BadRequestError"
+	case code == http.StatusForbidden:
+		return "PermissionDeniedError"
+	case code == http.StatusRequestEntityTooLarge:
+		return "RequestTooLargeError"
+	case code == http.StatusGatewayTimeout:
+		return "GatewayTimeoutError"
+	case code == http.StatusServiceUnavailable:
+		return "ServiceUnavailableError"
+	case code >= 500:
+		return "InternalServerError"
+	}
+	return "InvalidRequestError"
+}
+
+// statusRecorder remembers the status code for the request counter.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *statusRecorder) code() int {
+	if s.status == 0 {
+		return 499
+	}
+	return s.status
+}

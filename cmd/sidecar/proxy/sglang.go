@@ -1,0 +1,143 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+)
+
+// ridGen makes SGLang request ids: "<request id>-<8 hex process random><8 hex counter>". The
+// fixed 16-hex suffix means no rid is a proper prefix of another (SGLang aborts by rid
+// prefix), and ids stay unique per attempt even when the client repeats its request id.
+type ridGen struct {
+	prefix  string
+	counter atomic.Uint32
+}
+
+func newRidGen() ridGen {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return ridGen{prefix: hex.EncodeToString(b[:])}
+}
+
+func (g *ridGen) next(reqID string) string {
+	return fmt.Sprintf("%s-%s%08x", reqID, g.prefix, g.counter.Add(1))
+}
+
+func randomRoom() int64 {
+	n, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return time.Now().UnixNano() & (1<<62 - 1)
+	}
+	return n.Int64()
+}
+
+// sglangKeys are the fields the SGLang dialect sets.
+var sglangKeys = []string{"bootstrap_host", "bootstrap_port", "bootstrap_room", "rid"}
+
+// runSGLang: both legs carry the same bootstrap coordinates and go out concurrently; the
+// engines hand KV over through the prefill pod's bootstrap server.
+func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
+	if rejectDuplicates(w, rq, sglangKeys...) {
+		return
+	}
+	port := p.cfg.SGLangBootstrapPort
+	if rq.bootstrapPort != "" {
+		v, err := strconv.Atoi(rq.bootstrapPort)
+		if err != nil || v < 1 || v > 65535 {
+			p.setupFailure(w, r, rq, fmt.Sprintf("invalid bootstrap port header %q", rq.bootstrapPort))
+			return
+		}
+		port = v
+	}
+	rid := p.rids.next(rq.id)
+	dec := sanitized(rq.obj)
+	// The bare address (no IPv6 brackets): SGLang joins host and port itself.
+	_ = dec.Set("bootstrap_host", rq.prefill.Host)
+	dec.SetInt("bootstrap_port", int64(port))
+	dec.SetInt("bootstrap_room", randomRoom())
+	_ = dec.Set("rid", rid)
+	pre := dec.Clone()
+	applyPrefillControls(pre, rq.api, true)
+
+	g := newGate(false)
+	p.startConcurrentPrefill(r, rq, pre.Bytes(), g, func() { p.abortSGLang(rq, rid, "prefill_failure") })
+	p.decode(w, r, rq, dec.Bytes(), decodeOpts{gate: g, rid: rid})
+}
+
+// startConcurrentPrefill sends the prefill leg in the background. Its context outlives the
+// handler only until the prefill deadline; a client that goes away cancels it.
+func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte, g *gate, onFailBefore func()) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.PrefillTimeout)
+	stop := context.AfterFunc(r.Context(), cancel)
+	engine := string(p.cfg.Engine)
+	go func() {
+		defer cancel()
+		defer stop()
+		start := time.Now()
+		_, lerr := p.prefillOnce(ctx, r, rq, body)
+		if lerr == nil || !lerr.terminal() {
+			if lerr != nil {
+				rq.log.V(1).Info("prefill answered an unparseable body; KV transfer completed", "err", lerr.Error())
+			}
+			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
+			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(time.Since(start).Seconds())
+			g.succeed()
+			return
+		}
+		p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
+		p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
+		if g.fail(lerr) {
+			rq.log.Info("prefill failed before the decode answer; failing the request", "class", lerr.class, "err", lerr.Error())
+			if onFailBefore != nil {
+				onFailBefore()
+			}
+			return
+		}
+		rq.log.Info("prefill failed after the decode answer started", "class", lerr.class, "err", lerr.Error())
+	}()
+}
+
+// abortSGLang asks the local SGLang engine to drop rid, twice (the engine answers 200 whether
+// or not the rid matched, so the second attempt covers a request that was not yet queued).
+func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
+	if p.cfg.AbortTimeout == 0 {
+		p.cfg.Metrics.Aborts.WithLabelValues(trigger, "skipped_disabled").Inc()
+		return
+	}
+	body, _ := json.Marshal(map[string]string{"rid": rid})
+	go func() {
+		for attempt := 0; attempt < 2; attempt++ {
+			if attempt == 1 {
+				if p.cfg.AbortRetryDelay == 0 {
+					return
+				}
+				time.Sleep(p.cfg.AbortRetryDelay)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.AbortTimeout)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL("/abort_request", nil), bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			result := "ok"
+			resp, err := p.cfg.DecodeClient.Do(req)
+			if err != nil {
+				result = "error"
+			} else {
+				_ = resp.Body.Close()
+				if resp.StatusCode/100 != 2 {
+					result = "error"
+				}
+			}
+			cancel()
+			p.cfg.Metrics.Aborts.WithLabelValues(trigger, result).Inc()
+			rq.log.V(1).Info("abort_request sent", "rid", rid, "trigger", trigger, "attempt", attempt+1, "result", result)
+		}
+	}()
+}
