@@ -226,9 +226,11 @@ func (p Pod) InRoleset() bool {
 }
 
 // IsCombined reports whether the pod is a combined (standard) pod for a request resolving
-// config-profile header value profileHeader: llm-d roles that serve both phases always are;
-// AIBrix pods are when they carry roleset-name, a role-name other than prefill/decode and
-// routingConfig.combined=true in their own resolved profile (AIBrix requires both labels).
+// config-profile header value profileHeader: llm-d roles that serve both phases always are; a
+// pod whose role-name is not prefill/decode (or that has no role label) is when its own
+// resolved profile says routingConfig.combined=true. AIBrix's code also requires role-name and
+// roleset-name, but its user guide's standard-pod example carries neither; pdgate follows the
+// guide so such fleets work without relabelling. Multi-node followers never are.
 func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
 	if !p.Routable {
 		return false
@@ -236,14 +238,21 @@ func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
 	switch p.Role {
 	case RolePrefillDecode, RoleEncodePrefillDecode:
 		return true
-	case RoleOther:
-		if p.Roleset == "" {
-			return false
-		}
+	case RoleOther, RoleNone:
 		_, prof := p.Config.Resolve(profileHeader, hints)
 		return prof != nil && prof.RoutingConfig.Combined
 	}
 	return false
+}
+
+// ServesWholeRequest reports whether the pod can take a request without a prefill leg when
+// pdgate falls back from P/D: combined pods, and (llm-d semantics) role-less pods without a
+// model.aibrix.ai/config annotation.
+func (p Pod) ServesWholeRequest(profileHeader string, hints AutoHints) bool {
+	if p.IsCombined(profileHeader, hints) {
+		return true
+	}
+	return p.Routable && p.Role == RoleNone && p.Config == nil && p.Roleset == ""
 }
 
 // Bucket returns the pod's prompt-length bounds for a request: min and max inclusive, max 0 =

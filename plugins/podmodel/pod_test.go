@@ -118,8 +118,8 @@ func TestIsCombinedAndBucket(t *testing.T) {
 		{"llm-d encode-prefill-decode", map[string]string{LabelLLMDRole: "encode-prefill-decode"}, "", true, true},
 		{"aibrix combined", map[string]string{LabelRoleName: "all", LabelRolesetName: "rs", cfgAnn: combinedCfg}, "", true, true},
 		{"aibrix combined other profile", map[string]string{LabelRoleName: "all", LabelRolesetName: "rs", cfgAnn: combinedCfg}, "long", false, false},
-		{"aibrix combined without roleset", map[string]string{LabelRoleName: "all", cfgAnn: combinedCfg}, "", false, true},
-		{"aibrix combined without role", map[string]string{LabelRolesetName: "rs", cfgAnn: combinedCfg}, "", false, true},
+		{"aibrix combined without roleset", map[string]string{LabelRoleName: "all", cfgAnn: combinedCfg}, "", true, true},
+		{"aibrix combined without role (user guide)", map[string]string{cfgAnn: combinedCfg}, "", true, true},
 		{"aibrix prefill with combined flag", map[string]string{LabelRoleName: "prefill", LabelRolesetName: "rs", cfgAnn: combinedCfg}, "", false, true},
 		{"follower never combined", map[string]string{LabelLLMDRole: "both", LabelPodGroupIndex: "2"}, "", false, true},
 		{"no config suits all", map[string]string{LabelRoleName: "all", LabelRolesetName: "rs"}, "", false, true},
@@ -127,6 +127,9 @@ func TestIsCombinedAndBucket(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := FromMetadata(meta("p", tt.labels))
+			if tt.combined && !p.ServesWholeRequest(tt.header, AutoHints{MaxTokens: -1}) {
+				t.Fatal("combined pods serve whole requests")
+			}
 			if got := p.IsCombined(tt.header, AutoHints{MaxTokens: -1}); got != tt.combined {
 				t.Fatalf("IsCombined=%v want %v", got, tt.combined)
 			}
@@ -134,6 +137,24 @@ func TestIsCombinedAndBucket(t *testing.T) {
 				t.Fatalf("Suits(50)=%v want %v", got, tt.suits50)
 			}
 		})
+	}
+}
+
+func TestServesWholeRequest(t *testing.T) {
+	tests := []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{nil, true},
+		{map[string]string{cfgAnn: `{"profiles":{"default":{}}}`}, false},
+		{map[string]string{LabelRolesetName: "rs"}, false},
+		{map[string]string{LabelLLMDRole: "decode"}, false},
+		{map[string]string{LabelPodGroupIndex: "1"}, false},
+	}
+	for i, tt := range tests {
+		if got := FromMetadata(meta("p", tt.labels)).ServesWholeRequest("", AutoHints{}); got != tt.want {
+			t.Errorf("%d: got %v want %v", i, got, tt.want)
+		}
 	}
 }
 
