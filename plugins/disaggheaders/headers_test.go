@@ -1,0 +1,164 @@
+package disaggheaders
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+func ep(addr, port string, labels map[string]string) fwksched.Endpoint {
+	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "p-" + port},
+		Address: addr, Port: port, Labels: labels}, fwkdl.NewMetrics(), nil)
+}
+
+func res(eps ...fwksched.Endpoint) *fwksched.ProfileRunResult {
+	return &fwksched.ProfileRunResult{TargetEndpoints: eps}
+}
+
+func TestFactory(t *testing.T) {
+	tests := []struct {
+		name, typ, params, wantErr string
+		want                       Parameters
+	}{
+		{name: "defaults", typ: Type, want: Parameters{"prefill", "encode"}},
+		{name: "custom", typ: Type, params: `{"prefillProfile":"my-prefill","encodeProfile":"my-encode"}`, want: Parameters{"my-prefill", "my-encode"}},
+		{name: "prefill-header-handler backward compat", typ: LegacyType, params: `{"prefillProfile":"p"}`, want: Parameters{"p", "encode"}},
+		{name: "invalid JSON", typ: Type, params: `{`, wantErr: "failed to parse the parameters of the 'disagg-headers-handler' pre-request plugin - "},
+		{name: "unknown field", typ: Type, params: `{"prefill":"x"}`, wantErr: `unknown field "prefill"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Factory
+			if tt.typ == LegacyType {
+				f = LegacyFactory
+			}
+			p, err := f("hh", json.RawMessage(tt.params), nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := p.(*Handler)
+			if h.Params() != tt.want || h.TypedName().Type != tt.typ || h.TypedName().Name != "hh" {
+				t.Fatalf("%+v %v", h.Params(), h.TypedName())
+			}
+		})
+	}
+}
+
+func TestPreRequest(t *testing.T) {
+	prefill := ep("10.0.0.1", "8000", nil)
+	v6 := ep("fd00::1", "8000", nil)
+	sglangPrefill := ep("10.0.0.7", "30000", map[string]string{
+		protocol.AnnotationLabelPrefix + KeyBootstrapPort: "8998", LabelEngine: "sglang", LabelKVConnectorType: "mooncake"})
+	giePrefill := ep("10.0.0.8", "8000", map[string]string{LabelGIEEngineType: "vllm", KeyBootstrapPort: "9000"})
+	enc1, enc2 := ep("10.0.0.5", "8000", nil), ep("10.0.0.6", "8001", nil)
+	spoof := map[string]string{protocol.HeaderPrefillerHostPort: "evil:1", protocol.HeaderEncoderHostsPorts: "evil:2",
+		"X-Pdgate-Prefiller-Engine": "evil"}
+	tests := []struct {
+		name     string
+		profile  string
+		result   *fwksched.SchedulingResult
+		headers  map[string]string
+		want     map[string]string
+		nilReq   bool
+		noChange bool
+	}{
+		{name: "nil request", nilReq: true},
+		{name: "nil result clears stale headers", headers: spoof, want: map[string]string{}},
+		{name: "prefill present", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+		{name: "prefill absent clears stale header", headers: spoof, result: result(nil), want: map[string]string{}},
+		{name: "stale header replaced", headers: spoof, result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+		{name: "custom profile", profile: "my-prefill", result: result(map[string]*fwksched.ProfileRunResult{"my-prefill": res(prefill), "prefill": res(v6)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+		{name: "nil prefill result", result: result(map[string]*fwksched.ProfileRunResult{"prefill": nil}), want: map[string]string{}},
+		{name: "empty prefill endpoints", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res()}), want: map[string]string{}},
+		{name: "IPv6 bracketed", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(v6)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "[fd00::1]:8000"}},
+		{name: "only the first prefill endpoint", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill, v6)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+		{name: "sglang pod hints", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(sglangPrefill)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.7:30000", protocol.HeaderPrefillerBootstrapPort: "8998",
+				protocol.HeaderPrefillerEngine: "sglang", protocol.HeaderPrefillerKVConnector: "mooncake"}},
+		{name: "GIE engine label and plain bootstrap label", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(giePrefill)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.8:8000", protocol.HeaderPrefillerBootstrapPort: "9000",
+				protocol.HeaderPrefillerEngine: "vllm"}},
+		{name: "one encoder", result: result(map[string]*fwksched.ProfileRunResult{"encode": res(enc1)}),
+			want: map[string]string{protocol.HeaderEncoderHostsPorts: "10.0.0.5:8000"}},
+		{name: "multiple encoders comma list", result: result(map[string]*fwksched.ProfileRunResult{"encode": res(enc1, enc2)}),
+			want: map[string]string{protocol.HeaderEncoderHostsPorts: "10.0.0.5:8000,10.0.0.6:8001"}},
+		{name: "encode nil clears stale", headers: spoof, result: result(map[string]*fwksched.ProfileRunResult{"encode": nil}), want: map[string]string{}},
+		{name: "encode and prefill", result: result(map[string]*fwksched.ProfileRunResult{"encode": res(enc1), "prefill": res(prefill)}),
+			want: map[string]string{protocol.HeaderEncoderHostsPorts: "10.0.0.5:8000", protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			params := ""
+			if tt.profile != "" {
+				params = `{"prefillProfile":"` + tt.profile + `"}`
+			}
+			p, _ := Factory("hh", json.RawMessage(params), nil)
+			h := p.(*Handler)
+			if tt.nilReq {
+				h.PreRequest(context.Background(), nil, tt.result)
+				return
+			}
+			r := &fwksched.LLMRequest{Headers: map[string]string{"other": "kept"}}
+			for k, v := range tt.headers {
+				r.Headers[k] = v
+			}
+			h.PreRequest(context.Background(), r, tt.result)
+			if r.Headers["other"] != "kept" {
+				t.Fatal("unrelated header lost")
+			}
+			delete(r.Headers, "other")
+			if len(r.Headers) != len(tt.want) {
+				t.Fatalf("headers %v want %v", r.Headers, tt.want)
+			}
+			for k, v := range tt.want {
+				if r.Headers[k] != v {
+					t.Fatalf("%s=%q want %q (all %v)", k, r.Headers[k], v, r.Headers)
+				}
+			}
+		})
+	}
+}
+
+func result(m map[string]*fwksched.ProfileRunResult) *fwksched.SchedulingResult {
+	all := map[string]*fwksched.ProfileRunResult{"decode": res(ep("10.0.0.2", "8000", nil))}
+	for k, v := range m {
+		all[k] = v
+	}
+	return &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: all}
+}
+
+// Running the header writer next to disagg-profile-handler writes the same values twice,
+// which is redundant but not conflicting (llm-d TestBothProfileAndHeadersHandlerPreRequest).
+func TestWriteIdempotent(t *testing.T) {
+	r := &fwksched.LLMRequest{Headers: map[string]string{}}
+	res := result(map[string]*fwksched.ProfileRunResult{"prefill": res(ep("10.0.0.1", "8000", nil))})
+	a := Write(r, res, "prefill", "encode")
+	b := Write(r, res, "prefill", "encode")
+	if a != b || r.Headers[protocol.HeaderPrefillerHostPort] != "10.0.0.1:8000" {
+		t.Fatalf("%v %v %v", a, b, r.Headers)
+	}
+	// A request with a nil header map gets one.
+	r2 := &fwksched.LLMRequest{}
+	Write(r2, res, "prefill", "encode")
+	if r2.Headers[protocol.HeaderPrefillerHostPort] == "" {
+		t.Fatal("nil header map not handled")
+	}
+}
