@@ -42,7 +42,7 @@ func TestComputeSegmentsAndBands(t *testing.T) {
 		{name: "disjoint ranges need no split", groups: []Group{{Name: "a", Min: 0, Max: 100, Replicas: 1}, {Name: "b", Min: 101, Replicas: 1}},
 			vec: vecAt(map[int]float64{50: 10, 500: 10})},
 		{name: "shared range split by replicas", groups: []Group{{Name: "a", Replicas: 1}, {Name: "b", Replicas: 1}},
-			vec: vecAt(map[int]float64{100: 10, 1000: 10}),
+			vec:  vecAt(map[int]float64{100: 10, 1000: 10}),
 			want: []Band{{Min: 0, Max: BinCentre(Bin(100)), Roleset: "a"}, {Min: BinCentre(Bin(100)) + 1, Max: openMax, Roleset: "b"}}},
 		{name: "exclusive traffic covers a's share: b takes the shared segment alone",
 			groups: []Group{{Name: "a", Min: 0, Max: 0, Replicas: 1}, {Name: "b", Min: 0, Max: 1000, Replicas: 1}},
