@@ -97,7 +97,11 @@ func (s *Writer) Write(p []byte) (int, error) {
 			s.buf = append(s.buf, line...)
 			line = s.buf
 		}
-		out = append(out, rewriteLine(line, s.cached)...)
+		if len(line) > MaxLine {
+			out = append(out, line...)
+		} else {
+			out = append(out, rewriteLine(line, s.cached)...)
+		}
 		s.buf = s.buf[:0]
 	}
 	if len(out) > 0 {
@@ -120,7 +124,10 @@ func (s *Writer) Close() error {
 	}
 	var out []byte
 	if s.stream {
-		out = rewriteLine(s.buf, s.cached)
+		out = s.buf
+		if len(s.buf) <= MaxLine {
+			out = rewriteLine(s.buf, s.cached)
+		}
 	} else {
 		out, _ = RewriteUsage(s.buf, s.cached)
 	}
