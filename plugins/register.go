@@ -8,7 +8,14 @@ package plugins
 import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
+	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/labelselector"
+	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/rolefilter"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
+	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // registration pairs a plugin type name with its factory.
@@ -19,7 +26,22 @@ type registration struct {
 
 // registrations lists every pdgate plugin type. Keep it sorted by type name.
 var registrations = []registration{
+	{typeName: alwaysdisagg.MultimodalType, factory: alwaysdisagg.MultimodalFactory},
+	{typeName: alwaysdisagg.PDType, factory: alwaysdisagg.PDFactory},
+	{typeName: labelselector.ByLabelType, factory: labelselector.ByLabelFactory},
+	{typeName: labelselector.LegacySelectorType, factory: labelselector.LegacySelectorFactory},
+	{typeName: rolefilter.DecodeType, factory: rolefilter.DecodeFactory},
+	{typeName: disaggheaders.Type, factory: disaggheaders.Factory},
+	{typeName: disaggprofile.HandlerType, factory: disaggprofile.HandlerFactory},
+	{typeName: rolefilter.EncodeType, factory: rolefilter.EncodeFactory},
+	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
+	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
 	{typeName: tokenledger.Type, factory: tokenledger.Factory},
+	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
+	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},
+	{typeName: prefixdecider.Type, factory: prefixdecider.Factory},
+	{typeName: tokenproducer.Type, factory: tokenproducer.Factory},
+	{typeName: tokenproducer.LegacyType, factory: tokenproducer.LegacyFactory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.

@@ -20,7 +20,9 @@ func TestPDHandlerFactory(t *testing.T) {
 	}{
 		{name: "defaults", want: def},
 		{name: "custom values", params: `{"decodeProfile":"d","prefillProfile":"p","prefixPluginType":"t","prefixPluginName":"n","deciderPluginName":"prefix-based-pd-decider"}`,
-			want: with(func(p *PDParameters) { p.DecodeProfile, p.PrefillProfile, p.PrefixPluginType, p.PrefixPluginName = "d", "p", "t", "n" })},
+			want: with(func(p *PDParameters) {
+				p.DecodeProfile, p.PrefillProfile, p.PrefixPluginType, p.PrefixPluginName = "d", "p", "t", "n"
+			})},
 		{name: "prefixPluginName defaults to type", params: `{"prefixPluginType":"t"}`,
 			want: with(func(p *PDParameters) { p.PrefixPluginType, p.PrefixPluginName = "t", "t" })},
 		{name: "primaryPort 0", params: `{"primaryPort":0}`, want: def},

@@ -1,0 +1,92 @@
+package prefixdecider
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// PreconditionFailedBody is the 412 body, the text llm-d's EPP answers with.
+const PreconditionFailedBody = "inference error: PreconditionFailed - no decode worker has the requested KV cache"
+
+// Conditional-decode outcomes (label values).
+const (
+	OutcomeForwarded = "forwarded"
+	OutcomeRejected  = "rejected"
+	OutcomeDisabled  = "gate_disabled"
+)
+
+var (
+	// ConditionalDecodeOutcomes counts Prefer: if-available requests by outcome.
+	ConditionalDecodeOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pdgate_conditional_decode_total",
+		Help: "Requests carrying Prefer: if-available, by target model and outcome (forwarded, rejected with 412, gate_disabled when nonCachedTokens=0).",
+	}, []string{"model_name", "outcome"})
+	registerOnce sync.Once
+)
+
+// RegisterMetrics registers the package's collectors with controller-runtime's registry.
+func RegisterMetrics() {
+	registerOnce.Do(func() { crmetrics.Registry.MustRegister(ConditionalDecodeOutcomes) })
+}
+
+// PreRequest is the conditional-decode gate. On a Prefer: if-available request, when this
+// instance is the gate and the decode pick does not hold enough of the prompt, it asks the
+// EPP's ext_proc server to answer 412 (protocol.HeaderImmediateStatus / HeaderImmediateBody)
+// instead of forwarding.
+func (d *Decider) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
+	if request == nil || !protocol.IsConditionalDecode(headerFold(request.Headers, protocol.HeaderPrefer)) {
+		return
+	}
+	logger := log.FromContext(ctx).V(1).WithValues("plugin", d.typedName.String(), "requestID", request.RequestId)
+	if !d.gate {
+		logger.Info("conditional decode: not the gate (the first prefix-based-pd-decider in the config is)")
+		return
+	}
+	model := request.TargetModel
+	if model == "" {
+		model = "unknown"
+	}
+	reject, reason := d.ShouldRejectConditionalDecode(ctx, request, primaryEndpoint(result))
+	outcome := OutcomeForwarded
+	switch {
+	case reject:
+		outcome = OutcomeRejected
+		request.Headers[protocol.HeaderImmediateStatus] = "412"
+		request.Headers[protocol.HeaderImmediateBody] = PreconditionFailedBody
+	case d.params.NonCachedTokens == 0:
+		outcome = OutcomeDisabled
+	}
+	ConditionalDecodeOutcomes.WithLabelValues(model, outcome).Inc()
+	logger.Info("conditional decode decision", "outcome", outcome, "reason", reason)
+}
+
+func primaryEndpoint(result *fwksched.SchedulingResult) fwksched.Endpoint {
+	if result == nil {
+		return nil
+	}
+	r := result.ProfileResults[result.PrimaryProfileName]
+	if r == nil || len(r.TargetEndpoints) == 0 {
+		return nil
+	}
+	return r.TargetEndpoints[0]
+}
+
+func headerFold(h map[string]string, key string) string {
+	if v, ok := h[key]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,16 @@
+package prefixdecider
+
+import (
+	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+func counterValue(t *testing.T, model, outcome string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := ConditionalDecodeOutcomes.WithLabelValues(model, outcome).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}

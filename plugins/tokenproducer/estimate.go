@@ -1,0 +1,245 @@
+package tokenproducer
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"image"
+	_ "image/gif"  // register decoders for data-URL images
+	_ "image/jpeg" // register decoders for data-URL images
+	_ "image/png"  // register decoders for data-URL images
+	"math"
+	"strconv"
+	"strings"
+
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+// BytesPerToken is the estimate backend's token width (llm-d's value).
+const BytesPerToken = 4
+
+// Video hint headers (llm-d's names).
+const (
+	HeaderVideoFPS        = "x-llm-d-video-fps"
+	HeaderVideoDuration   = "x-llm-d-video-duration-seconds"
+	HeaderVideoResolution = "x-llm-d-video-resolution"
+)
+
+// EstimateParams tune the tokenizer-free estimate.
+type EstimateParams struct {
+	// ImageEstimator: "dynamic" (width×height/ImageFactor, decoded from data URLs, else the
+	// default resolution) or "static" (ImageStaticTokens per image).
+	ImageEstimator    string `json:"imageEstimator,omitempty"`
+	ImageFactor       int    `json:"imageFactor,omitempty"`
+	ImageStaticTokens int    `json:"imageStaticTokens,omitempty"`
+	DefaultWidth      int    `json:"defaultWidth,omitempty"`
+	DefaultHeight     int    `json:"defaultHeight,omitempty"`
+	// Video: sampled frames = ceil(duration × fps), each costing one default-resolution image
+	// unless x-llm-d-video-resolution says otherwise.
+	VideoFPS             float64 `json:"videoFPS,omitempty"`
+	VideoDurationSeconds float64 `json:"videoDurationSeconds,omitempty"`
+}
+
+func (p *EstimateParams) defaults() {
+	if p.ImageEstimator == "" {
+		p.ImageEstimator = "dynamic"
+	}
+	if p.ImageFactor == 0 {
+		p.ImageFactor = 1024
+	}
+	if p.ImageStaticTokens == 0 {
+		p.ImageStaticTokens = 256
+	}
+	if p.DefaultWidth == 0 {
+		p.DefaultWidth = 640
+	}
+	if p.DefaultHeight == 0 {
+		p.DefaultHeight = 360
+	}
+	if p.VideoFPS == 0 {
+		p.VideoFPS = 1
+	}
+	if p.VideoDurationSeconds == 0 {
+		p.VideoDurationSeconds = 10
+	}
+}
+
+func (p EstimateParams) validate() error {
+	switch p.ImageEstimator {
+	case "dynamic", "static":
+	default:
+		return fmt.Errorf("estimate.imageEstimator must be dynamic or static, got %q", p.ImageEstimator)
+	}
+	if p.ImageFactor < 1 || p.ImageStaticTokens < 1 || p.DefaultWidth < 1 || p.DefaultHeight < 1 {
+		return fmt.Errorf("estimate.imageFactor, imageStaticTokens, defaultWidth and defaultHeight must be >= 1")
+	}
+	if !(p.VideoFPS > 0) || !(p.VideoDurationSeconds > 0) || math.IsInf(p.VideoFPS, 0) || math.IsInf(p.VideoDurationSeconds, 0) {
+		return fmt.Errorf("estimate.videoFPS and videoDurationSeconds must be > 0")
+	}
+	return nil
+}
+
+// estimator packs request bytes into 4-byte pseudo-tokens; multimodal items are aligned to a
+// token boundary and occupy N copies of a token derived from a hash of their content.
+type estimator struct {
+	p        EstimateParams
+	headers  map[string]string
+	pending  []byte
+	tokens   []uint32
+	features []fwksched.MultiModalFeature
+}
+
+// Estimate returns the estimated TokenizedPrompt of a request (nil when it has no body).
+func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.TokenizedPrompt {
+	p.defaults()
+	if request == nil || request.Body == nil {
+		return nil
+	}
+	e := &estimator{p: p, headers: request.Headers}
+	b := request.Body
+	switch {
+	case b.ChatCompletions != nil:
+		if len(b.ChatCompletions.Tools) > 0 {
+			js, _ := json.Marshal(b.ChatCompletions.Tools)
+			e.text(string(js))
+		}
+		for _, m := range b.ChatCompletions.Messages {
+			e.text(m.Role)
+			if m.Content.Raw != "" {
+				e.text(m.Content.Raw)
+			}
+			for _, blk := range m.Content.Structured {
+				e.block(blk)
+			}
+		}
+	case b.Completions != nil:
+		e.text(b.Completions.Prompt.PlainText())
+	case b.Responses != nil:
+		js, _ := json.Marshal([]map[string]any{{"instructions": b.Responses.Instructions}, {"tools": b.Responses.Tools}, {"input": b.Responses.Input}})
+		e.text(string(js))
+	case b.Conversations != nil:
+		js, _ := json.Marshal(b.Conversations.Items)
+		e.text(string(js))
+	case b.Embeddings != nil:
+		js, _ := json.Marshal(b.Embeddings.Input)
+		e.text(string(js))
+	default:
+		return nil
+	}
+	e.flush()
+	return &fwksched.TokenizedPrompt{TokenIDs: e.tokens, MultiModalFeatures: e.features}
+}
+
+func (e *estimator) text(s string) { e.pending = append(e.pending, s...) }
+
+func (e *estimator) flush() {
+	for len(e.pending) > 0 {
+		var w [BytesPerToken]byte
+		n := copy(w[:], e.pending)
+		e.pending = e.pending[n:]
+		e.tokens = append(e.tokens, binary.LittleEndian.Uint32(w[:]))
+	}
+	e.pending = e.pending[:0]
+}
+
+func (e *estimator) block(b fwksched.ContentBlock) {
+	switch b.Type {
+	case "text":
+		e.text(b.Text)
+	case "image_url":
+		w, h := e.imageSize(b.ImageURL.Url)
+		e.item("image", b.ImageURL.Url, e.imageTokens(w, h))
+	case "video_url":
+		e.item("video", b.VideoURL.Url, e.videoTokens())
+	case "input_audio":
+		n := (len(b.InputAudio.Data) + len(b.InputAudio.Format) + BytesPerToken - 1) / BytesPerToken
+		e.item("audio", b.InputAudio.Format+":"+b.InputAudio.Data, max(n, 1))
+	default:
+		// Unknown block types (e.g. image_embeds) count by their JSON size.
+		js, _ := json.Marshal(b)
+		e.text(string(js))
+	}
+}
+
+func (e *estimator) item(modality, content string, n int) {
+	e.flush()
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(content))
+	sum := h.Sum64()
+	tok := uint32(sum) ^ uint32(sum>>32)
+	e.features = append(e.features, fwksched.MultiModalFeature{Modality: fwksched.Modality(modality),
+		Hash: strconv.FormatUint(sum, 16), Offset: len(e.tokens), Length: n})
+	for i := 0; i < n; i++ {
+		e.tokens = append(e.tokens, tok)
+	}
+}
+
+func (e *estimator) imageTokens(w, h int) int {
+	if e.p.ImageEstimator == "static" {
+		return e.p.ImageStaticTokens
+	}
+	return max(w*h/e.p.ImageFactor, 1)
+}
+
+// imageSize decodes the dimensions of a base64 data URL; anything else (remote URLs, bad
+// data) gets the default resolution.
+func (e *estimator) imageSize(url string) (int, int) {
+	if strings.HasPrefix(url, "data:") {
+		if i := strings.Index(url, ";base64,"); i >= 0 {
+			raw, err := base64.StdEncoding.DecodeString(url[i+len(";base64,"):])
+			if err == nil {
+				if cfg, _, err := image.DecodeConfig(bytes.NewReader(raw)); err == nil && cfg.Width > 0 && cfg.Height > 0 {
+					return cfg.Width, cfg.Height
+				}
+			}
+		}
+	}
+	return e.p.DefaultWidth, e.p.DefaultHeight
+}
+
+func (e *estimator) videoTokens() int {
+	fps, dur := e.p.VideoFPS, e.p.VideoDurationSeconds
+	if v, err := strconv.ParseFloat(header(e.headers, HeaderVideoFPS), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+		fps = v
+	}
+	if v, err := strconv.ParseFloat(header(e.headers, HeaderVideoDuration), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+		dur = v
+	}
+	w, h := e.p.DefaultWidth, e.p.DefaultHeight
+	if ww, hh, ok := parseResolution(header(e.headers, HeaderVideoResolution)); ok {
+		w, h = ww, hh
+	}
+	frames := math.Ceil(fps * dur)
+	if frames > 1e6 {
+		frames = 1e6 // a hint cannot make the estimate explode
+	}
+	return max(int(frames), 1) * e.imageTokens(w, h)
+}
+
+func parseResolution(s string) (int, int, bool) {
+	ws, hs, ok := strings.Cut(strings.ToLower(strings.TrimSpace(s)), "x")
+	if !ok {
+		return 0, 0, false
+	}
+	w, err1 := strconv.Atoi(strings.TrimSpace(ws))
+	h, err2 := strconv.Atoi(strings.TrimSpace(hs))
+	if err1 != nil || err2 != nil || w < 1 || h < 1 || w > 1<<15 || h > 1<<15 {
+		return 0, 0, false
+	}
+	return w, h, true
+}
+
+func header(h map[string]string, key string) string {
+	if v, ok := h[key]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
+}
