@@ -1,0 +1,82 @@
+package chart
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRejectedValues: bad values fail the install with a message naming the value to fix,
+// whether values.schema.json or the chart's own checks catch them.
+func TestRejectedValues(t *testing.T) {
+	base := []string{"inferencePool.modelServers.matchLabels.app=x"}
+	cases := []struct {
+		name string
+		sets []string
+		want string
+	}{
+		{"typo in a key", []string{"inferenceExtension.replica=2"}, "replica"},
+		{"failure mode", []string{"inferenceExtension.failureMode=Maybe"}, "failureMode"},
+		{"ha mode", []string{"inferenceExtension.ha.mode=primary-backup"}, "mode"},
+		{"zero replicas", []string{"inferenceExtension.replicas=0"}, "replicas"},
+		{"port out of range", []string{"inferenceExtension.extProcPort=70000"}, "extProcPort"},
+		{"engine", []string{"modelServers.enabled=true", "modelServers.engine=tgi"}, "engine"},
+		{"GIE provider", []string{"provider.name=gke"}, "provider"},
+		{"GIE latency predictor", []string{"inferenceExtension.latencyPredictor.enabled=true"}, "latencyPredictor"},
+		{"unknown config file", []string{"inferenceExtension.pluginsConfigFile=nope.yaml"}, `pluginsConfigFile "nope.yaml" is not in the EPP ConfigMap`},
+		{"deprecated metric flag", []string{"inferenceExtension.flags.total-queued-requests-metric=x"}, "flags.total-queued-requests-metric: GIE v1.5.0 rejects"},
+		{"flag the chart owns", []string{"inferenceExtension.flags.pool-name=other"}, "flags.pool-name: the chart sets this flag"},
+		{"active-active without redis", []string{"inferenceExtension.replicas=2", "inferenceExtension.ha.mode=active-active"}, "set redis.enabled=true or redis.address"},
+		{"active-active without a ledger", []string{"inferenceExtension.replicas=2", "inferenceExtension.ha.mode=active-active", "redis.enabled=true"}, "has no pd-token-ledger plugin"},
+		{"redis twice", []string{"redis.enabled=true", "redis.address=r:6379"}, "exclusive"},
+		{"redis address", []string{"redis.address=no-port"}, "address"},
+		{"no sample pods", []string{"modelServers.enabled=true", "modelServers.rolesets=null"}, "no pod is requested"},
+		{"negative threshold", []string{"inferenceExtension.pdConfig.nonCachedTokens=-1"}, "nonCachedTokens"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := render(t, "demo", testNS, values(t, nil, append(append([]string{}, base...), tc.sets...)...))
+			if err == nil {
+				t.Fatalf("install accepted %v", tc.sets)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCustomConfigWins: a user config under a shipped name replaces the shipped one, and the
+// EPP loads the file the values name.
+func TestCustomConfigWins(t *testing.T) {
+	custom := "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n- type: queue-scorer\n"
+	vals := values(t, nil, "inferencePool.modelServers.matchLabels.app=x", "inferenceExtension.pluginsConfigFile=pd-plugins.yaml")
+	vals["inferenceExtension"].(map[string]any)["pluginsCustomConfig"] = map[string]any{"pd-plugins.yaml": custom}
+	objs := mustRender(t, "demo", testNS, vals)
+	got := field(t, find(t, objs, "ConfigMap", "demo-epp"), "data", "pd-plugins.yaml")
+	if got != custom {
+		t.Fatalf("pd-plugins.yaml = %q, want the user's config", got)
+	}
+}
+
+// TestPDConfigKnobs: the rendered P/D config follows pdConfig.
+func TestPDConfigKnobs(t *testing.T) {
+	cases := []struct {
+		sets []string
+		want []string
+	}{
+		{nil, []string{"type: prefix-based-pd-decider", "nonCachedTokens: 256", "prefill: pd-decider", "name: decode", "name: prefill"}},
+		{[]string{"inferenceExtension.pdConfig.nonCachedTokens=1024"}, []string{"nonCachedTokens: 1024"}},
+		{[]string{"inferenceExtension.pdConfig.alwaysDisaggregate=true"}, []string{"type: always-disagg-pd-decider"}},
+		{[]string{"inferencePool.modelServerType=trtllm-serve"}, []string{`path: "/prometheus/metrics"`, `defaultEngine: "trtllm-serve"`}},
+		{[]string{"inferencePool.modelServerProtocol=grpc"}, []string{"type: vllmgrpc-parser", "pluginRef: vllmgrpc-parser"}},
+	}
+	for _, tc := range cases {
+		vals := values(t, nil, append([]string{"inferencePool.modelServers.matchLabels.app=x"}, tc.sets...)...)
+		text := field(t, find(t, mustRender(t, "demo", testNS, vals), "ConfigMap", "demo-epp"), "data", "pd-plugins.yaml").(string)
+		for _, w := range tc.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("%v: pd-plugins.yaml lacks %q:\n%s", tc.sets, w, text)
+			}
+		}
+	}
+}
