@@ -1,0 +1,250 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
+)
+
+// Options configures `pdgate lab`.
+type Options struct {
+	// Topology is the topology file.
+	Topology string
+	// BinDir holds the binaries (bin/ after `make build`).
+	BinDir string
+	// Dir is the run directory (generated files and logs); default
+	// $TMPDIR/pdgate-lab-<subnet>.
+	Dir string
+	// Subnet is "127.x.y": the pods get 127.x.y.10 upward.
+	Subnet string
+	// Port is the gateway's port on 127.0.0.1 (0 picks a free one).
+	Port int
+	// ReadyTimeout bounds the wait until every process is healthy.
+	ReadyTimeout time.Duration
+	// StatusEvery refreshes the live status table (interactive mode; 0 disables).
+	StatusEvery time.Duration
+	// Out receives the human output (URL, curl, status table); Err receives diagnostics.
+	Out, Err io.Writer
+}
+
+// DefaultTopology is the topology `make run` uses, relative to the repository root.
+const DefaultTopology = "config/lab/default.yaml"
+
+// Lab is a running lab.
+type Lab struct {
+	Plan  *Plan
+	URL   string
+	sup   *Supervisor
+	procs []ProcSpec
+}
+
+// RunDir returns the default run directory for a subnet.
+func RunDir(subnet string) string {
+	if subnet == "" {
+		subnet = "127.0.10"
+	}
+	return filepath.Join(os.TempDir(), "pdgate-lab-"+subnet)
+}
+
+// Start lays the topology out, starts every process and waits until all are healthy and a
+// request has gone through the gateway. On failure everything started is stopped.
+func Start(ctx context.Context, o Options) (*Lab, error) {
+	if o.Topology == "" {
+		o.Topology = DefaultTopology
+	}
+	if o.BinDir == "" {
+		o.BinDir = "bin"
+	}
+	if o.Dir == "" {
+		o.Dir = RunDir(o.Subnet)
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 90 * time.Second
+	}
+	t, err := LoadTopology(o.Topology)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := NewPlan(t, PlanOptions{Subnet: o.Subnet, GatewayPort: o.Port, Dir: o.Dir, BinDir: o.BinDir})
+	if err != nil {
+		return nil, err
+	}
+	if err := plan.CheckPorts(); err != nil {
+		return nil, err
+	}
+	if err := os.RemoveAll(o.Dir); err != nil {
+		return nil, fmt.Errorf("cleaning the run directory: %w", err)
+	}
+	endpoints, err := plan.WriteFiles()
+	if err != nil {
+		return nil, err
+	}
+	l := &Lab{Plan: plan, URL: "http://" + plan.GatewayAddr, sup: NewSupervisor(o.Dir), procs: plan.Procs(endpoints)}
+	for _, spec := range l.procs {
+		if err := l.sup.Start(spec); err != nil {
+			l.Stop()
+			return nil, err
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	if err := l.sup.WaitHealthy(rctx, l.procs); err != nil {
+		l.Stop()
+		return nil, fmt.Errorf("lab not healthy (logs in %s): %w", o.Dir, err)
+	}
+	if err := l.warmUp(rctx); err != nil {
+		l.Stop()
+		return nil, fmt.Errorf("lab not serving (logs in %s): %w", o.Dir, err)
+	}
+	return l, nil
+}
+
+// warmUp sends one small completion through the gateway until it succeeds: the EPP only
+// schedules once it has scraped its endpoints.
+func (l *Lab) warmUp(ctx context.Context) error {
+	body, _ := json.Marshal(map[string]any{"model": l.Plan.Topology.Model, "prompt": "warm up", "max_tokens": 1})
+	var last string
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		} else {
+			last = err.Error()
+		}
+		for _, spec := range l.procs {
+			if !l.sup.Running(spec.Name) {
+				return errors.New(l.sup.Describe(spec.Name))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no successful request through the gateway (last: %s)", last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// Stop stops every process and waits for them.
+func (l *Lab) Stop() { l.sup.Stop(10 * time.Second) }
+
+// Pids are the lab's process-group leaders.
+func (l *Lab) Pids() []int { return l.sup.Pids() }
+
+// Crashed delivers the name of a process that ended while the lab runs.
+func (l *Lab) Crashed() <-chan string { return l.sup.Exited() }
+
+// Describe explains how a process ended.
+func (l *Lab) Describe(name string) string { return l.sup.Describe(name) }
+
+// SampleCurl is the command the lab prints for a first request.
+func (l *Lab) SampleCurl() string {
+	return fmt.Sprintf(`curl -sN %s/v1/completions -H 'content-type: application/json' -H 'x-pdgate-trace: 1' -D - \
+  -d '{"model":"%s","prompt":"%s","max_tokens":24,"stream":true}'`,
+		l.URL, l.Plan.Topology.Model, strings.Repeat("Explain disaggregated serving. ", 40))
+}
+
+// Interactive prints the URL, a sample curl and a live status table until ctx ends or a
+// process crashes.
+func (l *Lab) Interactive(ctx context.Context, o Options) error {
+	out := o.Out
+	t := l.Plan.Topology
+	fmt.Fprintf(out, "pdgate lab %q is up (%d pods; logs and generated files in %s)\n", t.Name, len(l.Plan.Pods), l.Plan.Dir)
+	if t.Description != "" {
+		fmt.Fprintln(out, "  "+t.Description)
+	}
+	fmt.Fprintf(out, "\nGateway: %s  (OpenAI API; the dev gateway stands in for Envoy)\n\nTry:\n  %s\n\n", l.URL, l.SampleCurl())
+	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked.")
+	fmt.Fprintln(out, "Ctrl-C stops everything.")
+	every := o.StatusEvery
+	var tick <-chan time.Time
+	if every > 0 {
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		tick = tk.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case name := <-l.Crashed():
+			return errors.New(l.Describe(name))
+		case <-tick:
+			fmt.Fprintf(out, "\n%s\n", time.Now().Format("15:04:05"))
+			RenderStatus(out, l.Plan.Status(ctx))
+		}
+	}
+}
+
+// Classify turns an x-pdgate-decision header into a decision type and per-pod legs. The
+// header is "profile=pod[,pod];...;stage-skipped=reason"; a profile's stage is read from its
+// name (prefill, encode, otherwise decode) and each pod's role tells combined pods apart.
+func (p *Plan) Classify(decision string) (string, []loadgen.Leg) {
+	var legs []loadgen.Leg
+	var prefill, encode, combined bool
+	for _, part := range strings.Split(decision, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || strings.HasSuffix(k, "-skipped") || strings.HasSuffix(k, "-reason") {
+			continue
+		}
+		stage := "decode"
+		switch {
+		case strings.Contains(k, "prefill"):
+			stage = "prefill"
+		case strings.Contains(k, "encode"):
+			stage = "encode"
+		}
+		for _, name := range strings.Split(v, ",") {
+			pod := p.PodByName(strings.TrimSpace(name))
+			if pod == nil {
+				continue
+			}
+			// A pod's role wins over the profile name when they disagree (a config may
+			// name its profiles freely).
+			switch pod.Role {
+			case RolePrefill:
+				stage = "prefill"
+			case RoleEncode:
+				stage = "encode"
+			}
+			legs = append(legs, loadgen.Leg{Pod: pod.Name, Stage: stage})
+			switch {
+			case stage == "prefill":
+				prefill = true
+			case stage == "encode":
+				encode = true
+			case pod.Role == RoleCombined:
+				combined = true
+			}
+		}
+	}
+	switch {
+	case encode && prefill:
+		return "encode-prefill-decode", legs
+	case prefill:
+		return "prefill-decode", legs
+	case encode:
+		return "encode-decode", legs
+	case combined:
+		return "combined", legs
+	case len(legs) > 0:
+		return "decode-only", legs
+	}
+	return "unknown", legs
+}

@@ -1,0 +1,140 @@
+package lab
+
+import (
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func testPlan(t *testing.T) *Plan {
+	t.Helper()
+	topo, err := LoadTopology(writeTopology(t, `name: t
+eppConfig: epp.yaml
+pods:
+- {name: p, role: prefill, roleset: a, engine: sglang}
+- {name: d, role: decode, roleset: a, engine: sglang, count: 2}
+- {name: c, role: combined, engine: sglang, buckets: {min: 0, max: 512}}
+- {name: e, role: encode, engine: sglang}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.42", Dir: t.TempDir(), BinDir: "/bin-dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
+func TestPlanAddressesAndEndpoints(t *testing.T) {
+	plan := testPlan(t)
+	want := []struct{ name, ip, endpoint string }{
+		{"p-0", "127.0.42.10", "127.0.42.10:8000"},
+		{"d-0", "127.0.42.11", "127.0.42.11:8001"},
+		{"d-1", "127.0.42.12", "127.0.42.12:8001"},
+		{"c-0", "127.0.42.13", "127.0.42.13:8001"},
+		{"e-0", "127.0.42.14", "127.0.42.14:8000"},
+	}
+	if len(plan.Pods) != len(want) {
+		t.Fatalf("got %d pods", len(plan.Pods))
+	}
+	for i, w := range want {
+		p := plan.Pods[i]
+		if p.Name != w.name || p.IP != w.ip || p.Endpoint() != w.endpoint {
+			t.Errorf("pod %d = %s %s %s, want %+v", i, p.Name, p.IP, p.Endpoint(), w)
+		}
+	}
+	if plan.Pods[0].BootstrapPort != BootstrapPort || plan.Pods[1].BootstrapPort != 0 {
+		t.Error("only SGLang prefill pods get a bootstrap port")
+	}
+	var f endpointsFile
+	b, err := plan.EndpointsYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Endpoints) != 5 || f.Endpoints[1].Port != SidecarPort || f.Endpoints[1].MetricsPort != EnginePort {
+		t.Fatalf("endpoints %+v", f.Endpoints)
+	}
+	labels := f.Endpoints[0].Labels
+	if labels["llm-d.ai/role"] != "prefill" || labels["role-name"] != "prefill" || labels["roleset-name"] != "a" ||
+		labels["model.aibrix.ai/engine"] != "sglang" || labels["inference.networking.k8s.io/engine-type"] != "sglang" {
+		t.Errorf("prefill labels %v", labels)
+	}
+	if f.Endpoints[0].Annotations["model.aibrix.ai/sglang-bootstrap-port"] != "8998" {
+		t.Errorf("prefill annotations %v", f.Endpoints[0].Annotations)
+	}
+	comb := f.Endpoints[3]
+	if comb.Labels["llm-d.ai/role"] != "both" || comb.Labels["role-name"] != "" ||
+		!strings.Contains(comb.Annotations["model.aibrix.ai/config"], `"combined":true`) ||
+		!strings.Contains(comb.Annotations["model.aibrix.ai/config"], `"promptLenBucketMaxLength":512`) {
+		t.Errorf("combined endpoint %+v", comb)
+	}
+}
+
+func TestProcs(t *testing.T) {
+	plan := testPlan(t)
+	procs := plan.Procs("/run/endpoints.yaml")
+	names := []string{}
+	for _, p := range procs {
+		names = append(names, p.Name)
+	}
+	got := strings.Join(names, " ")
+	if got != "sim-p-0 sim-d-0 sim-d-1 sim-c-0 sim-e-0 sidecar-d-0 sidecar-d-1 sidecar-c-0 epp gateway" {
+		t.Fatalf("procs %s", got)
+	}
+	side := strings.Join(procs[5].Args, " ")
+	for _, w := range []string{"--listen 127.0.42.11:8001", "--engine-url http://127.0.42.11:8000", "--engine sglang", "127.0.42.10:8998"} {
+		if !strings.Contains(side, w) {
+			t.Errorf("sidecar args %q lack %q", side, w)
+		}
+	}
+	epp := strings.Join(procs[8].Args, " ")
+	if !strings.Contains(epp, "--endpoints-file /run/endpoints.yaml") || !strings.Contains(epp, "--secure-serving=true") {
+		t.Errorf("epp args %q", epp)
+	}
+	if procs[0].Binary != "/bin-dir/sim" || procs[9].Health == "" {
+		t.Errorf("binary %s health %q", procs[0].Binary, procs[9].Health)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	plan := testPlan(t)
+	tests := []struct {
+		decision string
+		want     string
+		legs     string
+	}{
+		{"decode=d-0;prefill=p-0;prefill-reason=uncached 900 >= 256", "prefill-decode", "d-0/decode p-0/prefill"},
+		{"decode=d-1;prefill-skipped=cached", "decode-only", "d-1/decode"},
+		{"decode=c-0", "combined", "c-0/decode"},
+		{"decode=d-0;encode=e-0", "encode-decode", "d-0/decode e-0/encode"},
+		{"decode=d-0;encode=e-0;prefill=p-0", "encode-prefill-decode", "d-0/decode e-0/encode p-0/prefill"},
+		{"decode=127.0.42.11:8001;prefill=127.0.42.10:8000", "prefill-decode", "d-0/decode p-0/prefill"},
+		{"primary=d-0;p=p-0", "prefill-decode", "d-0/decode p-0/prefill"},
+		{"decode=ghost", "unknown", ""},
+		{"", "unknown", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.decision, func(t *testing.T) {
+			kind, legs := plan.Classify(tt.decision)
+			var parts []string
+			for _, l := range legs {
+				parts = append(parts, l.Pod+"/"+l.Stage)
+			}
+			if kind != tt.want || strings.Join(parts, " ") != tt.legs {
+				t.Fatalf("Classify(%q) = %s %v, want %s %s", tt.decision, kind, parts, tt.want, tt.legs)
+			}
+		})
+	}
+}
+
+func TestNewPlanRejectsNonLoopbackSubnet(t *testing.T) {
+	plan := testPlan(t)
+	if _, err := NewPlan(plan.Topology, PlanOptions{Subnet: "10.0.0"}); err == nil || !strings.Contains(err.Error(), "--subnet") {
+		t.Fatalf("got %v", err)
+	}
+}

@@ -1,0 +1,92 @@
+package lab
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+// ProcSpec is one process the lab starts.
+type ProcSpec struct {
+	Name   string
+	Binary string
+	Args   []string
+	// Health is an HTTP URL answering 2xx once the process is ready ("" = none).
+	Health string
+}
+
+// sidecarConnector maps the simulator's vLLM connector name to the sidecar's.
+var sidecarConnector = map[string]string{"nixl": "nixlv2", "shared-storage": "shared-storage"}
+
+// Procs returns every process of the lab, in start order: simulators, sidecars, the EPP,
+// the gateway.
+func (p *Plan) Procs(endpointsPath string) []ProcSpec {
+	t := p.Topology
+	bin := func(n string) string { return filepath.Join(p.BinDir, n) }
+	shared := filepath.Join(p.Dir, "shared-storage")
+	var out []ProcSpec
+	for i, pod := range p.Pods {
+		args := []string{
+			"--host", pod.IP, "--port", strconv.Itoa(EnginePort),
+			"--dialect", pod.Engine, "--role", pod.Role, "--kv-connector", pod.Spec.KVConnector,
+			"--model", t.Model, "--seed", strconv.Itoa(i + 1),
+			"--time-scale", strconv.FormatFloat(t.TimeScale, 'g', -1, 64),
+			"--shared-storage-dir", shared,
+		}
+		if prof := pod.Spec.Profile; prof != "" {
+			args = append(args, "--profile", t.Path(prof))
+		} else if t.SimProfile != "" {
+			args = append(args, "--profile", t.Path(t.SimProfile))
+		}
+		if pod.BootstrapPort != 0 {
+			args = append(args, "--bootstrap-port", strconv.Itoa(pod.BootstrapPort))
+		}
+		args = append(args, pod.Spec.SimArgs...)
+		out = append(out, ProcSpec{Name: "sim-" + pod.Name, Binary: bin("sim"), Args: args,
+			Health: "http://" + pod.EngineAddr() + "/health"})
+	}
+	for _, pod := range p.Pods {
+		if !pod.HasSidecar() {
+			continue
+		}
+		args := []string{
+			"--listen", pod.Endpoint(), "--engine-url", "http://" + pod.EngineAddr(),
+			"--engine", pod.Engine, "--allowlist", p.targets(),
+		}
+		if c, ok := sidecarConnector[pod.Spec.KVConnector]; ok && pod.Engine == EngineVLLM {
+			args = append(args, "--kv-connector", c)
+		}
+		if pod.Engine == EngineTRTLLM {
+			args = append(args, "--trt-schedule-style", pod.Spec.TRTScheduleStyle)
+		}
+		if pod.Engine == EngineSGLang {
+			args = append(args, "--sglang-bootstrap-port", strconv.Itoa(BootstrapPort))
+		}
+		args = append(args, t.SidecarArgs...)
+		out = append(out, ProcSpec{Name: "sidecar-" + pod.Name, Binary: bin("sidecar"), Args: args,
+			Health: "http://" + pod.Endpoint() + "/sidecar/healthz"})
+	}
+	eppArgs := []string{
+		"--endpoints-file", endpointsPath, "--config-file", t.Path(t.EPPConfig),
+		"--grpc-port", strconv.Itoa(p.EPPGRPCPort), "--grpc-health-port", strconv.Itoa(p.EPPHealthPort),
+		"--metrics-port", strconv.Itoa(p.EPPMetricsPort), "--secure-serving=" + strconv.FormatBool(p.EPPTLS),
+		"--allow-decision-trace=true",
+	}
+	eppArgs = append(eppArgs, t.EPPArgs...)
+	out = append(out, ProcSpec{Name: "epp", Binary: bin("epp"), Args: eppArgs})
+	out = append(out, ProcSpec{Name: "gateway", Binary: bin("gateway"), Args: []string{
+		"--listen", p.GatewayAddr, "--admin-listen", p.GatewayAdminAddr,
+		"--epp", "127.0.0.1:" + strconv.Itoa(p.EPPGRPCPort),
+		"--epp-tls=" + strconv.FormatBool(p.EPPTLS), "--epp-insecure-skip-verify",
+	}, Health: "http://" + p.GatewayAdminAddr + "/readyz"})
+	return out
+}
+
+// String renders a command line for logs and --dry-run.
+func (s ProcSpec) String() string {
+	out := s.Binary
+	for _, a := range s.Args {
+		out += " " + strconv.Quote(a)
+	}
+	return fmt.Sprintf("%s: %s", s.Name, out)
+}
