@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+func TestSGLangLegs(t *testing.T) {
+	release := make(chan struct{})
+	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		<-release // prefill finishes only once decode has been sent: the legs are concurrent
+		jsonAnswer(w, 200, map[string]any{"choices": []any{}})
+	})
+	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		close(release)
+		decodeOK(w, r, b)
+	})
+	cfg := testConfig(dec, pre.hp())
+	cfg.Engine = EngineSGLang
+	env := startProxy(t, cfg)
+	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true,"rid":"client-rid","max_tokens":9}`,
+		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), protocol.HeaderPrefillerBootstrapPort: "9123",
+			"X-Request-Id": "req-1"})
+	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	eventually(t, func() bool { return len(pre.requests()) == 1 })
+	p, d := pre.only(t), dec.only(t)
+	ridRE := regexp.MustCompile(`^req-1-[0-9a-f]{16}$`)
+	for _, leg := range []recorded{p, d} {
+		if leg.Body["bootstrap_host"] != "127.0.0.1" || leg.Body["bootstrap_port"] != 9123.0 {
+			t.Errorf("bootstrap coordinates: %s", leg.Raw)
+		}
+		if rid, _ := leg.Body["rid"].(string); !ridRE.MatchString(rid) {
+			t.Errorf("rid %q does not have the fixed-width suffix", leg.Body["rid"])
+		}
+	}
+	if p.Body["bootstrap_room"] != d.Body["bootstrap_room"] || p.Body["rid"] != d.Body["rid"] {
+		t.Errorf("room/rid must be shared: %s vs %s", p.Raw, d.Raw)
+	}
+	if !strings.Contains(p.Raw, `"bootstrap_room":`) || strings.Contains(p.Raw, `"bootstrap_room":1e`) {
+		t.Errorf("room must be an integer literal: %s", p.Raw)
+	}
+	if p.Body["stream"] != false || p.Body["max_tokens"] != 1.0 || d.Body["stream"] != true || d.Body["max_tokens"] != 9.0 {
+		t.Errorf("controls: prefill %s decode %s", p.Raw, d.Raw)
+	}
+}
+
+func TestSGLangIPv6BootstrapHost(t *testing.T) {
+	g := newRidGen()
+	a, b := g.next("x"), g.next("x")
+	if a == b || len(a) != len(b) || strings.HasPrefix(b, a) {
+		t.Fatalf("rids %q %q", a, b)
+	}
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) { jsonAnswer(w, 200, map[string]any{}) })
+	pre.srv.Close()
+	pre.srv = httptest.NewUnstartedServer(pre.srv.Config.Handler)
+	pre.srv.Listener = ln
+	pre.srv.Start()
+	dec := newFake(t, decodeOK)
+	hp := pre.hp()
+	cfg := testConfig(dec, hp)
+	cfg.Engine = EngineSGLang
+	env := startProxy(t, cfg)
+	resp, body := env.post(t, "/v1/completions", `{"model":"m","prompt":"p"}`, map[string]string{protocol.HeaderPrefillerHostPort: hp.String()})
+	if resp.StatusCode != 200 || !strings.HasPrefix(hp.String(), "[::1]:") {
+		t.Fatalf("status %d %s (target %s)", resp.StatusCode, body, hp)
+	}
+	eventually(t, func() bool { return len(pre.requests()) == 1 })
+	for _, leg := range []recorded{pre.only(t), dec.only(t)} {
+		if leg.Body["bootstrap_host"] != "::1" || leg.Body["bootstrap_port"] != 8998.0 {
+			t.Fatalf("leg body %s", leg.Raw)
+		}
+	}
+}
+
+func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
+	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		jsonAnswer(w, 500, map[string]any{"error": "boom"})
+	})
+	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		if r.URL.Path == "/abort_request" {
+			w.WriteHeader(200)
+			return
+		}
+		<-r.Context().Done() // decode waits on the bootstrap forever
+	})
+	cfg := testConfig(dec, pre.hp())
+	cfg.Engine = EngineSGLang
+	env := startProxy(t, cfg)
+	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
+		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
+	if resp.StatusCode != 500 || resp.Header.Get(protocol.HeaderErrorPrefill) != "true" ||
+		resp.Header.Get(protocol.HeaderPrefillOutcome) != "failed" || !strings.Contains(body, `"error"`) {
+		t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
+	}
+	eventually(t, func() bool { return len(dec.requestsTo("/abort_request")) == 2 })
+	aborts := dec.requestsTo("/abort_request")
+	decRID := dec.requestsTo("/v1/chat/completions")[0].Body["rid"]
+	for _, a := range aborts {
+		if a.Body["rid"] != decRID {
+			t.Errorf("abort rid %v, want %v", a.Body["rid"], decRID)
+		}
+	}
+	if got := counter(env.metrics.Aborts.WithLabelValues("prefill_failure", "ok")); got != 2 {
+		t.Errorf("abort metric %v", got)
+	}
+}
+
+func TestSGLangPrefillFailureAfterDecodeAnswerKeepsStream(t *testing.T) {
+	decodeStarted := make(chan struct{})
+	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		<-decodeStarted
+		jsonAnswer(w, 503, map[string]any{"error": "late"})
+	})
+	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
+		w.(http.Flusher).Flush()
+		time.Sleep(50 * time.Millisecond)
+		close(decodeStarted)
+		time.Sleep(100 * time.Millisecond)
+		_, _ = w.Write([]byte("data: [DONE]\n\n"))
+	})
+	cfg := testConfig(dec, pre.hp())
+	cfg.Engine = EngineSGLang
+	env := startProxy(t, cfg)
+	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
+		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
+	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
+		t.Fatalf("stream must survive a late prefill failure: %d %s", resp.StatusCode, body)
+	}
+	if n := len(dec.requestsTo("/abort_request")); n != 0 {
+		t.Fatalf("no abort after the decode answered; got %d", n)
+	}
+}
