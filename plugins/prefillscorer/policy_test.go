@@ -1,0 +1,183 @@
+package prefillscorer
+
+import (
+	"math"
+	"testing"
+
+	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/pdknobs"
+)
+
+func TestEffectiveMatch(t *testing.T) {
+	tests := []struct{ m, min, want float64 }{
+		{50, 0, 50}, {50, 50, 50}, {49, 50, 0}, {120, 0, 100}, {-1, 0, 0}, {math.NaN(), 0, 0},
+	}
+	for _, tt := range tests {
+		if got := EffectiveMatch(tt.m, tt.min); got != tt.want {
+			t.Errorf("EffectiveMatch(%v,%v)=%v want %v", tt.m, tt.min, got, tt.want)
+		}
+	}
+}
+
+func TestScorePolicies(t *testing.T) {
+	k := pdknobs.Defaults()
+	k.MinMatchPct = 10
+	tests := []struct {
+		name   string
+		policy string
+		c      Candidate
+		max    float64
+		total  int
+		want   float64
+	}{
+		// (100 − 40)·0.1 + 2/4 = 6.5
+		{"prefix_cache", pdknobs.PrefillPrefixCache, Candidate{Count: 2, MatchPct: 40}, 4, 0, 6.5},
+		// match 5 < minMatchPct 10 → 0: 10 + 0
+		{"prefix_cache below min match", pdknobs.PrefillPrefixCache, Candidate{MatchPct: 5}, 1, 0, 10},
+		{"least_request", pdknobs.PrefillLeastRequest, Candidate{Count: 3}, 3, 0, 3},
+		{"token_load", pdknobs.PrefillTokenLoad, Candidate{LedgerScore: 4000}, 1, 0, 4000},
+		// r = 0.5, d = 1 − 0.25·0.5 = 0.875; load 4000 → 3500
+		{"hybrid load >= 1", pdknobs.PrefillHybridCacheLoad, Candidate{LedgerScore: 4000, MatchPct: 50}, 1, 0, 3500},
+		// load 0.5 < 1 → d = 0.875
+		{"hybrid load < 1", pdknobs.PrefillHybridCacheLoad, Candidate{LedgerScore: 0.5, MatchPct: 50}, 1, 0, 0.875},
+		// load exactly 1 → 1·d
+		{"hybrid load == 1", pdknobs.PrefillHybridCacheLoad, Candidate{LedgerScore: 1, MatchPct: 100}, 1, 0, 0.5},
+	}
+	for _, tt := range tests {
+		if got := Score(tt.policy, tt.c, tt.max, tt.total, k); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: got %v want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestConductorTTFT(t *testing.T) {
+	fallback := 0.001*math.Pow(512, 1.5) + 5
+	tests := []struct {
+		name  string
+		count float64
+		match float64
+		total int
+		m     *enginemetrics.Metrics
+		want  float64
+	}{
+		{"empty prompt idle", 0, 0, 0, nil, 0},
+		// unmatched 100: 0.001·1000 + 5 = 6
+		{"no match", 0, 0, 100, nil, 6},
+		// matched 50: 0.005·50 + 1 = 1.25; unmatched 50: 0.001·50^1.5 + 5
+		{"half match", 0, 50, 100, nil, 1.25 + 0.001*math.Pow(50, 1.5) + 5},
+		// full match: prefill term 0
+		{"full match", 0, 100, 100, nil, 0.005*100 + 1},
+		{"queue with fallback prefill time", 2, 100, 100, nil, 2*fallback + 1.5},
+		{"queue with histogram mean", 2, 100, 100, &enginemetrics.Metrics{PrefillTimeMean: 0.1, HasPrefillTimeMean: true}, 200 + 1.5},
+		{"zero histogram mean uses fallback", 1, 100, 100, &enginemetrics.Metrics{PrefillTimeMean: 0, HasPrefillTimeMean: true}, fallback + 1.5},
+	}
+	for _, tt := range tests {
+		if got := ConductorTTFT(tt.count, tt.match, tt.total, tt.m); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: got %v want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestStdDevSkip(t *testing.T) {
+	tests := []struct {
+		name   string
+		counts []float64
+		sigma  float64
+		want   []bool
+	}{
+		{"single pod kept", []float64{100}, 1, []bool{true}},
+		{"equal counts kept", []float64{3, 3, 3}, 1, []bool{true, true, true}},
+		// mean 4, sample sd = sqrt(((0-4)^2·2+(12-4)^2)/2) = sqrt(48) ≈ 6.93 → 12 > 10.93 skipped
+		{"outlier skipped", []float64{0, 0, 12}, 1, []bool{true, true, false}},
+		{"sigma 2 keeps it", []float64{0, 0, 12}, 2, []bool{true, true, true}},
+		// boundary: count == mean + sd is kept (strict >)
+		{"two pods: sample sd (n-1) keeps both", []float64{0, 2}, 1, []bool{true, true}},
+	}
+	for _, tt := range tests {
+		got := StdDevSkip(tt.counts, tt.sigma)
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("%s: got %v want %v", tt.name, got, tt.want)
+				break
+			}
+		}
+	}
+	// mean 1, sd sqrt(2) → threshold 1+1.414=2.414; a count of exactly 3 with sigma such that
+	// threshold equals it is kept.
+	keep := StdDevSkip([]float64{0, 0, 3}, 1.1547005383792515) // sd = sqrt(3), mean 1 → 1+2 = 3
+	if !keep[2] {
+		t.Error("count equal to mean + sigma·sd must be kept")
+	}
+}
+
+func TestPrefillFastPath(t *testing.T) {
+	tests := []struct {
+		name   string
+		counts []float64
+		spread int
+		want   []int
+	}{
+		{"empty", nil, 16, nil},
+		{"spread 16 does not fire (strict >)", []float64{16, 0}, 16, nil},
+		{"spread 17 fires", []float64{17, 0, 0}, 16, []int{1, 2}},
+		{"custom spread", []float64{3, 1, 5}, 2, []int{1}},
+	}
+	for _, tt := range tests {
+		got, _ := FastPath(tt.counts, tt.spread)
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: got %v want %v", tt.name, got, tt.want)
+			continue
+		}
+		for i := range got {
+			if got[i] != tt.want[i] {
+				t.Errorf("%s: got %v want %v", tt.name, got, tt.want)
+			}
+		}
+	}
+}
+
+func TestPrefixTable(t *testing.T) {
+	pt := NewPrefixTable(4, 1000)
+	a := pt.Hashes("abcdefghijkl")   // 3 blocks
+	b := pt.Hashes("abcdefghXXXXYY") // 3 blocks, third differs, tail "YY" not hashed
+	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] || a[2] == b[2] {
+		t.Fatalf("hash chain wrong: %v %v", a, b)
+	}
+	pt.Add("p1", a)
+	m := pt.Match(b)
+	if m["p1"] != 66 { // 2 of 3 blocks, integer percent
+		t.Fatalf("match %v", m)
+	}
+	if m := pt.Match(a); m["p1"] != 100 {
+		t.Fatalf("full match %v", m)
+	}
+	if m := pt.Match(pt.Hashes("zzzzabcd")); len(m) != 0 {
+		t.Fatalf("chained hashes must not match out of position: %v", m)
+	}
+	if m := pt.Match(nil); len(m) != 0 {
+		t.Fatal("empty prompt")
+	}
+	pt.Forget("p1")
+	if m := pt.Match(a); len(m) != 0 {
+		t.Fatalf("forgotten pod matched: %v", m)
+	}
+	small := NewPrefixTable(4, 2)
+	small.Add("x", small.Hashes("aaaabbbbcccc"))
+	small.Add("y", small.Hashes("ddddeeee"))
+	if len(small.pods) > 4 {
+		t.Fatalf("eviction did not bound the table: %d", len(small.pods))
+	}
+}
+
+func FuzzPrefixTable(f *testing.F) {
+	f.Add("hello world, this is a prompt", "hello there")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		pt := NewPrefixTable(4, 64)
+		pt.Add("p", pt.Hashes(a))
+		for _, v := range pt.Match(pt.Hashes(b)) {
+			if v < 0 || v > 100 {
+				t.Fatalf("match %v out of range", v)
+			}
+		}
+	})
+}

@@ -1,0 +1,124 @@
+package prefillscorer
+
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// PrefixTable is AIBrix's prefix hash table for the prefill policies: the prompt is split into
+// blocks of blockSize characters (the "character" tokenizer), each block hash chains the
+// previous one, and a pod holding the first i+1 blocks matches (i+1)·100/numBlocks percent
+// (integer), scanning in order and stopping at the first miss. Entries are bounded: when
+// maxBlocks is exceeded the oldest half of the hashes is forgotten.
+type PrefixTable struct {
+	mu        sync.RWMutex
+	blockSize int
+	maxBlocks int
+	pods      map[uint64]map[string]uint64 // hash → pod → generation
+	gen       uint64
+}
+
+// NewPrefixTable returns a table with the given block size (characters) and capacity (hashes).
+func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
+	if blockSize <= 0 {
+		blockSize = 4
+	}
+	if maxBlocks <= 0 {
+		maxBlocks = 1 << 20
+	}
+	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, pods: map[uint64]map[string]uint64{}}
+}
+
+// Tokens returns the prompt's token count under the character tokenizer.
+func Tokens(prompt string) int { return len([]rune(prompt)) }
+
+// Hashes returns the chained block hashes of a prompt (an incomplete tail is not hashed).
+func (t *PrefixTable) Hashes(prompt string) []uint64 {
+	runes := []rune(prompt)
+	n := len(runes) / t.blockSize
+	out := make([]uint64, 0, n)
+	var prev uint64
+	buf := make([]byte, 8)
+	for i := 0; i < n; i++ {
+		d := xxhash.New()
+		binary.LittleEndian.PutUint64(buf, prev)
+		_, _ = d.Write(buf)
+		_, _ = d.WriteString(string(runes[i*t.blockSize : (i+1)*t.blockSize]))
+		prev = d.Sum64()
+		out = append(out, prev)
+	}
+	return out
+}
+
+// Match returns each pod's match percent for the hashes.
+func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
+	out := map[string]float64{}
+	if len(hashes) == 0 {
+		return out
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	alive := map[string]bool{}
+	for i, h := range hashes {
+		holders := t.pods[h]
+		next := map[string]bool{}
+		for pod := range holders {
+			if i == 0 || alive[pod] {
+				next[pod] = true
+				out[pod] = float64((i + 1) * 100 / len(hashes))
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		alive = next
+	}
+	return out
+}
+
+// Add records that pod now holds the hashes.
+func (t *PrefixTable) Add(pod string, hashes []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.gen++
+	for _, h := range hashes {
+		m := t.pods[h]
+		if m == nil {
+			m = map[string]uint64{}
+			t.pods[h] = m
+		}
+		m[pod] = t.gen
+	}
+	if len(t.pods) > t.maxBlocks {
+		t.evict()
+	}
+}
+
+// evict drops hashes last touched in the older half of generations.
+func (t *PrefixTable) evict() {
+	cut := t.gen / 2
+	for h, m := range t.pods {
+		for pod, g := range m {
+			if g <= cut {
+				delete(m, pod)
+			}
+		}
+		if len(m) == 0 {
+			delete(t.pods, h)
+		}
+	}
+}
+
+// Forget removes a pod (it left the pool).
+func (t *PrefixTable) Forget(pod string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for h, m := range t.pods {
+		delete(m, pod)
+		if len(m) == 0 {
+			delete(t.pods, h)
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package prefillscorer
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/plugins/enginemetrics"
+)
+
+func ep(name string, running float64, match *attrprefix.PrefixCacheMatchInfo) fwksched.Endpoint {
+	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name}, fwkdl.NewMetrics(), nil)
+	e.Put(enginemetrics.AttributeKey, &enginemetrics.Metrics{Running: running, HasRunning: true})
+	if match != nil {
+		e.Put(attrprefix.PrefixCacheMatchInfoKey, match)
+	}
+	return e
+}
+
+func TestScorerPlugin(t *testing.T) {
+	for _, pol := range []string{"token_load", "hybrid_cache_load"} {
+		if _, err := Factory("p", []byte(`{"prefillScorePolicy":"`+pol+`"}`), nil); err == nil || !strings.Contains(err.Error(), "aibrix-pd-pair") {
+			t.Fatalf("%s must be refused: %v", pol, err)
+		}
+	}
+	pl, err := Factory("p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pl.(*Scorer)
+	cached := ep("cached", 1, attrprefix.NewPrefixCacheMatchInfo(8, 10, 16))
+	cold := ep("cold", 0, nil)
+	got := s.Score(context.Background(), nil, &fwksched.LLMRequest{Headers: map[string]string{}}, []fwksched.Endpoint{cached, cold})
+	// prefix_cache: cached (100−80)·0.1 + 1/1 = 3; cold 10 + 0 = 10 → cached wins.
+	if got[cached] != 1 || got[cold] != 0 {
+		t.Fatalf("scores %v", got)
+	}
+	if MatchPercent(cached) != 80 || MatchPercent(cold) != 0 {
+		t.Fatal("match percent")
+	}
+}
