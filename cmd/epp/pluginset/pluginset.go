@@ -1,0 +1,102 @@
+// Package pluginset registers every plugin type the pdgate EPP knows (GIE's in-tree plugins,
+// then pdgate's) and loads EndpointPickerConfig documents of both accepted apiVersions. The EPP
+// and `pdgate validate` share it so that what validates is exactly what runs.
+package pluginset
+
+import (
+	"fmt"
+	"regexp"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/yaml"
+
+	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins"
+)
+
+// APIVersion values an EndpointPickerConfig may carry.
+const (
+	GIEAPIVersion  = "inference.networking.x-k8s.io/v1alpha1"
+	LLMDAPIVersion = "llm-d.ai/v1alpha1"
+)
+
+var once sync.Once
+
+// RegisterAll registers GIE's feature gates and in-tree plugins, then every pdgate plugin, so
+// that a pdgate type never gets silently replaced by an in-tree one. It is idempotent.
+func RegisterAll() {
+	once.Do(func() {
+		loader.RegisterFeatureGate(datalayer.ExperimentalDatalayerFeatureGate)
+		loader.RegisterFeatureGate(datalayer.EnableLegacyMetricsFeatureGate)
+		loader.RegisterFeatureGate(flowcontrol.FeatureGate)
+		for _, r := range inTree {
+			fwkplugin.Register(r.typeName, r.factory)
+		}
+		plugins.RegisterAll()
+	})
+}
+
+// InTreeTypeNames lists the GIE in-tree plugin types the EPP registers, in registration order.
+func InTreeTypeNames() []string {
+	out := make([]string, len(inTree))
+	for i, r := range inTree {
+		out[i] = r.typeName
+	}
+	return out
+}
+
+var apiVersionLine = regexp.MustCompile(`("?apiVersion"?\s*:\s*)(["']?)llm-d\.ai/v1alpha1(["']?)`)
+
+// LoadRaw decodes a config (phase one of GIE's loader). llm-d's apiVersion is rewritten to
+// GIE's before decoding; everything else stays under GIE's strict decoder. An empty input
+// yields GIE's default config.
+func LoadRaw(configBytes []byte, logger logr.Logger) (*configapi.EndpointPickerConfig, map[string]bool, error) {
+	RegisterAll()
+	rewritten, err := normalizeAPIVersion(configBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, gates, err := loader.LoadRawConfig(rewritten, logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: %w", err)
+	}
+	return raw, gates, nil
+}
+
+func normalizeAPIVersion(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return b, nil
+	}
+	var head struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	// Lenient here on purpose: only the apiVersion matters; GIE's strict decoder runs next.
+	if err := yaml.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("config: not a YAML/JSON document: %w", err)
+	}
+	switch head.APIVersion {
+	case GIEAPIVersion, "":
+		return b, nil
+	case LLMDAPIVersion:
+		loc := apiVersionLine.FindSubmatchIndex(b)
+		if loc == nil {
+			return nil, fmt.Errorf("config: apiVersion %s found but not rewritable; write it as a plain 'apiVersion: %s' line", LLMDAPIVersion, LLMDAPIVersion)
+		}
+		out := make([]byte, 0, len(b)+32)
+		out = append(out, b[:loc[3]]...)
+		out = append(out, b[loc[4]:loc[5]]...)
+		out = append(out, GIEAPIVersion...)
+		out = append(out, b[loc[6]:loc[7]]...)
+		out = append(out, b[loc[1]:]...)
+		return out, nil
+	default:
+		return nil, fmt.Errorf("config: apiVersion %q is not supported; use %s or %s", head.APIVersion, GIEAPIVersion, LLMDAPIVersion)
+	}
+}
