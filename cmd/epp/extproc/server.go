@@ -58,7 +58,6 @@ type Server struct {
 	extProcPb.UnimplementedExternalProcessorServer
 	inner Processor
 	opts  Options
-
 }
 
 // New wraps inner.

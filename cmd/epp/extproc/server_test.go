@@ -59,7 +59,9 @@ func (d *fakeDirector) GetRandomEndpoint() *fwkdl.EndpointMetadata {
 
 type fakeDS struct{}
 
-func (fakeDS) PoolGet() (*datalayer.EndpointPool, error) { return datalayer.NewEndpointPool("ns", "p"), nil }
+func (fakeDS) PoolGet() (*datalayer.EndpointPool, error) {
+	return datalayer.NewEndpointPool("ns", "p"), nil
+}
 
 type fakeTraces struct {
 	mu sync.Mutex
@@ -162,7 +164,7 @@ func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
 			wantStatus: 412, wantBody: `{"error":"busy"}`,
 			wantSet: map[string]string{"retry-after": "1", "x-why": "a=b", "content-type": "application/json"}},
 		{name: "invalid immediate status becomes 500", headers: spoof,
-			plugin: func(h map[string]string) error { h[protocol.HeaderImmediateStatus] = "abc"; return nil },
+			plugin:     func(h map[string]string) error { h[protocol.HeaderImmediateStatus] = "abc"; return nil },
 			wantStatus: 500},
 		{name: "status marker rewrites GIE 429", headers: spoof,
 			plugin: func(map[string]string) error {
