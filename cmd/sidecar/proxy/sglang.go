@@ -69,19 +69,26 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 	applyPrefillControls(pre, rq.api, true)
 
 	g := newGate(false)
-	p.startConcurrentPrefill(r, rq, pre.Bytes(), g, func() { p.abortSGLang(rq, rid, "prefill_failure") })
+	defer p.startConcurrentPrefill(r, rq, pre.Bytes(), g, func() { p.abortSGLang(rq, rid, "prefill_failure") })()
 	p.decode(w, r, rq, dec.Bytes(), decodeOpts{gate: g, rid: rid})
 }
 
-// startConcurrentPrefill sends the prefill leg in the background. Its context outlives the
-// handler only until the prefill deadline; a client that goes away cancels it.
-func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte, g *gate, onFailBefore func()) {
+// startConcurrentPrefill sends the prefill leg in the background, bounded by the prefill
+// deadline but not by the handler: net/http cancels the request context when the handler
+// returns, which must not cut a prefill whose response is merely later than the decode
+// answer. The returned func, deferred by the handler, cancels the leg only when the client
+// went away.
+func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte, g *gate, onFailBefore func()) (done func()) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.PrefillTimeout)
-	stop := context.AfterFunc(r.Context(), cancel)
 	engine := string(p.cfg.Engine)
+	done = func() {
+		// Deferred inside the handler: a cancelled request context here means the client left.
+		if r.Context().Err() != nil {
+			cancel()
+		}
+	}
 	go func() {
 		defer cancel()
-		defer stop()
 		start := time.Now()
 		_, lerr := p.prefillOnce(ctx, r, rq, body)
 		if lerr == nil || !lerr.terminal() {
@@ -104,6 +111,7 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 		}
 		rq.log.Info("prefill failed after the decode answer started", "class", lerr.class, "err", lerr.Error())
 	}()
+	return done
 }
 
 // abortSGLang asks the local SGLang engine to drop rid, twice (the engine answers 200 whether

@@ -86,7 +86,9 @@ func TestSGLangIPv6BootstrapHost(t *testing.T) {
 }
 
 func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
+	decodeArrived := make(chan struct{})
 	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		<-decodeArrived
 		jsonAnswer(w, 500, map[string]any{"error": "boom"})
 	})
 	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
@@ -94,6 +96,7 @@ func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
 			w.WriteHeader(200)
 			return
 		}
+		close(decodeArrived)
 		<-r.Context().Done() // decode waits on the bootstrap forever
 	})
 	cfg := testConfig(dec, pre.hp())

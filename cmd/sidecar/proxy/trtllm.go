@@ -147,7 +147,7 @@ func (p *Proxy) runTRTGenerationFirst(w http.ResponseWriter, r *http.Request, rq
 	dec.SetObject("disaggregated_params", genParams)
 
 	g := newGate(true)
-	p.startConcurrentPrefill(r, rq, pre.Bytes(), g, nil)
+	defer p.startConcurrentPrefill(r, rq, pre.Bytes(), g, nil)()
 	p.decode(w, r, rq, dec.Bytes(), decodeOpts{gate: g})
 }
 
