@@ -243,13 +243,7 @@ func sanitizeLabel(s string) string {
 
 // endpointsFile is the EPP's standalone endpoints file (cmd/epp/README.md).
 type endpointsFile struct {
-	Pool      endpointsPool    `json:"pool"`
 	Endpoints []endpointRecord `json:"endpoints"`
-}
-
-type endpointsPool struct {
-	Name      string `json:"name"`
-	Namespace string `json:"namespace"`
 }
 
 type endpointRecord struct {
@@ -265,7 +259,7 @@ type endpointRecord struct {
 // EndpointsYAML renders the endpoints file: one endpoint per pod, at the sidecar for
 // decode-capable pods; metrics are scraped from the engine port.
 func (p *Plan) EndpointsYAML() ([]byte, error) {
-	f := endpointsFile{Pool: endpointsPool{Name: "pdgate-lab", Namespace: Namespace}}
+	f := endpointsFile{}
 	for _, pod := range p.Pods {
 		port := EnginePort
 		if pod.HasSidecar() {
