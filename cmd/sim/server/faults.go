@@ -1,0 +1,125 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HeaderFault asks the simulator to inject faults into one request.
+const HeaderFault = "x-sim-fault"
+
+// maxHang bounds hang and stall faults (model time): nothing waits forever.
+const maxHang = 10 * time.Minute
+
+// faults injected into one request.
+type faults struct {
+	prefillFail bool
+	prefillSlow time.Duration
+	hangFirst   bool
+	stallAfter  int // > 0: stall after this many tokens
+	drop        bool
+	dropAfter   int // > 0: drop the connection after this many streamed tokens
+	status      int // > 0: answer this status at once
+}
+
+// parseFaults reads an x-sim-fault value: a comma list of prefill-fail, prefill-slow=D,
+// hang-first-token, stall-after=N, drop-connection, drop-after=N, http-500 / http-<code>.
+func parseFaults(v string) (faults, error) {
+	var f faults
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, arg, hasArg := strings.Cut(item, "=")
+		var err error
+		switch {
+		case name == "prefill-fail" && !hasArg:
+			f.prefillFail = true
+		case name == "prefill-slow" && hasArg:
+			f.prefillSlow, err = time.ParseDuration(arg)
+			if err == nil && f.prefillSlow <= 0 {
+				err = fmt.Errorf("must be > 0")
+			}
+		case name == "hang-first-token" && !hasArg:
+			f.hangFirst = true
+		case name == "stall-after" && hasArg:
+			f.stallAfter, err = positive(arg)
+		case name == "drop-connection" && !hasArg:
+			f.drop = true
+		case name == "drop-after" && hasArg:
+			f.dropAfter, err = positive(arg)
+		case strings.HasPrefix(name, "http-") && !hasArg:
+			f.status, err = strconv.Atoi(strings.TrimPrefix(name, "http-"))
+			if err == nil && (f.status < 400 || f.status > 599) {
+				err = fmt.Errorf("status must be 4xx or 5xx")
+			}
+		default:
+			return faults{}, fmt.Errorf("%s: unknown fault %q (want prefill-fail, prefill-slow=D, hang-first-token, stall-after=N, drop-connection, drop-after=N, http-<code>)", HeaderFault, item)
+		}
+		if err != nil {
+			return faults{}, fmt.Errorf("%s: %q: %w", HeaderFault, item, err)
+		}
+	}
+	return f, nil
+}
+
+func positive(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err == nil && n <= 0 {
+		err = fmt.Errorf("must be > 0")
+	}
+	return n, err
+}
+
+// faultsFor combines the header's faults with the seeded flag-driven ones.
+func (in *Instance) faultsFor(r *http.Request) (faults, error) {
+	var f faults
+	if v := r.Header.Get(HeaderFault); v != "" && *in.opts.AllowFaultHeader {
+		var err error
+		if f, err = parseFaults(v); err != nil {
+			return faults{}, err
+		}
+	}
+	o := in.opts
+	if f.status == 0 && in.chance(o.Fault5xxRate) {
+		f.status = http.StatusInternalServerError
+	}
+	if in.chance(o.FaultPrefillFailRate) {
+		f.prefillFail = true
+	}
+	if f.prefillSlow == 0 {
+		f.prefillSlow = o.FaultPrefillSlow.Duration
+	}
+	if in.chance(o.FaultHangFirstTokenRate) {
+		f.hangFirst = true
+	}
+	if f.stallAfter == 0 {
+		f.stallAfter = o.FaultStallAfter
+	}
+	if in.chance(o.FaultDropRate) {
+		f.drop = true
+	}
+	for name, on := range map[string]bool{"prefill-fail": f.prefillFail, "prefill-slow": f.prefillSlow > 0,
+		"hang-first-token": f.hangFirst, "stall-after": f.stallAfter > 0, "drop-connection": f.drop || f.dropAfter > 0,
+		"http-status": f.status > 0} {
+		if on {
+			in.m.faults.WithLabelValues(name).Inc()
+		}
+	}
+	return f, nil
+}
+
+// dropConnection closes the client's TCP connection without a (further) answer.
+func dropConnection(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler)
+}
