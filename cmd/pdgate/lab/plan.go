@@ -20,8 +20,8 @@ const (
 	EnginePort    = 8000
 	SidecarPort   = 8001
 	BootstrapPort = 8998
-	// Namespace is the namespace the lab's endpoints live in.
-	Namespace = "lab"
+	// Namespace is the namespace the lab's endpoints live in (the EPP's default pool namespace).
+	Namespace = "default"
 )
 
 // Pod is one expanded lab pod.
