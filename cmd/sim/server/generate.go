@@ -266,7 +266,8 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 	}
 	if x.l.id == "" {
 		if in.opts.Dialect == DialectTRTLLM {
-			x.l.id = strconv.FormatUint(uint64(in.opts.Port)<<40|in.reqSeq.Add(1), 10)
+			// below 2^53 so JSON clients that read numbers as float64 keep it exact
+			x.l.id = strconv.FormatUint(1<<42+uint64(in.opts.Port)<<24|in.reqSeq.Add(1)&0xffffff, 10)
 		} else {
 			x.l.id = "kv-" + x.meta.id
 		}
@@ -324,7 +325,7 @@ func (x *exchange) fail(err error) {
 	if x.l.kind == legProduce && !x.prefilled && x.l.id != "" {
 		x.in.store.fail(x.l.id, err.Error())
 	}
-	if errors.Is(err, errAborted) || (errors.Is(err, batching.ErrCancelled) && errors.Is(context.Cause(x.ctx), errAborted)) {
+	if errors.Is(err, errAborted) || errors.Is(context.Cause(x.ctx), errAborted) {
 		u := newUsage(len(x.req.tokens), 0, 0)
 		if x.s != nil {
 			x.s.finish("abort", "", u, x.req.includeUsage)
