@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -120,9 +121,13 @@ func (s *Supervisor) Stop(grace time.Duration) {
 		}
 	}
 	for _, p := range procs {
-		// The group may hold children even after the leader exited: kill it regardless.
+		// The group may hold children even after the leader exited: kill it regardless,
+		// and wait (bounded) until no live member is left.
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done
+		for i := 0; i < 100 && len(GroupMembers(p.cmd.Process.Pid)) > 0; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
@@ -185,4 +190,32 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return "  " + strings.Join(lines, "\n  ")
+}
+
+// GroupMembers lists the live (non-zombie) processes of a process group, from /proc.
+// Zombies are excluded: they hold no resources and their reaping is up to their parent.
+func GroupMembers(pgid int) []int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil {
+			continue
+		}
+		// Fields after the command name (which may contain spaces) start at the last ')'.
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if pg, err := strconv.Atoi(f[2]); err == nil && pg == pgid {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+			out = append(out, pid)
+		}
+	}
+	return out
 }

@@ -2,9 +2,7 @@ package lab
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -23,11 +21,17 @@ func TestSupervisorStopsProcessGroups(t *testing.T) {
 		}
 	}
 	pids := s.Pids()
+	// The forker's group holds the shell and its two sleeps once they are up.
+	for i := 0; len(GroupMembers(pids[0])) < 3; i++ {
+		if i > 500 {
+			t.Fatalf("group %d members %v: want the shell and two children", pids[0], GroupMembers(pids[0]))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	s.Stop(500 * time.Millisecond)
 	for _, pid := range pids {
-		// Signal 0 to the group: ESRCH means no process of the group is left.
-		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("process group %d still has members (kill -0: %v)", pid, err)
+		if left := GroupMembers(pid); len(left) > 0 {
+			t.Errorf("process group %d still has live members %v", pid, left)
 		}
 	}
 }
