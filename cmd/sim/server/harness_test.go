@@ -168,3 +168,5 @@ func messageText(t *testing.T, body map[string]any) string {
 }
 
 const longPrompt = "Explain how prefill/decode disaggregation moves the KV cache between servers and why it removes interference."
+
+func waitABit() { time.Sleep(100 * time.Microsecond) }
