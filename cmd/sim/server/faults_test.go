@@ -75,7 +75,9 @@ func TestFaultsOverHTTP(t *testing.T) {
 	}{{"stall-after=4", 4}, {"hang-first-token", 0}} {
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan result, 1)
-		go func() { got <- postCtx(ctx, t, url, chat("stall "+tc.fault, 12, stream), map[string]string{HeaderFault: tc.fault}) }()
+		go func() {
+			got <- postCtx(ctx, t, url, chat("stall "+tc.fault, 12, stream), map[string]string{HeaderFault: tc.fault})
+		}()
 		// the request finishes inside the engine; the client still has no [DONE]
 		for i := 0; in.sched.Stats().Finished == 0 || in.sched.Stats().Running > 0; i++ {
 			if i > 50000 {
@@ -93,7 +95,9 @@ func TestFaultsOverHTTP(t *testing.T) {
 	}
 	// the stall bound: a hung stream is cut after maxHang of model time
 	got := make(chan result, 1)
-	go func() { got <- post(t, url, chat("hang bound", 3, stream), map[string]string{HeaderFault: "hang-first-token"}) }()
+	go func() {
+		got <- post(t, url, chat("hang bound", 3, stream), map[string]string{HeaderFault: "hang-first-token"})
+	}()
 	for i := 0; clk.Pending() == 0 || func() bool { d, _ := clk.NextIn(); return d <= pumpHorizon }(); i++ {
 		if i > 50000 {
 			t.Fatal("hang timer never armed")

@@ -79,4 +79,3 @@ func TestMetricsParsedByGIEExtractor(t *testing.T) {
 		}
 	}
 }
-
