@@ -204,9 +204,9 @@ func (p *Plan) Labels(pod Pod) map[string]string {
 		l["role-name"] = pod.Role
 		l["roleset-name"] = pod.Roleset
 	}
-	if pod.Engine == EngineVLLM {
-		l["model.aibrix.ai/kv-connector-type"] = map[string]string{"nixl": "nixl", "shared-storage": "shfs"}[pod.Spec.KVConnector]
-	}
+	// No model.aibrix.ai/kv-connector-type: AIBrix's "nixl" is the Neuron agent's protocol,
+	// not the simulator's nixl (llm-d NIXL v2); each sidecar is started with its pod's
+	// connector instead (--kv-connector).
 	for k, v := range pod.Spec.Labels {
 		l[k] = v
 	}
@@ -277,12 +277,16 @@ func (p *Plan) EndpointsYAML() ([]byte, error) {
 	return b, nil
 }
 
-// targets lists every address a sidecar may call (its allow-list): every pod's engine and,
-// for SGLang prefill pods, the bootstrap listener.
+// targets lists every address a sidecar may call (its allow-list): every pod's engine and
+// EPP-visible endpoint (a combined pod may be picked for prefill at its sidecar) and, for
+// SGLang prefill pods, the bootstrap listener.
 func (p *Plan) targets() string {
 	var out []string
 	for _, pod := range p.Pods {
 		out = append(out, pod.EngineAddr())
+		if pod.HasSidecar() {
+			out = append(out, pod.Endpoint())
+		}
 		if pod.BootstrapPort != 0 {
 			out = append(out, protocol.FormatHostPort(pod.IP, strconv.Itoa(pod.BootstrapPort)))
 		}
