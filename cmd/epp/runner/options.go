@@ -1,0 +1,108 @@
+// Package runner assembles pdgate's EPP from GIE's exported parts, in Kubernetes mode
+// (InferencePool + Pod reconcilers) or standalone mode (endpoints from a file), and serves
+// ext_proc through pdgate's stream wrapper.
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
+)
+
+// DefaultMaxRequestBodyBytes bounds request bodies the EPP buffers (GIE buffers the whole
+// body before scheduling).
+const DefaultMaxRequestBodyBytes = 32 << 20
+
+// StandalonePoolName names the pool in standalone mode when --pool-name is not given.
+const StandalonePoolName = "pdgate-standalone"
+
+// Options are GIE's EPP options plus pdgate's.
+type Options struct {
+	*runserver.Options
+
+	// EndpointsFile switches to standalone mode: endpoints come from this YAML file, no
+	// Kubernetes API is used.
+	EndpointsFile string
+	// EndpointsPollInterval is how often the endpoints file is checked for changes.
+	EndpointsPollInterval time.Duration
+	// MaxRequestBodyBytes answers 413 beyond this body size; 0 disables the limit.
+	MaxRequestBodyBytes int64
+	// DecisionTrace lets clients ask for x-pdgate-decision with x-pdgate-trace: 1.
+	DecisionTrace bool
+
+	// Programmatic knobs (tests, the lab).
+
+	// RestConfig overrides ctrl.GetConfig() in Kubernetes mode.
+	RestConfig *rest.Config
+	// ManagerOverrides are applied to the controller-runtime manager options.
+	ManagerOverrides []func(*ctrl.Options)
+	// OnListening, when set, receives the bound addresses once every listener is open.
+	OnListening func(Addresses)
+}
+
+// Addresses are the bound listener addresses.
+type Addresses struct {
+	GRPC, Health, Metrics string
+}
+
+// NewOptions returns GIE's defaults plus pdgate's.
+func NewOptions() *Options {
+	return &Options{
+		Options:               runserver.NewOptions(),
+		EndpointsPollInterval: time.Second,
+		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
+	}
+}
+
+// AddFlags registers GIE's flags and pdgate's on fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Options.AddFlags(fs)
+	fs.StringVar(&o.EndpointsFile, "endpoints-file", o.EndpointsFile,
+		"Standalone mode: YAML file listing the model-server endpoints (hot-reloaded); no Kubernetes API is used.")
+	fs.DurationVar(&o.EndpointsPollInterval, "endpoints-poll-interval", o.EndpointsPollInterval,
+		"How often the endpoints file is checked for changes.")
+	fs.Int64Var(&o.MaxRequestBodyBytes, "max-request-body-bytes", o.MaxRequestBodyBytes,
+		"Largest request body the EPP accepts; larger ones are answered 413. 0 disables the limit.")
+	fs.BoolVar(&o.DecisionTrace, "decision-trace", o.DecisionTrace,
+		"Return the scheduling decision in the x-pdgate-decision response header to requests carrying x-pdgate-trace: 1.")
+	fs.BoolVar(&o.DecisionTrace, "allow-decision-trace", o.DecisionTrace, "Alias of --decision-trace.")
+}
+
+// Standalone reports whether the endpoints come from a file.
+func (o *Options) Standalone() bool { return o.EndpointsFile != "" }
+
+// Complete fills derived values (after flag parsing).
+func (o *Options) Complete() error {
+	if o.Standalone() && o.PoolName == "" && o.EndpointSelector == "" {
+		o.PoolName = StandalonePoolName
+	}
+	if o.PoolNamespace == "" {
+		o.PoolNamespace = resolvePoolNamespace("")
+	}
+	return o.Options.Complete()
+}
+
+// Validate checks the options; GIE's checks first.
+func (o *Options) Validate() error {
+	if err := o.Options.Validate(); err != nil {
+		return err
+	}
+	if o.Standalone() && o.EndpointSelector != "" {
+		return errors.New("--endpoints-file and --endpoint-selector exclude each other")
+	}
+	if o.Standalone() && o.EnableLeaderElection {
+		return errors.New("--ha-enable-leader-election needs Kubernetes mode; it cannot be used with --endpoints-file")
+	}
+	if o.MaxRequestBodyBytes < 0 {
+		return fmt.Errorf("--max-request-body-bytes %d: want >= 0", o.MaxRequestBodyBytes)
+	}
+	if o.EndpointsPollInterval <= 0 {
+		return fmt.Errorf("--endpoints-poll-interval %s: want > 0", o.EndpointsPollInterval)
+	}
+	return nil
+}
