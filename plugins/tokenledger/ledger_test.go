@@ -215,3 +215,18 @@ func TestDecodeGrowth(t *testing.T) {
 		})
 	}
 }
+
+// NewTokens is called by scorers inside Atomically (pdpair does): it must not take the ledger lock.
+func TestNewTokensInsideAtomically(t *testing.T) {
+	tr, _, _ := newTestTracker(t, nil)
+	done := make(chan int, 1)
+	go tr.Atomically(func(tx Tx) { done <- tr.NewTokens("m", "s", 100, -1) })
+	select {
+	case n := <-done:
+		if n != 100 {
+			t.Fatalf("NewTokens = %d", n)
+		}
+	case <-time.After(30 * time.Second): // deadlock guard only, not a performance threshold
+		t.Fatal("NewTokens inside Atomically deadlocked")
+	}
+}

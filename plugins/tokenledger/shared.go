@@ -8,7 +8,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
@@ -34,6 +37,16 @@ type sharedLedger struct {
 	lastWarn  time.Time
 }
 
+// redisLogger sends go-redis's internal messages (one per failed dial while Redis is down) to
+// V(2); the ledger logs its own rate-limited warning instead.
+type redisLogger struct{ log logr.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.V(2).Info("go-redis", "detail", fmt.Sprintf(format, v...))
+}
+
+var redisLogOnce sync.Once
+
 func newReplicaID() string {
 	host, _ := os.Hostname()
 	if host == "" {
@@ -58,9 +71,11 @@ func (t *Tracker) enableSharing() *sharedLedger {
 			Addr: p.Address, DB: p.DB, Password: p.password, Protocol: 2, DisableIdentity: true,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
 			MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
+			DialerRetries: 1, DialerRetryTimeout: timeout,
 			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		}),
 	}
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{log: t.log}) })
 	t.notify = func() {
 		select {
 		case s.trigger <- struct{}{}:

@@ -1,0 +1,115 @@
+package tokenledger
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+)
+
+type benchPod struct {
+	key        PodKey
+	running    float64
+	throughput float64
+}
+
+func benchPods(n int, role string) []benchPod {
+	pods := make([]benchPod, n)
+	for i := range pods {
+		pods[i] = benchPod{key: PodKey(fmt.Sprintf("ns/%s-%d", role, i)), running: float64(i % 7), throughput: float64(100 + i%13)}
+	}
+	return pods
+}
+
+// baselineCycle is a scheduling cycle without the ledger: score every prefill and decode
+// candidate from scraped metrics (least-request / load-balancing style) and pick the minimum.
+func baselineCycle(prefill, decode []benchPod) (PodKey, PodKey) {
+	bestP, bestD := PodKey(""), PodKey("")
+	minP, minD := math.Inf(1), math.Inf(1)
+	for _, p := range prefill {
+		if s := p.running; s < minP {
+			minP, bestP = s, p.key
+		}
+	}
+	for _, d := range decode {
+		if s := d.running/8 + (1 - d.throughput/112); s < minD {
+			minD, bestD = s, d.key
+		}
+	}
+	return bestP, bestD
+}
+
+// ledgerCycle is the same cycle scored from the ledger (token_load for both sides) with the
+// pick charged in the same critical section; the oldest in-flight request is released so the
+// ledger stays at a steady 64 open requests.
+func ledgerCycle(tr *Tracker, prefill, decode []benchPod, rate DecodeRate, i int, ids []string) {
+	id := ids[i%len(ids)]
+	tr.ReleaseAll(id)
+	tr.Atomically(func(tx Tx) {
+		bestP, bestD := PodKey(""), PodKey("")
+		minP, minD := math.Inf(1), math.Inf(1)
+		for _, p := range prefill {
+			if s := tx.Prefill(p.key).Priority(0.3); s < minP {
+				minP, bestP = s, p.key
+			}
+		}
+		for _, d := range decode {
+			if s := tx.Decode(d.key, rate); s < minD {
+				minD, bestD = s, d.key
+			}
+		}
+		tx.ChargePrefill(PrefillCharge{RequestID: id, Pod: bestP, Tokens: 4500, TTL: time.Hour})
+		tx.ChargeDecode(DecodeCharge{RequestID: id, Pod: bestD, Tokens: 1000, TTL: time.Hour})
+	})
+}
+
+// BenchmarkSchedulingCycle reports the ledger's cost per scheduling cycle at 8, 64 and 512 pods
+// per role, as a ratio against a no-ledger cycle measured in the same run ("x-baseline"), for
+// the local ledger and with the shared-ledger cache active.
+func BenchmarkSchedulingCycle(b *testing.B) {
+	for _, n := range []int{8, 64, 512} {
+		prefill, decode := benchPods(n, "prefill"), benchPods(n, "decode")
+		rates := make(map[PodKey]float64, n)
+		for i, d := range decode {
+			if i%4 != 0 {
+				rates[d.key] = d.throughput / (d.running + 1)
+			}
+		}
+		rate := func(p PodKey) (float64, bool) { v, ok := rates[p]; return v, ok }
+		base := testing.Benchmark(func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				baselineCycle(prefill, decode)
+			}
+		})
+		baseNs := float64(base.T.Nanoseconds()) / float64(base.N)
+		ids := make([]string, 64)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("req-%d", i)
+		}
+		for _, shared := range []bool{false, true} {
+			name := fmt.Sprintf("pods=%d/local", n)
+			if shared {
+				name = fmt.Sprintf("pods=%d/shared-cache", n)
+			}
+			b.Run(name, func(b *testing.B) {
+				tr, _, _ := newTestTracker(b, nil)
+				tr.log = tr.log.V(10)
+				if shared {
+					tr.notify = func() {}
+					for _, d := range decode {
+						tr.remote[d.key] = remoteAgg{tokens: 5000, charges: 3, sumAt: 3 * 1.8e9}
+					}
+				}
+				b.ReportAllocs()
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					ledgerCycle(tr, prefill, decode, rate, i, ids)
+				}
+				perOp := float64(time.Since(start).Nanoseconds()) / float64(b.N)
+				b.ReportMetric(perOp/baseNs, "x-baseline")
+				b.ReportMetric(baseNs, "baseline-ns/op")
+			})
+		}
+	}
+}

@@ -1,0 +1,167 @@
+// Package ledger tests the token-load ledger's Redis-shared decode ledger against a real
+// redis-server: two ledger instances ("EPP replicas") share decode charges, degrade to their
+// local ledgers when Redis dies and resume sharing when it comes back.
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pdgate/pdgate/plugins/tokenledger"
+)
+
+const (
+	podA = tokenledger.PodKey("default/decode-0")
+	podB = tokenledger.PodKey("default/decode-1")
+)
+
+var decodePods = []tokenledger.PodKey{podA, podB}
+
+func newReplica(t *testing.T, ctx context.Context, addr, id string) *tokenledger.Tracker {
+	t.Helper()
+	raw := fmt.Sprintf(`{"redis":{"address":%q,"replicaID":%q,"syncIntervalMs":100,"livenessTTLSeconds":2,"timeoutMs":50}}`, addr, id)
+	p, _, err := tokenledger.ParseParams(id, []byte(raw), func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tokenledger.NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tokenledger.NewTracker(tokenledger.Options{Params: p, Metrics: m, Logger: testr.New(t).WithName(id)})
+	tr.Start(ctx)
+	return tr
+}
+
+// pick is a token_load decode pick: the pod with the fewest decode tokens (first wins ties),
+// charged in the same critical section.
+func pick(tr *tokenledger.Tracker, requestID string, promptTokens float64) (tokenledger.PodKey, map[tokenledger.PodKey]float64) {
+	var best tokenledger.PodKey
+	scores := map[tokenledger.PodKey]float64{}
+	tr.Atomically(func(tx tokenledger.Tx) {
+		for _, p := range decodePods {
+			scores[p] = tx.Decode(p, nil)
+			if best == "" || scores[p] < scores[best] {
+				best = p
+			}
+		}
+		tx.ChargeDecode(tokenledger.DecodeCharge{RequestID: requestID, Pod: best, Tokens: promptTokens, TTL: time.Hour})
+	})
+	return best, scores
+}
+
+func decodeScore(tr *tokenledger.Tracker, p tokenledger.PodKey) (v float64) {
+	tr.Atomically(func(tx tokenledger.Tx) { v = tx.Decode(p, nil) })
+	return v
+}
+
+// eventually polls cond every 20 ms for at most 5 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	port := freePort(t)
+	srv := startRedis(t, port)
+	a := newReplica(t, ctx, srv.addr(), "replica-a")
+	b := newReplica(t, ctx, srv.addr(), "replica-b")
+	// B reads the pods it scores: make both decode pods interesting to B before A charges.
+	for _, p := range decodePods {
+		decodeScore(b, p)
+	}
+
+	// 1. A long prompt charged through A steers B's next decode pick away from that pod.
+	if got, _ := pick(a, "long", 50000); got != podA {
+		t.Fatalf("A picked %s on an empty ledger, want %s (first wins ties)", got, podA)
+	}
+	eventually(t, "B sees A's 50000 tokens on decode-0", func() bool { return decodeScore(b, podA) == 50000 })
+	got, scores := pick(b, "short-b1", 100)
+	if got != podB {
+		t.Fatalf("B picked %s with scores %v, want %s (steered by A's charge)", got, scores, podB)
+	}
+	// And B's charge is visible to A on top of A's own.
+	eventually(t, "A sees B's 100 tokens on decode-1", func() bool { return decodeScore(a, podB) == 100 })
+	if v := decodeScore(a, podA); v != 50000 {
+		t.Fatalf("A's own decode-0 score %v, want 50000 (own field must not be counted twice)", v)
+	}
+
+	// 2. Redis dies: both degrade to their local ledgers; scheduling and releases keep working.
+	srv.kill()
+	eventually(t, "B drops A's remote share", func() bool { return decodeScore(b, podA) == 0 })
+	eventually(t, "A drops B's remote share", func() bool { return decodeScore(a, podB) == 0 })
+	for i := 0; i < 50; i++ {
+		id := fmt.Sprintf("down-%d", i)
+		if _, s := pick(b, id, 10); s == nil {
+			t.Fatal("no scores")
+		}
+		b.ReleaseAll(id)
+	}
+	if got, _ := pick(b, "while-down", 10); got != podA {
+		t.Fatalf("B with only its local ledger (decode-1 holds its own 100) picked %s, want %s", got, podA)
+	}
+	b.ReleaseAll("while-down")
+
+	// 3. Redis comes back (empty) on the same port: each replica republishes, sharing resumes.
+	srv = startRedis(t, port)
+	eventually(t, "B sees A's charge again", func() bool { return decodeScore(b, podA) == 50000 })
+	eventually(t, "A sees B's charge again", func() bool { return decodeScore(a, podB) == 100 })
+
+	// 4. Releases propagate: the field is deleted and the remote share disappears.
+	a.ReleaseAll("long")
+	eventually(t, "B sees A's release", func() bool { return decodeScore(b, podA) == 0 })
+	b.ReleaseAll("short-b1")
+	eventually(t, "A sees B's release", func() bool { return decodeScore(a, podB) == 0 })
+	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
+	defer rc.Close()
+	eventually(t, "no fields left for decode-0", func() bool {
+		n, err := rc.HLen(context.Background(), "pdgate:dtl:"+string(podA)).Result()
+		return err == nil && n == 0
+	})
+}
+
+func TestDeadReplicaEntriesExpire(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := startRedis(t, freePort(t))
+	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
+	defer rc.Close()
+	b := newReplica(t, ctx, srv.addr(), "replica-b")
+	decodeScore(b, podA)
+
+	// A live replica "c" (heartbeat now) and a dead one "d" (heartbeat 1 min ago, crashed
+	// without withdrawing its fields).
+	now, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowMS := float64(now.UnixMilli())
+	key := "pdgate:dtl:" + string(podA)
+	sumAt := float64(now.Unix())
+	if err := rc.ZAdd(ctx, "pdgate:dtl:replicas", redis.Z{Score: nowMS, Member: "c"}, redis.Z{Score: nowMS - 60000, Member: "d"}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.HSet(ctx, key, "c", tokenledger.FormatSharedValue(700, 1, sumAt), "d", tokenledger.FormatSharedValue(9000, 1, sumAt)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "B counts only the live replica", func() bool { return decodeScore(b, podA) == 700 })
+	eventually(t, "the dead replica's field is pruned", func() bool {
+		ok, err := rc.HExists(ctx, key, "d").Result()
+		return err == nil && !ok
+	})
+	// c stops heartbeating: after the liveness TTL (2 s) it no longer counts.
+	eventually(t, "B drops the replica whose heartbeat expired", func() bool { return decodeScore(b, podA) == 0 })
+}
