@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,11 +28,12 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 )
 
 // pod is one model-server pod of the test pool.
@@ -50,12 +50,10 @@ type epp struct {
 	port   int
 }
 
-var llmdAPIVersion = regexp.MustCompile(`(?m)^apiVersion:\s*llm-d\.ai/v1alpha1\s*$`)
-
 // startEPP loads configPath exactly as a user's file and serves it over ext_proc.
 func startEPP(t *testing.T, configPath string, pods []pod) *epp {
 	t.Helper()
-	registerPlugins()
+	pluginset.RegisterAll()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := testr.NewWithOptions(t, testr.Options{Verbosity: 1})
@@ -67,8 +65,7 @@ func startEPP(t *testing.T, configPath string, pods []pod) *epp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw = llmdAPIVersion.ReplaceAll(raw, []byte("apiVersion: inference.networking.x-k8s.io/v1alpha1"))
-	rawCfg, gates, err := loader.LoadRawConfig(raw, logger)
+	rawCfg, gates, err := pluginset.LoadRaw(raw, logger)
 	if err != nil {
 		t.Fatalf("load %s: %v", configPath, err)
 	}
@@ -241,5 +238,3 @@ func (e *epp) send(t *testing.T, path string, headers map[string]string, body st
 func (a answer) String() string {
 	return fmt.Sprintf("immediate=%d body=%q destination=%s set=%v removed=%v", a.immediate, a.body, a.destination, a.set, a.removed)
 }
-
-var _ = fwkdl.NewMetrics
