@@ -9,9 +9,13 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/decodescorer"
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/labelselector"
+	"github.com/pdgate/pdgate/plugins/pdpair"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
@@ -26,6 +30,11 @@ type registration struct {
 
 // registrations lists every pdgate plugin type. Keep it sorted by type name.
 var registrations = []registration{
+	{typeName: decodescorer.Type, factory: decodescorer.Factory},
+	{typeName: enginemetrics.Type, factory: enginemetrics.Factory},
+	{typeName: pdpair.Type, factory: pdpair.Factory},
+	{typeName: pdpair.PrefillFilterType, factory: pdpair.PrefillFilterFactory},
+	{typeName: prefillscorer.Type, factory: prefillscorer.Factory},
 	{typeName: alwaysdisagg.MultimodalType, factory: alwaysdisagg.MultimodalFactory},
 	{typeName: alwaysdisagg.PDType, factory: alwaysdisagg.PDFactory},
 	{typeName: labelselector.ByLabelType, factory: labelselector.ByLabelFactory},

@@ -1,0 +1,222 @@
+package pdpair
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+
+	"github.com/pdgate/pdgate/plugins/decodescorer"
+	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
+	"github.com/pdgate/pdgate/plugins/tokenledger"
+)
+
+func metricsOf(p podmodel.Pod) *enginemetrics.Metrics {
+	if p.Endpoint == nil {
+		return nil
+	}
+	return enginemetrics.Get(p.Endpoint)
+}
+
+func usesLedger(k pdknobs.Knobs) bool {
+	return k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad ||
+		k.DecodeScorePolicy == pdknobs.DecodeTokenLoad
+}
+
+// selectLocked runs steps that read shared state, atomically with registering the pick.
+func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []podmodel.Pod) (Decision, error) {
+	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
+	var hashes []uint64
+	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
+		hashes = s.Prefix.Hashes(in.PromptText)
+	}
+	var ledger tokenledger.Ledger
+	var defs tokenledger.Defaults
+	k := in.Knobs
+	if usesLedger(k) {
+		var err error
+		if s.Ledger != nil {
+			ledger, defs, err = s.Ledger()
+		} else {
+			err = fmt.Errorf("no token ledger configured")
+		}
+		if err != nil {
+			// No ledger: degrade to the AIBrix defaults rather than failing every request.
+			s.warn(fmt.Sprintf("token policies need a pd-token-ledger (%v); using %s/%s", err, pdknobs.PrefillPrefixCache, pdknobs.DecodeLoadBalancing))
+			if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
+				k.PrefillScorePolicy = pdknobs.PrefillPrefixCache
+				hashes = s.Prefix.Hashes(in.PromptText)
+			}
+			if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+				k.DecodeScorePolicy = pdknobs.DecodeLoadBalancing
+			}
+			d.LedgerMissing = true
+			d.PrefillPolicy, d.DecodePolicy = k.PrefillScorePolicy, k.DecodeScorePolicy
+		}
+	}
+	in.Knobs = k
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out Decision
+	var err error
+	if ledger != nil {
+		ledger.Atomically(func(tx tokenledger.Tx) {
+			out, err = s.cascade(in, d, eligible, combined, hashes, ledger, tx, defs)
+		})
+	} else {
+		out, err = s.cascade(in, d, eligible, combined, hashes, nil, nil, defs)
+	}
+	return out, err
+}
+
+func (s *Selector) warn(msg string) {
+	if s.Warn != nil {
+		s.Warn(msg)
+	}
+}
+
+func (s *Selector) shufflePods(p []podmodel.Pod) []podmodel.Pod {
+	out := append([]podmodel.Pod(nil), p...)
+	s.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
+func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []podmodel.Pod, hashes []uint64,
+	ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) (Decision, error) {
+	k := in.Knobs
+	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
+
+	var prefill, decode []podmodel.Pod
+	for _, g := range eligible {
+		prefill = append(prefill, g.prefill...)
+		decode = append(decode, g.decode...)
+	}
+	prefill, decode = s.shufflePods(prefill), s.shufflePods(decode)
+
+	if len(combined) > 0 {
+		if pick, why := s.shouldPickCombined(combined, prefill, decode); pick != nil {
+			s.Tracker.Register(in.RequestID, "", pick.Key)
+			d.Decode, d.Combined, d.Reason = *pick, true, why
+			return d, nil
+		} else if why != "" {
+			note("%s", why)
+		}
+	}
+
+	// Prefill load-imbalance fast path.
+	counts := make([]float64, len(prefill))
+	for i, p := range prefill {
+		counts[i] = s.Tracker.PrefillCount(p.Key)
+	}
+	if idx, why := prefillscorer.FastPath(counts, k.PrefillLoadImbalanceMinSpread); len(idx) > 0 {
+		pick := prefill[idx[s.rng.Intn(len(idx))]]
+		prefill = []podmodel.Pod{pick}
+		decode = inRoleset(decode, pick.Roleset)
+		note("prefill fast path: %s → %s", why, pick.Key)
+	}
+
+	// Decode load-imbalance fast path.
+	cands := make([]decodescorer.Candidate, len(decode))
+	for i, p := range decode {
+		cands[i] = decodescorer.NewCandidate(p.Key, metricsOf(p), s.Tracker.PendingDecode(p.Key))
+	}
+	if i, why := decodescorer.FastPath(cands, k); i >= 0 {
+		if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+			note("decode fast path ignored under token_load: %s", why)
+		} else {
+			pick := decode[i]
+			decode, cands = decode[i:i+1], cands[i:i+1]
+			if pf := inRoleset(prefill, pick.Roleset); len(pf) > 0 {
+				prefill = pf
+			}
+			note("decode fast path: %s → %s", why, pick.Key)
+		}
+	}
+
+	// Adaptive bucket band (advisory: only narrows when the banded roleset has both sides).
+	if d.BandRoleset != "" || d.BandMax != 0 {
+		pf, dc := inRoleset(prefill, d.BandRoleset), inRoleset(decode, d.BandRoleset)
+		if len(pf) > 0 && len(dc) > 0 {
+			prefill, decode = pf, dc
+			cands = candidatesFor(cands, dc)
+			if s.Planner != nil {
+				s.Planner.RecordBanded(d.BandRoleset, in.PromptTokens)
+			}
+			note("bucket band → roleset %q (band max %d)", d.BandRoleset, d.BandMax)
+		}
+	}
+
+	pScores, maxP := s.scorePrefill(in, prefill, hashes, tx, defs, &d)
+	if len(pScores) == 0 {
+		return d, fail(http.StatusServiceUnavailable, "target prefill pod is nil")
+	}
+	dScores, maxD, err := s.scoreDecode(k, decode, cands, tx)
+	if err != nil {
+		return d, err
+	}
+
+	// Final pair: minimum prefill/maxPrefill + decode/maxDecode over rolesets in both maps.
+	names := make([]string, 0, len(pScores))
+	for name := range pScores {
+		if _, ok := dScores[name]; ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return d, fail(http.StatusServiceUnavailable, "target decode pod is nil")
+	}
+	sort.Strings(names)
+	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	best, bestScore := "", math.Inf(1)
+	for _, name := range names {
+		f := pScores[name].score/maxP + dScores[name].score/maxD
+		note("pair %q: prefill %s %.4g/%.4g + decode %s %.4g/%.4g = %.4g", name,
+			pScores[name].pod.Key, pScores[name].score, maxP, dScores[name].pod.Key, dScores[name].score, maxD, f)
+		if best == "" || f < bestScore {
+			best, bestScore = name, f
+		}
+	}
+	pp, dd := pScores[best], dScores[best]
+	d.Prefill, d.Decode, d.Roleset = &pp.pod, dd.pod, best
+	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
+	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
+	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
+
+	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
+	if s.Prefix != nil && len(hashes) > 0 {
+		s.Prefix.Add(pp.pod.Key, hashes)
+	}
+	if tx != nil {
+		s.charge(in, k, pp, dd, ledger, tx, defs)
+	}
+	return d, nil
+}
+
+func inRoleset(pods []podmodel.Pod, roleset string) []podmodel.Pod {
+	var out []podmodel.Pod
+	for _, p := range pods {
+		if p.Roleset == roleset {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func candidatesFor(cands []decodescorer.Candidate, pods []podmodel.Pod) []decodescorer.Candidate {
+	keep := map[string]bool{}
+	for _, p := range pods {
+		keep[p.Key] = true
+	}
+	var out []decodescorer.Candidate
+	for _, c := range cands {
+		if keep[c.Key] {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -1,0 +1,393 @@
+// Package pdpair is AIBrix's PD selection as GIE plugins that compose with
+// disagg-profile-handler: aibrix-pd-pair runs in the decode profile as a filter, picks the
+// roleset pair (or a combined pod) atomically, publishes the choice in the CycleState, marks
+// the prefill stage skipped for combined picks, and acts as the prefill decider;
+// aibrix-pd-prefill-filter makes the prefill profile return exactly the paired prefill pod, so
+// prefill and decode always come from the same roleset.
+package pdpair
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
+	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/tokenledger"
+)
+
+// Type is the plugin type name.
+const Type = "aibrix-pd-pair"
+
+// StateKey is the CycleState key holding the *PairState of the request.
+const StateKey fwkplugin.StateKey = "pdgate.io/aibrix/pd-pair"
+
+// PairState is the decision published for the prefill filter and other plugins.
+type PairState struct {
+	Decision Decision
+	Decode   fwksched.Endpoint
+	Prefill  fwksched.Endpoint // nil for combined picks
+}
+
+// Clone implements fwkplugin.StateData (the endpoints are the request's snapshot).
+func (s *PairState) Clone() fwkplugin.StateData { c := *s; return &c }
+
+var (
+	_ fwksched.Filter       = (*Plugin)(nil)
+	_ disaggprofile.Decider = (*Plugin)(nil)
+	_ fwkrc.ResponseHeader  = (*Plugin)(nil)
+	_ fwkrc.ResponseBody    = (*Plugin)(nil)
+)
+
+// Plugin is aibrix-pd-pair.
+type Plugin struct {
+	tn       fwkplugin.TypedName
+	params   Params
+	selector *Selector
+	handle   fwkplugin.Handle
+	log      logr.Logger
+
+	decided   sync.Map // request ID → decidedEntry, for Disaggregate (which has no CycleState)
+	lastSweep atomicTime
+}
+
+type decidedEntry struct {
+	st *PairState
+	at time.Time
+}
+
+// Factory builds the plugin.
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	ctx := context.Background()
+	if handle != nil && handle.Context() != nil {
+		ctx = handle.Context()
+	}
+	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
+	p, err := ParseParams(name, raw, os.LookupEnv, func(s string) { logger.Info("AIBrix knob fallback", "detail", s) })
+	if err != nil {
+		return nil, err
+	}
+	RegisterMetrics()
+	pl := New(name, p, handle, bucketplanner.New(plannerMetrics()), logger)
+	return pl, nil
+}
+
+var (
+	plannerMetricsOnce sync.Once
+	sharedPlannerM     *bucketplanner.Metrics
+)
+
+func plannerMetrics() *bucketplanner.Metrics {
+	plannerMetricsOnce.Do(func() { sharedPlannerM = bucketplanner.NewMetrics(crmetrics.Registry) })
+	return sharedPlannerM
+}
+
+// New builds the plugin from parsed parameters (tests and programmatic assemblies).
+func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.Planner, logger logr.Logger) *Plugin {
+	seed := p.Seed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger}
+	pl.selector = NewSelector(NewTracker(time.Duration(p.TrackerTTLSeconds)*time.Second, nil),
+		prefillscorer.NewPrefixTable(p.Knobs.PrefixCacheBlockSize, p.PrefixTableCapacity), pl.ledger, planner, seed)
+	pl.selector.Warn = func(s string) { logger.Info("aibrix-pd-pair warning", "detail", s) }
+	return pl
+}
+
+// Selector exposes the selection engine (tests, other plugins of this package).
+func (p *Plugin) Selector() *Selector { return p.selector }
+
+// ledger finds the pd-token-ledger through the handle, at first use.
+func (p *Plugin) ledger() (tokenledger.Ledger, tokenledger.Defaults, error) {
+	prov, err := tokenledger.Lookup(p.handle, p.params.LedgerRef)
+	if err != nil {
+		return nil, tokenledger.Defaults{}, err
+	}
+	return prov.TokenLedger(), prov.TokenLoadDefaults(), nil
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
+
+func header(req *fwksched.LLMRequest, name string) string {
+	if req == nil {
+		return ""
+	}
+	if v, ok := req.Headers[name]; ok {
+		return v
+	}
+	for k, v := range req.Headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// answer asks the EPP to answer the request itself (protocol.HeaderImmediateStatus).
+func answer(req *fwksched.LLMRequest, status int, msg string, extra string) {
+	if req == nil || req.Headers == nil {
+		return
+	}
+	req.Headers[protocol.HeaderImmediateStatus] = strconv.Itoa(status)
+	req.Headers[protocol.HeaderImmediateBody] = string(protocol.ErrorBody(status, "routing_error", msg))
+	if extra != "" {
+		req.Headers[protocol.HeaderImmediateHeaders] = extra
+	}
+}
+
+// Filter runs the whole selection and returns the decode target. When the request cannot be
+// placed it asks the EPP for an immediate answer (503 no bucket/no pods, 400 unknown strategy)
+// and passes the candidates through unchanged, charging nothing.
+func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
+	trace := decisiontrace.FromCycleState(cs)
+	name := p.tn.String()
+	if req == nil || len(eps) == 0 {
+		return eps
+	}
+	if header(req, protocol.HeaderImmediateStatus) != "" {
+		trace.Note(name, "request already answered by another plugin; no selection")
+		return eps
+	}
+	logger := log.FromContext(ctx).WithValues("plugin", name, "requestID", req.RequestId)
+	pods := make([]podmodel.Pod, 0, len(eps))
+	var routable []podmodel.Pod
+	for _, ep := range eps {
+		pod := podmodel.FromEndpoint(ep)
+		podmodel.Report(p.log, pod)
+		pods = append(pods, pod)
+		if pod.Routable {
+			routable = append(routable, pod)
+		}
+	}
+	if _, err := podmodel.ValidateEngines(routable); err != nil {
+		return p.refuse(req, trace, eps, 503, err.Error(), "")
+	}
+	in := p.input(req, pods)
+	cfg := podmodel.ModelConfigOf(pods)
+	_, prof := cfg.Resolve(in.ProfileHeader, in.Hints)
+	strategy, source := ResolveStrategy(cfg, header(req, protocol.HeaderRoutingStrategy), p.params.HonorHeader(), prof, p.params.DefaultRoutingStrategy)
+	if !contains(KnownStrategies, strategy) {
+		return p.refuse(req, trace, eps, 400, fmt.Sprintf("unknown routing strategy %q (from %s); pdgate supports %s",
+			strategy, source, strings.Join(KnownStrategies, ", ")), "x-error-routing=true")
+	}
+	knobs, err := p.params.Knobs.ForProfile(prof, func(s string) { p.log.Info("ignoring profile override", "detail", s) })
+	if err != nil {
+		return p.refuse(req, trace, eps, 503, err.Error(), "x-error-routing=true")
+	}
+	in.Knobs = knobs
+	var d Decision
+	if strategy == StrategyPD {
+		d, err = p.selector.Select(in)
+	} else {
+		d, err = p.selector.SelectSingle(in, strategy)
+	}
+	if err != nil {
+		return p.refuse(req, trace, eps, StatusOf(err), err.Error(), "x-error-routing=true")
+	}
+	return p.publish(cs, req, trace, logger, eps, d, strategy)
+}
+
+func (p *Plugin) refuse(req *fwksched.LLMRequest, trace *decisiontrace.Trace, eps []fwksched.Endpoint, status int, msg, extra string) []fwksched.Endpoint {
+	answer(req, status, msg, extra)
+	selectFailures.WithLabelValues(strconv.Itoa(status)).Inc()
+	trace.Stage("decode", false, fmt.Sprintf("%s: %d %s", p.tn.Name, status, msg))
+	p.log.V(1).Info("request not placed", "requestID", req.RequestId, "status", status, "reason", msg)
+	return eps
+}
+
+// input extracts what the selector needs from the request.
+func (p *Plugin) input(req *fwksched.LLMRequest, pods []podmodel.Pod) Input {
+	in := Input{RequestID: req.RequestId, Model: req.TargetModel, Pods: pods,
+		ProfileHeader: header(req, protocol.HeaderConfigProfile), SessionKey: header(req, protocol.HeaderSessionKey)}
+	if len(in.SessionKey) > 256 {
+		in.SessionKey = "" // AIBrix ignores session keys over 256 bytes
+	}
+	in.Hints.MaxTokens = -1
+	if req.Body != nil {
+		in.PromptText = req.Body.PromptText()
+		if pm, ok := req.Body.Payload.(fwksched.PayloadMap); ok {
+			for _, key := range []string{"max_tokens", "max_completion_tokens"} {
+				if v, ok := pm[key].(float64); ok {
+					in.Hints.MaxTokens = int(v)
+					break
+				}
+			}
+		}
+	}
+	in.PromptTokens = PromptTokens(req, in.PromptText)
+	in.Hints.PromptTokens = in.PromptTokens
+	in.BodyTokens = req.RequestSizeBytes / 4
+	return in
+}
+
+// PromptTokens is the bucketing length: the tokenizer's count when a token producer ran, else
+// round(characters/4).
+func PromptTokens(req *fwksched.LLMRequest, text string) int {
+	if req != nil && req.TokenizedPrompt != nil && len(req.TokenizedPrompt.TokenIDs) > 0 {
+		return len(req.TokenizedPrompt.TokenIDs)
+	}
+	return (len(text) + 2) / 4
+}
+
+func findEndpoint(eps []fwksched.Endpoint, pod podmodel.Pod) fwksched.Endpoint {
+	if pod.Endpoint != nil {
+		for _, ep := range eps {
+			if ep == pod.Endpoint {
+				return ep
+			}
+		}
+	}
+	for _, ep := range eps {
+		if md := ep.GetMetadata(); md != nil && podmodel.FromMetadata(md).Key == pod.Key {
+			return ep
+		}
+	}
+	return nil
+}
+
+func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trace *decisiontrace.Trace, logger logr.Logger,
+	eps []fwksched.Endpoint, d Decision, strategy string) []fwksched.Endpoint {
+	name := p.tn.String()
+	st := &PairState{Decision: d, Decode: findEndpoint(eps, d.Decode)}
+	if d.Prefill != nil {
+		st.Prefill = findEndpoint(eps, *d.Prefill)
+	}
+	for _, n := range d.Notes {
+		trace.Note(name, "%s", n)
+	}
+	kind := "decode"
+	if d.Combined {
+		kind = "combined"
+		cause := "overflow"
+		switch {
+		case strategy != StrategyPD:
+			cause = "strategy_" + strategy
+		case strings.Contains(d.Reason, "fits no complete bucket"):
+			cause = "no_bucket"
+		case strings.Contains(d.Reason, "no complete prefill/decode pair"):
+			cause = "no_pair"
+		}
+		combinedPicks.WithLabelValues(cause).Inc()
+		trace.Stage("combined", true, d.Reason)
+		disaggprofile.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
+	} else {
+		selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
+		trace.Note(name, "%s", d.Reason)
+	}
+	for _, n := range d.Notes {
+		switch {
+		case strings.HasPrefix(n, "prefill fast path"):
+			fastPaths.WithLabelValues("prefill").Inc()
+		case strings.HasPrefix(n, "decode fast path:"):
+			fastPaths.WithLabelValues("decode").Inc()
+		}
+	}
+	selectedDecode.WithLabelValues(d.Decode.Key, d.Roleset, kind).Inc()
+	if cs != nil {
+		cs.Write(StateKey, st)
+	}
+	now := time.Now()
+	p.decided.Store(req.RequestId, decidedEntry{st: st, at: now})
+	p.sweepDecided(now)
+	logger.V(1).Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
+	if st.Decode == nil {
+		return eps
+	}
+	return []fwksched.Endpoint{st.Decode}
+}
+
+// Disaggregate implements disaggprofile.Decider: prefill runs exactly when the pair has a
+// prefill pod.
+func (p *Plugin) Disaggregate(_ context.Context, req *fwksched.LLMRequest, _ fwksched.Endpoint) (bool, string) {
+	if req == nil {
+		return false, "no request"
+	}
+	v, ok := p.decided.Load(req.RequestId)
+	if !ok {
+		return false, "no aibrix pair decision for this request"
+	}
+	st := v.(decidedEntry).st
+	if st.Prefill == nil {
+		return false, "combined pick: " + st.Decision.Reason
+	}
+	return true, fmt.Sprintf("paired prefill %s in roleset %q", st.Decision.Prefill.Key, st.Decision.Roleset)
+}
+
+// ResponseHeader: the prefill leg is over and the decode pod runs the request.
+func (p *Plugin) ResponseHeader(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	if id := requestID(req, resp); id != "" {
+		p.selector.Tracker.Started(id)
+		p.decided.Delete(id)
+	}
+}
+
+// ResponseBody releases whatever is left at the end of the stream (errors, disconnects).
+func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	if resp == nil || !resp.EndOfStream {
+		return
+	}
+	if id := requestID(req, resp); id != "" {
+		p.selector.Tracker.Done(id)
+		p.decided.Delete(id)
+	}
+}
+
+func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
+	if req != nil && req.RequestId != "" {
+		return req.RequestId
+	}
+	if resp != nil {
+		return resp.RequestId
+	}
+	return ""
+}
+
+// sweepDecided forgets decisions of requests whose response never reached the EPP (immediate
+// answers, lost streams), at most once a second.
+func (p *Plugin) sweepDecided(now time.Time) {
+	if !p.lastSweep.olderThan(now, time.Second) {
+		return
+	}
+	ttl := time.Duration(p.params.TrackerTTLSeconds) * time.Second
+	p.decided.Range(func(k, v any) bool {
+		if now.Sub(v.(decidedEntry).at) > ttl {
+			p.decided.Delete(k)
+		}
+		return true
+	})
+}
+
+type atomicTime struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// olderThan reports whether the stored time is older than d, and if so stores now.
+func (a *atomicTime) olderThan(now time.Time, d time.Duration) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.t) < d {
+		return false
+	}
+	a.t = now
+	return true
+}

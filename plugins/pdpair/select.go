@@ -1,0 +1,229 @@
+package pdpair
+
+import (
+	"errors"
+	"fmt"
+	"math/rand"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/pdgate/pdgate/plugins/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
+	"github.com/pdgate/pdgate/plugins/tokenledger"
+)
+
+// Input is one request as the selector sees it.
+type Input struct {
+	RequestID     string
+	Model         string
+	Pods          []podmodel.Pod
+	ProfileHeader string
+	Hints         podmodel.AutoHints
+	PromptText    string // prefix matching
+	PromptTokens  int    // bucketing length
+	BodyTokens    int    // len(body)/4, the ledger's prompt_tokens
+	SessionKey    string
+	Knobs         pdknobs.Knobs
+}
+
+// Decision is the selector's answer: a decode target and, unless Combined, the prefill pod of
+// the same roleset.
+type Decision struct {
+	Decode   podmodel.Pod
+	Prefill  *podmodel.Pod
+	Roleset  string
+	Combined bool
+	// Reason says why this shape was chosen, with its numbers.
+	Reason string
+	// Notes are the intermediate steps (fast paths, band, scores) for the decision trace.
+	Notes                                 []string
+	PrefillScore, DecodeScore, FinalScore float64
+	MaxPrefillScore, MaxDecodeScore       float64
+	PrefillPolicy, DecodePolicy           string
+	FallbackPrefillPolicy, LedgerMissing  bool
+	BandRoleset                           string
+	BandMax                               int
+}
+
+// Error carries the HTTP status the request must be answered with.
+type Error struct {
+	Status int
+	Msg    string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+func fail(status int, format string, args ...any) error {
+	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// StatusOf returns the HTTP status for a selection error (503 by default).
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return http.StatusServiceUnavailable
+}
+
+// LedgerSource returns the token ledger, or an error when none is configured.
+type LedgerSource func() (tokenledger.Ledger, tokenledger.Defaults, error)
+
+// Selector runs AIBrix's PD selection cascade. Everything that reads shared counters and
+// registers the pick runs under one lock (and inside Ledger.Atomically when a token policy is
+// in use), so concurrent requests see each other's picks (AIBrix issue #2677).
+type Selector struct {
+	mu      sync.Mutex
+	rng     *rand.Rand
+	Tracker *Tracker
+	Prefix  *prefillscorer.PrefixTable
+	Ledger  LedgerSource
+	Planner *bucketplanner.Planner
+	Warn    func(string)
+	Now     func() time.Time
+}
+
+// NewSelector builds a selector; seed fixes the random tie-breaks (tests).
+func NewSelector(tracker *Tracker, prefix *prefillscorer.PrefixTable, ledger LedgerSource, planner *bucketplanner.Planner, seed int64) *Selector {
+	return &Selector{rng: rand.New(rand.NewSource(seed)), Tracker: tracker, Prefix: prefix, Ledger: ledger, Planner: planner}
+}
+
+// group is one roleset's candidates ("" = pods without roleset-name, paired llm-d style).
+type group struct {
+	name            string
+	prefill, decode []podmodel.Pod
+}
+
+func partition(in Input) (groups []*group, whole []podmodel.Pod) {
+	byName := map[string]*group{}
+	for _, p := range in.Pods {
+		if !p.Routable {
+			continue
+		}
+		if p.ServesWholeRequest(in.ProfileHeader, in.Hints) {
+			whole = append(whole, p)
+			continue
+		}
+		if !p.ServesPrefill() && !p.ServesDecode() {
+			continue
+		}
+		// AIBrix pairs only inside rolesets; llm-d-labelled pods without one pair freely.
+		if p.Roleset == "" && p.RoleSource != podmodel.SourceLLMD {
+			continue
+		}
+		g := byName[p.Roleset]
+		if g == nil {
+			g = &group{name: p.Roleset}
+			byName[p.Roleset] = g
+		}
+		if p.ServesPrefill() {
+			g.prefill = append(g.prefill, p)
+		} else {
+			g.decode = append(g.decode, p)
+		}
+	}
+	for _, g := range byName {
+		groups = append(groups, g)
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].name < groups[j].name })
+	return groups, whole
+}
+
+// Select picks the pair (or a combined pod) for one request.
+func (s *Selector) Select(in Input) (Decision, error) {
+	k := in.Knobs
+	groups, whole := partition(in)
+	var eligible []*group
+	anyPrefill := false
+	for _, g := range groups {
+		anyPrefill = anyPrefill || len(g.prefill) > 0
+		if len(g.prefill) > 0 && len(g.decode) > 0 {
+			eligible = append(eligible, g)
+		}
+	}
+	d := Decision{PrefillPolicy: k.PrefillScorePolicy, DecodePolicy: k.DecodeScorePolicy}
+	var combined []podmodel.Pod
+	if k.PromptLengthBucketing {
+		L := in.PromptTokens
+		for _, p := range whole {
+			if p.Suits(L, in.ProfileHeader, in.Hints) {
+				combined = append(combined, p)
+			}
+		}
+		var bucketed []*group
+		for _, g := range eligible {
+			bg := &group{name: g.name}
+			for _, p := range g.prefill {
+				if p.Suits(L, in.ProfileHeader, in.Hints) {
+					bg.prefill = append(bg.prefill, p)
+				}
+			}
+			for _, p := range g.decode {
+				if p.Suits(L, in.ProfileHeader, in.Hints) {
+					bg.decode = append(bg.decode, p)
+				}
+			}
+			if len(bg.prefill) > 0 && len(bg.decode) > 0 {
+				bucketed = append(bucketed, bg)
+			}
+		}
+		if len(bucketed) == 0 {
+			if len(combined) > 0 {
+				return s.pickCombinedRandom(in, d, combined, fmt.Sprintf("prompt length %d fits no complete bucket pair", L))
+			}
+			return d, fail(http.StatusServiceUnavailable,
+				"no prompt-length bucket matches prompt length %d and no combined pods available", L)
+		}
+		if k.BucketServe && L > 0 && s.Planner != nil {
+			s.Planner.Observe(in.Model, L, s.now())
+			if band, ok := s.Planner.Band(in.Model, k.BucketServeMode, planGroups(eligible, in), L, s.now()); ok {
+				d.BandRoleset, d.BandMax = band.Roleset, band.Max
+			}
+		}
+		eligible = bucketed
+	} else if len(eligible) == 0 {
+		if len(whole) > 0 {
+			return s.pickCombinedRandom(in, d, whole, "no complete prefill/decode pair")
+		}
+		if !anyPrefill {
+			return d, fail(http.StatusServiceUnavailable, "prefill pods are not ready")
+		}
+		return d, fail(http.StatusServiceUnavailable, "decode pods are not ready")
+	}
+	return s.selectLocked(in, d, eligible, combined)
+}
+
+// planGroups describes the eligible rolesets for the bucket planner: range from the first
+// prefill pod's profile, replicas = prefill pods.
+func planGroups(eligible []*group, in Input) []bucketplanner.Group {
+	out := make([]bucketplanner.Group, 0, len(eligible))
+	for _, g := range eligible {
+		lo, hi, scoped := g.prefill[0].Bucket(in.ProfileHeader, in.Hints)
+		if !scoped {
+			lo, hi = 0, 0
+		}
+		out = append(out, bucketplanner.Group{Name: g.name, Min: lo, Max: hi, Replicas: len(g.prefill)})
+	}
+	return out
+}
+
+func (s *Selector) pickCombinedRandom(in Input, d Decision, pods []podmodel.Pod, why string) (Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := pods[s.rng.Intn(len(pods))]
+	s.Tracker.Register(in.RequestID, "", p.Key)
+	d.Decode, d.Combined = p, true
+	d.Reason = why + fmt.Sprintf(": combined pod %s picked at random among %d", p.Key, len(pods))
+	return d, nil
+}
+
+func (s *Selector) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}

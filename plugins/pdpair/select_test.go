@@ -1,0 +1,329 @@
+package pdpair
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/podmodel"
+)
+
+func TestPairsStayInCompleteRolesets(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d0", role: "decode", roleset: "b"},
+		podSpec{name: "b-d1", role: "decode", roleset: "b"},
+		podSpec{name: "c-p", role: "prefill", roleset: "c"}, // incomplete
+		podSpec{name: "e-d", role: "decode", roleset: "e"},  // incomplete
+		podSpec{name: "x-d", role: "decode"},                // AIBrix pod without roleset: skipped
+		podSpec{name: "f-p", role: "prefill", roleset: "f", extra: map[string]string{podmodel.LabelPodGroupIndex: "1"}},
+		podSpec{name: "f-d", role: "decode", roleset: "f"}, // roleset f has only a follower prefill
+	)
+	s := newSel(t, nil)
+	seen := map[string]int{}
+	for i := 0; i < 60; i++ {
+		d, err := s.Select(Input{RequestID: fmt.Sprint(i), Pods: pods, PromptText: "hello", Knobs: knobs(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Combined || d.Prefill == nil || d.Prefill.Roleset != d.Decode.Roleset {
+			t.Fatalf("pair crossed rolesets or missing: %+v", d)
+		}
+		if d.Roleset != "a" && d.Roleset != "b" {
+			t.Fatalf("incomplete roleset %q picked", d.Roleset)
+		}
+		seen[d.Decode.Key]++
+	}
+	if len(seen) < 2 {
+		t.Fatalf("no spread across rolesets: %v", seen)
+	}
+}
+
+func TestLLMDPodsWithoutRolesetPairFreely(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "p", extra: map[string]string{podmodel.LabelLLMDRole: "prefill"}},
+		podSpec{name: "d", extra: map[string]string{podmodel.LabelLLMDRole: "decode"}},
+	)
+	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+	if err != nil || d.Prefill == nil || d.Prefill.Name != "p" || d.Decode.Name != "d" {
+		t.Fatalf("%+v %v", d, err)
+	}
+}
+
+func TestBucketingAndCombinedFallback(t *testing.T) {
+	fleet := []podSpec{
+		{name: "s-p", role: "prefill", roleset: "short", config: bucketCfg(0, 100, false)},
+		{name: "s-d", role: "decode", roleset: "short", config: bucketCfg(0, 100, false)},
+		{name: "l-p", role: "prefill", roleset: "long", config: bucketCfg(101, 1000, false)},
+		{name: "l-d", role: "decode", roleset: "long", config: bucketCfg(101, 1000, false)},
+		{name: "half-p", role: "prefill", roleset: "half", config: bucketCfg(2000, 3000, false)},
+		{name: "half-d", role: "decode", roleset: "half", config: bucketCfg(0, 10, false)},
+	}
+	combined := podSpec{name: "std", role: "all", roleset: "std", config: bucketCfg(0, 0, true)}
+	tests := []struct {
+		name      string
+		prompt    int
+		withStd   bool
+		wantRS    string
+		wantComb  bool
+		wantErr   string
+		bucketing bool
+	}{
+		{name: "inclusive lower bound", prompt: 0, bucketing: true, wantRS: "short"},
+		{name: "inclusive upper bound", prompt: 100, bucketing: true, wantRS: "short"},
+		{name: "next bucket", prompt: 101, bucketing: true, wantRS: "long"},
+		{name: "upper bound of long", prompt: 1000, bucketing: true, wantRS: "long"},
+		{name: "no bucket, combined", prompt: 1001, bucketing: true, withStd: true, wantComb: true},
+		{name: "half pair does not count", prompt: 2500, bucketing: true, withStd: true, wantComb: true},
+		{name: "no bucket, no combined → 503", prompt: 5000, bucketing: true, wantErr: "no prompt-length bucket matches prompt length 5000"},
+		{name: "bucketing off ignores bounds", prompt: 5000, bucketing: false, wantRS: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			specs := append([]podSpec(nil), fleet...)
+			if tt.withStd {
+				specs = append(specs, combined)
+			}
+			pods, _ := mkPods(specs...)
+			d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, PromptTokens: tt.prompt,
+				Knobs: knobs(func(k *pdknobs.Knobs) { k.PromptLengthBucketing = tt.bucketing })})
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || StatusOf(err) != 503 {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Combined != tt.wantComb || (tt.wantRS != "" && d.Roleset != tt.wantRS) {
+				t.Fatalf("got %+v", d)
+			}
+			if tt.wantComb && (d.Decode.Name != "std" || d.Prefill != nil) {
+				t.Fatalf("combined pick %+v", d)
+			}
+		})
+	}
+}
+
+func TestNoPairFallsBackToCombinedWithoutBucketing(t *testing.T) {
+	pods, _ := mkPods(podSpec{name: "p", role: "prefill", roleset: "a"},
+		podSpec{name: "std", extra: map[string]string{podmodel.LabelLLMDRole: "prefill-decode"}})
+	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+	if err != nil || !d.Combined || d.Decode.Name != "std" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	onlyP, _ := mkPods(podSpec{name: "p", role: "prefill", roleset: "a"})
+	if _, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: onlyP, Knobs: knobs(nil)}); err == nil || !strings.Contains(err.Error(), "decode pods are not ready") {
+		t.Fatalf("err %v", err)
+	}
+	onlyD, _ := mkPods(podSpec{name: "d", role: "decode", roleset: "a"})
+	if _, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: onlyD, Knobs: knobs(nil)}); err == nil || !strings.Contains(err.Error(), "prefill pods are not ready") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func q(waiting, drain float64) *enginemetrics.Metrics {
+	return &enginemetrics.Metrics{Waiting: waiting, HasWaiting: true, DrainRate1m: drain, HasDrainRate1m: true}
+}
+
+func TestShouldPickCombined(t *testing.T) {
+	tests := []struct {
+		name                string
+		prefill, decode, cm *enginemetrics.Metrics
+		want                bool
+	}{
+		{"combined 0.25 is not low (strict <)", q(2, 1), q(0, 1), q(0.25, 1), false},
+		{"combined 0.24 low, prefill 1.01 high", q(1.01, 1), q(0, 1), q(0.24, 1), true},
+		{"prefill exactly 1.0 is not high", q(1, 1), q(1, 1), q(0, 1), false},
+		{"decode high", q(0, 1), q(3, 1), q(0, 1), true},
+		{"combined without drain rate is never low", q(5, 1), q(5, 1), &enginemetrics.Metrics{}, false},
+		{"prefix prealloc queues count", &enginemetrics.Metrics{PrefillPrealloc: 2, DrainRate1m: 1, HasDrainRate1m: true}, q(0, 1), q(0, 1), true},
+		{"PD without metrics is not hot", nil, nil, q(0, 1), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pods, _ := mkPods(
+				podSpec{name: "p", role: "prefill", roleset: "a", config: bucketCfg(0, 0, false), metrics: tt.prefill},
+				podSpec{name: "d", role: "decode", roleset: "a", config: bucketCfg(0, 0, false), metrics: tt.decode},
+				podSpec{name: "std", role: "all", roleset: "s", config: bucketCfg(0, 0, true), metrics: tt.cm},
+			)
+			d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, PromptTokens: 10,
+				Knobs: knobs(func(k *pdknobs.Knobs) { k.PromptLengthBucketing = true })})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Combined != tt.want {
+				t.Fatalf("combined=%v want %v: %+v", d.Combined, tt.want, d)
+			}
+		})
+	}
+}
+
+func TestPrefillFastPathNarrowsToRoleset(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+	)
+	for _, tt := range []struct {
+		load   int
+		wantFP bool
+	}{{16, false}, {17, true}} {
+		s := newSel(t, nil)
+		for i := 0; i < tt.load; i++ {
+			s.Tracker.Register(fmt.Sprint("x", i), "ns/a-p", "")
+		}
+		d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fired := false
+		for _, n := range d.Notes {
+			fired = fired || strings.HasPrefix(n, "prefill fast path")
+		}
+		if fired != tt.wantFP || d.Roleset != "b" {
+			t.Fatalf("load %d: fast path %v, roleset %s, notes %v", tt.load, fired, d.Roleset, d.Notes)
+		}
+	}
+}
+
+func TestDecodeFastPathAndTokenLoadIgnoresIt(t *testing.T) {
+	run := func(n float64) *enginemetrics.Metrics { return &enginemetrics.Metrics{Running: n, HasRunning: true} }
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: run(20)},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: run(4)},
+	)
+	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+	if err != nil || d.Decode.Name != "b-d" || d.Prefill.Name != "b-p" || !strings.Contains(strings.Join(d.Notes, "|"), "decode fast path: decode count spread 16 >= 16") {
+		t.Fatalf("%+v %v", d, err)
+	}
+	l := newFakeLedger()
+	l.decode["ns/b-d"] = 1e6 // the fast path would pick b-d; token_load must ignore it
+	d, err = newSel(t, l.source()).Select(Input{RequestID: "r2", Pods: pods, BodyTokens: 10,
+		Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
+	if err != nil || d.Decode.Name != "a-d" || !strings.Contains(strings.Join(d.Notes, "|"), "ignored under token_load") {
+		t.Fatalf("%+v %v", d, err)
+	}
+}
+
+func TestFinalPairScore(t *testing.T) {
+	m := func(n float64) *enginemetrics.Metrics { return &enginemetrics.Metrics{Running: n, HasRunning: true} }
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: m(0)},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: m(3)},
+	)
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillLeastRequest, pdknobs.DecodeLeastRequest
+	})
+	tests := []struct {
+		name      string
+		aPrefills int
+		want      string
+		final     float64
+	}{
+		// a: 0/1 + 0/3 = 0; b: 2/2 + 3/3 = 2 → a.
+		{"a idle on both sides", 0, "a", 0},
+		// a: 3/3 + 0/3 = 1; b: 0/3 + 3/3 = 1 → tie, either.
+		{"tie", 3, "", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSel(t, nil)
+			for i := 0; i < tt.aPrefills; i++ {
+				s.Tracker.Register(fmt.Sprint("a", i), "ns/a-p", "")
+			}
+			d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: k})
+			if err != nil || (tt.want != "" && d.Roleset != tt.want) || math.Abs(d.FinalScore-tt.final) > 1e-9 {
+				t.Fatalf("%+v %v", d, err)
+			}
+		})
+	}
+}
+
+func TestBurstSpreadsAcrossPairs(t *testing.T) {
+	var specs []podSpec
+	for _, rs := range []string{"a", "b", "c", "d"} {
+		specs = append(specs, podSpec{name: rs + "-p", role: "prefill", roleset: rs}, podSpec{name: rs + "-d", role: "decode", roleset: rs})
+	}
+	pods, _ := mkPods(specs...)
+	s := newSel(t, nil)
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillLeastRequest, pdknobs.DecodeLeastRequest
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := s.Select(Input{RequestID: fmt.Sprint(i), Pods: pods, Knobs: k}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for _, rs := range []string{"a", "b", "c", "d"} {
+		if n := s.Tracker.PrefillCount("ns/" + rs + "-p"); n != 10 {
+			t.Fatalf("burst did not spread evenly: %s-p has %v", rs, n)
+		}
+		if n := s.Tracker.PendingDecode("ns/" + rs + "-d"); n != 10 {
+			t.Fatalf("burst did not spread evenly: %s-d has %v", rs, n)
+		}
+	}
+}
+
+func TestTokenLoadChargesInsideAtomically(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+	)
+	l := newFakeLedger()
+	s := newSel(t, l.source())
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := s.Select(Input{RequestID: fmt.Sprint(i), Pods: pods, BodyTokens: 100, Knobs: k}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if l.outsideTx != 0 || len(l.charges) != 40 {
+		t.Fatalf("charges %d, outside tx %d", len(l.charges), l.outsideTx)
+	}
+	// Each charge is 3500 + 100; the ledger reads see earlier charges, so load splits evenly.
+	if l.prefill["ns/a-p"] != 10*3600 || l.prefill["ns/b-p"] != 10*3600 || l.decode["ns/a-d"] != 1000 || l.decode["ns/b-d"] != 1000 {
+		t.Fatalf("uneven: %v %v", l.prefill, l.decode)
+	}
+	// Hybrid charges only the unmatched share when the prompt matches the picked pod's prefix.
+	l2 := newFakeLedger()
+	s2 := newSel(t, l2.source())
+	kh := knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy = pdknobs.PrefillHybridCacheLoad })
+	prompt := strings.Repeat("abcd", 25)
+	if _, err := s2.Select(Input{RequestID: "h1", Pods: pods, PromptText: prompt, BodyTokens: 100, Knobs: kh}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Select(Input{RequestID: "h2", Pods: pods, PromptText: prompt, BodyTokens: 100, Knobs: kh}); err != nil {
+		t.Fatal(err)
+	}
+	if len(l2.charges) != 2 || !strings.HasSuffix(l2.charges[0], " 3600") {
+		t.Fatalf("hybrid charges %v", l2.charges)
+	}
+}
+
+func TestMissingLedgerDegrades(t *testing.T) {
+	pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods,
+		Knobs: knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy = pdknobs.PrefillTokenLoad })})
+	if err != nil || !d.LedgerMissing || d.PrefillPolicy != pdknobs.PrefillPrefixCache {
+		t.Fatalf("%+v %v", d, err)
+	}
+}
