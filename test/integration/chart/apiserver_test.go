@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -16,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )
 
 // apiServer is one kube-apiserver + etcd (envtest) shared by the package's tests, started on
@@ -34,6 +37,7 @@ type apiServer struct {
 var shared apiServer
 
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	code := m.Run()
 	if shared.env != nil {
 		if err := shared.env.Stop(); err != nil {
@@ -89,6 +93,9 @@ func (s *apiServer) start(t *testing.T) {
 			filepath.Join(repoRoot(t), "test", "integration", "chart", "testdata", "crds"),
 		},
 		ErrorIfCRDPathMissing: true,
+		// The machine may be busy; a slow start is not a failure.
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  time.Minute,
 	}
 	cfg, err := s.env.Start()
 	if err != nil {
