@@ -17,6 +17,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/ratecap"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
@@ -35,6 +36,7 @@ var registrations = []registration{
 	{typeName: pdpair.Type, factory: pdpair.Factory},
 	{typeName: pdpair.PrefillFilterType, factory: pdpair.PrefillFilterFactory},
 	{typeName: prefillscorer.Type, factory: prefillscorer.Factory},
+	{typeName: ratecap.Type, factory: ratecap.Factory},
 	{typeName: alwaysdisagg.MultimodalType, factory: alwaysdisagg.MultimodalFactory},
 	{typeName: alwaysdisagg.PDType, factory: alwaysdisagg.PDFactory},
 	{typeName: labelselector.ByLabelType, factory: labelselector.ByLabelFactory},

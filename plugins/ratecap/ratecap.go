@@ -1,0 +1,142 @@
+// Package ratecap is aibrix-rate-cap: the per-model request-rate cap of AIBrix's
+// model.aibrix.ai/config profiles (requestsPerSecond). Requests over the cap are answered 429
+// by the EPP (through protocol.HeaderImmediateStatus) before any scheduling or charge happens.
+package ratecap
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Type is the plugin type name.
+const Type = "aibrix-rate-cap"
+
+// window is the rate window: AIBrix caps requests per second.
+const window = time.Second
+
+var (
+	rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pdgate_rate_cap_rejected_total",
+		Help: "Requests answered 429 because their model exceeded its requestsPerSecond cap.",
+	}, []string{"model"})
+	registerOnce sync.Once
+)
+
+// Params are the plugin's parameters.
+type Params struct {
+	// DefaultRequestsPerSecond caps models whose profile sets no requestsPerSecond (0 = none).
+	DefaultRequestsPerSecond int `json:"defaultRequestsPerSecond"`
+}
+
+// Plugin is aibrix-rate-cap (a PrepareData plugin: it runs before scheduling).
+type Plugin struct {
+	tn  fwkplugin.TypedName
+	p   Params
+	now func() time.Time
+
+	mu      sync.Mutex
+	windows map[string][]time.Time // model → admitted request times within the window
+}
+
+var _ fwkrc.PrepareDataPlugin = (*Plugin)(nil)
+
+// Factory builds the plugin.
+func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	var p Params
+	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
+		}
+	}
+	if p.DefaultRequestsPerSecond < 0 {
+		return nil, fmt.Errorf("%s %q: parameter defaultRequestsPerSecond=%d: must be >= 0", Type, name, p.DefaultRequestsPerSecond)
+	}
+	registerOnce.Do(func() { crmetrics.Registry.MustRegister(rejected) })
+	return New(name, p, time.Now), nil
+}
+
+// New builds the plugin with an injected clock.
+func New(name string, p Params, now func() time.Time) *Plugin {
+	return &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, now: now, windows: map[string][]time.Time{}}
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
+
+// Produces implements fwkplugin.ProducerPlugin (nothing: it only answers requests).
+func (p *Plugin) Produces() map[string]any { return map[string]any{} }
+
+// Consumes implements fwkplugin.ConsumerPlugin.
+func (p *Plugin) Consumes() map[string]any { return map[string]any{} }
+
+// Limit returns the cap for a request from its model's resolved profile.
+func (p *Plugin) Limit(req *fwksched.LLMRequest, eps []fwksched.Endpoint) int {
+	pods := make([]podmodel.Pod, 0, len(eps))
+	for _, ep := range eps {
+		pods = append(pods, podmodel.FromEndpoint(ep))
+	}
+	hints := podmodel.AutoHints{MaxTokens: -1}
+	if req.Body != nil {
+		hints.PromptTokens = (len(req.Body.PromptText()) + 2) / 4
+	}
+	_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], hints)
+	if prof != nil && prof.RequestsPerSecond > 0 {
+		return prof.RequestsPerSecond
+	}
+	return p.p.DefaultRequestsPerSecond
+}
+
+// PrepareRequestData admits the request or asks the EPP to answer 429.
+func (p *Plugin) PrepareRequestData(_ context.Context, req *fwksched.LLMRequest, eps []fwksched.Endpoint) error {
+	if req == nil || req.Headers == nil || req.Headers[protocol.HeaderImmediateStatus] != "" {
+		return nil
+	}
+	limit := p.Limit(req, eps)
+	if limit <= 0 {
+		return nil
+	}
+	if p.Admit(req.TargetModel, limit) {
+		return nil
+	}
+	rejected.WithLabelValues(req.TargetModel).Inc()
+	msg := fmt.Sprintf("model %q exceeded its rate limit of %d requests per second", req.TargetModel, limit)
+	req.Headers[protocol.HeaderImmediateStatus] = strconv.Itoa(429)
+	req.Headers[protocol.HeaderImmediateBody] = string(protocol.ErrorBody(429, "rate_limit_exceeded", msg))
+	req.Headers[protocol.HeaderImmediateHeaders] = "retry-after=1"
+	return nil
+}
+
+// Admit records a request for model if fewer than limit were admitted in the last second.
+func (p *Plugin) Admit(model string, limit int) bool {
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.windows[model]
+	i := 0
+	for i < len(w) && now.Sub(w[i]) >= window {
+		i++
+	}
+	w = w[i:]
+	if len(w) >= limit {
+		p.windows[model] = w
+		return false
+	}
+	p.windows[model] = append(w, now)
+	return true
+}
