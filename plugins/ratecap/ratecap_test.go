@@ -21,8 +21,8 @@ func TestAdmitWindow(t *testing.T) {
 		want    bool
 	}{
 		{0, true}, {0, true}, {0, false}, // cap 2 within one second
-		{999 * time.Millisecond, false},   // still inside the window
-		{time.Millisecond, true},          // the first two are exactly 1 s old: out of the window
+		{999 * time.Millisecond, false}, // still inside the window
+		{time.Millisecond, true},        // the first two are exactly 1 s old: out of the window
 		{0, true}, {0, false},
 	}
 	for i, tt := range tests {
