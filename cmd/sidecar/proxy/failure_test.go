@@ -1,0 +1,196 @@
+package proxy
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+func TestPrefillFailurePolicies(t *testing.T) {
+	status := func(code int) func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		return func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+			jsonAnswer(w, code, map[string]any{"error": map[string]any{"message": "prefiller says no"}})
+		}
+	}
+	failTwice := func() func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		var n atomic.Int32
+		return func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+			if n.Add(1) <= 2 {
+				jsonAnswer(w, 502, map[string]any{})
+				return
+			}
+			prefillOK(w, r, b)
+		}
+	}
+	tests := []struct {
+		name        string
+		policy      FailurePolicy
+		prefill     func(w http.ResponseWriter, r *http.Request, b map[string]any)
+		closed      bool // prefill target not listening
+		wantStatus  int
+		wantOutcome string
+		wantPrefill int
+		wantDecode  int
+		wantErrHdr  bool
+	}{
+		{name: "fail-fast 500 keeps prefiller status", policy: FailFast, prefill: status(500), wantStatus: 500, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		{name: "fail-fast transport is 503", policy: FailFast, closed: true, wantStatus: 503, wantOutcome: "failed", wantErrHdr: true},
+		{name: "fail-fast bad body is 503", policy: FailFast, prefill: func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+			_, _ = w.Write([]byte("not json"))
+		}, wantStatus: 503, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		{name: "4xx returned as is under fallback", policy: FallbackLocal, prefill: status(400), wantStatus: 400, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		{name: "fallback-local on 503", policy: FallbackLocal, prefill: status(503), wantStatus: 200, wantOutcome: "fallback-local", wantPrefill: 1, wantDecode: 1},
+		{name: "fallback-local on transport", policy: FallbackLocal, closed: true, wantStatus: 200, wantOutcome: "fallback-local", wantDecode: 1},
+		{name: "retry then succeed", policy: Retry, prefill: failTwice(), wantStatus: 200, wantOutcome: "ok", wantPrefill: 3, wantDecode: 1},
+		{name: "retry exhausted", policy: Retry, prefill: status(429), wantStatus: 429, wantOutcome: "failed", wantPrefill: 3, wantErrHdr: true},
+		{name: "retry does not retry 4xx", policy: Retry, prefill: status(422), wantStatus: 422, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pre := newFake(t, tt.prefill)
+			dec := newFake(t, decodeOK)
+			target := pre.hp()
+			if tt.closed {
+				pre.srv.Close()
+			}
+			cfg := testConfig(dec, target)
+			cfg.FailurePolicy = tt.policy
+			env := startProxy(t, cfg)
+			resp, body := env.post(t, "/v1/completions", `{"model":"m","prompt":"p","kv_transfer_params":{"remote_host":"evil"}}`,
+				map[string]string{protocol.HeaderPrefillerHostPort: target.String()})
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, body)
+			}
+			if got := resp.Header.Get(protocol.HeaderPrefillOutcome); got != tt.wantOutcome {
+				t.Errorf("outcome %q, want %q", got, tt.wantOutcome)
+			}
+			if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != tt.wantErrHdr {
+				t.Errorf("x-error-pd-prefill %v, want %v", got, tt.wantErrHdr)
+			}
+			if !tt.closed {
+				if got := len(pre.requests()); got != tt.wantPrefill {
+					t.Errorf("prefill attempts %d, want %d", got, tt.wantPrefill)
+				}
+			}
+			decs := dec.requests()
+			if len(decs) != tt.wantDecode {
+				t.Fatalf("decodes %d, want %d", len(decs), tt.wantDecode)
+			}
+			if tt.wantOutcome == "fallback-local" {
+				if _, ok := decs[0].Body["kv_transfer_params"]; ok {
+					t.Errorf("fallback decode must carry no kv_transfer_params: %s", decs[0].Raw)
+				}
+			}
+			if tt.wantStatus >= 500 && tt.wantStatus != 200 && !strings.Contains(body, `"error"`) {
+				t.Errorf("error body not OpenAI-shaped: %s", body)
+			}
+		})
+	}
+}
+
+func TestPrefillRedirectNotFollowed(t *testing.T) {
+	var hit atomic.Int32
+	other := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) { hit.Add(1) })
+	pre := newFake(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		http.Redirect(w, r, other.srv.URL+"/v1/completions", http.StatusTemporaryRedirect)
+	})
+	dec := newFake(t, decodeOK)
+	env := startProxy(t, testConfig(dec, pre.hp()))
+	resp, _ := env.post(t, "/v1/completions", `{"model":"m","prompt":"p"}`, map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
+	if hit.Load() != 0 {
+		t.Fatal("redirect was followed")
+	}
+	if resp.StatusCode != 503 || resp.Header.Get(protocol.HeaderErrorPrefill) != "true" {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	pre := newFake(t, prefillOK)
+	dec := newFake(t, decodeOK)
+	cfg := testConfig(dec, pre.hp())
+	cfg.MaxRequestBytes = 256
+	env := startProxy(t, cfg)
+	ph := map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()}
+	tests := []struct {
+		name       string
+		body       string
+		hdr        map[string]string
+		wantStatus int
+		wantHdr    string
+	}{
+		{name: "duplicate controlled key", body: `{"model":"m","prompt":"p","stream":false,"stream":true}`, hdr: ph, wantStatus: 400},
+		{name: "duplicate kv key", body: `{"model":"m","kv_transfer_params":{},"kv_transfer_params":{}}`, hdr: ph, wantStatus: 400},
+		{name: "too large", body: `{"prompt":"` + strings.Repeat("a", 300) + `"}`, hdr: ph, wantStatus: 413},
+		{name: "not json", body: `{"prompt":NaN}`, wantStatus: 400},
+		{name: "malformed prefill header", body: `{}`, hdr: map[string]string{protocol.HeaderPrefillerHostPort: "http://x:1/"}, wantStatus: 400, wantHdr: protocol.HeaderErrorPrefill},
+		{name: "prefill not allowed", body: `{}`, hdr: map[string]string{protocol.HeaderPrefillerHostPort: "10.1.2.3:8000"}, wantStatus: 403, wantHdr: protocol.HeaderErrorPrefill},
+		{name: "allowed host other port", body: `{}`, hdr: map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().Host + ":1"}, wantStatus: 403, wantHdr: protocol.HeaderErrorPrefill},
+		{name: "engine mismatch", body: `{"prompt":"p"}`, hdr: map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), protocol.HeaderPrefillerEngine: "sglang"}, wantStatus: 503, wantHdr: protocol.HeaderErrorPrefill},
+		{name: "unknown connector", body: `{"prompt":"p"}`, hdr: map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), protocol.HeaderPrefillerKVConnector: "mooncake"}, wantStatus: 503, wantHdr: protocol.HeaderErrorPrefill},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(pre.requests()) + len(dec.requests())
+			resp, body := env.post(t, "/v1/completions", tt.body, tt.hdr)
+			if resp.StatusCode != tt.wantStatus {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, body)
+			}
+			if tt.wantHdr != "" && resp.Header.Get(tt.wantHdr) != "true" {
+				t.Errorf("missing %s", tt.wantHdr)
+			}
+			if after := len(pre.requests()) + len(dec.requests()); after != before {
+				t.Errorf("a rejected request reached an engine")
+			}
+		})
+	}
+	if got := counter(env.metrics.AllowlistRejections.WithLabelValues("prefill")); got != 2 {
+		t.Errorf("allow-list rejections %v, want 2", got)
+	}
+}
+
+func TestDecodeOnlyStripsKVFieldsAndRoutingHeaders(t *testing.T) {
+	dec := newFake(t, decodeOK)
+	env := startProxy(t, testConfig(dec))
+	resp, _ := env.post(t, "/v1/completions",
+		`{"model":"m","prompt":"p","kv_transfer_params":{"do_remote_prefill":true,"remote_host":"169.254.169.254"},"bootstrap_host":"x","disaggregated_params":{},"extra":[1]}`,
+		map[string]string{protocol.HeaderEncoderHostsPorts: "10.0.0.1:1", protocol.HeaderPrefillerBootstrapPort: "1"})
+	if resp.StatusCode != 200 || resp.Header.Get(protocol.HeaderPrefillOutcome) != "skipped" {
+		t.Fatalf("status %d outcome %q", resp.StatusCode, resp.Header.Get(protocol.HeaderPrefillOutcome))
+	}
+	d := dec.only(t)
+	for _, k := range []string{"kv_transfer_params", "bootstrap_host", "disaggregated_params"} {
+		if _, ok := d.Body[k]; ok {
+			t.Errorf("client %s reached the engine", k)
+		}
+	}
+	if d.Body["extra"] == nil {
+		t.Error("unknown field dropped")
+	}
+	for _, h := range protocol.RoutingHeaders {
+		if len(d.Header.Values(h)) > 0 {
+			t.Errorf("routing header %s reached the engine", h)
+		}
+	}
+}
+
+func TestPassthroughOtherRoutes(t *testing.T) {
+	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+		jsonAnswer(w, 200, map[string]any{"path": r.URL.Path, "query": r.URL.RawQuery, "leak": r.Header.Get(protocol.HeaderPrefillerHostPort)})
+	})
+	env := startProxy(t, testConfig(dec))
+	req, _ := http.NewRequest(http.MethodGet, env.srv.URL+"/v1/models?x=1", nil)
+	req.Header.Set(protocol.HeaderPrefillerHostPort, "10.0.0.1:1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	d := dec.only(t)
+	if resp.StatusCode != 200 || d.Path != "/v1/models" || len(d.Header.Values(protocol.HeaderPrefillerHostPort)) > 0 {
+		t.Fatalf("passthrough: %d %+v", resp.StatusCode, d)
+	}
+}
