@@ -1,0 +1,236 @@
+// Package epp holds the EPP's integration suites: the standalone EPP with a hot-reloaded
+// endpoints file, and the Kubernetes-mode EPP against a real kube-apiserver + etcd (envtest).
+// Both run the EPP in-process and talk to it over real gRPC ext_proc streams; the model
+// servers are small HTTP fakes on loopback aliases exposing vLLM metrics.
+package epp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthPb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/pdgate/pdgate/cmd/epp/runner"
+)
+
+// fakeVLLM serves /metrics in vLLM's names on addr.
+func fakeVLLM(t *testing.T, l net.Listener, waiting int) {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{model_name="m"} %d
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 1
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{model_name="m"} 0.1
+# TYPE vllm:lora_requests_info gauge
+vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} 1
+# TYPE vllm:cache_config_info gauge
+vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1
+`, waiting)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+}
+
+// listenPair opens listeners on 127.0.0.2 and 127.0.0.3 with the same port (an InferencePool
+// has one target port list for all its pods).
+func listenPair(t *testing.T) (a, b net.Listener, port int) {
+	t.Helper()
+	for i := 0; i < 20; i++ {
+		la, err := net.Listen("tcp", "127.0.0.2:0")
+		if err != nil {
+			t.Fatalf("127.0.0.2 must be usable (loopback alias): %v", err)
+		}
+		p := la.Addr().(*net.TCPAddr).Port
+		lb, err := net.Listen("tcp", net.JoinHostPort("127.0.0.3", strconv.Itoa(p)))
+		if err == nil {
+			return la, lb, p
+		}
+		_ = la.Close()
+	}
+	t.Fatal("no common free port on 127.0.0.2 and 127.0.0.3")
+	return nil, nil, 0
+}
+
+// startEPP runs the EPP in-process until the test ends and returns its addresses.
+func startEPP(t *testing.T, o *runner.Options) runner.Addresses {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan runner.Addresses, 1)
+	o.OnListening = func(a runner.Addresses) { addrs <- a }
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("EPP stopped with: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Error("EPP did not stop within 20s")
+		}
+	})
+	select {
+	case a := <-addrs:
+		return a
+	case err := <-done:
+		t.Fatalf("EPP failed to start: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("EPP did not start listening within 60s")
+	}
+	return runner.Addresses{}
+}
+
+func dial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// result is what one ext_proc exchange produced.
+type result struct {
+	immediate *extProcPb.ImmediateResponse
+	set       map[string]string
+	removed   []string
+	respSet   map[string]string // response-headers phase
+}
+
+// exchange drives one request through ext_proc: headers, body, then the response headers.
+func exchange(t *testing.T, conn *grpc.ClientConn, headers map[string]string, body string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := extProcPb.NewExternalProcessorClient(conn).Process(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hm := &configPb.HeaderMap{Headers: []*configPb.HeaderValue{
+		{Key: ":method", RawValue: []byte("POST")},
+		{Key: ":path", RawValue: []byte("/v1/completions")},
+		{Key: "content-type", RawValue: []byte("application/json")},
+	}}
+	for k, v := range headers {
+		hm.Headers = append(hm.Headers, &configPb.HeaderValue{Key: k, RawValue: []byte(v)})
+	}
+	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extProcPb.HttpHeaders{Headers: hm}}}); err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
+		RequestBody: &extProcPb.HttpBody{Body: []byte(body), EndOfStream: true}}})
+	var r result
+	first, err := st.Recv()
+	if err != nil {
+		t.Fatalf("ext_proc recv: %v", err)
+	}
+	if ir := first.GetImmediateResponse(); ir != nil {
+		r.immediate = ir
+		return r
+	}
+	mut := first.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	r.set = toMap(mut.GetSetHeaders())
+	r.removed = mut.GetRemoveHeaders()
+	for {
+		b, err := st.Recv()
+		if err != nil {
+			t.Fatalf("ext_proc body recv: %v", err)
+		}
+		if b.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream() {
+			break
+		}
+	}
+	_ = st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseHeaders{
+		ResponseHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: []*configPb.HeaderValue{
+			{Key: ":status", RawValue: []byte("200")}, {Key: "content-type", RawValue: []byte("application/json")},
+		}}}}})
+	rh, err := st.Recv()
+	if err != nil {
+		t.Fatalf("ext_proc response-headers recv: %v", err)
+	}
+	r.respSet = toMap(rh.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders())
+	_ = st.CloseSend()
+	for i := 0; i < 4; i++ { // drain to EOF
+		if _, err := st.Recv(); errors.Is(err, io.EOF) || err != nil {
+			break
+		}
+	}
+	return r
+}
+
+func toMap(opts []*configPb.HeaderValueOption) map[string]string {
+	m := map[string]string{}
+	for _, o := range opts {
+		v := string(o.GetHeader().GetRawValue())
+		if v == "" {
+			v = o.GetHeader().GetValue()
+		}
+		m[strings.ToLower(o.GetHeader().GetKey())] = v
+	}
+	return m
+}
+
+const completion = `{"model":"m","prompt":"hello there","max_tokens":4}`
+
+// waitDestination sends requests until the destination equals want (bounded in count and time).
+func waitDestination(t *testing.T, conn *grpc.ClientConn, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := ""
+	for i := 0; i < 300 && time.Now().Before(deadline); i++ {
+		r := exchange(t, conn, nil, completion)
+		if r.immediate == nil {
+			last = r.set["x-gateway-destination-endpoint"]
+			if last == want {
+				return
+			}
+		} else {
+			last = fmt.Sprintf("immediate %d %s", r.immediate.GetStatus().GetCode(), r.immediate.GetBody())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("destination never became %q (last: %s)", want, last)
+}
+
+func healthStatus(t *testing.T, addr, service string) healthPb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := healthPb.NewHealthClient(dial(t, addr)).Check(ctx, &healthPb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatalf("health check: %v", err)
+	}
+	return r.Status
+}
+
+// runEPPExpectError runs the EPP and requires it to fail at startup.
+func runEPPExpectError(t *testing.T, o *runner.Options) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := runner.Run(ctx, o)
+	if err == nil {
+		t.Fatal("EPP started; want a startup error")
+	}
+	return err
+}
