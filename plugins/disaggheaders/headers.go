@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -58,6 +59,10 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 				request.Headers[protocol.HeaderPrefillerBootstrapPort] = v
 			}
 			if v := firstLabel(md.Labels, LabelEngine, protocol.AnnotationLabelPrefix+LabelEngine, LabelGIEEngineType); v != "" {
+				// podmodel's spelling (vllm, sglang, trtllm) when it knows the engine.
+				if e, ok := podmodel.ParseEngine(v); ok {
+					v = string(e)
+				}
 				request.Headers[protocol.HeaderPrefillerEngine] = v
 			}
 			if v := labelOrAnnotation(md.Labels, LabelKVConnectorType); v != "" {

@@ -62,7 +62,7 @@ func TestPreRequest(t *testing.T) {
 	v6 := ep("fd00::1", "8000", nil)
 	sglangPrefill := ep("10.0.0.7", "30000", map[string]string{
 		protocol.AnnotationLabelPrefix + KeyBootstrapPort: "8998", LabelEngine: "sglang", LabelKVConnectorType: "mooncake"})
-	giePrefill := ep("10.0.0.8", "8000", map[string]string{LabelGIEEngineType: "vllm", KeyBootstrapPort: "9000"})
+	giePrefill := ep("10.0.0.8", "8000", map[string]string{LabelGIEEngineType: "trtllm-serve", KeyBootstrapPort: "9000"})
 	enc1, enc2 := ep("10.0.0.5", "8000", nil), ep("10.0.0.6", "8001", nil)
 	spoof := map[string]string{protocol.HeaderPrefillerHostPort: "evil:1", protocol.HeaderEncoderHostsPorts: "evil:2",
 		"X-Pdgate-Prefiller-Engine": "evil"}
@@ -95,7 +95,7 @@ func TestPreRequest(t *testing.T) {
 				protocol.HeaderPrefillerEngine: "sglang", protocol.HeaderPrefillerKVConnector: "mooncake"}},
 		{name: "GIE engine label and plain bootstrap label", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(giePrefill)}),
 			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.8:8000", protocol.HeaderPrefillerBootstrapPort: "9000",
-				protocol.HeaderPrefillerEngine: "vllm"}},
+				protocol.HeaderPrefillerEngine: "trtllm"}},
 		{name: "one encoder", result: result(map[string]*fwksched.ProfileRunResult{"encode": res(enc1)}),
 			want: map[string]string{protocol.HeaderEncoderHostsPorts: "10.0.0.5:8000"}},
 		{name: "multiple encoders comma list", result: result(map[string]*fwksched.ProfileRunResult{"encode": res(enc1, enc2)}),

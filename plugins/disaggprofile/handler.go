@@ -36,9 +36,6 @@ type Decider interface {
 	Disaggregate(ctx context.Context, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) (bool, string)
 }
 
-// Combined llm-d roles: pods that run prefill and decode themselves.
-var combinedRoles = map[string]bool{"prefill-decode": true, "both": true, "encode-prefill-decode": true}
-
 // RoleLabel is llm-d's role label.
 const RoleLabel = "llm-d.ai/role"
 
@@ -293,8 +290,8 @@ func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *
 		return false, "skip marker in cycle state: " + reason
 	}
 	if combinedSkips {
-		if md := decodeEp.GetMetadata(); md != nil && combinedRoles[md.Labels[RoleLabel]] {
-			return false, fmt.Sprintf("decode pick %s has combined role %q and prefills locally", endpointName(decodeEp), md.Labels[RoleLabel])
+		if reason, combined := combinedPod(request, decodeEp); combined {
+			return false, reason
 		}
 	}
 	run, reason := d.Disaggregate(ctx, request, decodeEp)
