@@ -102,6 +102,10 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 		l.Stop()
 		return nil, fmt.Errorf("lab not healthy (logs in %s): %w", o.Dir, err)
 	}
+	if err := l.writeSampleRequest(); err != nil {
+		l.Stop()
+		return nil, err
+	}
 	if err := l.warmUp(rctx); err != nil {
 		l.Stop()
 		return nil, fmt.Errorf("lab not serving (logs in %s): %w", o.Dir, err)
@@ -153,11 +157,26 @@ func (l *Lab) Crashed() <-chan string { return l.sup.Exited() }
 // Describe explains how a process ended.
 func (l *Lab) Describe(name string) string { return l.sup.Describe(name) }
 
+// SampleRequestPath is where the lab writes the sample request body the printed curl sends:
+// a ~450-token prompt, above the P/D threshold, so the request is disaggregated unless the
+// EPP picks the combined pod.
+func (l *Lab) SampleRequestPath() string { return filepath.Join(l.Plan.Dir, "sample-request.json") }
+
+func (l *Lab) writeSampleRequest() error {
+	b, _ := json.Marshal(map[string]any{
+		"model": l.Plan.Topology.Model, "max_tokens": 24, "stream": true,
+		"prompt": strings.Repeat("Explain disaggregated serving. ", 60),
+	})
+	if err := os.WriteFile(l.SampleRequestPath(), b, 0o644); err != nil {
+		return fmt.Errorf("writing the sample request: %w", err)
+	}
+	return nil
+}
+
 // SampleCurl is the command the lab prints for a first request.
 func (l *Lab) SampleCurl() string {
-	return fmt.Sprintf(`curl -sN %s/v1/completions -H 'content-type: application/json' -H 'x-pdgate-trace: 1' -D - \
-  -d '{"model":"%s","prompt":"%s","max_tokens":24,"stream":true}'`,
-		l.URL, l.Plan.Topology.Model, strings.Repeat("Explain disaggregated serving. ", 40))
+	return fmt.Sprintf("curl -sN %s/v1/completions -H 'content-type: application/json' -H 'x-pdgate-trace: 1' -D - -d @%s",
+		l.URL, l.SampleRequestPath())
 }
 
 // Interactive prints the URL, a sample curl and a live status table until ctx ends or a
@@ -170,8 +189,10 @@ func (l *Lab) Interactive(ctx context.Context, o Options) error {
 		fmt.Fprintln(out, "  "+t.Description)
 	}
 	fmt.Fprintf(out, "\nGateway: %s  (OpenAI API; the dev gateway stands in for Envoy)\n\nTry:\n  %s\n\n", l.URL, l.SampleCurl())
-	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked.")
-	fmt.Fprintln(out, "Ctrl-C stops everything.")
+	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked")
+	fmt.Fprintln(out, "and why; `pdgate lab traces` shows the full traces. Ctrl-C stops everything.")
+	fmt.Fprintln(out)
+	RenderStatus(out, l.Plan.Status(ctx))
 	every := o.StatusEvery
 	var tick <-chan time.Time
 	if every > 0 {
