@@ -117,16 +117,24 @@ func TestTRTGenerationFirst(t *testing.T) {
 		g["ctx_dp_rank"] != 0.0 || g["encoded_opaque_state"] != "b64==" {
 		t.Errorf("gen params %v", g)
 	}
-	var craw, graw struct {
+	type ids struct {
 		DP struct {
 			ID  json.Number `json:"disagg_request_id"`
 			Ctx json.Number `json:"ctx_request_id"`
 		} `json:"disaggregated_params"`
 	}
-	_ = json.Unmarshal([]byte(ctxLeg.Raw), &craw)
-	_ = json.Unmarshal([]byte(genLeg.Raw), &graw)
-	if craw.DP.ID == "" || craw.DP.ID != graw.DP.ID || graw.DP.Ctx != graw.DP.ID {
-		t.Errorf("ids must match exactly as integers: %q %q %q", craw.DP.ID, graw.DP.ID, graw.DP.Ctx)
+	ctxIDs := map[json.Number]bool{}
+	for _, leg := range pre.requestsTo("/v1/chat/completions") {
+		var v ids
+		_ = json.Unmarshal([]byte(leg.Raw), &v)
+		ctxIDs[v.DP.ID] = true
+	}
+	for _, leg := range dec.requestsTo("/v1/chat/completions") {
+		var v ids
+		_ = json.Unmarshal([]byte(leg.Raw), &v)
+		if v.DP.ID == "" || !ctxIDs[v.DP.ID] || v.DP.Ctx != v.DP.ID {
+			t.Errorf("generation ids %q/%q have no matching context leg in %v", v.DP.ID, v.DP.Ctx, ctxIDs)
+		}
 	}
 }
 
