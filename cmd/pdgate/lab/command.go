@@ -2,6 +2,7 @@ package lab
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -193,7 +194,7 @@ func newTracesCommand() *cobra.Command {
 				return err
 			}
 			for _, l := range lines {
-				fmt.Fprintln(cmd.OutOrStdout(), l)
+				fmt.Fprintln(cmd.OutOrStdout(), FormatTrace(l))
 			}
 			return nil
 		},
@@ -228,4 +229,20 @@ func LastTraces(logPath string, n int) ([]string, error) {
 		return nil, fmt.Errorf("no decision traces in %s yet: send a request with `x-pdgate-trace: 1`", logPath)
 	}
 	return ring, nil
+}
+
+// FormatTrace renders one EPP "Decision trace" log line for people: the request id and the
+// trace as indented JSON; a line that is not JSON is returned as is.
+func FormatTrace(line string) string {
+	var rec map[string]json.RawMessage
+	if json.Unmarshal([]byte(line), &rec) != nil || rec["trace"] == nil {
+		return line
+	}
+	var id string
+	_ = json.Unmarshal(rec["x-request-id"], &id)
+	var buf bytes.Buffer
+	if json.Indent(&buf, rec["trace"], "  ", "  ") != nil {
+		return line
+	}
+	return "request " + id + ":\n  " + buf.String()
 }

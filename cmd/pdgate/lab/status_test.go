@@ -79,3 +79,14 @@ func TestLastTraces(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestFormatTrace(t *testing.T) {
+	line := `{"msg":"Decision trace","x-request-id":"r1","trace":{"stages":[{"stage":"prefill","ran":false}]}}`
+	got := FormatTrace(line)
+	if !strings.HasPrefix(got, "request r1:\n  {") || !strings.Contains(got, `"stage": "prefill"`) {
+		t.Fatalf("got %q", got)
+	}
+	if FormatTrace("not json") != "not json" {
+		t.Fatal("non-JSON lines pass through")
+	}
+}

@@ -174,6 +174,9 @@ issue:
 	case <-time.After(cfg.DrainTimeout):
 		cancelRun() // what is still running now is hung; cancelling ends it
 		<-drained
+	case <-ctx.Done():
+		cancelRun() // interrupted: end what is in flight now
+		<-drained
 	}
 	stopProgress()
 	c.mu.Lock()
