@@ -1,0 +1,131 @@
+package llmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr/testr"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/pdgate/pdgate/cmd/epp/runner"
+	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// startRealEPP runs the pdgate EPP (cmd/epp/runner) in standalone mode with an endpoints file.
+func startRealEPP(t *testing.T, configPath string, pods []pod) *epp {
+	t.Helper()
+	port := startMetricsServers(t, pods)
+	var b strings.Builder
+	b.WriteString("endpoints:\n")
+	for _, p := range pods {
+		fmt.Fprintf(&b, "- name: %s\n  namespace: default\n  address: %s\n  port: %d\n", p.name, p.ip, port)
+		if len(p.labels) > 0 {
+			b.WriteString("  labels:\n")
+			for k, v := range p.labels {
+				fmt.Fprintf(&b, "    %s: %s\n", k, v)
+			}
+		}
+	}
+	endpointsFile := filepath.Join(t.TempDir(), "endpoints.yaml")
+	if err := os.WriteFile(endpointsFile, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := runner.NewOptions()
+	o.AddFlags(pflag.NewFlagSet("epp", pflag.ContinueOnError))
+	o.EndpointsFile = endpointsFile
+	o.ConfigFile = configPath
+	o.GRPCPort, o.GRPCHealthPort, o.MetricsPort = 0, 0, 0
+	o.SecureServing = false
+	o.Tracing = false
+	addrs := make(chan runner.Addresses, 1)
+	o.OnListening = func(a runner.Addresses) { addrs <- a }
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(log.IntoContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 0})))
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx, o) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("EPP did not stop")
+		}
+	})
+	var a runner.Addresses
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("EPP exited: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("EPP did not start listening")
+	}
+	_, grpcPort, _ := strings.Cut(a.GRPC, "]:")
+	if grpcPort == "" {
+		grpcPort = a.GRPC[strings.LastIndex(a.GRPC, ":")+1:]
+	}
+	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &epp{client: extProcPb.NewExternalProcessorClient(conn), port: port}
+}
+
+// The same llm-d configs through the pdgate EPP binary's own assembly (standalone mode).
+func TestRealEPPStandalone(t *testing.T) {
+	t.Run("P/D with spoofed headers", func(t *testing.T) {
+		e := startRealEPP(t, "../../../config/llmd/pd.yaml", []pod{
+			{name: "prefill-0", ip: "127.0.0.101", labels: map[string]string{role: "prefill"}},
+			{name: "decode-0", ip: "127.0.0.102", labels: map[string]string{role: "decode"}},
+			{name: "decode-1", ip: "127.0.0.103", labels: map[string]string{role: "decode"}},
+		})
+		spoof := map[string]string{protocol.HeaderPrefillerHostPort: "10.66.66.66:1", protocol.HeaderEncoderHostsPorts: "10.66.66.66:2"}
+		a := until(t, "EPP serves", func() answer { return e.send(t, "/v1/completions", spoof, completionBody(longPrompt("real-epp"))) },
+			func(a answer) bool { return a.immediate == 0 })
+		if a.set[protocol.HeaderPrefillerHostPort] != hostPort("127.0.0.101", e.port) || !a.removed[protocol.HeaderEncoderHostsPorts] {
+			t.Fatalf("1P2D through the real EPP: %s", a)
+		}
+		if a.destination != hostPort("127.0.0.102", e.port) && a.destination != hostPort("127.0.0.103", e.port) {
+			t.Fatalf("destination must be a decode pod: %s", a)
+		}
+	})
+	t.Run("E/P/D", func(t *testing.T) {
+		e := startRealEPP(t, "../../../config/llmd/e-p-d.yaml", []pod{
+			{name: "encode-0", ip: "127.0.0.104", labels: map[string]string{role: "encode"}},
+			{name: "prefill-0", ip: "127.0.0.105", labels: map[string]string{role: "prefill"}},
+			{name: "decode-0", ip: "127.0.0.106", labels: map[string]string{role: "decode"}},
+		})
+		a := until(t, "EPP serves", func() answer {
+			return e.send(t, "/v1/chat/completions", nil, chatBody(t, imageContent("https://img.example/real.png")))
+		}, func(a answer) bool { return a.immediate == 0 })
+		if a.set[protocol.HeaderEncoderHostsPorts] != hostPort("127.0.0.104", e.port) || a.set[protocol.HeaderPrefillerHostPort] != hostPort("127.0.0.105", e.port) {
+			t.Fatalf("E/P/D through the real EPP: %s", a)
+		}
+	})
+	t.Run("conditional decode 412", func(t *testing.T) {
+		e := startRealEPP(t, "../../../config/llmd/conditional-decode.yaml", []pod{
+			{name: "decode-0", ip: "127.0.0.107", labels: map[string]string{role: "decode"}},
+		})
+		a := until(t, "EPP answers", func() answer {
+			return e.send(t, "/v1/completions", map[string]string{"prefer": "if-available"}, completionBody(longPrompt("real-412")))
+		}, func(a answer) bool { return a.immediate != 0 && a.immediate != 503 })
+		if a.immediate != 412 || a.body != prefixdecider.PreconditionFailedBody {
+			t.Fatalf("412 through the real EPP: %s", a)
+		}
+	})
+}
