@@ -184,6 +184,11 @@ func (s *Selector) Select(in Input) (Decision, error) {
 				d.BandRoleset, d.BandMax = band.Roleset, band.Max
 			}
 		}
+		names := make([]string, len(bucketed))
+		for i, g := range bucketed {
+			names[i] = g.name
+		}
+		d.Notes = append(d.Notes, fmt.Sprintf("bucketing: prompt length %d fits rolesets %v (%d combined pods suit)", L, names, len(combined)))
 		eligible = bucketed
 	} else if len(eligible) == 0 {
 		if len(whole) > 0 {

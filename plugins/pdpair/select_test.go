@@ -6,10 +6,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
 )
 
 func TestPairsStayInCompleteRolesets(t *testing.T) {
@@ -325,5 +328,48 @@ func TestMissingLedgerDegrades(t *testing.T) {
 		Knobs: knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy = pdknobs.PrefillTokenLoad })})
 	if err != nil || !d.LedgerMissing || d.PrefillPolicy != pdknobs.PrefillPrefixCache {
 		t.Fatalf("%+v %v", d, err)
+	}
+}
+
+func TestBucketServeBandsNarrowToOneRoleset(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a", config: bucketCfg(0, 0, false)},
+		podSpec{name: "a-d", role: "decode", roleset: "a", config: bucketCfg(0, 0, false)},
+		podSpec{name: "b-p", role: "prefill", roleset: "b", config: bucketCfg(0, 0, false)},
+		podSpec{name: "b-d", role: "decode", roleset: "b", config: bucketCfg(0, 0, false)},
+	)
+	now := time.Unix(1000, 0)
+	s := NewSelector(NewTracker(0, nil), prefillscorer.NewPrefixTable(4, 1<<16), nil, bucketplanner.New(nil), 3)
+	s.Now = func() time.Time { return now }
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PromptLengthBucketing, k.BucketServe, k.BucketServeMode = true, true, pdknobs.ModeRPS
+	})
+	// Learn a bimodal distribution, then let the plan refresh.
+	for i := 0; i < 20; i++ {
+		for _, L := range []int{100, 5000} {
+			if _, err := s.Select(Input{RequestID: fmt.Sprint("w", i, L), Model: "m", Pods: pods, PromptTokens: L, Knobs: k}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	now = now.Add(bucketplanner.RefreshInterval)
+	rolesetFor := map[int]string{}
+	for i := 0; i < 10; i++ {
+		for _, L := range []int{100, 5000} {
+			d, err := s.Select(Input{RequestID: fmt.Sprint("r", i, L), Model: "m", Pods: pods, PromptTokens: L, Knobs: k})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.BandRoleset == "" {
+				t.Fatalf("no band for %d: %+v", L, d)
+			}
+			if prev, ok := rolesetFor[L]; ok && prev != d.Roleset {
+				t.Fatalf("length %d moved from roleset %s to %s", L, prev, d.Roleset)
+			}
+			rolesetFor[L] = d.Roleset
+		}
+	}
+	if rolesetFor[100] == rolesetFor[5000] {
+		t.Fatalf("bands must split the shared range between the rolesets: %v", rolesetFor)
 	}
 }
