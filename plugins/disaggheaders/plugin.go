@@ -35,7 +35,7 @@ type Handler struct {
 	params    Parameters
 }
 
-var deprecationOnce sync.Map // type name → *sync.Once
+var deprecationOnce = &sync.Map{} // type name → *sync.Once
 
 func logDeprecated(ctx context.Context, pluginType string) {
 	once, _ := deprecationOnce.LoadOrStore(pluginType, &sync.Once{})

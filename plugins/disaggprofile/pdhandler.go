@@ -89,7 +89,7 @@ type PDHandler struct {
 	decider     Decider
 }
 
-var pdDeprecationOnce sync.Once
+var pdDeprecationOnce = &sync.Once{}
 
 // PDHandlerFactory creates pd-profile-handler.
 func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {

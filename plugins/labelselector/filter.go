@@ -23,7 +23,7 @@ const (
 	ByLabelType        = "by-label"
 )
 
-var deprecated sync.Map
+var deprecated = &sync.Map{}
 
 func logDeprecatedOnce(ctx context.Context, pluginType, msg string) {
 	once, _ := deprecated.LoadOrStore(pluginType, &sync.Once{})

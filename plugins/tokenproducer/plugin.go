@@ -213,7 +213,7 @@ func firstNonEmpty(v ...string) string {
 	return ""
 }
 
-var legacyOnce sync.Once
+var legacyOnce = &sync.Once{}
 
 // Factory creates token-producer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
