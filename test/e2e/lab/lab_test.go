@@ -67,6 +67,9 @@ func TestLabJSONPerTopology(t *testing.T) {
 	for i, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
 		t.Run(name, func(t *testing.T) {
+			if expectations[name] == nil {
+				t.Fatalf("topology %s has no expectations in this suite: add them", name)
+			}
 			subnet := fmt.Sprintf("127.0.%d", 60+i)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
@@ -101,20 +104,70 @@ func TestLabJSONPerTopology(t *testing.T) {
 			if traced != s.ResponsesByStatus["200"] || s.Decisions["untraced"] != 0 || s.Decisions["unknown"] != 0 {
 				t.Errorf("every 200 must carry a decision naming lab pods: %v vs %d ok", s.Decisions, s.ResponsesByStatus["200"])
 			}
-			// mixed has long RAG prompts (remote prefill) and short chats (decode only or
-			// combined); the E/P/D topology also sees multimodal requests encoded remotely.
-			if s.Decisions["prefill-decode"]+s.Decisions["encode-prefill-decode"] == 0 {
-				t.Errorf("no request was prefilled remotely: %v", s.Decisions)
-			}
-			if name == "epd" {
-				if s.Decisions["encode-decode"]+s.Decisions["encode-prefill-decode"] == 0 {
-					t.Errorf("no multimodal request was encoded remotely: %v", s.Decisions)
-				}
-			} else if s.Decisions["decode-only"]+s.Decisions["combined"] == 0 {
-				t.Errorf("no short prompt stayed on one pod: %v", s.Decisions)
+			if err := expectations[name](s); err != nil {
+				t.Errorf("decisions %v, legs %v: %v", s.Decisions, s.PodLegs, err)
 			}
 		})
 	}
+}
+
+// expectations per shipped topology, for the mixed workload (long RAG prompts, short chats,
+// multi-turn sessions, multimodal and conditional requests).
+var expectations = map[string]func(summary) error{
+	// AIBrix pd: every request on a roleset is paired; nothing stays decode-only.
+	"default": func(s summary) error {
+		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
+	},
+	// AIBrix bucketing: short and long prompts land on their own rolesets.
+	"aibrix-buckets": func(s summary) error {
+		if s.PodLegs["prefill-short-0"]["prefill"] == 0 || s.PodLegs["prefill-long-0"]["prefill"] == 0 {
+			return fmt.Errorf("both buckets must serve prefill legs")
+		}
+		return atLeast(s, 1, "prefill-decode")
+	},
+	// llm-d prefix decider: long prompts are prefilled remotely, short ones stay on one pod.
+	"llmd-pd":                 llmdPD,
+	"trtllm-context-first":    llmdPD,
+	"trtllm-generation-first": llmdPD,
+	// A decode-mode SGLang server cannot prefill locally: always disaggregated.
+	"sglang": func(s summary) error {
+		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
+	},
+	// E/P/D: multimodal requests get encoders, long prompts a prefill pod.
+	"epd": func(s summary) error {
+		return all(atLeast(s, 1, "encode-decode", "encode-prefill-decode"), atLeast(s, 1, "prefill-decode", "encode-prefill-decode"))
+	},
+}
+
+func llmdPD(s summary) error {
+	return all(atLeast(s, 1, "prefill-decode"), atLeast(s, 1, "decode-only", "combined"))
+}
+
+func atLeast(s summary, n int, kinds ...string) error {
+	got := 0
+	for _, k := range kinds {
+		got += s.Decisions[k]
+	}
+	if got < n {
+		return fmt.Errorf("want at least %d of %v", n, kinds)
+	}
+	return nil
+}
+
+func none(s summary, kind string) error {
+	if s.Decisions[kind] != 0 {
+		return fmt.Errorf("want no %s decisions", kind)
+	}
+	return nil
+}
+
+func all(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
 }
 
 var gatewayLine = regexp.MustCompile(`Gateway: (http://127\.0\.0\.1:\d+)`)
@@ -161,9 +214,9 @@ func TestLabCurlAndCleanShutdown(t *testing.T) {
 		t.Fatalf("lab not up within 3 minutes\n%s", stderr.String())
 	}
 
-	// The decode pick is one of decode-a, decode-b and the combined pod, so a request may be
-	// served whole by the combined pod; every attempt must succeed, and within a few one
-	// must go through a prefill pod and a decode pod.
+	// The default lab pairs every request with a prefill and a decode pod of one roleset;
+	// the combined pod takes overflow only. Every attempt must succeed, and (allowing for an
+	// overflow pick) one of the first few must go through a prefill pod and a decode pod.
 	prompt := strings.Repeat("Explain disaggregated serving. ", 60) // ~450 tokens: above the 256 uncached threshold
 	client := &http.Client{Timeout: time.Minute}
 	pd := false
