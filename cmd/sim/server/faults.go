@@ -103,11 +103,15 @@ func (in *Instance) faultsFor(r *http.Request) (faults, error) {
 	if in.chance(o.FaultDropRate) {
 		f.drop = true
 	}
-	for name, on := range map[string]bool{"prefill-fail": f.prefillFail, "prefill-slow": f.prefillSlow > 0,
-		"hang-first-token": f.hangFirst, "stall-after": f.stallAfter > 0, "drop-connection": f.drop || f.dropAfter > 0,
-		"http-status": f.status > 0} {
-		if on {
-			in.m.faults.WithLabelValues(name).Inc()
+	if f != (faults{}) {
+		for _, c := range []struct {
+			name string
+			on   bool
+		}{{"prefill-fail", f.prefillFail}, {"prefill-slow", f.prefillSlow > 0}, {"hang-first-token", f.hangFirst},
+			{"stall-after", f.stallAfter > 0}, {"drop-connection", f.drop || f.dropAfter > 0}, {"http-status", f.status > 0}} {
+			if c.on {
+				in.m.faults.WithLabelValues(c.name).Inc()
+			}
 		}
 	}
 	return f, nil

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
 )
@@ -71,10 +72,11 @@ func fullBody(m respMeta, text, finish string, u *usage, extra, choiceExtra map[
 
 // sse writes server-sent events for one streaming response.
 type sse struct {
-	w   http.ResponseWriter
-	f   http.Flusher
-	m   respMeta
-	buf []byte
+	w         http.ResponseWriter
+	f         http.Flusher
+	m         respMeta
+	buf       []byte
+	pre, post []byte // a token event is pre + JSON string + post (built once per stream)
 }
 
 func newSSE(w http.ResponseWriter, m respMeta) *sse {
@@ -87,7 +89,6 @@ func (s *sse) header() {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	s.w.WriteHeader(http.StatusOK)
-	s.flush()
 }
 
 func (s *sse) event(name string, v any) {
@@ -123,6 +124,24 @@ func (s *sse) start() {
 func (s *sse) chatChunk(delta map[string]any, finish any) map[string]any {
 	return map[string]any{"id": s.m.id, "object": "chat.completion.chunk", "created": s.m.created, "model": s.m.model,
 		"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}}
+}
+
+const tokenMark = "\u0000tok\u0000"
+
+// token writes one token event from the per-stream template: no map or reflection per token.
+func (s *sse) token(id uint32) {
+	if s.pre == nil {
+		mark := len(s.buf)
+		s.text(tokenMark)
+		ev := append([]byte(nil), s.buf[mark:]...)
+		s.buf = s.buf[:mark]
+		q, _ := json.Marshal(tokenMark)
+		i := bytes.Index(ev, q)
+		s.pre, s.post = ev[:i], ev[i+len(q):]
+	}
+	s.buf = append(s.buf, s.pre...)
+	s.buf = append(s.buf, quotedToken(id)...)
+	s.buf = append(s.buf, s.post...)
 }
 
 func (s *sse) text(t string) {

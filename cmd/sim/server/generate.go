@@ -97,6 +97,7 @@ func (x *exchange) run() {
 	hashes := kvcache.BlockHashes(req.tokens, prof.BlockSize)
 	if req.stream && x.l.kind == legConsume && in.opts.Dialect == DialectSGLang {
 		x.startStream() // SGLang answers 200 before the KV arrives
+		x.s.flush()
 	}
 
 	cached := 0
@@ -175,8 +176,7 @@ func (x *exchange) startStream() {
 	}
 	x.s = newSSE(x.w, x.meta)
 	x.s.header()
-	x.s.start()
-	x.s.flush()
+	x.s.start() // buffered: it goes out with the first token (one write instead of two)
 }
 
 func (x *exchange) loop(sr *batching.Request, hashes []uint64, cached int) {
@@ -239,8 +239,8 @@ func (x *exchange) loop(sr *batching.Request, hashes []uint64, cached int) {
 }
 
 func (x *exchange) writeTokens(from, to int) {
-	for i := from; i < to; i++ {
-		x.s.text(x.out.text(i, i+1))
+	for _, id := range x.out.ids[from:to] {
+		x.s.token(id)
 	}
 }
 
@@ -305,6 +305,9 @@ func (x *exchange) ctxErr() error {
 
 // hang withholds the rest of the answer until the client leaves (bounded by maxHang).
 func (x *exchange) hang() {
+	if x.s != nil {
+		x.s.flush() // the client sees the 200 and what was streamed so far
+	}
 	if x.in.sleep(x.ctx, maxHang) {
 		panic(http.ErrAbortHandler) // bound reached: cut the connection
 	}

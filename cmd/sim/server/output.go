@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 )
@@ -45,6 +46,22 @@ func newOutput(seed uint64, promptHash string, maxTokens, meanTokens, room int) 
 		ids[i] = 1000 + uint32(rng.IntN(len(vocab)))
 	}
 	return output{ids: ids, finishLength: byLimit}
+}
+
+var quotedVocab = func() [][]byte {
+	out := make([][]byte, len(vocab))
+	for i, w := range vocab {
+		out[i], _ = json.Marshal(w)
+	}
+	return out
+}()
+
+func quotedToken(id uint32) []byte {
+	i := int(id) - 1000
+	if i < 0 || i >= len(vocab) {
+		return []byte(`""`)
+	}
+	return quotedVocab[i]
 }
 
 func tokenText(id uint32) string {
