@@ -17,8 +17,10 @@ import (
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/promptbucket"
 	"github.com/pdgate/pdgate/plugins/ratecap"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
+	"github.com/pdgate/pdgate/plugins/rolesetfilter"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
@@ -37,6 +39,7 @@ var registrations = []registration{
 	{typeName: pdpair.PrefillFilterType, factory: pdpair.PrefillFilterFactory},
 	{typeName: prefillscorer.Type, factory: prefillscorer.Factory},
 	{typeName: ratecap.Type, factory: ratecap.Factory},
+	{typeName: rolesetfilter.Type, factory: rolesetfilter.Factory},
 	{typeName: alwaysdisagg.MultimodalType, factory: alwaysdisagg.MultimodalFactory},
 	{typeName: alwaysdisagg.PDType, factory: alwaysdisagg.PDFactory},
 	{typeName: labelselector.ByLabelType, factory: labelselector.ByLabelFactory},
@@ -51,6 +54,7 @@ var registrations = []registration{
 	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
 	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},
 	{typeName: prefixdecider.Type, factory: prefixdecider.Factory},
+	{typeName: promptbucket.Type, factory: promptbucket.Factory},
 	{typeName: tokenproducer.Type, factory: tokenproducer.Factory},
 	{typeName: tokenproducer.LegacyType, factory: tokenproducer.LegacyFactory},
 }

@@ -233,19 +233,10 @@ func (p *Plugin) input(req *fwksched.LLMRequest, pods []podmodel.Pod) Input {
 			}
 		}
 	}
-	in.PromptTokens = PromptTokens(req, in.PromptText)
+	in.PromptTokens = podmodel.PromptTokens(req)
 	in.Hints.PromptTokens = in.PromptTokens
 	in.BodyTokens = req.RequestSizeBytes / 4
 	return in
-}
-
-// PromptTokens is the bucketing length: the tokenizer's count when a token producer ran, else
-// round(characters/4).
-func PromptTokens(req *fwksched.LLMRequest, text string) int {
-	if req != nil && req.TokenizedPrompt != nil && len(req.TokenizedPrompt.TokenIDs) > 0 {
-		return len(req.TokenizedPrompt.TokenIDs)
-	}
-	return (len(text) + 2) / 4
 }
 
 func findEndpoint(eps []fwksched.Endpoint, pod podmodel.Pod) fwksched.Endpoint {

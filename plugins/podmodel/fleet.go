@@ -95,3 +95,19 @@ func Report(log logr.Logger, p Pod) {
 		}
 	}
 }
+
+// PromptTokens is the prompt length used for buckets and auto profiles: the token producer's
+// count when one ran, else round(characters/4) of the prompt text (AIBrix counts tiktoken
+// cl100k_base tokens, which pdgate does not embed).
+func PromptTokens(req *fwkRequest) int {
+	if req == nil {
+		return 0
+	}
+	if req.TokenizedPrompt != nil && len(req.TokenizedPrompt.TokenIDs) > 0 {
+		return len(req.TokenizedPrompt.TokenIDs)
+	}
+	if req.Body == nil {
+		return 0
+	}
+	return (len(req.Body.PromptText()) + 2) / 4
+}

@@ -298,3 +298,5 @@ func (p Pod) KVConnectorOr(def string) string {
 }
 
 type fwkEndpoint = fwksched.Endpoint
+
+type fwkRequest = fwksched.LLMRequest

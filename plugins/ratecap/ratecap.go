@@ -91,10 +91,7 @@ func (p *Plugin) Limit(req *fwksched.LLMRequest, eps []fwksched.Endpoint) int {
 	for _, ep := range eps {
 		pods = append(pods, podmodel.FromEndpoint(ep))
 	}
-	hints := podmodel.AutoHints{MaxTokens: -1}
-	if req.Body != nil {
-		hints.PromptTokens = (len(req.Body.PromptText()) + 2) / 4
-	}
+	hints := podmodel.AutoHints{MaxTokens: -1, PromptTokens: podmodel.PromptTokens(req)}
 	_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], hints)
 	if prof != nil && prof.RequestsPerSecond > 0 {
 		return prof.RequestsPerSecond
