@@ -103,7 +103,7 @@ func tail(s string, n int) string {
 type streamResult struct {
 	status  int
 	header  http.Header
-	chunks  int // data events with content
+	chunks  int // data events with non-empty content
 	done    bool
 	content string
 	raw     string
@@ -145,9 +145,9 @@ func stream(t *testing.T, url string, hdr map[string]string, body string) stream
 			continue
 		}
 		if i := strings.Index(data, `"content":"`); i >= 0 {
-			res.chunks++
 			rest := data[i+len(`"content":"`):]
-			if j := strings.IndexByte(rest, '"'); j >= 0 {
+			if j := strings.IndexByte(rest, '"'); j > 0 {
+				res.chunks++
 				res.content += rest[:j]
 			}
 		}
