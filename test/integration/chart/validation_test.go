@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,40 @@ func TestPDConfigKnobs(t *testing.T) {
 				t.Errorf("%v: pd-plugins.yaml lacks %q:\n%s", tc.sets, w, text)
 			}
 		}
+	}
+}
+
+// TestActiveActive: every replica serves, Redis is wired into the ledger's variables, and
+// updates roll one replica at a time.
+func TestActiveActive(t *testing.T) {
+	sample := filepath.Join(repoRoot(t), "config", "samples", "ha-active-active.yaml")
+	cases := []struct {
+		name, wantHost, wantPort string
+		sets                     []string
+	}{
+		{"chart redis", "aa-redis." + testNS + ".svc", "6379", nil},
+		{"external redis", "redis.cache.svc", "6380", []string{"redis.enabled=false", "redis.address=redis.cache.svc:6380"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := mustRender(t, "aa", testNS, values(t, []string{sample}, tc.sets...))
+			dep := find(t, objs, "Deployment", "aa-epp")
+			if s := field(t, dep, "spec", "strategy", "type"); s != "RollingUpdate" {
+				t.Errorf("strategy %v, want RollingUpdate", s)
+			}
+			env := map[string]string{}
+			for _, e := range container(t, dep, "containers", "epp")["env"].([]any) {
+				m := e.(map[string]any)
+				if v, ok := m["value"].(string); ok {
+					env[m["name"].(string)] = v
+				}
+			}
+			if env["REDIS_HOST"] != tc.wantHost || env["REDIS_PORT"] != tc.wantPort {
+				t.Errorf("REDIS_HOST=%q REDIS_PORT=%q, want %s:%s", env["REDIS_HOST"], env["REDIS_PORT"], tc.wantHost, tc.wantPort)
+			}
+			if (lookup(objs, "Deployment", "aa-redis") != nil) != (tc.sets == nil) {
+				t.Errorf("chart Redis rendered=%v, want %v", lookup(objs, "Deployment", "aa-redis") != nil, tc.sets == nil)
+			}
+		})
 	}
 }
