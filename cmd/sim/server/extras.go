@@ -142,3 +142,19 @@ func (in *Instance) handleServerInfo(w http.ResponseWriter, _ *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, info)
 }
+
+// handleSGLangServerInfo is SGLang's /get_server_info, the part a launcher reads to find the
+// bootstrap port (0 when this server has no bootstrap listener).
+func (in *Instance) handleSGLangServerInfo(w http.ResponseWriter, _ *http.Request) {
+	mode := "null"
+	if in.opts.Role == RolePrefill || in.opts.Role == RoleDecode {
+		mode = in.opts.Role
+	}
+	port := 0
+	if in.bootLn != nil {
+		port = in.opts.BootstrapPort
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"model_path": in.opts.Model, "served_model_name": in.opts.Model,
+		"disaggregation_mode": mode, "disaggregation_bootstrap_port": port, "page_size": in.prof.BlockSize,
+		"max_running_requests": in.prof.MaxBatch})
+}

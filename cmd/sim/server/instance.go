@@ -222,6 +222,7 @@ func (in *Instance) routes() http.Handler {
 		mux.HandleFunc("POST /v1/chat/completions/render", in.handleRender(apiChat))
 	case DialectSGLang:
 		mux.HandleFunc("POST /abort_request", in.handleAbort)
+		mux.HandleFunc("GET /get_server_info", in.handleSGLangServerInfo)
 	case DialectTRTLLM:
 		mux.HandleFunc("GET /server_info", in.handleServerInfo)
 	}

@@ -60,6 +60,16 @@ type simMetrics struct {
 
 	mu      sync.Mutex
 	samples []sample
+	descs   sync.Map // name -> *prometheus.Desc, built once (scrapes come every 50 ms)
+}
+
+func (m *simMetrics) desc(name string, keys []string) *prometheus.Desc {
+	if d, ok := m.descs.Load(name); ok {
+		return d.(*prometheus.Desc)
+	}
+	d := prometheus.NewDesc(name, "Simulated engine gauge "+name+".", keys, nil)
+	m.descs.Store(name, d)
+	return d
 }
 
 type sample struct {
@@ -156,7 +166,7 @@ func (m *simMetrics) Collect(ch chan<- prometheus.Metric) {
 		for i := 0; i+1 < len(kv); i += 2 {
 			keys, vals = append(keys, kv[i]), append(vals, kv[i+1])
 		}
-		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, name, keys, nil), prometheus.GaugeValue, v, vals...)
+		ch <- prometheus.MustNewConstMetric(m.desc(name, keys), prometheus.GaugeValue, v, vals...)
 	}
 	n := m.names
 	usage := float64(st.KVUsedTokens) / float64(st.KVCapacityTokens)

@@ -21,6 +21,16 @@ func TestSGLangBootstrapHandoff(t *testing.T) {
 	p := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RolePrefill, KVWaitTimeout: Duration{2 * time.Second}})
 	d := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RoleDecode, KVWaitTimeout: Duration{2 * time.Second}})
 	url := "http://" + d.Addr() + "/v1/chat/completions"
+	resp, err := testClient.Get("http://" + p.Addr() + "/get_server_info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&info)
+	resp.Body.Close()
+	if _, port, _ := net.SplitHostPort(p.BootstrapAddr()); strconv.Itoa(int(info["disaggregation_bootstrap_port"].(float64))) != port || info["disaggregation_mode"] != "prefill" {
+		t.Fatalf("get_server_info: %v", info)
+	}
 
 	if r := post(t, "http://"+p.Addr()+"/v1/chat/completions", chat(longPrompt, 1, bootstrap(p, 7)), nil); r.status != 200 {
 		t.Fatalf("prefill leg: %d %s", r.status, r.raw)
