@@ -147,8 +147,6 @@ func TestEncodeRole(t *testing.T) {
 	// a prefill server sharing the EC cache skips the encoder time for that item
 	c := startSim(t, clk, Options{SharedStorageDir: dir})
 	body := req(map[string]any{"type": "text", "text": "describe"}, item("http://img/1.png"))
-	start := clk.Now()
-	_ = start
 	if r := post(t, "http://"+c.Addr()+"/v1/chat/completions", body, nil); r.status != 200 {
 		t.Fatalf("prefill with cached embedding: %d", r.status)
 	}

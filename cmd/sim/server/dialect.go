@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -301,9 +300,3 @@ func (in *Instance) produceFields(l leg, req *simRequest, out output, blockIDs [
 	}
 	return nil, nil
 }
-
-func describeLeg(k legKind) string {
-	return [...]string{"plain", "prefill", "decode"}[k]
-}
-
-var _ = fmt.Sprintf

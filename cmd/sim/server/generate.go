@@ -357,6 +357,7 @@ func (x *exchange) fail(err error) {
 	if pe != nil {
 		msg = pe.msg
 	}
+	x.in.log.V(1).Info("request failed", "id", x.meta.id, "leg", x.l.kind, "handoff", x.l.id, "status", code, "error", msg)
 	if x.s != nil {
 		x.s.errorEvent(code, errType(code), msg)
 		return

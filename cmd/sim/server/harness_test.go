@@ -50,9 +50,6 @@ func startSim(t *testing.T, clk batching.Clock, o Options) *Instance {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
-	if o.Dialect == DialectSGLang && o.BootstrapPort == 0 {
-		o.BootstrapPort = 0
-	}
 	in, err := Start(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -165,7 +164,6 @@ func TestTRTContextFirstAndGenerationFirst(t *testing.T) {
 			t.Errorf("bad disaggregated_params %d: %d %s", i, r.status, r.raw)
 		}
 	}
-	_ = context.Background
 }
 
 func mergeMaps(a, b map[string]any) map[string]any {
