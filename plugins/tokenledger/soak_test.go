@@ -126,6 +126,13 @@ func TestSoak(t *testing.T) {
 	close(stop)
 	janitor.Wait()
 
+	sessionsAtEnd := tr.Snapshot().Sessions
+	if sessionsAtEnd > maxSessions || sessionsAtEnd == 0 {
+		t.Fatalf("session table holds %d, want 1..%d (500 distinct keys were offered)", sessionsAtEnd, maxSessions)
+	}
+	if full := counterValue(t, m.sessionsFull); full == 0 {
+		t.Fatal("the session table never reported full with 500 keys for 100 slots")
+	}
 	// Unscheduled requests are released by the unconfirmed sweep; the TTL sweep catches the rest.
 	clk.Advance(2 * time.Hour)
 	tr.Sweep()
@@ -153,6 +160,6 @@ func TestSoak(t *testing.T) {
 	if got := counterValue(t, m.forceReleased.WithLabelValues("prefill", "ttl")); got != 0 {
 		t.Fatalf("TTL sweep force-released %v prefill charges; every scheduled request should have been released by its hooks", got)
 	}
-	t.Logf("outcomes completion/prefill-failure/disconnect/duplicate/unscheduled = %v; sessions=%d; unconfirmed released=%v",
-		outcomes, s.Sessions, counterValue(t, m.forceReleased.WithLabelValues("prefill", "unconfirmed")))
+	t.Logf("outcomes completion/prefill-failure/disconnect/duplicate/unscheduled = %v; sessions at end=%d (bound %d); unconfirmed released=%v",
+		outcomes, sessionsAtEnd, maxSessions, counterValue(t, m.forceReleased.WithLabelValues("prefill", "unconfirmed")))
 }
