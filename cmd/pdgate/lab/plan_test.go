@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"net"
 	"strings"
 	"testing"
 
@@ -137,4 +138,35 @@ func TestNewPlanRejectsNonLoopbackSubnet(t *testing.T) {
 	if _, err := NewPlan(plan.Topology, PlanOptions{Subnet: "10.0.0"}); err == nil || !strings.Contains(err.Error(), "--subnet") {
 		t.Fatalf("got %v", err)
 	}
+}
+
+func TestCheckPortsNamesTheBusyAddress(t *testing.T) {
+	plan := testPlan(t)
+	if err := plan.CheckPorts(); err != nil {
+		t.Fatalf("free lab: %v", err)
+	}
+	ln, err := net.Listen("tcp", plan.Pods[1].Endpoint())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = plan.CheckPorts()
+	if err == nil || !strings.Contains(err.Error(), "port in use: "+plan.Pods[1].Endpoint()) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func FuzzParseTopology(f *testing.F) {
+	f.Add("name: t\neppConfig: x\npods:\n- {name: c, role: combined, count: 2, buckets: {min: 1, max: 2}}\n")
+	f.Add("pods: [{name: p, role: prefill}]")
+	f.Fuzz(func(t *testing.T, s string) {
+		topo, err := ParseTopology([]byte(s), t.TempDir())
+		if err != nil {
+			return
+		}
+		// Anything accepted must lay out without error.
+		if _, err := NewPlan(topo, PlanOptions{Subnet: "127.0.88", Dir: t.TempDir()}); err != nil {
+			t.Fatalf("accepted topology does not plan: %v", err)
+		}
+	})
 }
