@@ -108,10 +108,14 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	defer l.Stop()
 	if gen == nil {
-		return l.Interactive(ctx, o.Options)
+		err := l.Interactive(ctx, o.Options)
+		fmt.Fprintln(o.Err, "stopping the lab...")
+		l.Stop()
+		fmt.Fprintln(o.Err, "stopped: every process of the lab has exited")
+		return err
 	}
+	defer l.Stop()
 	if o.Workload != "" {
 		// The generator needs the topology's model name: rebuild it now that it is known.
 		gen, err = workload.New(o.Workload, workload.Options{Model: l.Plan.Topology.Model, Seed: o.Seed,
