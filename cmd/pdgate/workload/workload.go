@@ -118,11 +118,9 @@ type synthetic struct {
 	kind                           string
 	minTok, maxTok, outMin, outMax int
 	images, conditional            bool
-	n                              int
 }
 
 func (s *synthetic) Next() (Request, bool) {
-	s.n++
 	tokens := s.minTok + s.rng.Intn(s.maxTok-s.minTok+1)
 	out := capTokens(s.outMin+s.rng.Intn(s.outMax-s.outMin+1), s.o.MaxTokensCap)
 	text := Text(s.rng, tokens)
