@@ -39,13 +39,20 @@ func (r *Registry) Put(requestID string, t *decisiontrace.Trace) {
 		delete(r.m, r.order[0])
 		r.order = r.order[1:]
 	}
-	// Taken IDs linger in order; compact when it grows well past the live set.
+	// Taken IDs linger in order (and a re-used ID appears twice); compact when it grows well
+	// past the live set, keeping each live ID once at its latest position.
 	if len(r.order) > 2*r.cap+16 {
-		live := r.order[:0]
-		for _, id := range r.order {
-			if _, ok := r.m[id]; ok {
+		seen := make(map[string]bool, len(r.m))
+		live := make([]string, 0, len(r.m))
+		for i := len(r.order) - 1; i >= 0; i-- {
+			id := r.order[i]
+			if _, ok := r.m[id]; ok && !seen[id] {
+				seen[id] = true
 				live = append(live, id)
 			}
+		}
+		for i, j := 0, len(live)-1; i < j; i, j = i+1, j-1 {
+			live[i], live[j] = live[j], live[i]
 		}
 		r.order = live
 	}

@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+		check   func(t *testing.T, o *Options)
+	}{
+		{name: "standalone gets a pool name", args: []string{"--endpoints-file", "e.yaml"},
+			check: func(t *testing.T, o *Options) {
+				if !o.Standalone() || o.PoolName != StandalonePoolName || o.MaxRequestBodyBytes != DefaultMaxRequestBodyBytes {
+					t.Fatalf("%+v", o)
+				}
+			}},
+		{name: "alias of --decision-trace", args: []string{"--endpoints-file", "e.yaml", "--allow-decision-trace=true"},
+			check: func(t *testing.T, o *Options) {
+				if !o.DecisionTrace {
+					t.Fatal("alias not honoured")
+				}
+			}},
+		{name: "kubernetes mode needs a pool", args: nil, wantErr: "either pool-name or endpoint-selector must be set"},
+		{name: "kubernetes mode", args: []string{"--pool-name", "p"},
+			check: func(t *testing.T, o *Options) {
+				if o.Standalone() || o.PoolNamespace == "" {
+					t.Fatalf("%+v", o)
+				}
+			}},
+		{name: "file and selector exclude each other", args: []string{"--endpoints-file", "e", "--endpoint-selector", "a=b", "--endpoint-target-ports", "8000"},
+			wantErr: "--endpoints-file and --endpoint-selector exclude each other"},
+		{name: "no leader election standalone", args: []string{"--endpoints-file", "e", "--ha-enable-leader-election"},
+			wantErr: "--ha-enable-leader-election needs Kubernetes mode"},
+		{name: "negative body limit", args: []string{"--endpoints-file", "e", "--max-request-body-bytes", "-1"},
+			wantErr: "--max-request-body-bytes -1"},
+		{name: "zero poll interval", args: []string{"--endpoints-file", "e", "--endpoints-poll-interval", "0s"},
+			wantErr: "--endpoints-poll-interval"},
+		{name: "GIE's deprecated metric flags stay rejected", args: []string{"--endpoints-file", "e", "--total-queued-requests-metric", "x"},
+			wantErr: "deprecated"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Complete()
+			if err == nil {
+				err = o.Validate()
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, o)
+		})
+	}
+}

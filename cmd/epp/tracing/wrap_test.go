@@ -1,0 +1,202 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/plugins/decisiontrace"
+)
+
+const config = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: utilization-detector
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: utilization-detector
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+  - pluginRef: max-score-picker
+`
+
+// load returns the wrapped and the original scheduler of one config instance.
+func load(t testing.TB, rec *Recorder) (wrapped, original *scheduling.Scheduler) {
+	t.Helper()
+	raw, _, err := pluginset.LoadRaw([]byte(config), logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	cfg, err := loader.InstantiateAndConfigure(raw, handle, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wcfg, err := WrapSchedulerConfig(raw, handle, rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scheduling.NewSchedulerWithConfig(wcfg), scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)
+}
+
+func endpoints() []fwksched.Endpoint {
+	var out []fwksched.Endpoint
+	for i, q := range []int{0, 3, 9} {
+		out = append(out, fwksched.NewEndpoint(&fwkdl.EndpointMetadata{
+			NamespacedName: types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("ep-%d", i)},
+			Address:        fmt.Sprintf("10.0.0.%d", i+1), Port: "8000",
+		}, &fwkdl.Metrics{WaitingQueueSize: q, KVCacheUsagePercent: 0.1 * float64(i)}, nil))
+	}
+	return out
+}
+
+func TestTraceRecording(t *testing.T) {
+	tests := []struct {
+		name      string
+		allow     bool
+		header    string
+		verbose   bool
+		wantTrace bool
+	}{
+		{name: "requested and allowed", allow: true, header: "1", wantTrace: true},
+		{name: "requested, not allowed", allow: false, header: "1"},
+		{name: "not requested", allow: true},
+		{name: "verbose logging traces everything", verbose: true, wantTrace: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := NewRegistry(8)
+			sched, _ := load(t, &Recorder{Registry: reg, AllowHeader: tt.allow})
+			ctx := context.Background()
+			if tt.verbose {
+				ctx = log.IntoContext(ctx, logr.New(verboseSink{}))
+			} else {
+				ctx = log.IntoContext(ctx, logr.Discard())
+			}
+			req := &fwksched.LLMRequest{RequestId: "r1", TargetModel: "m", Headers: map[string]string{}}
+			if tt.header != "" {
+				req.Headers["x-pdgate-trace"] = tt.header
+			}
+			res, err := sched.Schedule(ctx, req, endpoints())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := res.ProfileResults["default"].TargetEndpoints[0].GetMetadata().NamespacedName.Name; got != "ep-0" {
+				t.Fatalf("picked %s, want ep-0 (lowest queue)", got)
+			}
+			tr := reg.Take("r1")
+			if (tr != nil) != tt.wantTrace {
+				t.Fatalf("trace present %v, want %v", tr != nil, tt.wantTrace)
+			}
+			if tr == nil {
+				return
+			}
+			if c := tr.Compact(); c != "default=ep-0" {
+				t.Errorf("compact %q, want default=ep-0", c)
+			}
+			if len(tr.Filters) != 1 || tr.Filters[0].Filter != "utilization-detector/utilization-detector" || tr.Filters[0].In != 3 {
+				t.Errorf("filters %+v", tr.Filters)
+			}
+			scorers := map[string]int{}
+			for _, s := range tr.Scores {
+				scorers[s.Scorer]++
+			}
+			if scorers["queue-scorer/queue-scorer"] != 3 || scorers["kv-cache-utilization-scorer/kv-cache-utilization-scorer"] != 3 {
+				t.Errorf("scores %v", scorers)
+			}
+		})
+	}
+}
+
+func TestSchedulingFailureIsExplained(t *testing.T) {
+	reg := NewRegistry(8)
+	sched, _ := load(t, &Recorder{Registry: reg, AllowHeader: true})
+	req := &fwksched.LLMRequest{RequestId: "r2", Headers: map[string]string{"x-pdgate-trace": "true"}}
+	if _, err := sched.Schedule(log.IntoContext(context.Background(), logr.Discard()), req, nil); err == nil {
+		t.Fatal("want an error with no endpoints")
+	}
+	tr := reg.Take("r2")
+	if tr == nil || len(tr.Notes) == 0 || !strings.Contains(strings.Join(tr.Notes, " "), "scheduling failed") {
+		t.Fatalf("trace %+v lacks the failure", tr)
+	}
+}
+
+func TestUntracedPathAddsNoAllocations(t *testing.T) {
+	wrapped, original := load(t, &Recorder{Registry: NewRegistry(8), AllowHeader: true})
+	ctx := log.IntoContext(context.Background(), logr.Discard())
+	eps := endpoints()
+	req := &fwksched.LLMRequest{RequestId: "r3", Headers: map[string]string{}}
+	run := func(s *scheduling.Scheduler) float64 {
+		return testing.AllocsPerRun(200, func() { _, _ = s.Schedule(ctx, req, eps) })
+	}
+	base, got := run(original), run(wrapped)
+	// The wrappers themselves allocate nothing when the cycle is not traced; allow one
+	// allocation of slack for the scheduler's own map-iteration noise.
+	if got > base+1 {
+		t.Fatalf("wrapped scheduler allocates %.1f per cycle, unwrapped %.1f", got, base)
+	}
+}
+
+func BenchmarkScheduleWrappedVsOriginal(b *testing.B) {
+	wrapped, original := load(b, &Recorder{Registry: NewRegistry(8), AllowHeader: true})
+	ctx := log.IntoContext(context.Background(), logr.Discard())
+	eps := endpoints()
+	req := &fwksched.LLMRequest{RequestId: "r4", Headers: map[string]string{}}
+	traced := &fwksched.LLMRequest{RequestId: "r5", Headers: map[string]string{"x-pdgate-trace": "1"}}
+	measure := func(s *scheduling.Scheduler, r *fwksched.LLMRequest) float64 {
+		res := testing.Benchmark(func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				_, _ = s.Schedule(ctx, r, eps)
+			}
+		})
+		return float64(res.NsPerOp())
+	}
+	for i := 0; i < b.N; i++ {
+		base := measure(original, req)
+		b.ReportMetric(measure(wrapped, req)/base, "untraced/original")
+		b.ReportMetric(measure(wrapped, traced)/base, "traced/original")
+	}
+}
+
+func TestRegistryBounded(t *testing.T) {
+	r := NewRegistry(2)
+	for i := 0; i < 5; i++ {
+		r.Put(fmt.Sprint(i), &decisiontrace.Trace{})
+	}
+	if r.Len() != 2 || r.Take("0") != nil || r.Take("4") == nil || r.Take("4") != nil {
+		t.Fatalf("registry not bounded FIFO: len %d", r.Len())
+	}
+	for i := 0; i < 100; i++ { // put/take churn must not grow the order list unboundedly
+		r.Put("x", &decisiontrace.Trace{})
+		r.Take("x")
+	}
+	if len(r.order) > 2*r.cap+16 {
+		t.Fatalf("order grew to %d", len(r.order))
+	}
+}
+
+// verboseSink is a logr sink with every level enabled that drops messages.
+type verboseSink struct{}
+
+func (verboseSink) Init(logr.RuntimeInfo)            {}
+func (verboseSink) Enabled(int) bool                 { return true }
+func (verboseSink) Info(int, string, ...any)         {}
+func (verboseSink) Error(error, string, ...any)      {}
+func (s verboseSink) WithValues(...any) logr.LogSink { return s }
+func (s verboseSink) WithName(string) logr.LogSink   { return s }
