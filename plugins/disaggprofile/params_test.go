@@ -122,3 +122,22 @@ func TestParseParametersEmptyNestedWithFlatIsNotMix(t *testing.T) {
 		t.Fatalf("%+v %v", p, err)
 	}
 }
+
+func FuzzParseParameters(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"deciders":{"prefill":"p"}}`, `{"decodeProfile":"d","profiles":{"decode":"x"}}`,
+		`{"stageOrder":"prefill_first"}`, `{"primaryPort":1.5}`, `[]`, `{"profiles":null}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseParameters(json.RawMessage(s), logr.Discard())
+		if err != nil {
+			return
+		}
+		if p.Profiles.Decode == "" || p.Profiles.Prefill == "" || p.Profiles.Encode == "" {
+			t.Fatalf("accepted params with an empty profile name: %+v", p)
+		}
+		if p.StageOrder != DecodeFirst && p.StageOrder != PrefillFirst {
+			t.Fatalf("stage order %q", p.StageOrder)
+		}
+	})
+}

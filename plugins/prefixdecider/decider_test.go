@@ -233,3 +233,15 @@ func TestPromptTokenCountFallsBackToEstimate(t *testing.T) {
 		t.Fatal("want error for a request without a body")
 	}
 }
+
+func FuzzParseParameters(f *testing.F) {
+	for _, s := range []string{``, `{"nonCachedTokens":5}`, `{"nonCachedTokens":-1}`, `{"promptTokens":1e9}`, `null`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseParameters(json.RawMessage(s))
+		if err == nil && (p.NonCachedTokens < 0 || p.PromptTokens < 0) {
+			t.Fatalf("accepted negative thresholds: %+v", p)
+		}
+	})
+}

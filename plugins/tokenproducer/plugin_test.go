@@ -183,3 +183,18 @@ func TestAutoCreatedProducerReplacedByExplicit(t *testing.T) {
 		t.Fatal("token must be comparable and equal")
 	}
 }
+
+func FuzzParseParameters(f *testing.F) {
+	for _, s := range []string{``, `{"vllm":{"url":"http://a:1","timeout":"1s"}}`, `{"estimate":{"imageFactor":0}}`, `{"modelName":"m"}`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseParameters(json.RawMessage(s))
+		if err != nil {
+			return
+		}
+		if p.Backend == BackendVLLM && (p.VLLM.Timeout <= 0 || p.VLLM.MMTimeout <= 0 || !strings.HasPrefix(p.VLLM.URL, "http")) {
+			t.Fatalf("accepted bad vllm params: %+v", p.VLLM)
+		}
+	})
+}
