@@ -154,12 +154,20 @@ type eppProcess struct {
 	done       chan error
 }
 
-// startEPP runs the EPP binary with the chart's args, its config files written to a temporary
-// directory and its ports replaced by free loopback ports.
-func startEPP(t *testing.T, name, namespace, kubeconfig string, chartArgs []string, configs map[string]string) *eppProcess {
+// eppSpec is what the chart's EPP Deployment runs: args, literal env values, config files.
+type eppSpec struct {
+	args    []string
+	env     []string
+	configs map[string]string
+}
+
+// startEPP runs the EPP binary with the chart's args and env, its config files written to a
+// temporary directory and its ports replaced by free loopback ports.
+func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *eppProcess {
 	t.Helper()
 	dir := t.TempDir()
-	for k, v := range configs {
+	chartArgs := spec.args
+	for k, v := range spec.configs {
 		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +198,7 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, chartArgs []stri
 		t.Fatal(err)
 	}
 	p.cmd = exec.Command(eppBin, args...)
-	p.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "NAMESPACE="+namespace, "POD_NAME="+name)
+	p.cmd.Env = append(append(os.Environ(), spec.env...), "KUBECONFIG="+kubeconfig, "NAMESPACE="+namespace, "POD_NAME="+name)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -12,8 +12,9 @@ import (
 
 // eppFromChart renders the chart with the values files, creates its objects (RBAC,
 // ServiceAccount, InferencePool, ConfigMap, ...) in a fresh namespace and returns the EPP
-// container's args, the EPP configs and a kubeconfig for the EPP's ServiceAccount.
-func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files []string, overrides map[string]any) ([]string, map[string]string, string) {
+// container's args and literal env, the EPP configs and a kubeconfig for the EPP's
+// ServiceAccount.
+func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files []string, overrides map[string]any) (eppSpec, string) {
 	t.Helper()
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -22,12 +23,19 @@ func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files [
 	apply(ctx, t, objs)
 	dep := find(t, objs, "Deployment", release+"-epp")
 	cs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-	var args []string
-	for _, a := range cs[0].(map[string]any)["args"].([]any) {
-		args = append(args, a.(string))
+	c := cs[0].(map[string]any)
+	var spec eppSpec
+	for _, a := range c["args"].([]any) {
+		spec.args = append(spec.args, a.(string))
 	}
-	data, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", release+"-epp").Object, "data")
-	return args, data, kubeconfigAs(t, ns, release+"-epp")
+	for _, e := range c["env"].([]any) {
+		m := e.(map[string]any)
+		if v, ok := m["value"].(string); ok {
+			spec.env = append(spec.env, m["name"].(string)+"="+v)
+		}
+	}
+	spec.configs, _, _ = unstructured.NestedStringMap(find(t, objs, "ConfigMap", release+"-epp").Object, "data")
+	return spec, kubeconfigAs(t, ns, release+"-epp")
 }
 
 // TestLeaderElection: two EPP replicas as the chart runs them (leader-election sample, the
@@ -38,10 +46,10 @@ func TestLeaderElection(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns, release := "ha-leader", "ha-pool"
-	args, configs, kc := eppFromChart(ctx, t, ns, release, []string{"config/samples/ha-leader-election.yaml"}, nil)
+	spec, kc := eppFromChart(ctx, t, ns, release, []string{"config/samples/ha-leader-election.yaml"}, nil)
 
-	a := startEPP(t, "epp-a", ns, kc, args, configs)
-	b := startEPP(t, "epp-b", ns, kc, args, configs)
+	a := startEPP(t, "epp-a", ns, kc, spec)
+	b := startEPP(t, "epp-b", ns, kc, spec)
 	eventually(t, 3*time.Minute, "both EPPs live", func() bool {
 		if a.exited() || b.exited() {
 			t.Fatalf("an EPP exited (a=%v b=%v)", a.exited(), b.exited())
