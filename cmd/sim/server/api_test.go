@@ -206,3 +206,27 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseLeg(f *testing.F) {
+	f.Add([]byte(`{"kv_transfer_params":{"do_remote_prefill":true,"remote_engine_id":"e","remote_block_ids":[1],"remote_host":"h","remote_port":1,"remote_request_id":"r"}}`), uint8(0))
+	f.Add([]byte(`{"bootstrap_host":"h","bootstrap_port":8998,"bootstrap_room":1,"rid":"x"}`), uint8(1))
+	f.Add([]byte(`{"disaggregated_params":{"request_type":"generation_only","ctx_request_id":1,"ctx_info_endpoint":["tcp://h:1"]}}`), uint8(2))
+	f.Add([]byte(`{"disagg_prefill_resp":{"kv_transfer_params":null},"cache_hit_threshold":0.5}`), uint8(3))
+	dialects := []string{DialectVLLM, DialectSGLang, DialectTRTLLM}
+	roles := []string{RolePrefill, RoleDecode, RoleCombined}
+	f.Fuzz(func(t *testing.T, b []byte, sel uint8) {
+		var body map[string]json.RawMessage
+		if json.Unmarshal(b, &body) != nil {
+			return
+		}
+		o := Options{Dialect: dialects[int(sel)%3], Role: roles[int(sel/3)%3], AdvertiseHost: "127.0.0.1", Port: 1}
+		if _, err := o.complete(); err != nil {
+			t.Fatal(err)
+		}
+		in := &Instance{opts: o, engineID: "e"}
+		l, err := in.parseLeg(&simRequest{body: body})
+		if err == nil && l.kind == legConsume && (l.endpoint == "" || l.id == "") {
+			t.Fatalf("a decode leg without a KV source: %+v from %s", l, b)
+		}
+	})
+}

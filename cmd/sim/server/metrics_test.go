@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pdgate/pdgate/cmd/sim/batching"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -77,5 +78,57 @@ func TestMetricsParsedByGIEExtractor(t *testing.T) {
 				t.Errorf("%s: %s is %v after 3 requests", tc.dialect, name, v)
 			}
 		}
+	}
+}
+
+// Running, waiting and KV usage follow the scheduler, read through GIE's extractor, on a
+// manually advanced clock.
+func TestMetricsFollowLoad(t *testing.T) {
+	clk := batching.NewFakeClock()
+	in := startSim(t, clk, Options{Dialect: DialectSGLang, MaxBatch: 1, KVCapacityTokens: 10000})
+	plugin, _ := giemetrics.CoreMetricsExtractorFactory("ext", nil, nil)
+	ext := plugin.(*giemetrics.Extractor)
+	extract := func() *fwkdl.Metrics {
+		ep := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{Labels: map[string]string{giemetrics.DefaultEngineTypeLabelKey: "sglang"}}, fwkdl.NewMetrics())
+		if err := ext.Extract(context.Background(), scrape(t, in), ep); err != nil {
+			t.Fatal(err)
+		}
+		return ep.GetMetrics()
+	}
+	done := make(chan result, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			done <- post(t, "http://"+in.Addr()+"/v1/completions", map[string]any{"prompt": []int{1, 2, 3, 4, 5, 6, 7, 8}, "max_tokens": 40}, nil)
+		}()
+	}
+	for i := 0; ; i++ { // both submitted: one admitted, one queued behind max batch 1
+		if st := in.sched.Stats(); st.Running+st.Waiting == 2 {
+			break
+		}
+		if i > 50000 {
+			t.Fatal("requests never reached the scheduler")
+		}
+		waitABit()
+	}
+	d, _ := clk.NextIn()
+	clk.Advance(d) // the first request's prefill step
+	m := extract()
+	if m.RunningRequestsSize != 1 || m.WaitingQueueSize != 1 || m.KVCacheUsagePercent != 9.0/10000 {
+		t.Fatalf("under load: running %d waiting %d kv %v", m.RunningRequestsSize, m.WaitingQueueSize, m.KVCacheUsagePercent)
+	}
+	for i := 0; i < 100000; i++ {
+		d, ok := clk.NextIn()
+		if !ok {
+			break
+		}
+		clk.Advance(d)
+	}
+	for i := 0; i < 2; i++ {
+		if r := <-done; r.status != 200 {
+			t.Fatalf("request: %d %s", r.status, r.raw)
+		}
+	}
+	if m := extract(); m.RunningRequestsSize != 0 || m.WaitingQueueSize != 0 || m.KVCacheUsagePercent != 0 {
+		t.Fatalf("after drain: %+v", m)
 	}
 }
