@@ -156,7 +156,7 @@ type Summary struct {
 func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "topology %s, workload %s: %d requests in %.1fs\n", s.Topology, s.Workload, s.RequestsSent, s.DurationS)
 	fmt.Fprintf(w, "  responses: %v  transport errors: %d  stream errors: %d  hung: %d\n", s.ResponsesByStatus, s.TransportErrors, s.StreamErrors, s.Hung)
-	fmt.Fprintf(w, "  decisions: %v\n", s.Decisions)
+	fmt.Fprintf(w, "  decisions: %v  conditional 412s (re-sent in full): %d\n", s.Decisions, s.Conditional412)
 	l := s.LatencyMS
 	fmt.Fprintf(w, "  TTFT ms p50/p90/p99: %.1f/%.1f/%.1f  TPOT ms: %.2f/%.2f/%.2f  E2E ms: %.1f/%.1f/%.1f\n",
 		l.TTFT.P50, l.TTFT.P90, l.TTFT.P99, l.TPOT.P50, l.TPOT.P90, l.TPOT.P99, l.E2E.P50, l.E2E.P90, l.E2E.P99)
