@@ -177,9 +177,13 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 		f := pScores[name].score/maxP + dScores[name].score/maxD
 		note("pair %q: prefill %s %.4g/%.4g + decode %s %.4g/%.4g = %.4g", name,
 			pScores[name].pod.Key, pScores[name].score, maxP, dScores[name].pod.Key, dScores[name].score, maxD, f)
-		if best == "" || f < bestScore {
+		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
+		if !math.IsNaN(f) && (best == "" || f < bestScore) {
 			best, bestScore = name, f
 		}
+	}
+	if best == "" {
+		return d, fail(http.StatusServiceUnavailable, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
 	d.Prefill, d.Decode, d.Roleset = &pp.pod, dd.pod, best

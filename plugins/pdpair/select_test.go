@@ -373,3 +373,27 @@ func TestBucketServeBandsNarrowToOneRoleset(t *testing.T) {
 		t.Fatalf("bands must split the shared range between the rolesets: %v", rolesetFor)
 	}
 }
+
+func TestInfiniteDecodeScoreNeverWinsThePair(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+	)
+	l := newFakeLedger()
+	l.decode["ns/a-d"] = math.Inf(1) // maxD = +Inf: a's term is Inf/Inf = NaN, b's is 0
+	for seed := int64(1); seed <= 8; seed++ {
+		s := NewSelector(NewTracker(0, nil), prefillscorer.NewPrefixTable(4, 1<<10), l.source(), nil, seed)
+		d, err := s.Select(Input{RequestID: fmt.Sprint(seed), Pods: pods,
+			Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
+		if err != nil || d.Roleset != "b" {
+			t.Fatalf("seed %d: %+v %v", seed, d, err)
+		}
+	}
+	l2 := newFakeLedger()
+	l2.decode["ns/a-d"], l2.decode["ns/b-d"] = math.Inf(1), math.Inf(1)
+	_, err := newSel(t, l2.source()).Select(Input{RequestID: "r", Pods: pods,
+		Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
+	if err == nil || StatusOf(err) != 503 {
+		t.Fatalf("all-NaN pair scores must fail with 503, got %v", err)
+	}
+}
