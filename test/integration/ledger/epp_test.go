@@ -1,0 +1,419 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// vllmMetrics serves vLLM metrics for a fake pod; finished requests grow per scrape so the
+// AIBrix extractor sees a drain rate.
+type vllmMetrics struct{ finished atomic.Int64 }
+
+func (m *vllmMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	n := m.finished.Add(1)
+	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
+		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
+		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
+		"# TYPE vllm:avg_generation_throughput_toks_per_s gauge\nvllm:avg_generation_throughput_toks_per_s 100\n"+
+		"# TYPE vllm:request_success_total counter\nvllm:request_success_total %d\n"+
+		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
+		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n", n)
+}
+
+type fakePod struct {
+	name, role string
+	port       int
+}
+
+// startPods serves metrics for each pod on its own loopback port.
+func startPods(t *testing.T, names map[string]string) map[string]fakePod {
+	t.Helper()
+	pods := map[string]fakePod{}
+	for name, role := range names {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: &vllmMetrics{}, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		pods[name] = fakePod{name: name, role: role, port: l.Addr().(*net.TCPAddr).Port}
+	}
+	return pods
+}
+
+const eppConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: metrics-data-source
+- type: core-metrics-extractor
+- type: aibrix-engine-metrics-extractor
+- type: pd-token-ledger
+  parameters:
+    redis: {address: "%s", replicaID: "%s", syncIntervalMs: 100, livenessTTLSeconds: 2, timeoutMs: 50}
+- type: aibrix-pd-pair
+  parameters:
+    ledgerRef: pd-token-ledger
+    prefillScorePolicy: token_load
+    decodeScorePolicy: token_load
+- type: aibrix-pd-prefill-filter
+- type: max-score-picker
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: aibrix-pd-pair
+schedulingProfiles:
+- name: decode
+  plugins:
+  - pluginRef: aibrix-pd-pair
+  - pluginRef: max-score-picker
+- name: prefill
+  plugins:
+  - pluginRef: aibrix-pd-prefill-filter
+  - pluginRef: max-score-picker
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors:
+    - pluginRef: core-metrics-extractor
+    - pluginRef: aibrix-engine-metrics-extractor
+`
+
+// syncBuffer collects a process's output for failure reports.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// eppProc is a real EPP process in standalone mode plus an ext_proc client.
+type eppProc struct {
+	name    string
+	client  extProcPb.ExternalProcessorClient
+	out     *syncBuffer
+	metrics string // URL of the EPP's /metrics
+	byAddr  map[string]string
+	seq     atomic.Int64
+}
+
+func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod) *eppProc {
+	t.Helper()
+	dir := t.TempDir()
+	var eps strings.Builder
+	eps.WriteString("endpoints:\n")
+	byAddr := map[string]string{}
+	for _, p := range pods {
+		fmt.Fprintf(&eps, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {role-name: %s, roleset-name: rs, model.aibrix.ai/engine: vllm, model.aibrix.ai/name: m}\n",
+			p.name, p.port, p.role)
+		byAddr["127.0.0.1:"+strconv.Itoa(p.port)] = p.name
+	}
+	epsPath, cfgPath := filepath.Join(dir, "endpoints.yaml"), filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(epsPath, []byte(eps.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(eppConfig, redisAddr, name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := &syncBuffer{}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(eppBin, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
+		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "ledger-it")
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = pw.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("EPP %s output:\n%s", name, out.String())
+		}
+	})
+	grpcAddr := make(chan string, 1)
+	metricsURL := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			_, _ = out.Write([]byte(line + "\n"))
+			if i := strings.Index(line, "metrics       : "); i >= 0 {
+				select {
+				case metricsURL <- strings.TrimSpace(line[i+len("metrics       : "):]):
+				default:
+				}
+			}
+			if i := strings.Index(line, "ext_proc gRPC : "); i >= 0 {
+				f := strings.Fields(line[i+len("ext_proc gRPC : "):])
+				if len(f) > 0 {
+					select {
+					case grpcAddr <- f[0]:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	var addr string
+	select {
+	case addr = <-grpcAddr:
+	case <-done:
+		t.Fatalf("EPP %s exited:\n%s", name, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("EPP %s did not start within 60s:\n%s", name, out.String())
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("EPP %s printed a bad address %q", name, addr)
+	}
+	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	var murl string
+	select {
+	case murl = <-metricsURL:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("EPP %s printed no metrics address:\n%s", name, out.String())
+	}
+	return &eppProc{name: name, client: extProcPb.NewExternalProcessorClient(conn), out: out, byAddr: byAddr, metrics: murl}
+}
+
+// pick is what the EPP answered for one request.
+type pickResult struct {
+	status  int // immediate response status, 0 when forwarded
+	body    string
+	decode  string
+	prefill string
+}
+
+func completionBody(tokens int) string {
+	b, _ := json.Marshal(map[string]any{"model": "m", "prompt": strings.Repeat("abcd", tokens), "max_tokens": 8})
+	return string(b)
+}
+
+// open sends one request over a real ext_proc stream and leaves the stream open (the response
+// is "in flight", so the ledger holds its charges) until the returned func is called; closing
+// the stream runs GIE's final end-of-stream hook, which releases the charges.
+func (e *eppProc) open(t *testing.T, body string) (pickResult, func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	st, err := e.client.Process(ctx)
+	if err != nil {
+		cancel()
+		t.Fatalf("%s: %v", e.name, err)
+	}
+	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
+	hv := []*configPb.HeaderValue{
+		{Key: ":path", RawValue: []byte("/v1/completions")}, {Key: ":method", RawValue: []byte("POST")},
+		{Key: "content-type", RawValue: []byte("application/json")}, {Key: "x-request-id", RawValue: []byte(id)},
+	}
+	closeFn := func() { _ = st.CloseSend(); cancel() }
+	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: hv}}}}); err != nil {
+		closeFn()
+		t.Fatalf("%s: send headers: %v", e.name, err)
+	}
+	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
+		RequestBody: &extProcPb.HttpBody{Body: []byte(body), EndOfStream: true}}}); err != nil {
+		closeFn()
+		t.Fatalf("%s: send body: %v", e.name, err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		closeFn()
+		t.Fatalf("%s: recv: %v", e.name, err)
+	}
+	var r pickResult
+	if ir := resp.GetImmediateResponse(); ir != nil {
+		r.status, r.body = int(ir.GetStatus().GetCode()), string(ir.GetBody())
+		return r, closeFn
+	}
+	for _, h := range resp.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		v := string(h.GetHeader().GetRawValue())
+		if v == "" {
+			v = h.GetHeader().GetValue()
+		}
+		switch strings.ToLower(h.GetHeader().GetKey()) {
+		case "x-gateway-destination-endpoint":
+			r.decode = e.byAddr[v]
+		case "x-prefiller-host-port":
+			r.prefill = e.byAddr[v]
+		}
+	}
+	return r, closeFn
+}
+
+// picks opens n short requests one after the other, all held in flight until the round ends,
+// and counts the decode picks. With only local charges the token_load picks alternate between
+// the decode pods (deterministic, whatever the tie-breaking); a pod carrying another replica's
+// 40k-token prompt gets none of them. Any error answer fails the test.
+func (e *eppProc) picks(t *testing.T, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	var closers []func()
+	defer func() {
+		for _, c := range closers {
+			c()
+		}
+		time.Sleep(50 * time.Millisecond) // let the closed streams' releases land
+	}()
+	for i := 0; i < n; i++ {
+		r, done := e.open(t, completionBody(50))
+		closers = append(closers, done)
+		if r.status != 0 || r.decode == "" || r.prefill != "prefill-0" {
+			t.Fatalf("%s: request failed or was not disaggregated: %+v\n%s", e.name, r, e.out.String())
+		}
+		seen[r.decode]++
+	}
+	return seen
+}
+
+// eventuallyPicks repeats rounds of n requests (bounded) until cond holds for a round.
+func eventuallyPicks(t *testing.T, e *eppProc, what string, n int, cond func(map[string]int) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last map[string]int
+	for round := 0; round < 50 && time.Now().Before(deadline); round++ {
+		if last = e.picks(t, n); cond(last) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: never held; last round of %d picks on %s: %v", what, n, e.name, last)
+}
+
+// TestTwoEPPReplicasShareDecodeLedger runs two real EPP processes (standalone mode) with the
+// AIBrix token_load policies against a real redis-server: a long prompt in flight through
+// replica A steers replica B's decode picks; killing Redis degrades both to their local
+// ledgers without failed requests; restarting it resumes sharing.
+func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
+	port := freePort(t)
+	srv := startRedis(t, port)
+	pods := startPods(t, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
+	a := startEPPProc(t, "epp-a", srv.addr(), pods)
+	b := startEPPProc(t, "epp-b", srv.addr(), pods)
+
+	bothUsed := func(s map[string]int) bool { return s["decode-0"] > 0 && s["decode-1"] > 0 }
+	// Both replicas serve and B spreads over both decode pods while nothing is in flight.
+	a.picks(t, 4)
+	eventuallyPicks(t, b, "B uses both decode pods with empty ledgers", 20, bothUsed)
+
+	// A long prompt (40k tokens) stays in flight on A.
+	long, releaseLong := a.open(t, completionBody(40000))
+	defer releaseLong()
+	if long.status != 0 || long.decode == "" {
+		t.Fatalf("long request on A failed: %+v", long)
+	}
+	other := map[string]string{"decode-0": "decode-1", "decode-1": "decode-0"}[long.decode]
+	onlyOther := func(s map[string]int) bool { return s[other] == 20 }
+	eventuallyPicks(t, b, "B steered away from the pod holding A's long prompt", 20, onlyOther)
+
+	// Redis dies: both replicas keep answering (local ledgers only) and B uses both pods again.
+	srv.kill()
+	eventuallyPicks(t, b, "B degraded to its local ledger", 20, bothUsed)
+	a.picks(t, 10)
+
+	// Redis comes back empty on the same port: A republishes, B is steered again.
+	srv = startRedis(t, port)
+	eventuallyPicks(t, b, "B steered again after Redis restarted", 20, onlyOther)
+
+	// A's long request ends: its charge is withdrawn and B spreads again.
+	releaseLong()
+	eventuallyPicks(t, b, "B spreads after A's release", 20, bothUsed)
+	_ = srv
+
+	// Every ledger gauge of both replicas returns to zero; both saw Redis fail and recover.
+	for _, e := range []*eppProc{a, b} {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			m := e.scrape(t)
+			nonZero := ""
+			for k, v := range m {
+				if (strings.HasPrefix(k, "pdgate_token_load_active_tokens{") || strings.HasPrefix(k, "pdgate_token_load_kv_tokens{") ||
+					strings.HasPrefix(k, "pdgate_token_load_decode_tokens{")) && v != 0 {
+					nonZero = fmt.Sprintf("%s=%v", k, v)
+				}
+			}
+			if nonZero == "" {
+				if m[`pdgate_token_load_shared_syncs_total{result="error"}`] == 0 || m[`pdgate_token_load_shared_syncs_total{result="ok"}`] == 0 {
+					t.Fatalf("%s: want both ok and error Redis syncs counted, got %v", e.name, m)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: ledger gauge not back to zero: %s", e.name, nonZero)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// scrape reads the EPP's pdgate_token_load_* samples ("name{labels}" -> value).
+func (e *eppProc) scrape(t *testing.T) map[string]float64 {
+	t.Helper()
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(e.metrics)
+	if err != nil {
+		t.Fatalf("%s: scrape: %v", e.name, err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "pdgate_token_load_") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: bad sample %q", e.name, line)
+		}
+		out[line[:i]] = v
+	}
+	return out
+}
