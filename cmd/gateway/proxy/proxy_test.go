@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -269,4 +270,48 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A client that leaves mid-stream is recorded as 499 (client went away), not as an
+// upstream failure, and the upstream request is cancelled.
+func TestGatewayClientGoneMidStream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(upstreamDone)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: first\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // stream "forever" until the gateway cancels us
+	}))
+	defer up.Close()
+	f := &fakeEPP{decide: func(map[string]string, []byte) decision { return decision{dest: strings.TrimPrefix(up.URL, "http://")} }}
+	m := newGatewayMetrics(nil)
+	gw := httptest.NewServer(New(testOptions(), startFakeEPP(t, f), m))
+	defer gw.Close()
+	resp, err := http.Post(gw.URL+"/v1/completions", "application/json", strings.NewReader(`{"stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	if line != "data: first\n" {
+		t.Fatalf("first line %q", line)
+	}
+	resp.Body.Close()
+	select {
+	case <-upstreamDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upstream request was not cancelled after the client left")
+	}
+	for i := 0; count(m, "499") != 1; i++ {
+		if i > 2000 {
+			t.Fatalf("499 count %v, 502 count %v", count(m, "499"), count(m, "502"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func count(m *gatewayMetrics, code string) float64 {
+	var pb dto.Metric
+	_ = m.requests.WithLabelValues(code).Write(&pb)
+	return pb.GetCounter().GetValue()
 }

@@ -162,6 +162,10 @@ func (g *Gateway) relayBody(ctx context.Context, s *session, x *exchange, body i
 		if err != nil {
 			select {
 			case <-pumpDone:
+				if errors.Is(ctx.Err(), context.Canceled) {
+					// The client went away (r.Context ended): not an upstream failure.
+					return fmt.Errorf("client went away: %w", ctx.Err())
+				}
 				if pumpErr != nil {
 					return &upstreamError{endpoint: "response body", err: pumpErr}
 				}

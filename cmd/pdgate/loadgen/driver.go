@@ -239,6 +239,10 @@ func send(ctx context.Context, cfg Config, req workload.Request, prefer bool) ou
 	o := outcome{status: resp.StatusCode, decision: resp.Header.Get(protocol.HeaderDecision)}
 	if resp.StatusCode == http.StatusOK && strings.Contains(resp.Header.Get("Content-Type"), "text/event-stream") {
 		o.ttft, o.tokens, o.streamErr, err = readSSE(resp.Body, start)
+		if err == nil {
+			// Read to the end after [DONE] so the exchange completes on both sides.
+			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		}
 	} else {
 		_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<20))
 		o.ttft = time.Since(start)
