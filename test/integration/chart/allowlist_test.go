@@ -2,6 +2,8 @@ package chart
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,8 +22,9 @@ import (
 // checkSidecarAllowlist runs the sidecar's own allow-list watcher (cmd/sidecar/allowlist) as
 // the chart's sidecar ServiceAccount: the chart's Role must let its informers sync, and the
 // pool's running pod must be allowed on the pool port while other hosts and ports are not.
-func checkSidecarAllowlist(ctx context.Context, t *testing.T, s *apiServer, ns, release string, pool *unstructured.Unstructured) {
+func checkSidecarAllowlist(ctx context.Context, t *testing.T, s *apiServer, ns, serviceAccount string, pool *unstructured.Unstructured) {
 	t.Helper()
+	release := pool.GetName()
 	sel, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "selector", "matchLabels")
 	ports, _, _ := unstructured.NestedSlice(pool.Object, "spec", "targetPorts")
 	port := toInt(ports[0].(map[string]any)["number"])
@@ -39,7 +42,7 @@ func checkSidecarAllowlist(ctx context.Context, t *testing.T, s *apiServer, ns, 
 	}
 
 	cfg := rest.CopyConfig(s.cfg)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + release + "-sidecar",
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":" + serviceAccount,
 		Groups: []string{"system:serviceaccounts", "system:authenticated"}}
 	kc, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -68,4 +71,48 @@ func checkSidecarAllowlist(ctx context.Context, t *testing.T, s *apiServer, ns, 
 			t.Errorf("allow-list lets %s through; only pool pods on pool ports may be called", hp)
 		}
 	}
+}
+
+// TestStaticSidecarRBAC: config/rbac/sidecar*.yaml (for installs without the chart) lets the
+// sidecar's allow-list watcher run, in the namespace it is applied to.
+func TestStaticSidecarRBAC(t *testing.T) {
+	s := apiserver(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const ns = "static-sidecar"
+	if _, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "config", "rbac", "sidecar*.yaml"))
+	if len(files) == 0 {
+		t.Fatal("no config/rbac/sidecar*.yaml")
+	}
+	sa := ""
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := decodeManifest(string(data))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, o := range objs {
+			o.SetNamespace(ns) // as `kubectl apply -n static-sidecar` with the namespace edited
+			if o.GetKind() == "RoleBinding" {
+				subs, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+				for _, sub := range subs {
+					sub.(map[string]any)["namespace"] = ns
+				}
+				_ = unstructured.SetNestedSlice(o.Object, subs, "subjects")
+			}
+			if o.GetKind() == "ServiceAccount" {
+				sa = o.GetName()
+			}
+			s.create(ctx, t, o)
+		}
+	}
+	pool := find(t, mustRender(t, "static-pool", ns, values(t, nil, "inferencePool.modelServers.matchLabels.app=x")), "InferencePool", "static-pool")
+	s.create(ctx, t, pool)
+	checkSidecarAllowlist(ctx, t, s, ns, sa, pool)
 }

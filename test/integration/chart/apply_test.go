@@ -70,7 +70,7 @@ func TestApplyToAPIServer(t *testing.T) {
 			checkEPPAccess(ctx, t, s, ns, release, objs)
 			if lookup(objs, "ServiceAccount", release+"-sidecar") != nil {
 				checkSidecarAccess(ctx, t, s, ns, release)
-				checkSidecarAllowlist(ctx, t, s, ns, release, find(t, objs, "InferencePool", release))
+				checkSidecarAllowlist(ctx, t, s, ns, release+"-sidecar", find(t, objs, "InferencePool", release))
 			}
 		})
 	}
