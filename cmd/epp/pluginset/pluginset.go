@@ -73,10 +73,7 @@ func normalizeAPIVersion(b []byte) ([]byte, error) {
 	if len(b) == 0 {
 		return b, nil
 	}
-	var head struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
+	var head header
 	// Lenient here on purpose: only the apiVersion matters; GIE's strict decoder runs next.
 	if err := yaml.Unmarshal(b, &head); err != nil {
 		return nil, fmt.Errorf("config: not a YAML/JSON document: %w", err)
@@ -85,18 +82,33 @@ func normalizeAPIVersion(b []byte) ([]byte, error) {
 	case GIEAPIVersion, "":
 		return b, nil
 	case LLMDAPIVersion:
-		loc := apiVersionLine.FindSubmatchIndex(b)
-		if loc == nil {
-			return nil, fmt.Errorf("config: apiVersion %s found but not rewritable; write it as a plain 'apiVersion: %s' line", LLMDAPIVersion, LLMDAPIVersion)
+		// Rewrite the occurrence that is the document's apiVersion: the text may also appear
+		// inside a string or a plugin parameter, which must stay untouched.
+		for _, loc := range apiVersionLine.FindAllSubmatchIndex(b, -1) {
+			out := make([]byte, 0, len(b)+32)
+			out = append(out, b[:loc[3]]...)
+			out = append(out, b[loc[4]:loc[5]]...)
+			out = append(out, GIEAPIVersion...)
+			out = append(out, b[loc[6]:loc[7]]...)
+			out = append(out, b[loc[1]:]...)
+			if apiVersionOf(out) == GIEAPIVersion {
+				return out, nil
+			}
 		}
-		out := make([]byte, 0, len(b)+32)
-		out = append(out, b[:loc[3]]...)
-		out = append(out, b[loc[4]:loc[5]]...)
-		out = append(out, GIEAPIVersion...)
-		out = append(out, b[loc[6]:loc[7]]...)
-		out = append(out, b[loc[1]:]...)
-		return out, nil
+		return nil, fmt.Errorf("config: apiVersion %s found but not rewritable; write it as a plain 'apiVersion: %s' line", LLMDAPIVersion, LLMDAPIVersion)
 	default:
 		return nil, fmt.Errorf("config: apiVersion %q is not supported; use %s or %s", head.APIVersion, GIEAPIVersion, LLMDAPIVersion)
 	}
+}
+
+type header struct {
+	APIVersion string `json:"apiVersion"`
+}
+
+func apiVersionOf(b []byte) string {
+	var h header
+	if yaml.Unmarshal(b, &h) != nil {
+		return ""
+	}
+	return h.APIVersion
 }
