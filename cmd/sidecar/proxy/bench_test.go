@@ -68,8 +68,8 @@ func BenchmarkSidecarOverhead(b *testing.B) {
 		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 		return s[int(q*float64(len(s)-1))]
 	}
-	b.ReportMetric(float64((pct(via, .5)-pct(direct, .5)).Microseconds()), "added-p50-µs")
-	b.ReportMetric(float64((pct(via, .99)-pct(direct, .99)).Microseconds()), "added-p99-µs")
+	b.ReportMetric(float64((pct(via, .5) - pct(direct, .5)).Microseconds()), "added-p50-µs")
+	b.ReportMetric(float64((pct(via, .99) - pct(direct, .99)).Microseconds()), "added-p99-µs")
 	b.ReportMetric(float64(pct(direct, .5).Microseconds()), "direct-p50-µs")
 	b.ReportMetric(float64(sumD)/float64(sumV), "throughput-ratio")
 }
