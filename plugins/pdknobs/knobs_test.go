@@ -125,3 +125,23 @@ func TestForProfile(t *testing.T) {
 		t.Fatal("nil profile must return the plugin knobs")
 	}
 }
+
+func FuzzForProfile(f *testing.F) {
+	f.Add(`{"profiles":{"default":{"routingConfig":{"pd":{"minMatchPct":50,"decodeScoreRatioThreshold":"x"}}}}}`)
+	f.Add(`{"profiles":{"default":{"routingConfig":{"decodeScorePolicy":"conductor","bucketServeMode":"rps"}}}}`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		cfg, err := podmodel.ParseConfig(raw)
+		if err != nil {
+			return
+		}
+		_, prof := cfg.Resolve("", podmodel.AutoHints{MaxTokens: -1})
+		k, err := Defaults().ForProfile(prof, nil)
+		if err != nil {
+			return
+		}
+		// Whatever a profile says, the effective knobs stay valid.
+		if err := k.Validate(); err != nil {
+			t.Fatalf("profile produced invalid knobs: %v", err)
+		}
+	})
+}
