@@ -55,6 +55,7 @@ type Handler struct {
 	resolveErr     error
 	prefillDecider Decider
 	encodeDecider  Decider
+	gate           ConditionalDecodeGate
 }
 
 // decisionRecorded marks, per cycle, that the decision metric was counted.
@@ -87,6 +88,12 @@ func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (
 	}
 	EnsurePrefixProducer(handle)
 	return h, nil
+}
+
+// WithConditionalDecodeGate sets the conditional-decode gate of a handler built by NewHandler.
+func (h *Handler) WithConditionalDecodeGate(g ConditionalDecodeGate) *Handler {
+	h.gate = g
+	return h
 }
 
 // NewHandler builds a handler from already-parsed parameters and resolved deciders (tests and
@@ -124,6 +131,9 @@ func (h *Handler) ResolveReferences(handle fwkplugin.Handle) error {
 }
 
 func (h *Handler) resolve() error {
+	if h.gate == nil {
+		h.gate = findGate(h.handle)
+	}
 	var err error
 	if h.prefillDecider, err = lookupDecider(h.handle, "prefill", h.params.Deciders.Prefill); err != nil {
 		return err
@@ -316,9 +326,18 @@ func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, r
 // ProcessResults implements fwksched.ProfileHandler: decode is primary; prefill and encode are
 // included only when they ran and found endpoints (never as nil entries, which GIE's
 // approx-prefix-cache-producer would dereference).
-func (h *Handler) ProcessResults(_ context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
+func (h *Handler) ProcessResults(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest,
 	results map[string]*fwksched.ProfileRunResult) (*fwksched.SchedulingResult, error) {
-	return assemble(request, results, h.params.Profiles)
+	out, err := assemble(request, results, h.params.Profiles)
+	if err != nil {
+		return nil, err
+	}
+	_ = h.ResolveReferences(nil)
+	if err := gateAtScheduling(ctx, h.gate, request, out.ProfileResults[h.params.Profiles.Decode].TargetEndpoints[0]); err != nil {
+		decisiontrace.FromCycleState(cs).Stage("conditional-decode", false, ConditionalDecodeMessage)
+		return nil, err
+	}
+	return out, nil
 }
 
 func assemble(request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult, pf Profiles) (*fwksched.SchedulingResult, error) {

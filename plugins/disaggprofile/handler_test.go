@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
@@ -343,4 +344,79 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+type fakeGate struct {
+	reject bool
+	calls  int
+}
+
+func (g *fakeGate) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "fake-gate", Name: "g"}
+}
+func (g *fakeGate) IsConditionalDecodeGate() bool { return true }
+func (g *fakeGate) CheckConditionalDecode(context.Context, *fwksched.LLMRequest, fwksched.Endpoint) bool {
+	g.calls++
+	return g.reject
+}
+
+func TestConditionalDecodeGateAtScheduling(t *testing.T) {
+	tests := []struct {
+		name      string
+		prefer    string
+		reject    bool
+		wantErr   bool
+		wantCalls int
+	}{
+		{"no Prefer: gate not asked", "", true, false, 0},
+		{"unrelated Prefer: gate not asked", "return=minimal", true, false, 0},
+		{"covered: forwarded", "if-available", false, false, 1},
+		{"miss: 412 before any PreRequest", "If-Available; x=1", true, true, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, pd := range []bool{false, true} {
+				g := &fakeGate{reject: tt.reject}
+				r := req()
+				if tt.prefer != "" {
+					r.Headers["Prefer"] = tt.prefer
+				}
+				results := resultsOf("decode", res(dEp))
+				var err error
+				if pd {
+					h := newPD(t, ``, &fakeDecider{name: "prefix-based-pd-decider"})
+					h.gate = g
+					_, err = h.ProcessResults(context.Background(), nil, r, results)
+				} else {
+					_, err = NewHandler("h", defaults(), nil, nil).WithConditionalDecodeGate(g).ProcessResults(context.Background(), fwksched.NewCycleState(), r, results)
+				}
+				if (err != nil) != tt.wantErr || g.calls != tt.wantCalls {
+					t.Fatalf("pd=%v err=%v calls=%d", pd, err, g.calls)
+				}
+				if tt.wantErr {
+					code, msg, ok := protocol.ParseStatusError(err.Error())
+					if !ok || code != 412 || msg != ConditionalDecodeMessage {
+						t.Fatalf("error %q must carry a 412 marker", err)
+					}
+				}
+				if _, marked := r.Headers[HeaderConditionalDecodeChecked]; marked != (tt.wantCalls == 1) {
+					t.Fatalf("checked marker = %v", marked)
+				}
+			}
+		})
+	}
+}
+
+func TestGateFoundInHandle(t *testing.T) {
+	g := &fakeGate{reject: true}
+	handle := newHandle(t, map[string]fwkplugin.Plugin{"g": g})
+	p, err := HandlerFactory("h", nil, handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := req()
+	r.Headers["prefer"] = "if-available"
+	if _, err := p.(*Handler).ProcessResults(context.Background(), nil, r, resultsOf("decode", res(dEp))); err == nil || g.calls != 1 {
+		t.Fatalf("gate from the handle not used: %v calls=%d", err, g.calls)
+	}
 }

@@ -87,6 +87,7 @@ type PDHandler struct {
 	resolveOnce sync.Once
 	resolveErr  error
 	decider     Decider
+	gate        ConditionalDecodeGate
 }
 
 var pdDeprecationOnce = &sync.Once{}
@@ -127,6 +128,9 @@ func (h *PDHandler) ResolveReferences(handle fwkplugin.Handle) error {
 		h.handle = handle
 	}
 	h.resolveOnce.Do(func() {
+		if h.gate == nil {
+			h.gate = findGate(h.handle)
+		}
 		if h.handle == nil {
 			h.resolveErr = fmt.Errorf("invalid decider plugin type: %s", h.params.DeciderPluginName)
 			return
@@ -211,7 +215,7 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 // ProcessResults: decode is primary. With primaryPort, the decode endpoint's original
 // host:port goes into x-data-parallel-host-port and every decode endpoint's port is rewritten
 // to primaryPort (llm-d's data-parallel routing through the primary rank).
-func (h *PDHandler) ProcessResults(_ context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
+func (h *PDHandler) ProcessResults(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
 	results map[string]*fwksched.ProfileRunResult) (*fwksched.SchedulingResult, error) {
 	if request == nil {
 		return nil, fmt.Errorf("request is nil")
@@ -219,6 +223,10 @@ func (h *PDHandler) ProcessResults(_ context.Context, _ *fwksched.CycleState, re
 	decode := results[h.params.DecodeProfile]
 	if !used(decode) {
 		return nil, fmt.Errorf("failed to find available decode workers")
+	}
+	_ = h.ResolveReferences(nil)
+	if err := gateAtScheduling(ctx, h.gate, request, decode.TargetEndpoints[0]); err != nil {
+		return nil, err
 	}
 	if h.params.PrimaryPort != 0 {
 		md := decode.TargetEndpoints[0].GetMetadata()

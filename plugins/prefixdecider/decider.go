@@ -42,9 +42,10 @@ type ConditionalDecodeDecider interface {
 }
 
 var (
-	_ disaggprofile.Decider    = &Decider{}
-	_ ConditionalDecodeDecider = &Decider{}
-	_ fwkrc.PreRequest         = &Decider{}
+	_ disaggprofile.Decider               = &Decider{}
+	_ ConditionalDecodeDecider            = &Decider{}
+	_ disaggprofile.ConditionalDecodeGate = &Decider{}
+	_ fwkrc.PreRequest                    = &Decider{}
 )
 
 // Decider is prefix-based-pd-decider.

@@ -12,6 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/protocol"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
@@ -244,4 +245,27 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("accepted negative thresholds: %+v", p)
 		}
 	})
+}
+
+// When the profile handler already ran the gate at scheduling time, PreRequest does not run it
+// again (no double count, no second answer) and removes the marker.
+func TestPreRequestSkipsWhenHandlerChecked(t *testing.T) {
+	d := New("d", Parameters{NonCachedTokens: 5})
+	r := tokens(10)
+	r.TargetModel = "checked-model"
+	r.Headers["prefer"] = "if-available"
+	r.Headers[disaggprofile.HeaderConditionalDecodeChecked] = "true"
+	d.PreRequest(context.Background(), r, scheduled(endpoint(0, 8, true)))
+	if _, asked := r.Headers[protocol.HeaderImmediateStatus]; asked {
+		t.Fatal("PreRequest must not answer again")
+	}
+	if _, left := r.Headers[disaggprofile.HeaderConditionalDecodeChecked]; left {
+		t.Fatal("marker not removed")
+	}
+	if v := counterValue(t, "checked-model", OutcomeRejected); v != 0 {
+		t.Fatalf("double counted: %v", v)
+	}
+	if !d.CheckConditionalDecode(context.Background(), r, endpoint(0, 8, true)) || counterValue(t, "checked-model", OutcomeRejected) != 1 {
+		t.Fatal("CheckConditionalDecode must reject and count")
+	}
 }

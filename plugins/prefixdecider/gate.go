@@ -10,6 +10,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -37,35 +38,52 @@ func RegisterMetrics() {
 	registerOnce.Do(func() { crmetrics.Registry.MustRegister(ConditionalDecodeOutcomes) })
 }
 
-// PreRequest is the conditional-decode gate. On a Prefer: if-available request, when this
-// instance is the gate and the decode pick does not hold enough of the prompt, it asks the
-// EPP's ext_proc server to answer 412 (protocol.HeaderImmediateStatus / HeaderImmediateBody)
-// instead of forwarding.
+// PreRequest is the conditional-decode gate for profile handlers that do not run it at
+// scheduling time (disagg-profile-handler and pd-profile-handler do, see
+// CheckConditionalDecode). On a Prefer: if-available request, when this instance is the gate and
+// the decode pick does not hold enough of the prompt, it asks the EPP's ext_proc server to
+// answer 412 (protocol.HeaderImmediateStatus / HeaderImmediateBody) instead of forwarding.
 func (d *Decider) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
 	if request == nil || !protocol.IsConditionalDecode(headerFold(request.Headers, protocol.HeaderPrefer)) {
 		return
 	}
-	logger := log.FromContext(ctx).V(1).WithValues("plugin", d.typedName.String(), "requestID", request.RequestId)
+	if _, checked := request.Headers[disaggprofile.HeaderConditionalDecodeChecked]; checked {
+		delete(request.Headers, disaggprofile.HeaderConditionalDecodeChecked)
+		return // the profile handler already ran the gate before scheduling finished
+	}
 	if !d.gate {
-		logger.Info("conditional decode: not the gate (the first prefix-based-pd-decider in the config is)")
+		log.FromContext(ctx).V(1).Info("conditional decode: not the gate (the first prefix-based-pd-decider in the config is)",
+			"plugin", d.typedName.String(), "requestID", request.RequestId)
 		return
 	}
-	model := request.TargetModel
-	if model == "" {
-		model = "unknown"
+	if d.CheckConditionalDecode(ctx, request, primaryEndpoint(result)) {
+		request.Headers[protocol.HeaderImmediateStatus] = "412"
+		request.Headers[protocol.HeaderImmediateBody] = PreconditionFailedBody
 	}
-	reject, reason := d.ShouldRejectConditionalDecode(ctx, request, primaryEndpoint(result))
+}
+
+// CheckConditionalDecode implements disaggprofile.ConditionalDecodeGate: it decides for the
+// decode pick, counts the outcome and logs it with the numbers.
+func (d *Decider) CheckConditionalDecode(ctx context.Context, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) bool {
+	reject, reason := d.ShouldRejectConditionalDecode(ctx, request, decodeEndpoint)
 	outcome := OutcomeForwarded
 	switch {
 	case reject:
 		outcome = OutcomeRejected
-		request.Headers[protocol.HeaderImmediateStatus] = "412"
-		request.Headers[protocol.HeaderImmediateBody] = PreconditionFailedBody
 	case d.params.NonCachedTokens == 0:
 		outcome = OutcomeDisabled
 	}
+	model, id := "unknown", ""
+	if request != nil {
+		id = request.RequestId
+		if request.TargetModel != "" {
+			model = request.TargetModel
+		}
+	}
 	ConditionalDecodeOutcomes.WithLabelValues(model, outcome).Inc()
-	logger.Info("conditional decode decision", "outcome", outcome, "reason", reason)
+	log.FromContext(ctx).V(1).Info("conditional decode decision", "plugin", d.typedName.String(), "requestID", id,
+		"outcome", outcome, "reason", reason)
+	return reject
 }
 
 func primaryEndpoint(result *fwksched.SchedulingResult) fwksched.Endpoint {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -45,10 +46,22 @@ func TestConditionalDecodeWithPD(t *testing.T) {
 		{name: "prefill-0", ip: "127.0.0.73", labels: map[string]string{role: "prefill"}},
 		{name: "decode-0", ip: "127.0.0.74", labels: map[string]string{role: "decode"}},
 	})
-	a := e.send(t, "/v1/completions", map[string]string{"Prefer": "if-available"}, completionBody(longPrompt("cd-pd")))
-	if a.immediate != 412 {
+	prompt := longPrompt("cd-pd")
+	a := e.send(t, "/v1/completions", map[string]string{"Prefer": "if-available"}, completionBody(prompt))
+	if a.immediate != 412 || !strings.Contains(a.body, disaggprofile.ConditionalDecodeMessage) || strings.Contains(a.body, "pdgate-status") {
 		t.Fatalf("P/D config: the decider is also the gate: %s", a)
 	}
+	// The rejected request left no trace: the decode pod is not believed to hold the prompt,
+	// so the coordinator's follow-up (same prompt, no Prefer) still gets a remote prefill.
+	e.send(t, "/v1/completions", nil, completionBody("an unrelated short request"))
+	a = e.send(t, "/v1/completions", nil, completionBody(prompt))
+	if a.set[protocol.HeaderPrefillerHostPort] != hostPort("127.0.0.73", e.port) {
+		t.Fatalf("follow-up after a 412 must be P/D: %s", a)
+	}
+	// Positive control: a forwarded request does teach the index.
+	until(t, "forwarded request warms the cache", func() answer {
+		return e.send(t, "/v1/completions", map[string]string{"Prefer": "if-available"}, completionBody(prompt))
+	}, func(a answer) bool { return a.immediate == 0 })
 }
 
 func TestConditionalDecodeWithoutDeciderForwards(t *testing.T) {
