@@ -122,12 +122,11 @@ type pullRequest struct {
 func (s *handoffStore) pull(ctx context.Context, req pullRequest) (kvEntry, error) {
 	s.mu.Lock()
 	s.sweepLocked()
-	e, known := s.m[req.ID]
-	if !known && req.WaitMS <= 0 {
+	if _, known := s.m[req.ID]; !known && req.WaitMS <= 0 {
 		s.mu.Unlock()
 		return kvEntry{}, &pullError{http.StatusNotFound, fmt.Sprintf("no KV handoff with id %q on this server", req.ID)}
 	}
-	e = s.getLocked(req.ID)
+	e := s.getLocked(req.ID)
 	ready := e.ready
 	s.mu.Unlock()
 
