@@ -109,8 +109,10 @@ func (hs *headerSet) apply(m *extprocv3.HeaderMutation) {
 		}
 		_, exists := hs.h[http.CanonicalHeaderKey(key)]
 		switch {
+		//lint:ignore SA1019 Envoy still honours the deprecated append field, so its stand-in must too.
 		case opt.GetAppend() != nil && opt.GetAppend().GetValue():
 			hs.h.Add(key, val)
+		//lint:ignore SA1019 see above.
 		case opt.GetAppend() != nil:
 			hs.h.Set(key, val)
 		case opt.GetAppendAction() == corev3.HeaderValueOption_ADD_IF_ABSENT:

@@ -197,7 +197,7 @@ func (g *Gateway) awaitRouting(ctx context.Context, s *session, x *exchange) (do
 			cr := v.RequestHeaders.GetResponse()
 			x.reqHead.apply(cr.GetHeaderMutation())
 			if bm := cr.GetBodyMutation(); bm != nil && cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE {
-				x.body, bodyDone, streamed = applyBodyMutation(bm, x.orig)
+				x.body, bodyDone, _ = applyBodyMutation(bm, x.orig)
 				body.Write(x.body)
 			}
 			gotHeaders = true

@@ -100,21 +100,19 @@ func (g *Gateway) relayResponse(ctx context.Context, s *session, x *exchange, re
 	if err != nil {
 		return err
 	}
-	for {
-		m, err := s.next(ctx, armedNow)
-		if err != nil {
-			return err
-		}
-		if ir := m.GetImmediateResponse(); ir != nil {
-			g.writeImmediate(x, ir)
-			return nil
-		}
-		if hr := m.GetResponseHeaders(); hr != nil {
-			head.apply(hr.GetResponse().GetHeaderMutation())
-			break
-		}
+	m, err := s.next(ctx, armedNow)
+	if err != nil {
+		return err
+	}
+	if ir := m.GetImmediateResponse(); ir != nil {
+		g.writeImmediate(x, ir)
+		return nil
+	}
+	hr := m.GetResponseHeaders()
+	if hr == nil {
 		return eppErr("unexpected reply %T while waiting for the response headers reply", m.Response)
 	}
+	head.apply(hr.GetResponse().GetHeaderMutation())
 	for k, vs := range head.h {
 		x.w.Header()[k] = vs
 	}

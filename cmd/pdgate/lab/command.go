@@ -186,7 +186,7 @@ func newTracesCommand() *cobra.Command {
 			if len(args) == 1 {
 				v, err := strconv.Atoi(args[0])
 				if err != nil || v < 1 {
-					return fmt.Errorf("N: want a positive integer, got %q", args[0])
+					return fmt.Errorf("argument N: want a positive integer, got %q", args[0])
 				}
 				n = v
 			}
