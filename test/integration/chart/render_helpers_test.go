@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -211,13 +210,6 @@ func flagValues(args []string) map[string][]string {
 		out[k] = append(out[k], "")
 	}
 	return out
-}
-
-func writeFile(t testing.TB, path, text string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func toString(v any) string { return fmt.Sprint(v) }
