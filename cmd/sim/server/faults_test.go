@@ -75,11 +75,12 @@ func TestFaultsOverHTTP(t *testing.T) {
 	}{{"stall-after=4", 4}, {"hang-first-token", 0}} {
 		ctx, cancel := context.WithCancel(context.Background())
 		got := make(chan result, 1)
+		before := in.sched.Stats().Finished
 		go func() {
 			got <- postCtx(ctx, t, url, chat("stall "+tc.fault, 12, stream), map[string]string{HeaderFault: tc.fault})
 		}()
 		// the request finishes inside the engine; the client still has no [DONE]
-		for i := 0; in.sched.Stats().Finished == 0 || in.sched.Stats().Running > 0; i++ {
+		for i := 0; in.sched.Stats().Finished == before || in.sched.Stats().Running > 0; i++ {
 			if i > 50000 {
 				t.Fatalf("%s: engine never finished", tc.fault)
 			}
@@ -91,7 +92,10 @@ func TestFaultsOverHTTP(t *testing.T) {
 		default:
 		}
 		cancel()
-		<-got
+		r := <-got
+		if n, _, done := contentDeltas(r.raw); done || n > tc.want {
+			t.Fatalf("%s: %d tokens reached the client, done=%v", tc.fault, n, done)
+		}
 	}
 	// the stall bound: a hung stream is cut after maxHang of model time
 	got := make(chan result, 1)
