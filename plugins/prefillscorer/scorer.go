@@ -16,6 +16,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // Type is the GIE scorer's type name.
@@ -79,7 +80,7 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 	}
 	prompt := ""
 	if req != nil {
-		_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers["config-profile"], podmodel.AutoHints{MaxTokens: -1})
+		_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], podmodel.AutoHints{MaxTokens: -1})
 		if kk, err := k.ForProfile(prof, nil); err == nil {
 			k = kk
 		}
