@@ -100,6 +100,12 @@ func TestRealEPPStandalone(t *testing.T) {
 		if a.set[protocol.HeaderPrefillerHostPort] != hostPort("127.0.0.101", e.port) || !a.removed[protocol.HeaderEncoderHostsPorts] {
 			t.Fatalf("1P2D through the real EPP: %s", a)
 		}
+		// The profile handler's conditional-decode gate, through the EPP's scheduler wrappers
+		// and status-marker rewrite.
+		c := e.send(t, "/v1/completions", map[string]string{"prefer": "if-available"}, completionBody(longPrompt("real-epp-412")))
+		if c.immediate != 412 || !strings.Contains(c.body, "no decode worker has the requested KV cache") || strings.Contains(c.body, "pdgate-status") {
+			t.Fatalf("412 from the handler through the real EPP: %s", c)
+		}
 		if a.destination != hostPort("127.0.0.102", e.port) && a.destination != hostPort("127.0.0.103", e.port) {
 			t.Fatalf("destination must be a decode pod: %s", a)
 		}
