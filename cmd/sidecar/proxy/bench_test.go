@@ -13,8 +13,7 @@ import (
 // through the sidecar (no P/D), interleaved in one run, and reports the latency the sidecar
 // adds (p50, p99) and the throughput ratio sidecar/direct.
 func BenchmarkSidecarOverhead(b *testing.B) {
-	t := &testing.T{}
-	engine := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+	engine := newFake(b, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		for i := 0; i < 16; i++ {
 			_, _ = io.WriteString(w, `data: {"choices":[{"delta":{"content":"tok"}}]}`+"\n\n")
@@ -22,9 +21,7 @@ func BenchmarkSidecarOverhead(b *testing.B) {
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})
-	defer engine.srv.Close()
-	env := startProxy(t, testConfig(engine))
-	defer env.srv.Close()
+	env := startProxy(b, testConfig(engine))
 	body := `{"model":"m","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 200) + `"}]}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
 	do := func(url string) time.Duration {

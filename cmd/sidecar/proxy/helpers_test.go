@@ -30,14 +30,14 @@ type recorded struct {
 
 // fake is an in-process engine whose answers each test scripts.
 type fake struct {
-	t       *testing.T
+	t       testing.TB
 	srv     *httptest.Server
 	mu      sync.Mutex
 	reqs    []recorded
 	handler func(w http.ResponseWriter, r *http.Request, body map[string]any)
 }
 
-func newFake(t *testing.T, h func(w http.ResponseWriter, r *http.Request, body map[string]any)) *fake {
+func newFake(t testing.TB, h func(w http.ResponseWriter, r *http.Request, body map[string]any)) *fake {
 	t.Helper()
 	f := &fake{t: t, handler: h}
 	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +149,7 @@ func testConfig(decode *fake, allowed ...protocol.HostPort) Config {
 	}
 }
 
-func startProxy(t *testing.T, cfg Config) *testEnv {
+func startProxy(t testing.TB, cfg Config) *testEnv {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Metrics = NewMetrics(reg)
