@@ -13,6 +13,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/fastparser"
 	"github.com/pdgate/pdgate/plugins/labelselector"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
@@ -51,6 +52,7 @@ var registrations = []registration{
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
 	{typeName: tokenledger.Type, factory: tokenledger.Factory},
+	{typeName: fastparser.Type, factory: fastparser.Factory},
 	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
 	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},
 	{typeName: prefixdecider.Type, factory: prefixdecider.Factory},

@@ -1,0 +1,251 @@
+package fastparser
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
+)
+
+type parseCase struct {
+	name    string
+	path    string
+	body    string
+	headers map[string]string
+}
+
+func bigText(n int) string { return strings.Repeat("lorem ipsum <b>&</b> \u00e9\\n ", n/24+1)[:n] }
+
+func parseCases() []parseCase {
+	long := bigText(4000)
+	return []parseCase{
+		{name: "chat", path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":7,"stream":true}`},
+		{name: "chat long with html", path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"system","content":"` + long + `"},{"role":"user","content":"q"}],"max_completion_tokens":3,"stream_options":{"include_usage":true}}`},
+		{name: "chat multimodal blocks", path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"what"},{"type":"image_url","image_url":{"url":"http://x/a.png"}}]}]}`},
+		{name: "chat tools and template", path: "/v1/chat/completions", body: `{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function"}],"chat_template":"t","add_generation_prompt":true,"chat_template_kwargs":{"a":1},"cache_salt":"s"}`},
+		{name: "chat no messages", path: "/v1/chat/completions", body: `{"model":"m","messages":[]}`},
+		{name: "chat messages wrong type", path: "/v1/chat/completions", body: `{"model":"m","messages":5}`},
+		{name: "completions string", path: "/v1/completions", body: `{"model":"m","prompt":"` + long + `","stream":false}`},
+		{name: "completions array", path: "/v1/completions", body: `{"model":"m","prompt":["a","b"],"temperature":0.5}`},
+		{name: "completions empty prompt", path: "/v1/completions", body: `{"model":"m","prompt":""}`},
+		{name: "default path", body: `{"model":"m","prompt":"p"}`},
+		{name: "x-original-path", headers: map[string]string{"x-original-path": "/v1/chat/completions"}, body: `{"model":"m","messages":[{"role":"user","content":"x"}]}`},
+		{name: "responses", path: "/v1/responses", body: `{"model":"m","input":"hello","instructions":"be brief"}`},
+		{name: "responses no input", path: "/v1/responses", body: `{"model":"m"}`},
+		{name: "conversations", path: "/v1/conversations", body: `{"model":"m","items":[{"type":"message","role":"user","content":"x"}]}`},
+		{name: "embeddings", path: "/v1/embeddings", body: `{"model":"m","input":["a","b"]}`},
+		{name: "no model", path: "/v1/completions", body: `{"prompt":"p"}`},
+		{name: "model not string", path: "/v1/completions", body: `{"model":5,"prompt":"p"}`},
+		{name: "stream not bool", path: "/v1/completions", body: `{"model":"m","prompt":"p","stream":"true"}`},
+		{name: "syntax error", path: "/v1/completions", body: `{"model":"m","prompt":"p"`},
+		{name: "array body", path: "/v1/completions", body: `[1,2]`},
+		{name: "null body", path: "/v1/completions", body: `null`},
+		{name: "empty body", path: "/v1/completions", body: ``},
+		{name: "rewrite header", path: "/v1/completions", headers: map[string]string{"x-gateway-model-name-rewrite": "other"}, body: `{"model":"m","prompt":"` + long + `"}`},
+	}
+}
+
+func (c parseCase) hdrs() map[string]string {
+	h := map[string]string{}
+	for k, v := range c.headers {
+		h[k] = v
+	}
+	if c.path != "" {
+		h[":path"] = c.path
+	}
+	return h
+}
+
+// repackage does what GIE's director does with a parsed body (model check, rewrite to the
+// x-gateway-model-name-rewrite target, re-marshal a PayloadMap) and returns the bytes sent
+// upstream and the incoming model, or ok=false where the director answers 400.
+func repackage(t *testing.T, body []byte, headers map[string]string, pb *fwksched.LLMRequestBody) (sent []byte, model string, ok bool) {
+	t.Helper()
+	switch v := pb.Payload.(type) {
+	case fwksched.RawPayload:
+		return body, "", true
+	case fwksched.PayloadMap:
+		model, ok = v["model"].(string)
+		if !ok {
+			return nil, "", false
+		}
+		target := model
+		if h := headers["x-gateway-model-name-rewrite"]; h != "" {
+			target = h
+		}
+		v["model"] = target
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("marshal payload: %v", err)
+		}
+		return b, model, true
+	}
+	t.Fatalf("unexpected payload %T", pb.Payload)
+	return nil, "", false
+}
+
+func decodeAny(t *testing.T, b []byte) any {
+	t.Helper()
+	var x any
+	if err := json.Unmarshal(b, &x); err != nil {
+		t.Fatalf("sent body is not JSON: %v\n%s", err, b)
+	}
+	return x
+}
+
+// TestMatchesGIEOpenAIParser parses the same bodies with GIE's openai-parser and this parser
+// (both modes) and compares the LLMRequestBody fields, the error text and the bytes the
+// director would send upstream.
+func TestMatchesGIEOpenAIParser(t *testing.T) {
+	stock := openai.NewOpenAIParser()
+	for _, mode := range []string{ModeMap, ModeRaw} {
+		fast := New("", Params{Payload: mode})
+		for _, c := range parseCases() {
+			t.Run(mode+"/"+c.name, func(t *testing.T) {
+				ctx := context.Background()
+				want, wantErr := stock.ParseRequest(ctx, []byte(c.body), c.hdrs())
+				got, gotErr := fast.ParseRequest(ctx, []byte(c.body), c.hdrs())
+				if (wantErr == nil) != (gotErr == nil) {
+					t.Fatalf("error mismatch: stock %v, fast %v", wantErr, gotErr)
+				}
+				if wantErr != nil {
+					if !strings.HasPrefix(gotErr.Error(), strings.SplitN(wantErr.Error(), ":", 2)[0]) {
+						t.Fatalf("error text: stock %q, fast %q", wantErr, gotErr)
+					}
+					return
+				}
+				if !reflect.DeepEqual(want.Completions, got.Completions) || !reflect.DeepEqual(want.ChatCompletions, got.ChatCompletions) ||
+					!reflect.DeepEqual(want.Responses, got.Responses) || !reflect.DeepEqual(want.Conversations, got.Conversations) ||
+					!reflect.DeepEqual(want.Embeddings, got.Embeddings) || want.Stream != got.Stream {
+					t.Fatalf("body mismatch:\nstock %+v\nfast  %+v", want, got)
+				}
+				if want.PromptText() != got.PromptText() || want.CacheSalt() != got.CacheSalt() {
+					t.Fatalf("prompt text or cache salt differ")
+				}
+				wantSent, wantModel, wantOK := repackage(t, []byte(c.body), c.hdrs(), want)
+				gotSent, gotModel, gotOK := repackage(t, []byte(c.body), c.hdrs(), got)
+				if wantOK != gotOK {
+					t.Fatalf("director model check: stock ok=%v, fast ok=%v", wantOK, gotOK)
+				}
+				if !wantOK {
+					return
+				}
+				if _, raw := got.Payload.(fwksched.RawPayload); !raw && gotModel != wantModel {
+					t.Fatalf("incoming model: stock %q, fast %q", wantModel, gotModel)
+				}
+				if !reflect.DeepEqual(decodeAny(t, wantSent), decodeAny(t, gotSent)) {
+					t.Fatalf("upstream body differs:\nstock %.300s\nfast  %.300s", wantSent, gotSent)
+				}
+			})
+		}
+	}
+}
+
+func TestPayloadKinds(t *testing.T) {
+	long := `{"model":"m","prompt":"` + bigText(5000) + `","max_tokens":9,"stream":true}`
+	tests := []struct {
+		name      string
+		p         Params
+		headers   map[string]string
+		wantRaw   bool
+		rawKeys   []string
+		valueKeys map[string]any
+	}{
+		{name: "raw keeps bytes", p: Params{Payload: ModeRaw}, wantRaw: true},
+		{name: "raw with same-model rewrite header keeps bytes", p: Params{Payload: ModeRaw}, headers: map[string]string{"x-gateway-model-name-rewrite": "m"}, wantRaw: true},
+		{name: "raw falls back to map on rewrite", p: Params{Payload: ModeRaw}, headers: map[string]string{"x-gateway-model-name-rewrite": "n"},
+			rawKeys: []string{"prompt"}, valueKeys: map[string]any{"model": "m", "max_tokens": 9.0, "stream": true}},
+		{name: "map keeps large values raw", p: Params{}, rawKeys: []string{"prompt"}, valueKeys: map[string]any{"model": "m", "max_tokens": 9.0, "stream": true}},
+		{name: "map decodes everything under a large threshold", p: Params{RawValueBytes: 1 << 20}, valueKeys: map[string]any{"model": "m", "max_tokens": 9.0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := map[string]string{":path": "/v1/completions"}
+			for k, v := range tt.headers {
+				h[k] = v
+			}
+			got, err := New("x", tt.p).ParseRequest(context.Background(), []byte(long), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Stream {
+				t.Error("stream not set")
+			}
+			if raw, ok := got.Payload.(fwksched.RawPayload); ok != tt.wantRaw || (ok && string(raw) != long) {
+				t.Fatalf("payload %T, want raw=%v", got.Payload, tt.wantRaw)
+			}
+			if tt.wantRaw {
+				return
+			}
+			m := got.Payload.(fwksched.PayloadMap)
+			for _, k := range tt.rawKeys {
+				if _, ok := m[k].(json.RawMessage); !ok {
+					t.Errorf("%s: %T, want json.RawMessage", k, m[k])
+				}
+			}
+			for k, v := range tt.valueKeys {
+				if !reflect.DeepEqual(m[k], v) {
+					t.Errorf("%s = %#v, want %#v", k, m[k], v)
+				}
+			}
+		})
+	}
+}
+
+func TestParams(t *testing.T) {
+	tests := []struct {
+		raw     string
+		want    Params
+		wantErr string
+	}{
+		{raw: ``, want: Params{Payload: ModeMap, RawValueBytes: DefaultRawValueBytes}},
+		{raw: `{"payload":"raw","rawValueBytes":64}`, want: Params{Payload: ModeRaw, RawValueBytes: 64}},
+		{raw: `{"payload":"proto"}`, wantErr: `pdgate-openai-parser "p": parameter payload="proto"`},
+		{raw: `{"rawValueBytes":-1}`, wantErr: `parameter rawValueBytes=-1`},
+		{raw: `{"payloads":"raw"}`, wantErr: `pdgate-openai-parser "p": invalid parameters`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			pl, err := Factory("p", json.RawMessage(tt.raw), nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pl.(*Parser)
+			if p.p != tt.want || p.TypedName().Type != Type || p.TypedName().Name != "p" {
+				t.Fatalf("got %+v %v", p.p, p.TypedName())
+			}
+		})
+	}
+}
+
+func TestParseResponseMatchesGIE(t *testing.T) {
+	stock := openai.NewOpenAIParser()
+	fast := New("", Params{})
+	tests := []struct {
+		name, body string
+		headers    map[string]string
+	}{
+		{name: "json", body: `{"object":"chat.completion","usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`},
+		{name: "sse", headers: map[string]string{"content-type": "text/event-stream"}, body: "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\ndata: [DONE]\n"},
+		{name: "empty", body: ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want, werr := stock.ParseResponse(context.Background(), []byte(tt.body), tt.headers, true)
+			got, gerr := fast.ParseResponse(context.Background(), []byte(tt.body), tt.headers, true)
+			if !reflect.DeepEqual(want, got) || (werr == nil) != (gerr == nil) {
+				t.Fatalf("stock %+v %v, fast %+v %v", want, werr, got, gerr)
+			}
+		})
+	}
+}

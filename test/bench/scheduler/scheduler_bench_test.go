@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+var sizes = []int{8, 64, 512}
+
+// TestCyclesSchedule runs every benchmarked config once per size and checks the primary
+// profile picked a pod with the role the config routes to, so the benchmark measures real work.
+func TestCyclesSchedule(t *testing.T) {
+	for _, bc := range configs() {
+		for _, n := range []int{8, 64} {
+			t.Run(fmt.Sprintf("%s/%d", bc.name, n), func(t *testing.T) {
+				c := newCycle(t, bc, n)
+				req := request(1)
+				snap := c.endpoints
+				res, err := c.sched.Schedule(context.Background(), req, snap)
+				if err != nil {
+					t.Fatal(err)
+				}
+				primary := res.ProfileResults[res.PrimaryProfileName]
+				if primary == nil || len(primary.TargetEndpoints) == 0 {
+					t.Fatalf("no primary target: %+v", res)
+				}
+				labels := primary.TargetEndpoints[0].GetMetadata().Labels
+				switch {
+				case strings.HasPrefix(bc.name, "b-"), strings.HasPrefix(bc.name, "d-"):
+					if labels["llm-d.ai/role"] != "decode" {
+						t.Fatalf("primary pod role %q, want decode", labels["llm-d.ai/role"])
+					}
+				case strings.HasPrefix(bc.name, "c-"):
+					if labels["role-name"] != "decode" {
+						t.Fatalf("primary pod role %q, want decode", labels["role-name"])
+					}
+				}
+				if err := c.run(context.Background(), request(2)); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
+
+type result struct{ ns float64 }
+
+// BenchmarkSchedulingCycle measures a full cycle per config and size and logs ns/op,
+// allocs/op and the ratio to GIE's default config (a) at the same size, from this run.
+func BenchmarkSchedulingCycle(b *testing.B) {
+	results := map[string]result{}
+	for _, n := range sizes {
+		for _, bc := range configs() {
+			c := newCycle(b, bc, n)
+			key := fmt.Sprintf("%s/%d", bc.name, n)
+			b.Run(key, func(b *testing.B) {
+				ctx := context.Background()
+				reqs := make([]*fwksched.LLMRequest, 64)
+				for i := range reqs {
+					reqs[i] = request(i)
+				}
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					if err := c.run(ctx, reqs[i%len(reqs)]); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+				results[key] = result{ns: float64(b.Elapsed().Nanoseconds()) / float64(b.N)}
+			})
+		}
+	}
+	var sb strings.Builder
+	sb.WriteString("\n| config | endpoints | ns/op | ratio to (a) |\n|---|---|---|---|\n")
+	for _, n := range sizes {
+		base := results[fmt.Sprintf("a-gie-default/%d", n)].ns
+		for _, bc := range configs() {
+			r, ok := results[fmt.Sprintf("%s/%d", bc.name, n)]
+			if !ok || base == 0 {
+				continue
+			}
+			fmt.Fprintf(&sb, "| %s | %d | %.0f | %.2f |\n", bc.name, n, r.ns, r.ns/base)
+		}
+	}
+	fmt.Println(sb.String())
+}
