@@ -26,9 +26,10 @@ import (
 
 // fakeDirector stands in for GIE's director; GIE's real StreamingServer runs around it.
 type fakeDirector struct {
-	mu     sync.Mutex
-	seen   map[string]string
-	plugin func(h map[string]string) error
+	mu       sync.Mutex
+	seen     map[string]string
+	plugin   func(h map[string]string) error
+	released int // end-of-stream ResponseBody calls (where PreRequest charges are released)
 }
 
 func (d *fakeDirector) HandleRequest(_ context.Context, rc *handlers.RequestContext) (*handlers.RequestContext, error) {
@@ -50,7 +51,12 @@ func (d *fakeDirector) HandleRequest(_ context.Context, rc *handlers.RequestCont
 func (d *fakeDirector) HandleResponseHeader(_ context.Context, rc *handlers.RequestContext) *handlers.RequestContext {
 	return rc
 }
-func (d *fakeDirector) HandleResponseBody(_ context.Context, rc *handlers.RequestContext, _ bool) *handlers.RequestContext {
+func (d *fakeDirector) HandleResponseBody(_ context.Context, rc *handlers.RequestContext, eos bool) *handlers.RequestContext {
+	if eos {
+		d.mu.Lock()
+		d.released++
+		d.mu.Unlock()
+	}
 	return rc
 }
 func (d *fakeDirector) GetRandomEndpoint() *fwkdl.EndpointMetadata {
@@ -144,6 +150,9 @@ func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
 		wantStatus int // 0: forwarded
 		wantSet    map[string]string
 		wantBody   string
+		// wantRelease: GIE's end-of-request hook must still run for a scheduled request
+		// answered by the wrapper.
+		wantRelease bool
 	}{
 		{name: "spoofed headers dropped and removed", headers: spoof,
 			wantSet: map[string]string{"x-keep": "yes", "x-gateway-destination-endpoint": "127.0.0.3:8000"}},
@@ -161,7 +170,7 @@ func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
 				h[protocol.HeaderImmediateHeaders] = "retry-after=1, x-why=a=b"
 				return nil
 			},
-			wantStatus: 412, wantBody: `{"error":"busy"}`,
+			wantStatus: 412, wantBody: `{"error":"busy"}`, wantRelease: true,
 			wantSet: map[string]string{"retry-after": "1", "x-why": "a=b", "content-type": "application/json"}},
 		{name: "invalid immediate status becomes 500", headers: spoof,
 			plugin:     func(h map[string]string) error { h[protocol.HeaderImmediateStatus] = "abc"; return nil },
@@ -250,8 +259,12 @@ func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
 					t.Errorf("spoofed value forwarded in %s", k)
 				}
 			}
+			// The handler returned before the client saw EOF, so GIE's deferred hook has run.
 			d.mu.Lock()
 			defer d.mu.Unlock()
+			if tt.wantRelease && d.released != 1 {
+				t.Fatalf("end-of-request hook ran %d times, want 1", d.released)
+			}
 			for k := range d.seen {
 				lk := strings.ToLower(k)
 				if isRoutingHeader(lk) || strings.HasPrefix(lk, protocol.InternalHeaderPrefix) {
