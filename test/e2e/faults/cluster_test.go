@@ -1,0 +1,277 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+)
+
+// cluster is a lab plan whose processes this suite starts, kills and restarts one by one
+// (the lab's supervisor only stops them all).
+type cluster struct {
+	t         *testing.T
+	plan      *lab.Plan
+	endpoints string
+	specs     map[string]lab.ProcSpec
+	order     []string
+	mu        sync.Mutex
+	procs     map[string]*exec.Cmd
+	done      map[string]chan struct{}
+}
+
+// topology renders a lab topology; paths are resolved from config/lab.
+func topology(t *testing.T, yaml string) *lab.Topology {
+	t.Helper()
+	topo, err := lab.ParseTopology([]byte(yaml), filepath.Join(repoRoot, "config", "lab"))
+	if err != nil {
+		t.Fatalf("topology: %v", err)
+	}
+	return topo
+}
+
+// pdTopology is one roleset (prefill-a, decode-a) plus a combined pod on AIBrix's pd
+// strategy, with the token ledger on: the smallest deployment where every fault has
+// somewhere else to go.
+func pdTopology(t *testing.T, sidecarArgs string) *lab.Topology {
+	return topology(t, `name: faults
+eppConfig: ../aibrix-pd.yaml
+simProfile: ../sim/llama3-8b-h100.yaml
+timeScale: 5
+sidecarArgs: [`+sidecarArgs+`]
+pods:
+- {name: prefill-a, role: prefill, roleset: rs-a, engine: vllm, kvConnector: nixl}
+- {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
+- {name: prefill-b, role: prefill, roleset: rs-b, engine: vllm, kvConnector: nixl}
+- {name: decode-b, role: decode, roleset: rs-b, engine: vllm, kvConnector: nixl}
+- {name: combined, role: combined, engine: vllm, kvConnector: nixl}
+`)
+}
+
+// gatewayTimeout bounds every exchange at the gateway in this suite.
+const gatewayTimeout = 20 * time.Second
+
+// startCluster lays the topology out on subnet and starts every process; extra adds
+// arguments per process name (e.g. "sim-prefill-a").
+func startCluster(t *testing.T, topo *lab.Topology, subnet string, extra map[string][]string) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	plan, err := lab.NewPlan(topo, lab.PlanOptions{Subnet: subnet, Dir: dir, BinDir: binDir})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if err := plan.CheckPorts(); err != nil {
+		t.Fatalf("ports: %v", err)
+	}
+	endpoints, err := plan.WriteFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{t: t, plan: plan, endpoints: endpoints, specs: map[string]lab.ProcSpec{},
+		procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+	for _, s := range plan.Procs(endpoints) {
+		s.Args = append(s.Args, extra[s.Name]...)
+		if s.Name == "gateway" {
+			s.Args = append(s.Args, "--request-timeout", gatewayTimeout.String(), "--epp-message-timeout", "5s")
+		}
+		c.specs[s.Name] = s
+		c.order = append(c.order, s.Name)
+	}
+	t.Cleanup(c.stopAll)
+	for _, name := range c.order {
+		c.start(name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for _, name := range c.order {
+		c.waitHealthy(ctx, name)
+	}
+	c.warmUp(ctx)
+	return c
+}
+
+func (c *cluster) start(name string) {
+	c.t.Helper()
+	s := c.specs[name]
+	f, err := os.OpenFile(filepath.Join(c.plan.Dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(s.Binary, s.Args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("%s: %v", name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	c.mu.Lock()
+	c.procs[name], c.done[name] = cmd, done
+	c.mu.Unlock()
+}
+
+// kill sends sig to the process's group and waits until it is gone.
+func (c *cluster) kill(name string, sig syscall.Signal) {
+	c.mu.Lock()
+	cmd, done := c.procs[name], c.done[name]
+	c.mu.Unlock()
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+func (c *cluster) stopAll() {
+	for i := len(c.order) - 1; i >= 0; i-- {
+		c.mu.Lock()
+		_, ok := c.procs[c.order[i]]
+		c.mu.Unlock()
+		if ok {
+			c.kill(c.order[i], syscall.SIGKILL)
+		}
+	}
+	if c.t.Failed() {
+		for _, name := range c.order {
+			b, _ := os.ReadFile(filepath.Join(c.plan.Dir, name+".log"))
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			if len(lines) > 8 {
+				lines = lines[len(lines)-8:]
+			}
+			c.t.Logf("--- %s (last lines)\n%s", name, strings.Join(lines, "\n"))
+		}
+	}
+}
+
+func (c *cluster) healthURL(name string) string {
+	switch s := c.specs[name]; {
+	case s.Health != "":
+		return s.Health
+	case name == "epp":
+		return c.eppMetricsURL()
+	}
+	return ""
+}
+
+func (c *cluster) waitHealthy(ctx context.Context, name string) {
+	c.t.Helper()
+	url := c.healthURL(name)
+	for {
+		if code, _, err := get(ctx, url); err == nil && code/100 == 2 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("%s not healthy at %s", name, url)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// warmUp waits until a request went through the gateway to a pod and back (the EPP
+// schedules once it scraped): a 200, or a pod's own error answer when the case's fault sits
+// on the pod the EPP picks first.
+func (c *cluster) warmUp(ctx context.Context) {
+	c.t.Helper()
+	for {
+		r := send(ctx, c.URL(), request{stream: false, maxTokens: 1})
+		if r.status == http.StatusOK || r.header.Get("x-error-pd-decode") != "" || r.header.Get("x-error-pd-prefill") != "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("no 200 through the gateway: last %d %v %s", r.status, r.err, r.body)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// URL is the gateway's client-facing base URL.
+func (c *cluster) URL() string { return "http://" + c.plan.GatewayAddr }
+
+func (c *cluster) eppMetricsURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/metrics", c.plan.EPPMetricsPort)
+}
+
+// metricsURLs lists the /metrics of every pdgate process that exposes Go runtime metrics.
+func (c *cluster) metricsURLs() map[string]string {
+	out := map[string]string{"epp": c.eppMetricsURL(), "gateway": "http://" + c.plan.GatewayAdminAddr + "/metrics"}
+	for _, p := range c.plan.Pods {
+		if p.HasSidecar() {
+			out["sidecar-"+p.Name] = "http://" + p.Endpoint() + "/sidecar/metrics"
+		}
+	}
+	return out
+}
+
+// removeEndpoint rewrites the endpoints file without the named pod (the EPP hot-reloads it).
+func (c *cluster) removeEndpoint(name string) {
+	c.t.Helper()
+	var keep []lab.Pod
+	for _, p := range c.plan.Pods {
+		if p.Name != name {
+			keep = append(keep, p)
+		}
+	}
+	reduced := *c.plan
+	reduced.Pods = keep
+	b, err := reduced.EndpointsYAML()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	tmp := c.endpoints + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.endpoints); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+func get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, err
+}
+
+// jsonErrorType returns the OpenAI error body's type/code, or "".
+func jsonErrorType(body []byte) string {
+	var e struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    any    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(body), &e) != nil || e.Error.Message == "" && e.Error.Type == "" {
+		return ""
+	}
+	if e.Error.Type != "" {
+		return e.Error.Type
+	}
+	return "error"
+}
