@@ -172,17 +172,17 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	}
 	sort.Strings(names)
 	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-	best, bestScore := "", math.Inf(1)
+	best, bestScore, found := "", math.Inf(1), false
 	for _, name := range names {
 		f := pScores[name].score/maxP + dScores[name].score/maxD
 		note("pair %q: prefill %s %.4g/%.4g + decode %s %.4g/%.4g = %.4g", name,
 			pScores[name].pod.Key, pScores[name].score, maxP, dScores[name].pod.Key, dScores[name].score, maxD, f)
 		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
-		if !math.IsNaN(f) && (best == "" || f < bestScore) {
-			best, bestScore = name, f
+		if !math.IsNaN(f) && (!found || f < bestScore) {
+			best, bestScore, found = name, f, true
 		}
 	}
-	if best == "" {
+	if !found {
 		return d, fail(http.StatusServiceUnavailable, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
