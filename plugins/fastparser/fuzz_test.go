@@ -47,3 +47,29 @@ func FuzzParseRequest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitObject checks the top-level splitter against encoding/json on every valid object.
+func FuzzSplitObject(f *testing.F) {
+	for _, c := range parseCases() {
+		f.Add(c.body)
+	}
+	f.Add(`{"a\"b":"x]}","c":[{"d":"}"}], "e" : -1.5e3 ,"a\"b":true}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		var want map[string]json.RawMessage
+		if json.Unmarshal([]byte(body), &want) != nil || want == nil {
+			return
+		}
+		got, err := splitObject([]byte(body))
+		if err != nil {
+			t.Fatalf("split %q: %v", body, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d members, want %d", len(got), len(want))
+		}
+		for _, m := range got {
+			if string(m.value) != string(want[m.key]) {
+				t.Fatalf("%q = %s, want %s", m.key, m.value, want[m.key])
+			}
+		}
+	})
+}

@@ -180,25 +180,38 @@ func decodeAPI(body []byte, headers map[string]string) (*fwksched.LLMRequestBody
 }
 
 // payloadMap splits the top-level object; values up to RawValueBytes (and model, stream) are
-// decoded as GIE's parser would, larger ones stay as their JSON text.
+// decoded as GIE's parser would, larger ones stay as their JSON text (sub-slices of body).
+// body has been validated by decodeAPI.
 func (p *Parser) payloadMap(body []byte) (fwksched.PayloadMap, error) {
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
+	if string(trimSpace(body)) == "null" {
+		// GIE's parser accepts a null body as an empty map; the director then answers 400.
+		return fwksched.PayloadMap{}, nil
+	}
+	members, err := splitObject(body)
+	if err != nil {
 		return nil, fmt.Errorf("error unmarshaling request bodyMap: %w", err)
 	}
-	m := make(fwksched.PayloadMap, len(top))
-	for k, v := range top {
-		if len(v) > p.p.RawValueBytes && !p.fields[k] {
-			m[k] = v
+	m := make(fwksched.PayloadMap, len(members))
+	for _, kv := range members {
+		if len(kv.value) > p.p.RawValueBytes && !p.fields[kv.key] {
+			m[kv.key] = json.RawMessage(kv.value)
 			continue
 		}
 		var x any
-		if err := json.Unmarshal(v, &x); err != nil {
-			return nil, fmt.Errorf("error unmarshaling request bodyMap: field %q: %w", k, err)
+		if err := json.Unmarshal(kv.value, &x); err != nil {
+			return nil, fmt.Errorf("error unmarshaling request bodyMap: field %q: %w", kv.key, err)
 		}
-		m[k] = x
+		m[kv.key] = x
 	}
 	return m, nil
+}
+
+func trimSpace(b []byte) []byte {
+	b = b[skipSpace(b, 0):]
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
 }
 
 // modelName returns the model when the body's "model" is a JSON string.
