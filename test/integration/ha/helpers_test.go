@@ -147,11 +147,12 @@ func freePort(t *testing.T) int {
 
 // eppProcess is one running EPP.
 type eppProcess struct {
-	name       string
-	cmd        *exec.Cmd
-	healthPort int
-	logPath    string
-	done       chan error
+	name        string
+	cmd         *exec.Cmd
+	healthPort  int
+	metricsPort int
+	logPath     string
+	done        chan error
 }
 
 // eppSpec is what the chart's EPP Deployment runs: args, literal env values, config files.
@@ -172,11 +173,11 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *e
 			t.Fatal(err)
 		}
 	}
-	p := &eppProcess{name: name, healthPort: freePort(t), logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
+	p := &eppProcess{name: name, healthPort: freePort(t), metricsPort: freePort(t), logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
 	replace := map[string]string{
 		"--grpc-port":        strconv.Itoa(freePort(t)),
 		"--grpc-health-port": strconv.Itoa(p.healthPort),
-		"--metrics-port":     strconv.Itoa(freePort(t)),
+		"--metrics-port":     strconv.Itoa(p.metricsPort),
 	}
 	var args []string
 	for i := 0; i < len(chartArgs); i++ {

@@ -73,8 +73,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	testEnv = &envtest.Environment{
-		BinaryAssetsDirectory:    assets,
-		CRDDirectoryPaths:        []string{filepath.Join(strings.TrimSpace(string(gie)), "config", "crd", "bases")},
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths: []string{filepath.Join(strings.TrimSpace(string(gie)), "config", "crd", "bases"),
+			// The Prometheus Operator CRD subsets the chart tests use (ServiceMonitor, PodMonitor).
+			filepath.Join(repoRoot(), "test", "integration", "chart", "testdata", "crds")},
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
