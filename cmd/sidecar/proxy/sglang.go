@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // ridGen makes SGLang request ids: "<request id>-<8 hex process random><8 hex counter>". The
@@ -54,6 +56,15 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 		v, err := strconv.Atoi(rq.bootstrapPort)
 		if err != nil || v < 1 || v > 65535 {
 			p.setupFailure(w, r, rq, fmt.Sprintf("invalid bootstrap port header %q", rq.bootstrapPort))
+			return
+		}
+		// The decode engine connects to host:port itself: a port other than the configured
+		// one must pass the allow-list like the prefill target, or a caller could aim the
+		// engine at any port of an allowed host.
+		if bp := (protocol.HostPort{Host: rq.prefill.Host, Port: v}); v != port && !p.cfg.Allow.Allowed(bp) {
+			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
+			rq.log.Info("bootstrap target refused by the allow-list", "target", bp.String(), "client", r.RemoteAddr)
+			writeError(w, http.StatusForbidden, "bootstrap target not allowed", protocol.HeaderErrorPrefill)
 			return
 		}
 		port = v

@@ -22,10 +22,16 @@ func TestSGLangLegs(t *testing.T) {
 		close(release)
 		decodeOK(w, r, b)
 	})
-	cfg := testConfig(dec, pre.hp())
+	// The header's bootstrap port differs from the flag's, so it must be allowed itself.
+	cfg := testConfig(dec, pre.hp(), protocol.HostPort{Host: "127.0.0.1", Port: 9123})
 	cfg.Engine = EngineSGLang
 	env := startProxy(t, cfg)
-	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true,"rid":"client-rid","max_tokens":9}`,
+	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
+		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), protocol.HeaderPrefillerBootstrapPort: "9124"})
+	if resp.StatusCode != 403 || resp.Header.Get(protocol.HeaderErrorPrefill) != "true" || len(dec.requests()) != 0 {
+		t.Fatalf("bootstrap port outside the allow-list: status %d %s", resp.StatusCode, body)
+	}
+	resp, body = env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true,"rid":"client-rid","max_tokens":9}`,
 		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), protocol.HeaderPrefillerBootstrapPort: "9123",
 			"X-Request-Id": "req-1"})
 	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
