@@ -30,6 +30,10 @@ func startPair(t *testing.T, dialect string, simArgs []string, sidecarArgs ...st
 	prefill := fmt.Sprintf("127.0.0.1:%d", pp)
 	args := append([]string{"--listen", fmt.Sprintf("127.0.0.1:%d", sp), "--engine-url", fmt.Sprintf("http://127.0.0.1:%d", dp),
 		"--engine", dialect, "--allowlist", prefill, "--prefill-failure-policy", "fail-fast"}, sidecarArgs...)
+	if bootstrap != 0 {
+		// A header bootstrap port must be the configured one or on the allow-list.
+		args = append(args, "--sglang-bootstrap-port", fmt.Sprint(bootstrap))
+	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", sp)
 	start(t, "sidecar", url+"/sidecar/healthz", args...)
 	return pair{sidecarURL: url, prefill: prefill, bootstrap: bootstrap}
