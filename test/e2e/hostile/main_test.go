@@ -1,0 +1,145 @@
+// Package hostile sends hostile input at the real binaries: spoofed routing headers at the
+// gateway, SSRF attempts through every header the sidecar reads, oversized bodies, control
+// characters in header values, and unknown JSON fields that must pass through untouched.
+package hostile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var binDir, repoRoot string
+
+func TestMain(m *testing.M) {
+	_, file, _, _ := runtime.Caller(0)
+	repoRoot, _ = filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
+	if dir := os.Getenv("PDGATE_BIN_DIR"); dir != "" {
+		binDir, _ = filepath.Abs(dir)
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "pdgate-hostile-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/sim", "./cmd/sidecar", "./cmd/epp", "./cmd/gateway")
+	cmd.Dir = repoRoot
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// start runs a binary until the test ends and waits for its health URL.
+func start(t *testing.T, name, health string, args ...string) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name), args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 3000 {
+				b = b[len(b)-3000:]
+			}
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		if code, _, err := get(ctx, health); err == nil && code == http.StatusOK {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s did not become healthy at %s", name, health)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, err
+}
+
+// trap is a listener an attacker would like pdgate to call: it counts every connection
+// (and answers nothing useful).
+type trap struct {
+	ln    net.Listener
+	hits  atomic.Int64
+	mu    sync.Mutex
+	addrs []string
+}
+
+func newTrap(t *testing.T, addr string) *trap {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trap{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tr.hits.Add(1)
+			tr.mu.Lock()
+			tr.addrs = append(tr.addrs, c.RemoteAddr().String())
+			tr.mu.Unlock()
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close() })
+	return tr
+}
+
+func (tr *trap) port() int { return tr.ln.Addr().(*net.TCPAddr).Port }
