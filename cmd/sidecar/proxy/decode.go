@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/sse"
@@ -28,6 +29,9 @@ type decodeOpts struct {
 }
 
 const probeLimit = 1 << 20
+
+// bufPool recycles the decode copy buffers (one per in-flight request).
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // decode sends body to the local engine and streams the answer to the client under the
 // watchdog. Engine response headers are held until the first body chunk so that a decode
@@ -86,7 +90,9 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 		return true
 	}
 	probing := o.probe && resp.StatusCode/100 == 2
-	buf := make([]byte, 32<<10)
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
