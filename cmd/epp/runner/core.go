@@ -105,6 +105,9 @@ func buildCore(ctx context.Context, o *Options, p *phaseOne, ds datastore.Datast
 	if err != nil {
 		return nil, fmt.Errorf("failed to load the configuration: %w", err)
 	}
+	if err := pluginset.ResolveReferences(handle); err != nil {
+		return nil, fmt.Errorf("failed to load the configuration: %w", err)
+	}
 	reqCfg := requestcontrol.NewConfig()
 	reqCfg.AddPlugins(handle.GetAllPlugins()...)
 	dag, err := datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins())

@@ -92,6 +92,9 @@ func Validate(ctx context.Context, data []byte) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := pluginset.ResolveReferences(handle); err != nil {
+		return nil, err
+	}
 	if _, err := datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins()); err != nil {
 		return nil, fmt.Errorf("plugin data dependencies: %w", err)
 	}
