@@ -60,20 +60,32 @@ func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	alive := map[string]bool{}
+	// The set of pods matching every block so far only shrinks: filter one slice in place
+	// instead of building a map per block, and write a pod's score once, when it drops out.
+	first := t.pods[hashes[0]]
+	alive := make([]string, 0, len(first))
+	for pod := range first {
+		alive = append(alive, pod)
+	}
+	prev := 0.0
 	for i, h := range hashes {
 		holders := t.pods[h]
-		next := map[string]bool{}
-		for pod := range holders {
-			if i == 0 || alive[pod] {
-				next[pod] = true
-				out[pod] = float64((i + 1) * 100 / len(hashes))
+		kept := alive[:0]
+		for _, pod := range alive {
+			if _, ok := holders[pod]; ok {
+				kept = append(kept, pod)
+			} else {
+				out[pod] = prev
 			}
 		}
-		if len(next) == 0 {
+		alive = kept
+		if len(alive) == 0 {
 			break
 		}
-		alive = next
+		prev = float64((i + 1) * 100 / len(hashes))
+	}
+	for _, pod := range alive {
+		out[pod] = prev
 	}
 	return out
 }

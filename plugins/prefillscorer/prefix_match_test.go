@@ -1,0 +1,48 @@
+package prefillscorer
+
+import (
+	"math/rand"
+	"reflect"
+	"testing"
+)
+
+// matchReference is the straightforward definition of Match: a pod's score is the share of
+// leading blocks it holds contiguously from the first.
+func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
+	out := map[string]float64{}
+	for pod := range t.pods[hashes[0]] {
+		n := 0
+		for _, h := range hashes {
+			if _, ok := t.pods[h][pod]; !ok {
+				break
+			}
+			n++
+		}
+		out[pod] = float64(n * 100 / len(hashes))
+	}
+	return out
+}
+
+// TestPrefixTableMatchAgreesWithReference checks the in-place filtering Match against the
+// reference on random tables with pods holding prefixes of different lengths.
+func TestPrefixTableMatchAgreesWithReference(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for round := 0; round < 200; round++ {
+		pt := NewPrefixTable(4, 1<<20)
+		blocks := 1 + rng.Intn(12)
+		hashes := make([]uint64, blocks)
+		for i := range hashes {
+			hashes[i] = rng.Uint64()
+		}
+		for p := 0; p < 1+rng.Intn(10); p++ {
+			held := hashes[:rng.Intn(blocks+1)]
+			if rng.Intn(3) == 0 && len(held) > 1 { // a hole after the first block
+				held = append([]uint64{held[0]}, held[2:]...)
+			}
+			pt.Add(string(rune('a'+p)), held)
+		}
+		if got, want := pt.Match(hashes), matchReference(pt, hashes); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: Match %v, reference %v", round, got, want)
+		}
+	}
+}
