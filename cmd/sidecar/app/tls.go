@@ -18,10 +18,11 @@ func (o *Options) serverTLS() (*tls.Config, error) {
 	var err error
 	switch {
 	case o.TLSCertFile != "":
-		cert, err = tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		r, err := newCertReloader(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+			return nil, err
 		}
+		return &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: r.GetCertificate, NextProtos: []string{"h2", "http/1.1"}}, nil
 	case o.TLSSelfSigned:
 		cert, err = SelfSigned()
 		if err != nil {
