@@ -2,7 +2,6 @@ package disaggprofile
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -74,11 +73,3 @@ func newHandle(t *testing.T, plugins map[string]fwkplugin.Plugin) fwkplugin.Hand
 	return h
 }
 
-func mustJSON(t *testing.T, v any) json.RawMessage {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
