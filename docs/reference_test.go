@@ -190,6 +190,9 @@ func TestPluginReferenceCoversEveryRegisteredType(t *testing.T) {
 		if bad := unknownParams(params, tags); len(bad) > 0 {
 			t.Errorf("docs/plugins.md: %s documents parameters the plugin (%s) does not accept: %v", typ, pkgs[typ], bad)
 		}
+		if missing := notInReadmes(t, pkgs[typ], params); len(missing) > 0 {
+			t.Errorf("docs/plugins.md: %s parameters not described in the package README (or its shared knobs' README): %v", typ, missing)
+		}
 		checked += len(params)
 	}
 	for name := range sections {
@@ -200,6 +203,43 @@ func TestPluginReferenceCoversEveryRegisteredType(t *testing.T) {
 	if checked < 40 {
 		t.Errorf("only %d parameters checked; the parameter tables were not found", checked)
 	}
+}
+
+// notInReadmes returns the parameters whose name (full or last segment, in backticks) the
+// README of the plugin's package, and of the pdgate plugin packages it imports, never mention.
+func notInReadmes(t *testing.T, dir string, params []string) []string {
+	t.Helper()
+	var text strings.Builder
+	dirs := []string{dir}
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range pkgs {
+		for _, f := range pkg.Files {
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(p, modulePath+"plugins/") {
+					dirs = append(dirs, filepath.Join("..", strings.TrimPrefix(p, modulePath)))
+				}
+			}
+		}
+	}
+	for _, d := range dirs {
+		if data, err := os.ReadFile(filepath.Join(d, "README.md")); err == nil {
+			text.Write(data)
+		}
+	}
+	var missing []string
+	for _, p := range params {
+		segs := strings.Split(p, ".")
+		last := segs[len(segs)-1]
+		if !strings.Contains(text.String(), "`"+p+"`") && !strings.Contains(text.String(), "`"+last) && !strings.Contains(text.String(), "."+last) {
+			missing = append(missing, p)
+		}
+	}
+	return missing
 }
 
 func TestUnknownParamsDetectsStrangers(t *testing.T) {
