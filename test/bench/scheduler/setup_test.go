@@ -80,7 +80,10 @@ type cycle struct {
 	endpoints []fwksched.Endpoint
 }
 
-func newCycle(tb testing.TB, bc benchConfig, n int) *cycle {
+func newCycle(tb testing.TB, bc benchConfig, n int) *cycle { return newCycleWith(tb, bc, n, false) }
+
+// newCycleWith builds the cycle; idle pods report all-zero metrics (equal pods for the burst test).
+func newCycleWith(tb testing.TB, bc benchConfig, n int, idle bool) *cycle {
 	tb.Helper()
 	var raw []byte
 	if bc.file != "" {
@@ -102,7 +105,9 @@ func newCycle(tb testing.TB, bc benchConfig, n int) *cycle {
 		meta := &fwkdl.EndpointMetadata{NamespacedName: names[i], PodName: names[i].Name,
 			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255), Port: "8000", Labels: bc.labels(i, n)}
 		m := fwkdl.NewMetrics()
-		m.WaitingQueueSize, m.RunningRequestsSize, m.KVCacheUsagePercent = i%3, i%5, float64(i%10)/20
+		if !idle {
+			m.WaitingQueueSize, m.RunningRequestsSize, m.KVCacheUsagePercent = i%3, i%5, float64(i%10)/20
+		}
 		eps[i] = fwksched.NewEndpoint(meta, m, nil)
 	}
 	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return names })
@@ -151,6 +156,13 @@ func request(i int) *fwksched.LLMRequest {
 
 // run executes one request cycle; the endpoint snapshot is cloned per request as the director does.
 func (c *cycle) run(ctx context.Context, req *fwksched.LLMRequest) error {
+	_, err := c.runOpen(ctx, req, true)
+	return err
+}
+
+// runOpen runs a cycle and returns the primary pick; with complete=false the request stays in
+// flight (no end-of-response hooks), as in a burst that arrives between two metric scrapes.
+func (c *cycle) runOpen(ctx context.Context, req *fwksched.LLMRequest, complete bool) (*fwkdl.EndpointMetadata, error) {
 	snap := make([]fwksched.Endpoint, len(c.endpoints))
 	for i, ep := range c.endpoints {
 		snap[i] = fwksched.NewEndpoint(ep.GetMetadata(), ep.GetMetrics(), nil)
@@ -160,16 +172,19 @@ func (c *cycle) run(ctx context.Context, req *fwksched.LLMRequest) error {
 	}
 	res, err := c.sched.Schedule(ctx, req, snap)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, p := range c.pre {
 		p.PreRequest(ctx, req, res)
 	}
 	target := res.ProfileResults[res.PrimaryProfileName].TargetEndpoints[0].GetMetadata()
+	if !complete {
+		return target, nil
+	}
 	resp := &fwkrc.Response{RequestId: req.RequestId, Headers: map[string]string{}, EndOfStream: true,
 		Usage: fwkrc.Usage{PromptTokens: 400, CompletionTokens: 128, TotalTokens: 528}}
 	for _, p := range c.respBody {
 		p.ResponseBody(ctx, req, resp, target)
 	}
-	return nil
+	return target, nil
 }
