@@ -33,6 +33,11 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// StatusEvery refreshes the live status table (interactive mode; 0 disables).
 	StatusEvery time.Duration
+	// Kubernetes runs the EPP in Kubernetes mode against a local kube-apiserver and etcd
+	// (KubeAssets: the envtest binaries), with the InferencePool (GIE's CRDs from CRDDir)
+	// and the pods created through the API.
+	Kubernetes         bool
+	KubeAssets, CRDDir string
 	// Out receives the human output (URL, curl, status table); Err receives diagnostics.
 	Out, Err io.Writer
 }
@@ -46,6 +51,9 @@ type Lab struct {
 	URL   string
 	sup   *Supervisor
 	procs []ProcSpec
+	kube  *kubeLab
+	// Kubeconfig is the local API server's admin kubeconfig (Kubernetes mode).
+	Kubeconfig string
 }
 
 // RunDir returns the default run directory for a subnet.
@@ -75,29 +83,64 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan, err := NewPlan(t, PlanOptions{Subnet: o.Subnet, GatewayPort: o.Port, Dir: o.Dir, BinDir: o.BinDir})
+	plan, err := NewPlan(t, PlanOptions{Subnet: o.Subnet, GatewayPort: o.Port, Dir: o.Dir, BinDir: o.BinDir, Kubernetes: o.Kubernetes})
 	if err != nil {
 		return nil, err
 	}
 	if err := plan.CheckPorts(); err != nil {
 		return nil, err
 	}
+	if o.Kubernetes {
+		if o.KubeAssets == "" {
+			o.KubeAssets = DefaultKubeAssets()
+		}
+		if o.CRDDir == "" {
+			o.CRDDir = DefaultCRDDir()
+		}
+		if err := checkKubeFiles(o.KubeAssets, o.CRDDir); err != nil {
+			return nil, err
+		}
+	}
 	if err := os.RemoveAll(o.Dir); err != nil {
 		return nil, fmt.Errorf("cleaning the run directory: %w", err)
 	}
-	endpoints, err := plan.WriteFiles()
+	// Kubernetes mode has no endpoints file: the EPP reads the pool and pods from the API.
+	endpoints := ""
+	if o.Kubernetes {
+		err = os.MkdirAll(o.Dir, 0o755)
+	} else {
+		endpoints, err = plan.WriteFiles()
+	}
 	if err != nil {
 		return nil, err
 	}
 	l := &Lab{Plan: plan, URL: "http://" + plan.GatewayAddr, sup: NewSupervisor(o.Dir), procs: plan.Procs(endpoints)}
-	for _, spec := range l.procs {
+	if o.Kubernetes {
+		if l.kube, err = startKube(ctx, plan, o.KubeAssets, o.CRDDir); err != nil {
+			return nil, err
+		}
+		l.Kubeconfig, l.procs = l.kube.kubeconfig, plan.kubeProcs(l.kube.kubeconfig)
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	for i, spec := range l.procs {
+		if l.kube != nil && spec.Name == "epp" {
+			// The pods' processes (everything before the EPP) are up: report them Ready
+			// through the API before the EPP starts watching, as kubelets would.
+			if err := l.sup.WaitHealthy(rctx, l.procs[:i]); err != nil {
+				l.Stop()
+				return nil, fmt.Errorf("lab not healthy (logs in %s): %w", o.Dir, err)
+			}
+			if err := l.kube.createPods(rctx, plan); err != nil {
+				l.Stop()
+				return nil, err
+			}
+		}
 		if err := l.sup.Start(spec); err != nil {
 			l.Stop()
 			return nil, err
 		}
 	}
-	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
-	defer cancel()
 	if err := l.sup.WaitHealthy(rctx, l.procs); err != nil {
 		l.Stop()
 		return nil, fmt.Errorf("lab not healthy (logs in %s): %w", o.Dir, err)
@@ -145,8 +188,11 @@ func (l *Lab) warmUp(ctx context.Context) error {
 	}
 }
 
-// Stop stops every process and waits for them.
-func (l *Lab) Stop() { l.sup.Stop(10 * time.Second) }
+// Stop stops every process and waits for them, then the local control plane.
+func (l *Lab) Stop() {
+	l.sup.Stop(10 * time.Second)
+	l.kube.stop()
+}
 
 // Pids are the lab's process-group leaders.
 func (l *Lab) Pids() []int { return l.sup.Pids() }
@@ -187,6 +233,10 @@ func (l *Lab) Interactive(ctx context.Context, o Options) error {
 	fmt.Fprintf(out, "pdgate lab %q is up (%d pods; logs and generated files in %s)\n", t.Name, len(l.Plan.Pods), l.Plan.Dir)
 	if t.Description != "" {
 		fmt.Fprintln(out, "  "+t.Description)
+	}
+	if l.Kubeconfig != "" {
+		fmt.Fprintf(out, "\nKubernetes mode: the EPP watches InferencePool %s/%s and its pods on a local API server:\n  kubectl --kubeconfig %s get inferencepools,pods -o wide\n",
+			Namespace, PoolName, l.Kubeconfig)
 	}
 	fmt.Fprintf(out, "\nGateway: %s  (OpenAI API; the dev gateway stands in for Envoy)\n\nTry:\n  %s\n\n", l.URL, l.SampleCurl())
 	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked")

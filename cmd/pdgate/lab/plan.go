@@ -22,6 +22,9 @@ const (
 	BootstrapPort = 8998
 	// Namespace is the namespace the lab's endpoints live in (the EPP's default pool namespace).
 	Namespace = "default"
+	// KubeEnginePort is the engine port of decode-capable pods in Kubernetes mode, where the
+	// sidecar takes the pool's single target port (EnginePort), as in llm-d's layout.
+	KubeEnginePort = 8200
 )
 
 // Pod is one expanded lab pod.
@@ -33,18 +36,25 @@ type Pod struct {
 	IP            string
 	BootstrapPort int // SGLang prefill pods
 	Spec          *PodSpec
+	// enginePort and sidecarPort depend on the mode (NewPlan): standalone uses EnginePort
+	// and SidecarPort; Kubernetes mode puts every pod's EPP endpoint on the pool's one target
+	// port (EnginePort) and moves decode-capable engines to KubeEnginePort.
+	enginePort, sidecarPort int
 }
 
 // HasSidecar reports whether the pod gets a routing sidecar.
 func (p Pod) HasSidecar() bool { return DecodeCapable(p.Role) }
 
 // EngineAddr is the simulator's address.
-func (p Pod) EngineAddr() string { return protocol.FormatHostPort(p.IP, strconv.Itoa(EnginePort)) }
+func (p Pod) EngineAddr() string { return protocol.FormatHostPort(p.IP, strconv.Itoa(p.enginePort)) }
+
+// EnginePortNumber is the port the pod's simulator listens on.
+func (p Pod) EnginePortNumber() int { return p.enginePort }
 
 // Endpoint is the address the EPP sees: the sidecar for decode-capable pods.
 func (p Pod) Endpoint() string {
 	if p.HasSidecar() {
-		return protocol.FormatHostPort(p.IP, strconv.Itoa(SidecarPort))
+		return protocol.FormatHostPort(p.IP, strconv.Itoa(p.sidecarPort))
 	}
 	return p.EngineAddr()
 }
@@ -76,6 +86,9 @@ type PlanOptions struct {
 	Dir string
 	// BinDir holds sim, sidecar, epp and gateway.
 	BinDir string
+	// Kubernetes lays pods out for an InferencePool: one target port (EnginePort) on every
+	// pod, the sidecar's on decode-capable pods.
+	Kubernetes bool
 }
 
 // NewPlan expands the topology's pod groups into pods with addresses and picks free ports
@@ -99,6 +112,10 @@ func NewPlan(t *Topology, o PlanOptions) (*Plan, error) {
 			pod := Pod{
 				Name: fmt.Sprintf("%s-%d", spec.Name, n), Role: spec.Role, Roleset: spec.Roleset,
 				Engine: spec.Engine, IP: fmt.Sprintf("%s.%d", o.Subnet, host), Spec: spec,
+				enginePort: EnginePort, sidecarPort: SidecarPort,
+			}
+			if o.Kubernetes && DecodeCapable(spec.Role) {
+				pod.enginePort, pod.sidecarPort = KubeEnginePort, EnginePort
 			}
 			if spec.Engine == EngineSGLang && spec.Role == RolePrefill {
 				pod.BootstrapPort = BootstrapPort
@@ -130,12 +147,21 @@ func NewPlan(t *Topology, o PlanOptions) (*Plan, error) {
 	return p, nil
 }
 
-// PodByName finds a pod by name or by any of its addresses.
+// PodByName finds a pod by name or by any of its addresses; GIE's Kubernetes-mode endpoint
+// names ("<pod>-rank-<n>", one per target port) resolve to their pod.
 func (p *Plan) PodByName(name string) *Pod {
 	if pod := p.byName[name]; pod != nil {
 		return pod
 	}
-	return p.byEndpoint[name]
+	if pod := p.byEndpoint[name]; pod != nil {
+		return pod
+	}
+	if i := strings.LastIndex(name, "-rank-"); i > 0 {
+		if _, err := strconv.Atoi(name[i+len("-rank-"):]); err == nil {
+			return p.byName[name[:i]]
+		}
+	}
+	return nil
 }
 
 func freePorts(n int) ([]int, error) {
@@ -197,7 +223,7 @@ func (p *Plan) Labels(pod Pod) map[string]string {
 		"llm-d.ai/role":          llmdRole,
 		"model.aibrix.ai/name":   sanitizeLabel(p.Topology.Model),
 		"model.aibrix.ai/engine": pod.Engine,
-		"model.aibrix.ai/port":   strconv.Itoa(EnginePort),
+		"model.aibrix.ai/port":   strconv.Itoa(pod.enginePort),
 		"inference.networking.k8s.io/engine-type": gieEngine,
 	}
 	if pod.Role == RolePrefill || pod.Role == RoleDecode {

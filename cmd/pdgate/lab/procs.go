@@ -11,6 +11,8 @@ type ProcSpec struct {
 	Name   string
 	Binary string
 	Args   []string
+	// Env is added to the lab's environment.
+	Env []string
 	// Health is an HTTP URL answering 2xx once the process is ready ("" = none).
 	Health string
 }
@@ -27,7 +29,7 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 	var out []ProcSpec
 	for i, pod := range p.Pods {
 		args := []string{
-			"--host", pod.IP, "--port", strconv.Itoa(EnginePort),
+			"--host", pod.IP, "--port", strconv.Itoa(pod.enginePort),
 			"--dialect", pod.Engine, "--role", pod.Role, "--kv-connector", pod.Spec.KVConnector,
 			"--model", t.Model, "--seed", strconv.Itoa(i + 1),
 			"--time-scale", strconv.FormatFloat(t.TimeScale, 'g', -1, 64),

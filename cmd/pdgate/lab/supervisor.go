@@ -50,6 +50,9 @@ func (s *Supervisor) Start(spec ProcSpec) error {
 	}
 	cmd := exec.Command(spec.Binary, spec.Args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(spec.Env) > 0 {
+		cmd.Env = append(os.Environ(), spec.Env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()

@@ -1,0 +1,68 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// `pdgate lab --kubernetes`: the default topology with the EPP in Kubernetes mode against a
+// local kube-apiserver and etcd, the InferencePool and pods created through the API. A chat
+// workload gets only 200s, and requests are disaggregated (prefill-decode decisions naming
+// lab pods through GIE's Kubernetes-mode endpoint names).
+func TestLabKubernetes(t *testing.T) {
+	assets := os.Getenv("KUBEBUILDER_ASSETS")
+	if assets == "" {
+		assets, _ = filepath.Abs(filepath.Join(repoRoot, "bin", "envtest"))
+	}
+	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no envtest control plane in %s (hack/build-envtest.sh): %v", assets, err)
+		}
+		t.Fatalf("CI is set but the envtest control plane is unavailable in %s: %v", assets, err)
+	}
+	bin := binDir(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	runDir := t.TempDir()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pdgate"), "lab", "--kubernetes", "--kubebuilder-assets", assets,
+		"--topology", filepath.Join(repoRoot, "config/lab/default.yaml"), "--bin-dir", bin,
+		"--subnet", "127.0.79", "--port", "0", "--run-dir", runDir,
+		"--workload", "chat", "--duration", "5s", "--concurrency", "4", "--max-tokens-cap", "16", "--json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pdgate lab --kubernetes: %v\nstderr:\n%s", err, stderr.String())
+	}
+	var s summary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
+	}
+	t.Logf("sent %d, statuses %v, decisions %v, legs %v", s.RequestsSent, s.ResponsesByStatus, s.Decisions, s.PodLegs)
+	if s.RequestsSent < 5 || s.ResponsesByStatus["200"] != s.RequestsSent {
+		t.Errorf("want >= 5 requests, all 200: sent %d, statuses %v", s.RequestsSent, s.ResponsesByStatus)
+	}
+	if s.Hung != 0 || s.TransportErrors != 0 || s.StreamErrors != 0 {
+		t.Errorf("hung %d, transport errors %d, stream errors %d", s.Hung, s.TransportErrors, s.StreamErrors)
+	}
+	if s.Decisions["prefill-decode"] == 0 || s.Decisions["unknown"] != 0 || s.Decisions["untraced"] != 0 {
+		t.Errorf("want prefill-decode decisions naming lab pods, got %v", s.Decisions)
+	}
+	// The EPP ran in Kubernetes mode on the lab's pool, not on an endpoints file.
+	log, err := os.ReadFile(filepath.Join(runDir, "epp.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), "default/pdgate-lab") || !strings.Contains(string(log), "(kubernetes") {
+		t.Errorf("epp.log does not show Kubernetes mode on pool default/pdgate-lab")
+	}
+	if _, err := os.Stat(filepath.Join(runDir, "endpoints.yaml")); err == nil {
+		t.Errorf("Kubernetes mode wrote an endpoints file")
+	}
+}
