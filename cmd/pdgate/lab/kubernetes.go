@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -205,14 +206,35 @@ func (p *Plan) kubeEPPArgs() []string {
 }
 
 // kubeProcs turns the standalone process list into the Kubernetes-mode one: the EPP watches
-// the pool through the local API server with the lab's kubeconfig.
+// the pool through the local API server with the lab's kubeconfig, and so do the sidecars'
+// allow-lists (ready pool pods on the target port), except SGLang's: its prefill bootstrap
+// listener is not a pool port, so SGLang sidecars keep the static list.
 func (p *Plan) kubeProcs(kubeconfig string) []ProcSpec {
 	procs := p.Procs("")
 	for i := range procs {
-		if procs[i].Name == "epp" {
-			procs[i].Args = p.kubeEPPArgs()
-			procs[i].Env = []string{"KUBECONFIG=" + kubeconfig, "NAMESPACE=" + Namespace, "POD_NAME=pdgate-lab-epp"}
+		spec := &procs[i]
+		switch {
+		case spec.Name == "epp":
+			spec.Args = p.kubeEPPArgs()
+			spec.Env = []string{"KUBECONFIG=" + kubeconfig, "NAMESPACE=" + Namespace, "POD_NAME=pdgate-lab-epp"}
+		case strings.HasPrefix(spec.Name, "sidecar-"):
+			if pod := p.byName[strings.TrimPrefix(spec.Name, "sidecar-")]; pod != nil && pod.Engine != EngineSGLang {
+				spec.Args = poolAllowlist(spec.Args, kubeconfig)
+			}
 		}
 	}
 	return procs
+}
+
+// poolAllowlist replaces a sidecar's --allowlist by the lab's InferencePool.
+func poolAllowlist(args []string, kubeconfig string) []string {
+	out := make([]string, 0, len(args)+2)
+	for i := 0; i < len(args); i++ {
+		if args[i] == "--allowlist" && i+1 < len(args) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return append(out, "--inference-pool", Namespace+"/"+PoolName, "--kubeconfig", kubeconfig)
 }

@@ -63,6 +63,9 @@ func TestKubernetesLayout(t *testing.T) {
 			t.Errorf("decode simulator not on its engine port: %v", spec.Args)
 		case spec.Name == "sidecar-d-0" && (!hasPair(spec.Args, "--listen", "127.0.43.11:8000") || !hasPair(spec.Args, "--engine-url", "http://127.0.43.11:8200")):
 			t.Errorf("decode sidecar: %v", spec.Args)
+		case strings.HasPrefix(spec.Name, "sidecar-") && (slices.Contains(spec.Args, "--allowlist") ||
+			!hasPair(spec.Args, "--inference-pool", "default/"+PoolName) || !hasPair(spec.Args, "--kubeconfig", "/run/kubeconfig")):
+			t.Errorf("%s allow-list does not follow the pool: %v", spec.Name, spec.Args)
 		}
 	}
 }
@@ -191,4 +194,27 @@ func hasPair(args []string, flag, value string) bool {
 		}
 	}
 	return false
+}
+
+// SGLang sidecars check the prefill pod's bootstrap listener, which is not a pool port: they
+// keep the static allow-list.
+func TestKubernetesSGLangSidecarKeepsStaticAllowlist(t *testing.T) {
+	topo, err := LoadTopology(writeTopology(t, `name: t
+eppConfig: epp.yaml
+pods:
+- {name: p, role: prefill, roleset: a, engine: sglang}
+- {name: d, role: decode, roleset: a, engine: sglang}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.44", Dir: t.TempDir(), BinDir: "/b", Kubernetes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range plan.kubeProcs("/run/kubeconfig") {
+		if spec.Name == "sidecar-d-0" && (!slices.Contains(spec.Args, "--allowlist") || slices.Contains(spec.Args, "--inference-pool")) {
+			t.Errorf("SGLang sidecar args %v", spec.Args)
+		}
+	}
 }

@@ -15,7 +15,8 @@ import (
 // `pdgate lab --kubernetes`: the default topology with the EPP in Kubernetes mode against a
 // local kube-apiserver and etcd, the InferencePool and pods created through the API. A chat
 // workload gets only 200s, and requests are disaggregated (prefill-decode decisions naming
-// lab pods through GIE's Kubernetes-mode endpoint names).
+// lab pods through GIE's Kubernetes-mode endpoint names); the EPP and the sidecars' allow-lists
+// follow the pool through the API.
 func TestLabKubernetes(t *testing.T) {
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
@@ -61,6 +62,10 @@ func TestLabKubernetes(t *testing.T) {
 	}
 	if !strings.Contains(string(log), "default/pdgate-lab") || !strings.Contains(string(log), "(kubernetes") {
 		t.Errorf("epp.log does not show Kubernetes mode on pool default/pdgate-lab")
+	}
+	// The vLLM sidecars' allow-lists follow the pool through the API.
+	if sc, err := os.ReadFile(filepath.Join(runDir, "sidecar-decode-a-0.log")); err != nil || !strings.Contains(string(sc), "allow-list follows an InferencePool") {
+		t.Errorf("sidecar-decode-a-0's allow-list does not follow the InferencePool (%v)", err)
 	}
 	if _, err := os.Stat(filepath.Join(runDir, "endpoints.yaml")); err == nil {
 		t.Errorf("Kubernetes mode wrote an endpoints file")
