@@ -35,11 +35,12 @@ test: deps lint unit integration e2e
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
+# Suites take the binaries make build produced instead of building their own.
 integration: build
-	$(GO) test -count=1 -timeout 20m ./test/integration/...
+	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./test/integration/...
 
 e2e: build
-	$(GO) test -count=1 -timeout 20m ./test/e2e/...
+	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 25m ./test/e2e/...
 
 ## lint: gofmt, go vet, staticcheck (pinned)
 lint: fmt vet staticcheck
@@ -67,7 +68,7 @@ bench: build
 
 ## soak: the long reliability soak
 soak: build
-	PDGATE_SOAK=10m $(GO) test -count=1 -timeout 30m -run Soak ./test/e2e/...
+	PDGATE_SOAK=10m PDGATE_SOAK_OUT=$(CURDIR)/soak.json PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 30m -v -run Soak ./test/e2e/soak
 
 ## fuzz: run every fuzz target for FUZZTIME each (default 10s)
 FUZZTIME ?= 10s
