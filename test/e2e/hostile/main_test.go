@@ -5,46 +5,25 @@ package hostile
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot, _ = filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	if dir := os.Getenv("PDGATE_BIN_DIR"); dir != "" {
-		binDir, _ = filepath.Abs(dir)
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "pdgate-hostile-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/sim", "./cmd/sidecar", "./cmd/epp", "./cmd/gateway")
-	cmd.Dir = repoRoot
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, "hostile-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }
 
 func freePort(t *testing.T) int {

@@ -6,37 +6,13 @@
 package soak
 
 import (
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"testing"
+
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot, _ = filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	if dir := os.Getenv("PDGATE_BIN_DIR"); dir != "" {
-		binDir, _ = filepath.Abs(dir)
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "pdgate-soak-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/sim", "./cmd/sidecar", "./cmd/epp", "./cmd/gateway")
-	cmd.Dir = repoRoot
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, "soak-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }

@@ -6,42 +6,21 @@ package tls
 import (
 	"context"
 	"crypto/tls"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	_, file, _, _ := runtime.Caller(0)
-	repoRoot, _ = filepath.Abs(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	if dir := os.Getenv("PDGATE_BIN_DIR"); dir != "" {
-		binDir, _ = filepath.Abs(dir)
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "pdgate-tls-integration")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(os.PathSeparator), "./cmd/sim", "./cmd/sidecar", "./cmd/epp")
-	cmd.Dir = repoRoot
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	testbin.Main(m, "tls-integration", &binDir, &repoRoot, "sim", "sidecar", "epp")
 }
 
 func freePort(t *testing.T) int {
