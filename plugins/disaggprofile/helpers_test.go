@@ -72,4 +72,3 @@ func newHandle(t *testing.T, plugins map[string]fwkplugin.Plugin) fwkplugin.Hand
 	}
 	return h
 }
-
