@@ -90,39 +90,34 @@ func jsonTags(t *testing.T, dir string, seen map[string]bool) map[string]bool {
 		return tags
 	}
 	seen[dir] = true
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, 0)
+	files, err := parseGoFiles(dir, 0)
 	if err != nil {
 		t.Fatalf("parse %s: %v", dir, err)
 	}
 	var deps []string
 	usesLabelSelector := false
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				if strings.HasPrefix(p, modulePath+"plugins/") {
-					deps = append(deps, filepath.Join("..", strings.TrimPrefix(p, modulePath)))
-				}
+	for _, f := range files {
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, modulePath+"plugins/") {
+				deps = append(deps, filepath.Join("..", strings.TrimPrefix(p, modulePath)))
 			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "LabelSelector" {
-					usesLabelSelector = true
-				}
-				field, ok := n.(*ast.Field)
-				if !ok || field.Tag == nil {
-					return true
-				}
-				raw, _ := strconv.Unquote(field.Tag.Value)
-				name, _, _ := strings.Cut(reflect.StructTag(raw).Get("json"), ",")
-				if name != "" && name != "-" {
-					tags[name] = true
-				}
-				return true
-			})
 		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && sel.Sel.Name == "LabelSelector" {
+				usesLabelSelector = true
+			}
+			field, ok := n.(*ast.Field)
+			if !ok || field.Tag == nil {
+				return true
+			}
+			raw, _ := strconv.Unquote(field.Tag.Value)
+			name, _, _ := strings.Cut(reflect.StructTag(raw).Get("json"), ",")
+			if name != "" && name != "-" {
+				tags[name] = true
+			}
+			return true
+		})
 	}
 	// A package that decodes its parameters straight into a Kubernetes LabelSelector accepts
 	// that type's fields.
@@ -211,18 +206,15 @@ func notInReadmes(t *testing.T, dir string, params []string) []string {
 	t.Helper()
 	var text strings.Builder
 	dirs := []string{dir}
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, nil, parser.ImportsOnly)
+	files, err := parseGoFiles(dir, parser.ImportsOnly)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				if strings.HasPrefix(p, modulePath+"plugins/") {
-					dirs = append(dirs, filepath.Join("..", strings.TrimPrefix(p, modulePath)))
-				}
+	for _, f := range files {
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if strings.HasPrefix(p, modulePath+"plugins/") {
+				dirs = append(dirs, filepath.Join("..", strings.TrimPrefix(p, modulePath)))
 			}
 		}
 	}
@@ -342,4 +334,26 @@ func TestEveryMetricDocumented(t *testing.T) {
 	if len(missing) > 0 {
 		t.Errorf("docs/operations.md does not document: %s", strings.Join(missing, ", "))
 	}
+}
+
+// parseGoFiles parses the non-test Go files of one directory.
+func parseGoFiles(dir string, mode parser.Mode) ([]*ast.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, mode)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, f)
+	}
+	return files, nil
 }
