@@ -48,7 +48,11 @@ type fakeEPP struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	decide  func(headers map[string]string, body []byte) decision
 	rewrite func([]byte) []byte
-	seen    seen
+	// rejectOver, when set, answers with this ImmediateResponse and ends the stream as soon
+	// as more than rejectOverBytes of body arrived, as an EPP with a body limit does.
+	rejectOver      *extprocv3.ImmediateResponse
+	rejectOverBytes int
+	seen            seen
 }
 
 func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
@@ -80,6 +84,9 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			f.seen.bodyFrames = append(f.seen.bodyFrames, v.RequestBody)
 			f.seen.mu.Unlock()
 			body = append(body, v.RequestBody.GetBody()...)
+			if f.rejectOver != nil && len(body) > f.rejectOverBytes {
+				return srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: f.rejectOver}})
+			}
 			if v.RequestBody.GetEndOfStream() {
 				if err := f.route(srv, headers, body, true); err != nil {
 					return err

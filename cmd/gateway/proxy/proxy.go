@@ -87,15 +87,23 @@ func (g *Gateway) serve(ctx context.Context, x *exchange) error {
 		return g.requestPhaseFailure(ctx, x, err)
 	}
 	defer s.close()
-	if err := g.sendRequest(s, x); err != nil {
-		return g.requestPhaseFailure(ctx, x, err)
+	sendErr := g.sendRequest(s, x)
+	if sendErr != nil && !errors.Is(sendErr, errEPP) {
+		return g.requestPhaseFailure(ctx, x, sendErr)
 	}
+	// Even when a send failed the EPP may have answered first: an EPP that rejects a request
+	// (413 for an oversized body, 400 for a malformed one) sends its ImmediateResponse and
+	// closes the stream while body frames are still on their way. Envoy honours that answer,
+	// so the reply already received wins over the send error.
 	done, err := g.awaitRouting(ctx, s, x)
-	if err != nil {
-		return g.requestPhaseFailure(ctx, x, err)
-	}
 	if done {
 		return nil
+	}
+	if sendErr != nil {
+		return g.requestPhaseFailure(ctx, x, sendErr)
+	}
+	if err != nil {
+		return g.requestPhaseFailure(ctx, x, err)
 	}
 	resp, served, err := g.forward(ctx, x)
 	if err != nil {

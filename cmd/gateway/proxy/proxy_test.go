@@ -222,6 +222,32 @@ func TestGatewayFailureModes(t *testing.T) {
 	}
 }
 
+// An EPP that rejects a body mid-stream answers and closes the stream while the gateway is
+// still sending frames; the client must get the EPP's answer, not "stream closed".
+func TestGatewayHonoursImmediateResponseSentMidBody(t *testing.T) {
+	f := &fakeEPP{
+		decide:          func(map[string]string, []byte) decision { return decision{} },
+		rejectOver:      immediate(413, `{"error":{"message":"request body too large"}}`, nil),
+		rejectOverBytes: 1024,
+	}
+	o := testOptions()
+	o.ChunkSize = 256
+	gw := httptest.NewServer(New(o, startFakeEPP(t, f), nil))
+	defer gw.Close()
+	for i := 0; i < 20; i++ {
+		big := `{"model":"m","prompt":"` + strings.Repeat("a", 512<<10) + `"}`
+		resp, err := http.Post(gw.URL+"/v1/completions", "application/json", strings.NewReader(big))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "too large") {
+			t.Fatalf("attempt %d: got %d %q, want the EPP's 413", i, resp.StatusCode, body)
+		}
+	}
+}
+
 func TestGatewayMetadataWinsOverHeaderAndHeaderOnly(t *testing.T) {
 	got := make(chan upstreamSeen, 1)
 	good := startUpstream(t, "ok", got)

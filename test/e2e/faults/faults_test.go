@@ -23,7 +23,8 @@ const (
 // mixed alternates streaming and non-streaming chats.
 func mixed(i int) request { return request{stream: i%2 == 0, maxTokens: 8} }
 
-// during runs the load for runFor and calls fault after faultAt.
+// during runs the load for runFor, paced so its requests cover the whole window, and calls
+// fault after faultAt.
 func during(c *cluster, faultAt time.Duration, fault func(), mk func(int) request) report {
 	stop := make(chan struct{})
 	go func() {
@@ -32,7 +33,7 @@ func during(c *cluster, faultAt time.Duration, fault func(), mk func(int) reques
 		time.Sleep(runFor - faultAt)
 		close(stop)
 	}()
-	return load(c.URL(), workers, maxRequests, stop, mk)
+	return loadPaced(c.URL(), workers, maxRequests, runFor*workers/maxRequests, stop, mk)
 }
 
 func hit(t *testing.T, rep report, outcomes ...string) {

@@ -134,6 +134,13 @@ func (r report) String() string {
 // load runs workers closed-loop until stop closes or max requests went out, each request
 // bounded by the client timeout, and returns the tally. mk builds the i-th request.
 func load(base string, workers, max int, stop <-chan struct{}, mk func(i int) request) report {
+	return loadPaced(base, workers, max, 0, stop, mk)
+}
+
+// loadPaced is load with each worker starting at most one request per pace, so a run spans
+// its whole window however fast the machine answers (a fault case needs requests in flight
+// when the fault happens, not a load that finished before it).
+func loadPaced(base string, workers, max int, pace time.Duration, stop <-chan struct{}, mk func(i int) request) report {
 	var sent atomic.Int64
 	var mu sync.Mutex
 	rep := report{outcomes: map[string]int{}}
@@ -153,6 +160,7 @@ func load(base string, workers, max int, stop <-chan struct{}, mk func(i int) re
 					sent.Add(-1)
 					return
 				}
+				began := time.Now()
 				res := send(context.Background(), base, mk(i))
 				mu.Lock()
 				rep.received++
@@ -161,6 +169,13 @@ func load(base string, workers, max int, stop <-chan struct{}, mk func(i int) re
 					rep.maxLatency = res.elapsed
 				}
 				mu.Unlock()
+				if wait := pace - time.Since(began); wait > 0 {
+					select {
+					case <-stop:
+						return
+					case <-time.After(wait):
+					}
+				}
 			}
 		}()
 	}
