@@ -133,7 +133,21 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel() // shutdown begins with the stream in flight
-	time.Sleep(100 * time.Millisecond)
+	// Release the stream only once shutdown has begun (the listener refuses new connections),
+	// however fast or slow Run notices the cancelled context.
+	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test cert
+	for i := 0; ; i++ {
+		r, err := fresh.Get(base + HealthPath)
+		if err != nil {
+			break
+		}
+		_ = r.Body.Close()
+		if i == 1000 {
+			t.Fatal("the listener still accepts connections 10s after the context ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	close(release)
 	rest, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()

@@ -242,6 +242,35 @@ func (c *cluster) removeEndpoint(name string) {
 	}
 }
 
+// waitEndpoints waits (60 s at most) until the EPP applied an endpoints file with n
+// endpoints: it sets the gauge after the datastore took the file, so a pick made after this
+// sees the new set whatever the watcher's latency on this machine.
+func (c *cluster) waitEndpoints(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		m, err := scrape(c.eppMetricsURL())
+		if err == nil && m["pdgate_epp_standalone_endpoints"] == float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the EPP did not apply an endpoints file with %d endpoints within 60s (last %v, %v)",
+				n, m["pdgate_epp_standalone_endpoints"], err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// endpointsServed is the EPP's count of endpoints from the file it last applied.
+func (c *cluster) endpointsServed(t *testing.T) int {
+	t.Helper()
+	m, err := scrape(c.eppMetricsURL())
+	if err != nil {
+		t.Fatalf("epp metrics: %v", err)
+	}
+	return int(m["pdgate_epp_standalone_endpoints"])
+}
+
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
 func get(ctx context.Context, url string) (int, []byte, error) {

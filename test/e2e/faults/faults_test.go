@@ -144,10 +144,11 @@ pods:
 func TestEndpointRemovedInFlight(t *testing.T) {
 	c := startCluster(t, pdTopology(t, ""), "127.0.87", nil)
 	base := c.baseline(t)
+	served := c.endpointsServed(t)
 	rep := during(c, 1500*time.Millisecond, func() { c.removeEndpoint("decode-a-0") },
 		func(i int) request { return request{stream: i%2 == 0, maxTokens: 48} })
 	checkOutcomes(t, rep)
-	time.Sleep(2 * time.Second) // the file watcher's reload
+	c.waitEndpoints(t, served-1)
 	for i := 0; i < 12; i++ {
 		res := send(context.Background(), c.URL(), request{header: http.Header{"X-Pdgate-Trace": {"1"}}})
 		d := res.header.Get("x-pdgate-decision")

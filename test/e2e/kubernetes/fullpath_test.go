@@ -205,14 +205,17 @@ func onlyDecode(t *testing.T, gw string, prompt func() string, want string) {
 	}
 }
 
-// eventuallyPicked waits (30 s, 200 requests at most) until a request is decoded on want.
+// eventuallyPicked waits (60 s, 600 requests at most) until a request is decoded on want.
+// Misses are paced (100 ms) so the request cap cannot run out before the EPP saw the new pod
+// (watch event, then a metrics scrape) however fast the machine answers.
 func eventuallyPicked(t *testing.T, gw string, prompt func() string, want string) {
 	t.Helper()
-	end := time.Now().Add(30 * time.Second)
-	for i := 0; i < 200 && time.Now().Before(end); i++ {
+	end := time.Now().Add(60 * time.Second)
+	for i := 0; i < 600 && time.Now().Before(end); i++ {
 		if r := complete(t, gw, prompt(), trace); r.status == 200 && picked(r.decision, "decode") == want {
 			return
 		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s never picked", want)
 }

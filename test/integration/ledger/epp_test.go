@@ -311,12 +311,15 @@ func (e *eppProc) picks(t *testing.T, n int) map[string]int {
 	return seen
 }
 
-// eventuallyPicks repeats rounds of n requests (bounded) until cond holds for a round.
+// eventuallyPicks repeats rounds of n requests (bounded) until cond holds for a round. Rounds
+// are paced (100 ms apart) and the cap leaves them 30 s, well past the ledger's sync interval
+// and liveness TTL, so neither a fast machine (rounds used up early) nor a slow one (deadline
+// first) decides the outcome.
 func eventuallyPicks(t *testing.T, e *eppProc, what string, n int, cond func(map[string]int) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	var last map[string]int
-	for round := 0; round < 50 && time.Now().Before(deadline); round++ {
+	for round := 0; round < 300 && time.Now().Before(deadline); round++ {
 		if last = e.picks(t, n); cond(last) {
 			return
 		}

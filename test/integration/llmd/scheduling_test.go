@@ -35,9 +35,9 @@ func longPrompt(tag string) string {
 // asynchronously after each PreRequest.
 func until(t *testing.T, what string, send func() answer, ok func(answer) bool) answer {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	var a answer
-	for i := 0; i < 100 && time.Now().Before(deadline); i++ {
+	for i := 0; i < 500 && time.Now().Before(deadline); i++ {
 		if a = send(); ok(a) {
 			return a
 		}
