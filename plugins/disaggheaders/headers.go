@@ -35,7 +35,10 @@ type Written struct {
 // that did not run leaves its header absent, which the EPP's ext_proc server turns into an
 // explicit RemoveHeaders entry. When a prefill endpoint was picked, the first one is written
 // (IPv6 bracketed) together with its SGLang bootstrap port, engine and KV connector when the
-// pod carries them; all encode endpoints are written comma-joined without spaces.
+// pod carries them; all encode endpoints are written comma-joined without spaces. The one
+// exception to the deletion is x-data-parallel-host-port: pd-profile-handler owns it and sets it
+// in ProcessResults, before this runs (a client copy never gets here: the EPP's ext_proc server
+// drops every routing header a client sends).
 func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, prefillProfile, encodeProfile string) Written {
 	var w Written
 	if request == nil {
@@ -45,7 +48,9 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 		request.Headers = map[string]string{}
 	}
 	for _, h := range protocol.RoutingHeaders {
-		deleteFold(request.Headers, h)
+		if h != protocol.HeaderDataParallelHostPort {
+			deleteFold(request.Headers, h)
+		}
 	}
 	if result == nil {
 		return w

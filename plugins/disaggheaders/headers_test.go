@@ -162,3 +162,31 @@ func TestWriteIdempotent(t *testing.T) {
 		t.Fatal("nil header map not handled")
 	}
 }
+
+// pd-profile-handler (primaryPort) sets x-data-parallel-host-port in ProcessResults, before
+// Write runs in PreRequest: Write must keep it while it clears the routing headers it owns.
+func TestWriteKeepsProfileHandlersDataParallelHeader(t *testing.T) {
+	tests := []struct {
+		name   string
+		result *fwksched.SchedulingResult
+	}{
+		{name: "prefill ran", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(ep("10.0.0.1", "8000", nil))})},
+		{name: "decode only", result: result(map[string]*fwksched.ProfileRunResult{})},
+		{name: "no result", result: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &fwksched.LLMRequest{Headers: map[string]string{
+				protocol.HeaderDataParallelHostPort: "10.0.0.9:8001",
+				protocol.HeaderEncoderHostsPorts:    "10.0.0.7:1",
+			}}
+			Write(r, tt.result, "prefill", "encode")
+			if got := r.Headers[protocol.HeaderDataParallelHostPort]; got != "10.0.0.9:8001" {
+				t.Errorf("data-parallel header %q, want the profile handler's 10.0.0.9:8001", got)
+			}
+			if _, ok := r.Headers[protocol.HeaderEncoderHostsPorts]; ok {
+				t.Errorf("stale encoder header survived: %v", r.Headers)
+			}
+		})
+	}
+}

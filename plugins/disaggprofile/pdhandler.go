@@ -18,8 +18,8 @@ import (
 )
 
 // HeaderDataParallelHostPort is llm-d's data-parallel header, written by pd-profile-handler
-// when primaryPort is set.
-const HeaderDataParallelHostPort = "x-data-parallel-host-port"
+// when primaryPort is set. It is a protocol.RoutingHeaders member: a client copy is dropped.
+const HeaderDataParallelHostPort = protocol.HeaderDataParallelHostPort
 
 // PDParameters are pd-profile-handler's parameters (llm-d's deprecated handler).
 type PDParameters struct {

@@ -19,6 +19,11 @@ const (
 	// HeaderPrefillerKVConnector carries the KV connector of the picked prefill pod when the
 	// pod declares one (model.aibrix.ai/kv-connector-type). pdgate extension.
 	HeaderPrefillerKVConnector = "x-pdgate-prefiller-kv-connector"
+	// HeaderDataParallelHostPort is llm-d's data-parallel header: the decode rank's original
+	// host:port, written by pd-profile-handler when primaryPort is set (the decode pick's port
+	// is rewritten to the primary rank). pdgate's sidecar does not route on it, but an llm-d
+	// sidecar does, so a client must never be able to choose it.
+	HeaderDataParallelHostPort = "x-data-parallel-host-port"
 )
 
 // RoutingHeaders are every request header that steers the sidecar. The EPP clears all of
@@ -29,6 +34,7 @@ var RoutingHeaders = []string{
 	HeaderPrefillerBootstrapPort,
 	HeaderPrefillerEngine,
 	HeaderPrefillerKVConnector,
+	HeaderDataParallelHostPort,
 }
 
 // Client request headers with meaning to pdgate.

@@ -101,3 +101,24 @@ func TestStatusError(t *testing.T) {
 		t.Fatal("no marker expected")
 	}
 }
+
+// Every header the EPP writes to steer a sidecar (pdgate's or llm-d's) must be a routing
+// header: the EPP drops client copies and the sidecar strips it before the engine.
+func TestRoutingHeadersCoverSteeringHeaders(t *testing.T) {
+	for _, name := range []string{
+		"x-prefiller-host-port",
+		"x-encoder-hosts-ports",
+		"x-pdgate-prefiller-bootstrap-port",
+		"x-pdgate-prefiller-engine",
+		"x-pdgate-prefiller-kv-connector",
+		"x-data-parallel-host-port", // llm-d's sidecar routes on it (pd-profile-handler primaryPort)
+	} {
+		found := false
+		for _, h := range RoutingHeaders {
+			found = found || h == name
+		}
+		if !found {
+			t.Errorf("%s is not in RoutingHeaders: a client could set it through the gateway", name)
+		}
+	}
+}

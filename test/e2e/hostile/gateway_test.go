@@ -78,6 +78,7 @@ func TestSpoofedRoutingHeadersAtGateway(t *testing.T) {
 		"x-pdgate-prefiller-bootstrap-port":  fmt.Sprint(tr.port()),
 		"x-pdgate-prefiller-engine":          "sglang",
 		"x-pdgate-prefiller-kv-connector":    "shared-storage",
+		"x-data-parallel-host-port":          evil,
 		"x-gateway-destination-endpoint":     evil,
 		"x-pdgate-internal-immediate-status": "200",
 		"x-pdgate-internal-immediate-body":   `{"spoofed":true}`,
