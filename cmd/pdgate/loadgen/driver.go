@@ -51,6 +51,9 @@ type Config struct {
 	Classify Classifier
 	// KeepTraces keeps the last N decisions in the result.
 	KeepTraces int
+	// KeepSamples records every request's outcome and latencies in Result.Samples (for
+	// per-request analyses such as SLO goodput and CDFs).
+	KeepSamples bool
 	// Progress receives a progress bar (nil: none).
 	Progress io.Writer
 	Client   *http.Client
@@ -83,6 +86,24 @@ type Result struct {
 		E2E  Percentiles `json:"e2e"`
 	} `json:"latencyMs"`
 	Traces []TraceRecord `json:"traces,omitempty"`
+	// Samples holds one entry per request, in completion order (Config.KeepSamples).
+	Samples []Sample `json:"samples,omitempty"`
+}
+
+// Sample is one request as the client saw it. Latencies are wall milliseconds; TTFT and TPOT
+// are 0 when not measured (no token, or a single token for TPOT).
+type Sample struct {
+	Kind string `json:"kind"`
+	// IssuedMS is when the request was sent, in milliseconds since the run started.
+	IssuedMS float64 `json:"issuedMs"`
+	Status   int     `json:"status"`
+	// OK: a 200 whose body ended without a transport or stream error.
+	OK       bool    `json:"ok"`
+	Decision string  `json:"decision,omitempty"` // the classified decision type
+	Tokens   int     `json:"tokens"`
+	TTFTMS   float64 `json:"ttftMs"`
+	TPOTMS   float64 `json:"tpotMs"`
+	E2EMS    float64 `json:"e2eMs"`
 }
 
 type collector struct {
@@ -160,11 +181,13 @@ issue:
 		}
 		sent++
 		wg.Add(1)
-		go func(req workload.Request) {
+		go func(req workload.Request, issued time.Duration) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			c.record(cfg, req, do(runCtx, cfg, req))
-		}(req)
+			o := do(runCtx, cfg, req)
+			o.issued = issued
+			c.record(cfg, req, o)
+		}(req, time.Since(start))
 	}
 	issued := time.Now()
 	drained := make(chan struct{})
@@ -197,6 +220,7 @@ type outcome struct {
 	decision     string
 	ttft, e2e    time.Duration
 	tokens       int
+	issued       time.Duration
 }
 
 func do(ctx context.Context, cfg Config, req workload.Request) outcome {
@@ -325,12 +349,14 @@ func (c *collector) record(cfg Config, req workload.Request, o outcome) {
 	if o.streamErr || (o.transportErr != nil && o.status != 0 && !o.hung) {
 		c.res.StreamErrors++
 	}
+	decisionType := ""
 	if o.decision != "" {
 		kind, legs := "unknown", []Leg(nil)
 		if cfg.Classify != nil {
 			kind, legs = cfg.Classify(o.decision)
 		}
 		c.res.Decisions[kind]++
+		decisionType = kind
 		for _, l := range legs {
 			if c.res.PodLegs[l.Pod] == nil {
 				c.res.PodLegs[l.Pod] = map[string]int{}
@@ -346,18 +372,28 @@ func (c *collector) record(cfg Config, req workload.Request, o outcome) {
 	} else if o.status == http.StatusOK {
 		c.res.Decisions["untraced"]++
 	}
-	if o.status == http.StatusOK && o.transportErr == nil && !o.streamErr {
+	ok := o.status == http.StatusOK && o.transportErr == nil && !o.streamErr
+	var ttft, tpot time.Duration
+	if ok {
 		c.ok++
 		c.e2e = append(c.e2e, o.e2e)
 		c.res.OutputTokens += o.tokens
 		if o.tokens > 0 && o.ttft > 0 {
+			ttft = o.ttft
 			c.ttft = append(c.ttft, o.ttft)
 		}
 		if o.tokens > 1 {
-			c.tpot = append(c.tpot, (o.e2e-o.ttft)/time.Duration(o.tokens-1))
+			tpot = (o.e2e - o.ttft) / time.Duration(o.tokens-1)
+			c.tpot = append(c.tpot, tpot)
 		}
 	}
+	if cfg.KeepSamples {
+		c.res.Samples = append(c.res.Samples, Sample{Kind: req.Kind, IssuedMS: msf(o.issued), Status: o.status,
+			OK: ok, Decision: decisionType, Tokens: o.tokens, TTFTMS: msf(ttft), TPOTMS: msf(tpot), E2EMS: msf(o.e2e)})
+	}
 }
+
+func msf(d time.Duration) float64 { return round3(float64(d) / float64(time.Millisecond)) }
 
 // progress draws a bar on cfg.Progress every 200 ms until stopped.
 func (c *collector) progress(cfg Config, start time.Time) (stop func()) {

@@ -113,7 +113,7 @@ func TestRunCountsEverything(t *testing.T) {
 	}
 	res, err := Run(context.Background(), Config{
 		URL: gw.URL, Gen: gen, MaxRequests: 10, Concurrency: 2, Trace: true, Classify: classify,
-		RequestTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond, KeepTraces: 2,
+		RequestTimeout: time.Minute, DrainTimeout: 300 * time.Millisecond, KeepTraces: 2, KeepSamples: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +132,27 @@ func TestRunCountsEverything(t *testing.T) {
 	}
 	if len(res.Traces) != 2 {
 		t.Fatalf("kept %d traces, want 2", len(res.Traces))
+	}
+	// One sample per request: the three good streams carry their latencies and decision,
+	// the 503 and the hung request are recorded as not OK without latencies.
+	if len(res.Samples) != 5 {
+		t.Fatalf("samples %d, want 5: %+v", len(res.Samples), res.Samples)
+	}
+	okCount := 0
+	for _, s := range res.Samples {
+		if !s.OK {
+			if s.TTFTMS != 0 || s.TPOTMS != 0 {
+				t.Errorf("failed request %+v has latencies", s)
+			}
+			continue
+		}
+		okCount++
+		if s.Tokens != 4 || s.TTFTMS <= 0 || s.TPOTMS < 0 || s.E2EMS < s.TTFTMS || s.Decision != "prefill-decode" || s.Status != 200 {
+			t.Errorf("sample %+v", s)
+		}
+	}
+	if okCount != 3 {
+		t.Fatalf("ok samples %d, want 3", okCount)
 	}
 }
 
