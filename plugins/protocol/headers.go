@@ -57,6 +57,9 @@ const (
 	HeaderErrorPrefill = "x-error-pd-prefill"
 	// HeaderErrorDecode marks a response that failed in the decode leg (watchdog, engine).
 	HeaderErrorDecode = "x-error-pd-decode"
+	// HeaderErrorEncode marks a response that failed in the encode fan-out (E/P/D): an encoder
+	// call failed, so neither prefill nor decode ran. pdgate extension, named like llm-d's two.
+	HeaderErrorEncode = "x-error-pd-encode"
 	// HeaderDecision is the compact decision trace the EPP returns when asked.
 	HeaderDecision = "x-pdgate-decision"
 	// HeaderPrefillOutcome is set by the sidecar on the response: "ok", "failed", "skipped",

@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // multimodalTypes are the content item types that an encoder computes embeddings for.
@@ -120,7 +121,8 @@ func (p *Proxy) runEncoders(w http.ResponseWriter, r *http.Request, rq *request)
 				return true, false
 			}
 			rq.log.Info("encode leg failed", "item", i, "err", lerr.Error())
-			writeError(w, http.StatusBadGateway, "encode request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256))
+			writeError(w, http.StatusBadGateway, "encode request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256),
+				protocol.HeaderErrorEncode)
 			return true, false
 		}
 	}

@@ -78,6 +78,11 @@ func TestEncodeFailure(t *testing.T) {
 	if resp.StatusCode != 502 || !strings.Contains(body, "encode request failed") || len(dec.requests()) != 0 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
+	// The failing leg is named like the prefill and decode ones, and only that one.
+	if resp.Header.Get("x-error-pd-encode") != "true" || resp.Header.Get(protocol.HeaderErrorPrefill) != "" ||
+		resp.Header.Get(protocol.HeaderErrorDecode) != "" {
+		t.Fatalf("error headers %v, want only x-error-pd-encode: true", resp.Header)
+	}
 }
 
 func TestEncodersAllRefusedMeansDecodeOnly(t *testing.T) {

@@ -111,8 +111,8 @@ func TestSimulatorDropsConnections(t *testing.T) {
 	c.checkSettled(t, base)
 }
 
-// Every encoder failing: E/P/D requests get 502 from the sidecar's encode fan-out with an
-// OpenAI error body; text-only requests are unaffected.
+// Every encoder failing: E/P/D requests get 502 with x-error-pd-encode from the sidecar's
+// encode fan-out (and an OpenAI error body); text-only requests are unaffected.
 func TestEncoderFailing(t *testing.T) {
 	topo := topology(t, `name: faults-epd
 eppConfig: ../llmd/e-p-d.yaml
@@ -131,8 +131,8 @@ pods:
 		}
 		return request{}
 	})
-	checkOutcomes(t, rep, "502/InternalServerError")
-	hit(t, rep, "502/InternalServerError")
+	checkOutcomes(t, rep, "502/x-error-pd-encode")
+	hit(t, rep, "502/x-error-pd-encode")
 	if rep.outcomes["200"] == 0 {
 		t.Errorf("text-only requests must still succeed: %s", rep)
 	}

@@ -99,7 +99,7 @@ func outcome(r result) string {
 	case r.status == http.StatusOK:
 		return "cut"
 	}
-	for _, h := range []string{"x-error-pd-prefill", "x-error-pd-decode"} {
+	for _, h := range []string{"x-error-pd-prefill", "x-error-pd-decode", "x-error-pd-encode"} {
 		if r.header.Get(h) == "true" {
 			return strconv.Itoa(r.status) + "/" + h
 		}
