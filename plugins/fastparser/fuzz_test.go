@@ -3,26 +3,29 @@ package fastparser
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
 )
 
-// FuzzParseRequest checks that any body either fails cleanly or parses into a payload the
-// director can send: raw bytes unchanged, or a map that marshals to JSON; and that this
-// parser accepts a body exactly when GIE's openai-parser does (keys are case-sensitive in
-// both for the top level, see README for the one known difference).
+// FuzzParseRequest is the differential test against GIE's openai-parser (encoding/json): a
+// body is accepted exactly when GIE accepts it, every field plugins read is equal (the typed
+// API struct, Stream, the prompt text, the cache salt), and the payload is sendable: the raw
+// bytes unchanged, or a map that marshals to JSON.
 func FuzzParseRequest(f *testing.F) {
 	for _, c := range parseCases() {
-		f.Add(c.path, c.body)
+		if len(c.body) < 4096 {
+			f.Add(c.path, c.body)
+		}
 	}
 	f.Add("/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]}],"x":{"y":[1,2,{"z":null}]}}`)
 	stock := openai.NewOpenAIParser()
 	parsers := []*Parser{New("", Params{Payload: ModeMap, RawValueBytes: 4}), New("", Params{Payload: ModeRaw})}
 	f.Fuzz(func(t *testing.T, path, body string) {
 		h := map[string]string{":path": path}
-		_, stockErr := stock.ParseRequest(context.Background(), []byte(body), h)
+		want, stockErr := stock.ParseRequest(context.Background(), []byte(body), h)
 		for _, p := range parsers {
 			got, err := p.ParseRequest(context.Background(), []byte(body), h)
 			if (err == nil) != (stockErr == nil) {
@@ -30,6 +33,12 @@ func FuzzParseRequest(f *testing.F) {
 			}
 			if err != nil {
 				continue
+			}
+			if !reflect.DeepEqual(want.Completions, got.Completions) || !reflect.DeepEqual(want.ChatCompletions, got.ChatCompletions) ||
+				!reflect.DeepEqual(want.Responses, got.Responses) || !reflect.DeepEqual(want.Conversations, got.Conversations) ||
+				!reflect.DeepEqual(want.Embeddings, got.Embeddings) || want.Stream != got.Stream ||
+				want.PromptText() != got.PromptText() || want.CacheSalt() != got.CacheSalt() {
+				t.Fatalf("%s: fields differ:\nstock %+v\nfast  %+v", p.p.Payload, want, got)
 			}
 			switch v := got.Payload.(type) {
 			case fwksched.RawPayload:
@@ -41,6 +50,10 @@ func FuzzParseRequest(f *testing.F) {
 				if err != nil || !json.Valid(b) {
 					t.Fatalf("payload map does not marshal: %v", err)
 				}
+				wm := want.Payload.(fwksched.PayloadMap)
+				if v["model"] != wm["model"] || v["stream"] != wm["stream"] {
+					t.Fatalf("model/stream: stock %v %v, fast %v %v", wm["model"], wm["stream"], v["model"], v["stream"])
+				}
 			default:
 				t.Fatalf("payload %T", got.Payload)
 			}
@@ -48,27 +61,39 @@ func FuzzParseRequest(f *testing.F) {
 	})
 }
 
-// FuzzSplitObject checks the top-level splitter against encoding/json on every valid object.
-func FuzzSplitObject(f *testing.F) {
+// FuzzScanner checks the scanner's grammar against encoding/json on any input, and its string
+// decoding on every valid string.
+func FuzzScanner(f *testing.F) {
 	for _, c := range parseCases() {
-		f.Add(c.body)
+		if len(c.body) < 4096 {
+			f.Add(c.body)
+		}
 	}
-	f.Add(`{"a\"b":"x]}","c":[{"d":"}"}], "e" : -1.5e3 ,"a\"b":true}`)
-	f.Fuzz(func(t *testing.T, body string) {
-		var want map[string]json.RawMessage
-		if json.Unmarshal([]byte(body), &want) != nil || want == nil {
-			return
+	f.Add(`"\ud800\udc00\udbff\udfff\ud800x\udc00"`)
+	f.Add(`[1,-0,0.5e+3,"a\"b\\"]`)
+	f.Fuzz(func(t *testing.T, in string) {
+		s := scanner{b: []byte(in)}
+		s.ws()
+		ok := s.skip()
+		if ok {
+			s.ws()
+			ok = s.i == len(in)
 		}
-		got, err := splitObject([]byte(body))
-		if err != nil {
-			t.Fatalf("split %q: %v", body, err)
+		if ok != json.Valid([]byte(in)) {
+			t.Fatalf("scanner valid=%v, encoding/json valid=%v", ok, !ok)
 		}
-		if len(got) != len(want) {
-			t.Fatalf("%d members, want %d", len(got), len(want))
-		}
-		for _, m := range got {
-			if string(m.value) != string(want[m.key]) {
-				t.Fatalf("%q = %s, want %s", m.key, m.value, want[m.key])
+		if ok && len(in) > 0 {
+			s := scanner{b: []byte(in)}
+			if s.peek() != '"' {
+				return
+			}
+			start, end, plain, _ := s.str()
+			var want string
+			if err := json.Unmarshal([]byte(in), &want); err != nil {
+				t.Fatal(err)
+			}
+			if got := unquote([]byte(in)[start:end], plain); got != want {
+				t.Fatalf("unquote %q = %q, want %q", in, got, want)
 			}
 		}
 	})

@@ -4,7 +4,8 @@
 //
 // GIE's openai-parser decodes the body twice (into map[string]any and into the API struct)
 // and the director re-marshals the map, so a 220 KB prompt is unescaped into Go strings twice
-// and escaped back once. This parser decodes the API struct once and either
+// and escaped back once. This parser walks the bytes once with a validating scanner that
+// decodes only the API struct's fields (the prompt text straight from the bytes), and either
 //   - keeps the original bytes (payload: raw), or
 //   - hands the director a PayloadMap whose large values are the original JSON text
 //     (payload: map), which the director only copies back when it re-marshals.
@@ -98,6 +99,43 @@ type embeddingsEnv struct {
 
 // ParseRequest implements fwkrh.Parser.
 func (p *Parser) ParseRequest(_ context.Context, body []byte, headers map[string]string) (*fwksched.LLMRequestBody, error) {
+	api := apiType(requestPath(headers))
+	d, err := decodeFast(body, api)
+	switch {
+	case errors.Is(err, errNotObject), errors.Is(err, errSyntax):
+		if mapErr := bodyMapError(body); mapErr != nil {
+			return nil, mapErr
+		}
+		if errors.Is(err, errSyntax) {
+			// encoding/json accepts what the scanner rejected: never seen (the differential
+			// fuzz test guards it), but agreeing with GIE matters more than speed here.
+			return p.parseStd(body, headers)
+		}
+		return nil, apiError(api) // a null body
+	case err != nil:
+		return nil, apiError(api)
+	case !checkAPI(d.body):
+		return nil, apiError(api)
+	}
+	out := d.body
+	out.Stream = d.stream
+	if p.p.Payload == ModeRaw && d.modelOK && !rewriteWanted(headers, d.model) {
+		out.Payload = fwksched.RawPayload(body)
+		return out, nil
+	}
+	// Map mode, or a raw-mode request whose model is rewritten by header or is missing: the
+	// director must see a PayloadMap to rewrite the model (or answer its "model not found").
+	m, err := p.payloadMap(d.members)
+	if err != nil {
+		return nil, err
+	}
+	out.Payload = m
+	return out, nil
+}
+
+// parseStd is the encoding/json path (decode the API struct, split the object); kept only as
+// the fallback should the scanner ever reject what encoding/json accepts.
+func (p *Parser) parseStd(body []byte, headers map[string]string) (*fwksched.LLMRequestBody, error) {
 	out, env, err := decodeAPI(body, headers)
 	if err != nil {
 		return nil, err
@@ -108,13 +146,11 @@ func (p *Parser) ParseRequest(_ context.Context, body []byte, headers map[string
 		out.Payload = fwksched.RawPayload(body)
 		return out, nil
 	}
-	// Map mode, or a raw-mode request whose model is rewritten by header or is missing: the
-	// director must see a PayloadMap to rewrite the model (or answer its "model not found").
-	m, err := p.payloadMap(body)
-	if err != nil {
-		return nil, err
+	var m map[string]any
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, fmt.Errorf("error unmarshaling request bodyMap: %w", err)
 	}
-	out.Payload = m
+	out.Payload = fwksched.PayloadMap(m)
 	return out, nil
 }
 
@@ -179,39 +215,24 @@ func decodeAPI(body []byte, headers map[string]string) (*fwksched.LLMRequestBody
 	return out, env, nil
 }
 
-// payloadMap splits the top-level object; values up to RawValueBytes (and model, stream) are
-// decoded as GIE's parser would, larger ones stay as their JSON text (sub-slices of body).
-// body has been validated by decodeAPI.
-func (p *Parser) payloadMap(body []byte) (fwksched.PayloadMap, error) {
-	if string(trimSpace(body)) == "null" {
-		// GIE's parser accepts a null body as an empty map; the director then answers 400.
-		return fwksched.PayloadMap{}, nil
-	}
-	members, err := splitObject(body)
-	if err != nil {
-		return nil, fmt.Errorf("error unmarshaling request bodyMap: %w", err)
-	}
+// payloadMap builds the director's map from the top-level members the scan recorded; values
+// up to RawValueBytes (and model, stream) are decoded as GIE's parser would, larger ones stay
+// as their JSON text (sub-slices of the body). A duplicate key keeps its last value.
+func (p *Parser) payloadMap(members []member) (fwksched.PayloadMap, error) {
 	m := make(fwksched.PayloadMap, len(members))
 	for _, kv := range members {
-		if len(kv.value) > p.p.RawValueBytes && !p.fields[kv.key] {
-			m[kv.key] = json.RawMessage(kv.value)
+		key := unquote(kv.key, kv.plain)
+		if len(kv.value) > p.p.RawValueBytes && !p.fields[key] {
+			m[key] = json.RawMessage(kv.value)
 			continue
 		}
 		var x any
 		if err := json.Unmarshal(kv.value, &x); err != nil {
-			return nil, fmt.Errorf("error unmarshaling request bodyMap: field %q: %w", kv.key, err)
+			return nil, fmt.Errorf("error unmarshaling request bodyMap: field %q: %w", key, err)
 		}
-		m[kv.key] = x
+		m[key] = x
 	}
 	return m, nil
-}
-
-func trimSpace(b []byte) []byte {
-	b = b[skipSpace(b, 0):]
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t' || b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 // modelName returns the model when the body's "model" is a JSON string.
