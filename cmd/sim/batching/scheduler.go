@@ -64,6 +64,13 @@ type Observer interface {
 	Preempted(r *Request)
 }
 
+// FirstTokenObserver is an optional Observer extension told when a request emits its first
+// token (with the scheduler's lock held, like Observer). Virtual-time cluster simulations use
+// it: a request whose KV was transferred has no prefill step, so PrefillDone never fires.
+type FirstTokenObserver interface {
+	FirstToken(r *Request)
+}
+
 // Request is one sequence in the scheduler. Set the exported fields before Submit.
 type Request struct {
 	ID           string

@@ -199,6 +199,9 @@ func (s *Scheduler) emit(r *Request, now time.Time) {
 	s.stats.GeneratedTokens++
 	if r.generated == 1 {
 		r.firstAt = now
+		if o, ok := s.cfg.Observer.(FirstTokenObserver); ok {
+			o.FirstToken(r)
+		}
 	}
 	if s.cfg.Policy == PolicyPreempt {
 		r.reserved++

@@ -1,0 +1,151 @@
+package simbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/plugins/pdpair"
+)
+
+// epp is an EndpointPickerConfig instantiated through the EPP's own plugin registration, with
+// GIE's scheduler and the request-control hooks the director calls.
+type epp struct {
+	sched    *scheduling.Scheduler
+	prepare  []fwkrc.PrepareDataPlugin
+	admit    []fwkrc.AdmissionPlugin
+	pre      []fwkrc.PreRequest
+	respHead []fwkrc.ResponseHeader
+	respBody []fwkrc.ResponseBody
+	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
+	cpu   time.Duration
+	calls int
+}
+
+// loadEPP reads an EndpointPickerConfig file ("" = GIE's default config) and builds it for
+// the given pods; now is the virtual clock for plugins that accept one.
+func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
+	var raw []byte
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("read EndpointPickerConfig: %w", err)
+		}
+		raw = b
+	}
+	logger := logr.Discard()
+	rawCfg, _, err := pluginset.LoadRaw(raw, logger)
+	if err != nil {
+		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
+	}
+	names := make([]types.NamespacedName, len(pods))
+	for i, p := range pods {
+		names[i] = types.NamespacedName{Namespace: "default", Name: p.Name}
+	}
+	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return names })
+	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
+	if err != nil {
+		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
+	}
+	e := &epp{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)}
+	for _, p := range handle.GetAllPlugins() {
+		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
+			if err := r.ResolveReferences(handle); err != nil {
+				return nil, fmt.Errorf("EndpointPickerConfig %s: resolve %s: %w", file, p.TypedName(), err)
+			}
+		}
+		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
+			pp.Selector().Now = now
+		}
+		if v, ok := p.(fwkrc.PrepareDataPlugin); ok {
+			e.prepare = append(e.prepare, v)
+		}
+		if v, ok := p.(fwkrc.AdmissionPlugin); ok {
+			e.admit = append(e.admit, v)
+		}
+		if v, ok := p.(fwkrc.PreRequest); ok {
+			e.pre = append(e.pre, v)
+		}
+		if v, ok := p.(fwkrc.ResponseHeader); ok {
+			e.respHead = append(e.respHead, v)
+		}
+		if v, ok := p.(fwkrc.ResponseBody); ok {
+			e.respBody = append(e.respBody, v)
+		}
+	}
+	return e, nil
+}
+
+// threadCPU is the calling thread's CPU time.
+func threadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
+}
+
+// errAdmission marks a request an admission plugin refused (the EPP answers 429/503).
+type errAdmission struct{ err error }
+
+func (e errAdmission) Error() string { return "not admitted: " + e.err.Error() }
+
+// schedule runs one request through the director's order: snapshot the endpoints, PrepareData,
+// admission, Schedule, PreRequest.
+func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*pod) (*fwksched.SchedulingResult, error) {
+	start := threadCPU()
+	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
+	snap := make([]fwksched.Endpoint, len(pods))
+	for i, p := range pods {
+		snap[i] = fwksched.NewEndpoint(p.meta, p.metrics, p.attrs)
+	}
+	for _, p := range e.prepare {
+		_ = p.PrepareRequestData(ctx, req, snap)
+	}
+	for _, p := range e.admit {
+		if err := p.AdmitRequest(ctx, req, snap); err != nil {
+			return nil, errAdmission{err}
+		}
+	}
+	res, err := e.sched.Schedule(ctx, req, snap)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range e.pre {
+		p.PreRequest(ctx, req, res)
+	}
+	return res, nil
+}
+
+// responseHeader runs the ResponseHeader hooks (first bytes of the response).
+func (e *epp) responseHeader(ctx context.Context, req *fwksched.LLMRequest, headers map[string]string, target *fwkdl.EndpointMetadata) {
+	start := threadCPU()
+	resp := &fwkrc.Response{RequestId: req.RequestId, Headers: headers}
+	for _, p := range e.respHead {
+		p.ResponseHeader(ctx, req, resp, target)
+	}
+	e.cpu += threadCPU() - start
+}
+
+// responseEnd runs the ResponseBody hooks for the end of the stream, with usage.
+func (e *epp) responseEnd(ctx context.Context, req *fwksched.LLMRequest, prompt, completion int, target *fwkdl.EndpointMetadata) {
+	start := threadCPU()
+	resp := &fwkrc.Response{RequestId: req.RequestId, Headers: map[string]string{}, EndOfStream: true,
+		Usage: fwkrc.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}}
+	for _, p := range e.respBody {
+		p.ResponseBody(ctx, req, resp, target)
+	}
+	e.cpu += threadCPU() - start
+}

@@ -1,0 +1,156 @@
+package simbench
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
+)
+
+// Result is one run's outcome.
+type Result struct {
+	sent, ended int
+	failed      map[string]int
+	ttft, tpot  []float64 // ms, served requests
+	e2e         []float64
+	perPod      []podLoad
+
+	Summary Summary
+}
+
+type podLoad struct {
+	name, role             string
+	primary, prefill, done int
+}
+
+// Dist is a latency distribution in milliseconds.
+type Dist struct {
+	P50, P90, P99, Mean float64
+}
+
+// Summary is what the report prints for one run.
+type Summary struct {
+	Requests, Served int
+	Failed           map[string]int
+	TTFT, TPOT, E2E  Dist
+	// Goodput is the share of sent requests meeting both SLOs.
+	Goodput float64
+	// Spread is max/min requests per pod among the pods serving the request's primary (decode
+	// or combined) leg, and among prefill pods; CV is the coefficient of variation.
+	DecodeSpread, DecodeCV   float64
+	PrefillSpread, PrefillCV float64
+	// EPPCPUMicrosPerRequest is the EPP's thread CPU (PrepareData, admission, Schedule,
+	// PreRequest, response hooks) per request.
+	EPPCPUMicrosPerRequest float64
+	VirtualSeconds         float64
+	WallSeconds            float64
+	RequestsPerWallSecond  float64
+}
+
+func newResult(pods int) *Result {
+	return &Result{failed: map[string]int{}, perPod: make([]podLoad, pods)}
+}
+
+func (r *Result) record(q *request, ttft, tpot, e2e time.Duration) {
+	r.ttft = append(r.ttft, ms(ttft))
+	r.e2e = append(r.e2e, ms(e2e))
+	if q.a.Output > 1 {
+		r.tpot = append(r.tpot, ms(tpot))
+	} else {
+		r.tpot = append(r.tpot, math.NaN())
+	}
+	q.decode.doneCount()
+}
+
+func (p *pod) doneCount() { p.sim.res.perPod[p.idx].done++ }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// SLO is the goodput target: a request is good when both hold.
+type SLO struct {
+	TTFT, TPOT time.Duration
+}
+
+func (r *Result) finish(s *Sim, wall time.Duration) {
+	for i, p := range s.pods {
+		r.perPod[i] = podLoad{name: p.spec.Name, role: p.spec.Role, primary: p.primary, prefill: p.prefillLegs, done: r.perPod[i].done}
+	}
+	sum := Summary{Requests: r.sent, Served: len(r.ttft), Failed: r.failed,
+		VirtualSeconds: s.now().Sub(s.start).Seconds(), WallSeconds: wall.Seconds()}
+	if r.sent > 0 {
+		sum.EPPCPUMicrosPerRequest = float64(s.epp.cpu) / float64(time.Microsecond) / float64(r.sent)
+	}
+	if wall > 0 {
+		sum.RequestsPerWallSecond = float64(r.sent) / wall.Seconds()
+	}
+	sum.TTFT, sum.E2E = dist(r.ttft), dist(r.e2e)
+	sum.TPOT = dist(r.tpot)
+	var dec, pre []float64
+	for _, p := range r.perPod {
+		switch p.role {
+		case RolePrefill:
+			pre = append(pre, float64(p.prefill))
+		default:
+			dec = append(dec, float64(p.primary))
+		}
+	}
+	sum.DecodeSpread, sum.DecodeCV = spread(dec)
+	sum.PrefillSpread, sum.PrefillCV = spread(pre)
+	r.Summary = sum
+}
+
+// Goodput is the share of sent requests that were served within both SLOs.
+func (r *Result) Goodput(slo SLO) float64 {
+	if r.sent == 0 {
+		return 0
+	}
+	good := 0
+	for i := range r.ttft {
+		okTPOT := math.IsNaN(r.tpot[i]) || r.tpot[i] <= ms(slo.TPOT)
+		if r.ttft[i] <= ms(slo.TTFT) && okTPOT {
+			good++
+		}
+	}
+	return float64(good) / float64(r.sent)
+}
+
+func dist(v []float64) Dist {
+	s := make([]float64, 0, len(v))
+	var sum float64
+	for _, x := range v {
+		if !math.IsNaN(x) {
+			s = append(s, x)
+			sum += x
+		}
+	}
+	if len(s) == 0 {
+		return Dist{P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Mean: math.NaN()}
+	}
+	slices.Sort(s)
+	return Dist{P50: report.Percentile(s, 50), P90: report.Percentile(s, 90), P99: report.Percentile(s, 99), Mean: sum / float64(len(s))}
+}
+
+// spread returns max/min (+Inf when a pod got nothing) and the coefficient of variation.
+func spread(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	lo, hi, sum := math.Inf(1), 0.0, 0.0
+	for _, x := range v {
+		lo, hi, sum = min(lo, x), max(hi, x), sum+x
+	}
+	mean := sum / float64(len(v))
+	var ss float64
+	for _, x := range v {
+		ss += (x - mean) * (x - mean)
+	}
+	cv := math.NaN()
+	if mean > 0 {
+		cv = math.Sqrt(ss/float64(len(v))) / mean
+	}
+	if lo == 0 {
+		return math.Inf(1), cv
+	}
+	return hi / lo, cv
+}

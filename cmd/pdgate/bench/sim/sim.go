@@ -1,0 +1,324 @@
+// Package simbench is `pdgate bench sim`: GIE's real scheduler with pdgate's plugins, driven
+// in virtual time against simulated pods that use the simulator's own cost model, batching
+// scheduler and prefix cache (cmd/sim), so routing policies can be compared at fleet scale and
+// the EPP's own CPU cost per request is measured on the side.
+package simbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/sim/batching"
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/cmd/sim/kvcache"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Overheads are the data path's costs outside the engines, in virtual time.
+type Overheads struct {
+	// Route is the gateway and EPP time before a request leaves the gateway (ext_proc round
+	// trips, body handling, the scheduling decision).
+	Route time.Duration
+	// Hop is one HTTP traversal between two processes (gateway → sidecar, sidecar → engine,
+	// a response chunk back).
+	Hop time.Duration
+	// Step is added to every engine step: the real simulator's step ends on a wall-clock
+	// timer, which fires late by the host's timer and scheduling latency.
+	Step time.Duration
+}
+
+// Config is one simulation run.
+type Config struct {
+	Profile   *costmodel.Profile
+	Pods      []PodSpec
+	EPPConfig string // EndpointPickerConfig file; "" = GIE's default config
+	Model     string
+	Source    Source
+	// Scrape is the EPP's metrics refresh interval (GIE's default: 50 ms).
+	Scrape    time.Duration
+	Overheads Overheads
+	KVPolicy  batching.KVFullPolicy
+}
+
+// Sim is one virtual-time cluster run.
+type Sim struct {
+	cfg    Config
+	prof   *costmodel.Profile
+	clock  *batching.FakeClock
+	start  time.Time
+	pods   []*pod
+	byName map[string]*pod
+	byAddr map[string]*pod
+	epp    *epp
+	ctx    context.Context
+
+	srcDone  bool
+	inflight int
+	nextID   int
+	res      *Result
+}
+
+// request is one client request in flight.
+type request struct {
+	id       int
+	a        Arrival
+	llm      *fwksched.LLMRequest
+	hashes   []uint64
+	arrival  time.Time
+	firstAt  time.Time
+	decode   *pod
+	prefill  *pod
+	outcome  string
+	finished bool
+}
+
+// New builds the pods and the EPP for cfg.
+func New(cfg Config) (*Sim, error) {
+	if cfg.Profile == nil || cfg.Source == nil || len(cfg.Pods) == 0 {
+		return nil, errors.New("sim: Profile, Source and Pods are required")
+	}
+	if cfg.Scrape <= 0 {
+		cfg.Scrape = 50 * time.Millisecond
+	}
+	if cfg.Model == "" {
+		cfg.Model = cfg.Profile.Model
+	}
+	prof := *cfg.Profile
+	s := &Sim{cfg: cfg, prof: &prof, clock: batching.NewFakeClock(), byName: map[string]*pod{}, byAddr: map[string]*pod{},
+		ctx: context.Background()}
+	s.start = s.clock.Now()
+	if cfg.Overheads.Step > 0 {
+		// the step lag rides on the decode step's base cost and the prefill step's overhead,
+		// the two terms every step pays exactly once
+		ms := float64(cfg.Overheads.Step) / float64(time.Millisecond)
+		s.prof.Decode.BaseMs += ms
+		s.prof.Prefill.OverheadMs += ms
+	}
+	for i, spec := range cfg.Pods {
+		p, err := newPod(s, i, spec, s.prof, cfg.KVPolicy)
+		if err != nil {
+			return nil, err
+		}
+		s.pods = append(s.pods, p)
+		s.byName[spec.Name] = p
+		s.byAddr[spec.Addr()] = p
+	}
+	e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now)
+	if err != nil {
+		return nil, err
+	}
+	s.epp = e
+	s.res = newResult(len(s.pods))
+	return s, nil
+}
+
+// Run drives the whole workload to completion and returns the results.
+func (s *Sim) Run() (*Result, error) {
+	// EPP CPU is read per thread: keep the loop on one.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	wall := time.Now()
+	for _, p := range s.pods {
+		p.scrape(s.clock.Now())
+	}
+	s.scheduleNext()
+	s.clock.AfterFunc(s.cfg.Scrape, s.scrapeAll)
+	for {
+		d, ok := s.clock.NextIn()
+		if !ok {
+			break
+		}
+		s.clock.Advance(max(d, 0))
+	}
+	if s.inflight != 0 {
+		return nil, fmt.Errorf("sim: %d requests still in flight when no event was left", s.inflight)
+	}
+	s.res.finish(s, time.Since(wall))
+	return s.res, nil
+}
+
+func (s *Sim) now() time.Time { return s.clock.Now() }
+
+// defer0 runs f at the current virtual instant, after the running callback returns (engine
+// callbacks hold the engine's lock).
+func (s *Sim) defer0(f func()) { s.clock.AfterFunc(0, f) }
+
+func (s *Sim) scheduleNext() {
+	a, ok := s.cfg.Source.Next()
+	if !ok {
+		s.srcDone = true
+		return
+	}
+	s.clock.AfterFunc(a.At-s.now().Sub(s.start), func() {
+		s.arrive(a)
+		s.scheduleNext()
+	})
+}
+
+func (s *Sim) scrapeAll() {
+	now := s.now()
+	for _, p := range s.pods {
+		p.scrape(now)
+	}
+	if !s.srcDone || s.inflight > 0 {
+		s.clock.AfterFunc(s.cfg.Scrape, s.scrapeAll)
+	}
+}
+
+func (s *Sim) arrive(a Arrival) {
+	s.nextID++
+	id := "req-" + strconv.Itoa(s.nextID)
+	headers := map[string]string{"x-request-id": id}
+	for k, v := range a.Headers {
+		headers[k] = v
+	}
+	r := &request{id: s.nextID, a: a, arrival: s.now()}
+	r.llm = &fwksched.LLMRequest{RequestId: id, TargetModel: s.cfg.Model, Headers: headers, Body: a.Body,
+		RequestSizeBytes: a.Bytes}
+	s.inflight++
+	s.res.sent++
+	res, err := s.epp.schedule(s.ctx, r.llm, s.pods)
+	if err != nil {
+		s.fail(r, "epp: "+errClass(err))
+		return
+	}
+	pr := res.ProfileResults[res.PrimaryProfileName]
+	if pr == nil || len(pr.TargetEndpoints) == 0 {
+		s.fail(r, "epp: no target")
+		return
+	}
+	r.decode = s.byName[pr.TargetEndpoints[0].GetMetadata().NamespacedName.Name]
+	if r.decode == nil {
+		s.fail(r, "epp: unknown target")
+		return
+	}
+	if hp := r.llm.Headers[protocol.HeaderPrefillerHostPort]; hp != "" {
+		r.prefill = s.byAddr[hp]
+		if r.prefill == nil {
+			s.fail(r, "epp: prefill target not in the pool")
+			return
+		}
+	}
+	// the sim's prompt and decoded body are no longer needed by the EPP after scheduling;
+	// keep only what the engines need
+	r.hashes = kvcache.BlockHashes(a.Tokens, s.prof.BlockSize)
+	r.decode.primary++
+	s.clock.AfterFunc(s.cfg.Overheads.Route+s.cfg.Overheads.Hop, func() { s.dispatch(r) })
+}
+
+func errClass(err error) string {
+	var ea errAdmission
+	if errors.As(err, &ea) {
+		return "not admitted"
+	}
+	return "scheduling failed"
+}
+
+// dispatch: the request reached the decode pod's sidecar (or a combined pod's).
+func (s *Sim) dispatch(r *request) {
+	prompt := len(r.a.Tokens)
+	if prompt >= s.prof.MaxModelLen {
+		s.fail(r, "prompt too long")
+		return
+	}
+	if r.prefill != nil {
+		r.prefill.prefillLegs++
+		l := &leg{kind: legPrefill, req: r}
+		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1,
+			CachedTokens: s.cachedOn(r.prefill, r)}
+		s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.prefill, l) })
+		return
+	}
+	l := &leg{kind: legLocal, req: r}
+	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output,
+		CachedTokens: s.cachedOn(r.decode, r)}
+	s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.decode, l) })
+}
+
+// cachedOn is the simulator's prefix-cache hit: whole blocks, the last prompt token always
+// computed.
+func (s *Sim) cachedOn(p *pod, r *request) int {
+	hit := min(p.cache.Match(r.hashes)*s.prof.BlockSize, len(r.a.Tokens))
+	return max(min(hit, len(r.a.Tokens)-1), 0)
+}
+
+func (s *Sim) submit(p *pod, l *leg) {
+	if err := p.submit(l); err != nil {
+		s.fail(l.req, "engine: "+err.Error())
+	}
+}
+
+// firstToken: the leg's prompt KV exists on p.
+func (s *Sim) firstToken(p *pod, l *leg) {
+	p.cache.Insert(l.req.hashes)
+	if l.kind == legPrefill {
+		return
+	}
+	r := l.req
+	r.firstAt = s.now()
+	headers := map[string]string{}
+	if r.prefill != nil {
+		headers[protocol.HeaderPrefillOutcome] = "ok"
+	}
+	s.epp.responseHeader(s.ctx, r.llm, headers, r.decode.meta)
+}
+
+// legDone ends a leg: a prefill leg hands the KV to the decode pod, a serving leg ends the
+// request.
+func (s *Sim) legDone(_ *pod, l *leg) {
+	r := l.req
+	if l.br.Progress().Err != nil {
+		s.fail(r, "engine: "+l.br.Progress().Err.Error())
+		return
+	}
+	if l.kind == legPrefill {
+		// prefill response → sidecar, decode request → engine, the engine's pull from the
+		// prefill server (a round trip), then the KV transfer itself
+		prompt := len(r.a.Tokens)
+		d := 4*s.cfg.Overheads.Hop + s.prof.KVTransferTime(prompt)
+		dl := &leg{kind: legDecode, req: r}
+		dl.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, CachedTokens: prompt, OutputTokens: r.a.Output}
+		s.clock.AfterFunc(d, func() { s.submit(r.decode, dl) })
+		return
+	}
+	s.complete(r)
+}
+
+// complete records a served request; tokens reach the client through the sidecar and the
+// gateway (two hops), which shifts first and last token alike.
+func (s *Sim) complete(r *request) {
+	back := 2 * s.cfg.Overheads.Hop
+	now := s.now()
+	ttft := r.firstAt.Sub(r.arrival) + back
+	e2e := now.Sub(r.arrival) + back
+	var tpot time.Duration
+	if r.a.Output > 1 {
+		tpot = now.Sub(r.firstAt) / time.Duration(r.a.Output-1)
+	}
+	s.res.record(r, ttft, tpot, e2e)
+	s.epp.responseEnd(s.ctx, r.llm, len(r.a.Tokens), r.a.Output, r.decode.meta)
+	s.end(r)
+}
+
+func (s *Sim) fail(r *request, why string) {
+	s.res.failed[why]++
+	if r.decode != nil {
+		s.epp.responseEnd(s.ctx, r.llm, 0, 0, r.decode.meta)
+	}
+	s.end(r)
+}
+
+func (s *Sim) end(r *request) {
+	if r.finished {
+		panic(fmt.Sprintf("sim: request %d ended twice", r.id))
+	}
+	r.finished = true
+	s.inflight--
+	s.res.ended++
+}
