@@ -44,11 +44,14 @@ var (
 	conversationFields = []string{"items", "metadata", "cache_salt"}
 	embeddingsFields   = []string{"input", "cache_salt"}
 	messageFields      = []string{"role", "content"}
+	blockFields        = []string{"type", "text", "image_url", "input_audio", "video_url"}
+	urlFields          = []string{"url"}
+	audioFields        = []string{"data", "format"}
 	folded             = map[string]string{}
 )
 
 func init() {
-	for _, names := range [][]string{chatFields, completionsFields, responsesFields, conversationFields, embeddingsFields, messageFields} {
+	for _, names := range [][]string{chatFields, completionsFields, responsesFields, conversationFields, embeddingsFields, messageFields, blockFields, urlFields, audioFields} {
 		for _, n := range names {
 			folded[n] = string(foldName([]byte(n)))
 		}
@@ -285,20 +288,90 @@ func (dc *decoder) content(c *fwksched.Content) bool {
 		c.Raw = ""
 		return dc.s.literal("null")
 	case '[':
-		span, ok := dc.s.value()
+		var blocks []fwksched.ContentBlock
+		typeErr := dc.typeErr
+		dc.typeErr = false
+		ok := dc.s.elements(func(n int) bool {
+			blocks = append(blocks, fwksched.ContentBlock{})
+			return dc.block(&blocks[n])
+		})
 		if !ok {
 			return false
 		}
-		var blocks []fwksched.ContentBlock
-		if err := json.Unmarshal(span, &blocks); err != nil {
-			dc.typeErr = true
+		if dc.typeErr {
+			// Content.UnmarshalJSON fails as a whole ("content format not supported").
 			return true
+		}
+		dc.typeErr = typeErr
+		if blocks == nil {
+			blocks = []fwksched.ContentBlock{}
 		}
 		c.Structured = blocks
 		return true
 	}
 	dc.typeErr = true
 	return dc.s.skip()
+}
+
+// block decodes one content block as encoding/json decodes into a fresh ContentBlock.
+func (dc *decoder) block(b *fwksched.ContentBlock) bool {
+	switch dc.s.peek() {
+	case 'n':
+		return dc.s.literal("null")
+	case '{':
+	default:
+		dc.typeErr = true
+		return dc.s.skip()
+	}
+	return dc.s.members(func(tok []byte, plain bool) bool {
+		switch fieldIndex(tok, plain, blockFields) {
+		case 0:
+			return dc.stringInto(&b.Type)
+		case 1:
+			return dc.stringInto(&b.Text)
+		case 2:
+			return dc.object(func(i int) bool {
+				if i == 0 {
+					return dc.stringInto(&b.ImageURL.Url)
+				}
+				return dc.s.skip()
+			}, urlFields)
+		case 3:
+			return dc.object(func(i int) bool {
+				switch i {
+				case 0:
+					return dc.stringInto(&b.InputAudio.Data)
+				case 1:
+					return dc.stringInto(&b.InputAudio.Format)
+				}
+				return dc.s.skip()
+			}, audioFields)
+		case 4:
+			return dc.object(func(i int) bool {
+				if i == 0 {
+					return dc.stringInto(&b.VideoURL.Url)
+				}
+				return dc.s.skip()
+			}, urlFields)
+		}
+		return dc.s.skip()
+	})
+}
+
+// object decodes a JSON object into a struct whose fields are names (null leaves it alone,
+// a non-object is a type mismatch); field(i) consumes the value of field i, -1 for unknown.
+func (dc *decoder) object(field func(i int) bool, names []string) bool {
+	switch dc.s.peek() {
+	case 'n':
+		return dc.s.literal("null")
+	case '{':
+	default:
+		dc.typeErr = true
+		return dc.s.skip()
+	}
+	return dc.s.members(func(tok []byte, plain bool) bool {
+		return field(fieldIndex(tok, plain, names))
+	})
 }
 
 // prompt follows Prompt.UnmarshalJSON: a string sets Raw, an array decodes into Strings,

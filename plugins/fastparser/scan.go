@@ -1,9 +1,12 @@
 package fastparser
 
 import (
+	"bytes"
+	"encoding/binary"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // maxDepth is encoding/json's nesting limit: 10000 nested arrays/objects are accepted, 10001
@@ -60,11 +63,24 @@ func (s *scanner) fail() bool {
 // str validates the string at s.i (which must be '"') and returns its token span and whether
 // it holds escapes or non-ASCII bytes (the cases where the text is not a plain copy).
 func (s *scanner) str() (start, end int, plain bool, ok bool) {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	b := s.b
 	start = s.i
 	j := s.i + 1
 	var high uint8
+	var highWord uint64
 	for {
+		// Eight bytes at a time while none is a quote, a backslash or a control byte (the
+		// usual has-less/has-zero bit tricks: exact about whether such a byte exists).
+		for j+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[j:])
+			q, bs := w^(lsb*'"'), w^(lsb*'\\')
+			if ((w-lsb*0x20)&^w|(q-lsb)&^q|(bs-lsb)&^bs)&msb != 0 {
+				break
+			}
+			highWord |= w & msb
+			j += 8
+		}
 		for j < len(b) && strClass[b[j]] != 1 {
 			high |= strClass[b[j]]
 			j++
@@ -75,7 +91,7 @@ func (s *scanner) str() (start, end int, plain bool, ok bool) {
 		switch c := b[j]; {
 		case c == '"':
 			s.i = j + 1
-			return start, j + 1, high == 0, true
+			return start, j + 1, high == 0 && highWord == 0, true
 		case c == '\\':
 			high |= 4
 			if j+1 >= len(b) {
@@ -333,59 +349,66 @@ func unquote(tok []byte, plain bool) string {
 	if plain {
 		return string(inner)
 	}
-	esc := false
-	for _, c := range inner {
-		if c == '\\' {
-			esc = true
-			break
-		}
-	}
-	if !esc && utf8.Valid(inner) {
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner)
 	}
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
 	out := make([]byte, 0, len(inner)+2*utf8.UTFMax)
 	for r := 0; r < len(inner); {
-		c := inner[r]
-		switch {
-		case c == '\\':
-			switch e := inner[r+1]; e {
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				rr := getu4(inner[r:])
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, getu4(inner[r:])); dec != unicode.ReplacementChar {
-						r += 6
-						out = utf8.AppendRune(out, dec)
-						continue
-					}
-					rr = unicode.ReplacementChar
-				}
-				out = utf8.AppendRune(out, rr)
+		// Eight ASCII bytes without a backslash are copied as one word.
+		if r+8 <= len(inner) && len(out)+8 <= cap(out) {
+			w := binary.LittleEndian.Uint64(inner[r:])
+			if bs := w ^ (lsb * '\\'); (w|(bs-lsb)&^bs)&msb == 0 {
+				n := len(out)
+				out = out[:n+8]
+				binary.LittleEndian.PutUint64(out[n:], w)
+				r += 8
 				continue
-			default: // '"', '\\', '/'
-				out = append(out, e)
 			}
-			r += 2
-		case c < utf8.RuneSelf:
-			out = append(out, c)
-			r++
-		default:
+		}
+		c := inner[r]
+		if c >= utf8.RuneSelf {
 			rr, size := utf8.DecodeRune(inner[r:])
 			r += size
 			out = utf8.AppendRune(out, rr)
+			continue
 		}
+		if c != '\\' {
+			out = append(out, c)
+			r++
+			continue
+		}
+		switch e := inner[r+1]; e {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			rr := getu4(inner[r:])
+			r += 6
+			if utf16.IsSurrogate(rr) {
+				if dec := utf16.DecodeRune(rr, getu4(inner[r:])); dec != unicode.ReplacementChar {
+					r += 6
+					out = utf8.AppendRune(out, dec)
+					continue
+				}
+				rr = unicode.ReplacementChar
+			}
+			out = utf8.AppendRune(out, rr)
+			continue
+		default: // '"', '\\', '/'
+			out = append(out, e)
+		}
+		r += 2
 	}
-	return string(out)
+	// out is not touched again: hand its bytes to the string without another copy.
+	return unsafe.String(unsafe.SliceData(out), len(out))
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.
