@@ -173,6 +173,10 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 		}
 	}
 	if rq.prefill == nil {
+		if body := p.peerPrefillBody(rq); body != nil && mode == "decode-only" {
+			p.servePeerPrefill(w, r, rq, body)
+			return "prefill-leg"
+		}
 		p.decodeOnly(w, r, rq, outcomeSkipped)
 		return mode
 	}
