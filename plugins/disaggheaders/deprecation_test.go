@@ -10,11 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 )
 
 // Each deprecated plugin type logs its deprecation once per process, however many instances.
 func TestDeprecationLoggedOnce(t *testing.T) {
-	deprecationOnce = &sync.Map{}
+	deprecation.Reset()
 	var mu sync.Mutex
 	var lines []string
 	logger := funcr.New(func(prefix, args string) {

@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 )
 
 // Plugin type names. Both are deprecated in llm-d in favour of disagg-profile-handler, which
@@ -33,16 +33,6 @@ type Parameters struct {
 type Handler struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
-}
-
-var deprecationOnce = &sync.Map{} // type name → *sync.Once
-
-func logDeprecated(ctx context.Context, pluginType string) {
-	once, _ := deprecationOnce.LoadOrStore(pluginType, &sync.Once{})
-	once.(*sync.Once).Do(func() {
-		log.FromContext(ctx).Info("Deprecated: "+pluginType+" is deprecated, use disagg-profile-handler instead (it writes the disaggregation headers itself)",
-			"plugin", pluginType)
-	})
 }
 
 // ParseParameters decodes and defaults the parameters. Unknown fields are rejected.
@@ -78,7 +68,8 @@ func newHandler(pluginType, name string, raw json.RawMessage, handle fwkplugin.H
 	if handle != nil {
 		ctx = handle.Context()
 	}
-	logDeprecated(ctx, pluginType)
+	deprecation.Once(ctx, pluginType, "Deprecated: "+pluginType+" is deprecated, use disagg-profile-handler instead (it writes the disaggregation headers itself)",
+		"plugin", pluginType)
 	return &Handler{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: p}, nil
 }
 

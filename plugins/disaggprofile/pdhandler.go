@@ -14,6 +14,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -90,8 +91,6 @@ type PDHandler struct {
 	gate        ConditionalDecodeGate
 }
 
-var pdDeprecationOnce = &sync.Once{}
-
 // PDHandlerFactory creates pd-profile-handler.
 func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	ctx := context.Background()
@@ -103,9 +102,7 @@ func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle)
 		return nil, err
 	}
 	logger := log.FromContext(ctx)
-	pdDeprecationOnce.Do(func() {
-		logger.Info("Deprecated: pd-profile-handler is deprecated, use disagg-profile-handler instead")
-	})
+	deprecation.Once(ctx, PDHandlerType, "Deprecated: pd-profile-handler is deprecated, use disagg-profile-handler instead")
 	if p.PrimaryPort != 0 {
 		logger.Info("Deprecated: primaryPort not needed with Istio >= 1.28.1", "plugin", name)
 	}

@@ -7,13 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 )
 
 // Plugin type names.
@@ -22,13 +23,6 @@ const (
 	LegacySelectorType = "by-label-selector"
 	ByLabelType        = "by-label"
 )
-
-var deprecated = &sync.Map{}
-
-func logDeprecatedOnce(ctx context.Context, pluginType, msg string) {
-	once, _ := deprecated.LoadOrStore(pluginType, &sync.Once{})
-	once.(*sync.Once).Do(func() { log.FromContext(ctx).Info(msg, "plugin", pluginType) })
-}
 
 // Selector is label-selector-filter: keeps endpoints whose labels match a Kubernetes
 // LabelSelector (matchLabels AND matchExpressions).
@@ -44,7 +38,7 @@ func SelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) 
 
 // LegacySelectorFactory creates the deprecated by-label-selector alias.
 func LegacySelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	logDeprecatedOnce(ctxOf(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead")
+	deprecation.Once(ctxOf(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead", "plugin", LegacySelectorType)
 	return newSelector(LegacySelectorType, name, raw)
 }
 
@@ -97,7 +91,7 @@ type ByLabelParameters struct {
 
 // ByLabelFactory creates by-label.
 func ByLabelFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	logDeprecatedOnce(ctxOf(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead")
+	deprecation.Once(ctxOf(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead", "plugin", ByLabelType)
 	var p ByLabelParameters
 	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(t))

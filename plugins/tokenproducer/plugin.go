@@ -9,13 +9,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 )
 
 // Plugin type names; "tokenizer" is llm-d's deprecated alias.
@@ -213,8 +214,6 @@ func firstNonEmpty(v ...string) string {
 	return ""
 }
 
-var legacyOnce = &sync.Once{}
-
 // Factory creates token-producer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	return newProducer(Type, name, raw, handle)
@@ -222,9 +221,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // LegacyFactory creates the deprecated "tokenizer" alias.
 func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	legacyOnce.Do(func() {
-		log.FromContext(contextOf(handle)).Info("Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
-	})
+	deprecation.Once(contextOf(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
 	return newProducer(Type, name, raw, handle)
 }
 
