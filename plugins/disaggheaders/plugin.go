@@ -62,6 +62,9 @@ func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (f
 func newHandler(pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle) (*Handler, error) {
 	p, err := ParseParameters(raw)
 	if err != nil {
+		if pluginType != Type { // the message keeps llm-d's wording, which names the new type
+			return nil, fmt.Errorf("%s %q: %w", pluginType, name, err)
+		}
 		return nil, err
 	}
 	ctx := context.Background()

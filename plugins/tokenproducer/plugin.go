@@ -222,7 +222,12 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 // LegacyFactory creates the deprecated "tokenizer" alias.
 func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	deprecation.Once(contextOf(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
-	return newProducer(Type, name, raw, handle)
+	p, err := newProducer(Type, name, raw, handle)
+	if err != nil {
+		// The message keeps llm-d's wording, which names token-producer.
+		return nil, fmt.Errorf("%s %q: %w", LegacyType, name, err)
+	}
+	return p, nil
 }
 
 func newProducer(pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle) (*Producer, error) {
