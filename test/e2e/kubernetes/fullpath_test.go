@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pdgate/pdgate/test/kubetest"
 )
 
 // model is the simulator-pd sample's model.
@@ -80,33 +82,33 @@ func TestFullPath(t *testing.T) {
 		enginePort = commonPort(t, decodeIPs...)
 	}
 
-	objs := renderChart(t, rel, ns, []string{"config/samples/simulator-pd.yaml"}, map[string]any{
+	objs := kubetest.RenderChart(t, rel, ns, []string{"config/samples/simulator-pd.yaml"}, map[string]any{
 		"inferencePool": map[string]any{"targetPorts": []any{map[string]any{"number": poolPort}}},
 		"modelServers":  map[string]any{"decodeEnginePort": enginePort},
 	})
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	apply(ctx, t, objs)
-	prefillDep := find(t, objs, "Deployment", rel+"-vllm-prefill-group-0")
-	decodeDep := find(t, objs, "Deployment", rel+"-vllm-decode-group-0")
-	sidecarKC := kubeconfigAs(t, ns, rel+"-sidecar")
+	env.Apply(ctx, t, objs, "Deployment") // no controllers run here: the test plays kubelet and starts the processes itself
+	prefillDep := kubetest.Find(t, objs, "Deployment", rel+"-vllm-prefill-group-0")
+	decodeDep := kubetest.Find(t, objs, "Deployment", rel+"-vllm-decode-group-0")
+	sidecarKC := env.KubeconfigAs(t, ns, rel+"-sidecar")
 
 	// The pods: processes on loopback IPs, then the Pod objects a kubelet would report.
 	prefillLabels, prefillArgs := podTemplate(t, prefillDep, "containers", "engine")
 	start(t, "prefill-0", "sim", fmt.Sprintf("http://%s:%d/health", prefillIP, poolPort), nil,
 		append(rewrite(prefillArgs, map[string]string{"--host": prefillIP, "--advertise-host": prefillIP}), "--time-scale=50")...)
-	createPod(ctx, t, ns, "prefill-0", prefillIP, prefillLabels, true)
+	env.CreatePod(ctx, t, ns, "prefill-0", prefillIP, prefillLabels, true)
 	decodeLabels, _ := podTemplate(t, decodeDep, "containers", "engine")
 	for i, ip := range decodeIPs[:2] {
 		decodePod(t, fmt.Sprintf("decode-%d", i), ip, enginePort, poolPort, decodeDep, sidecarKC)
-		createPod(ctx, t, ns, fmt.Sprintf("decode-%d", i), ip, decodeLabels, true)
+		env.CreatePod(ctx, t, ns, fmt.Sprintf("decode-%d", i), ip, decodeLabels, true)
 	}
 
 	// The EPP with the chart's args, configs and RBAC; the dev gateway in front.
-	eppDep := find(t, objs, "Deployment", rel+"-epp")
+	eppDep := kubetest.Find(t, objs, "Deployment", rel+"-epp")
 	_, eppArgs := podTemplate(t, eppDep, "containers", "epp")
-	configs, _, _ := unstructured.NestedStringMap(find(t, objs, "ConfigMap", rel+"-epp").Object, "data")
+	configs, _, _ := unstructured.NestedStringMap(kubetest.Find(t, objs, "ConfigMap", rel+"-epp").Object, "data")
 	cfgDir := t.TempDir()
 	for k, v := range configs {
 		writeFile(t, cfgDir+"/"+k, v)
@@ -116,7 +118,7 @@ func TestFullPath(t *testing.T) {
 		"--grpc-port": fmt.Sprint(grpcPort), "--grpc-health-port": fmt.Sprint(healthPort),
 		"--metrics-port": fmt.Sprint(metricsPort), "--config-file": cfgDir + "/" + strings.TrimPrefix(valueOf(eppArgs, "--config-file"), "/config/"),
 	})
-	start(t, "epp", "epp", "", []string{"KUBECONFIG=" + kubeconfigAs(t, ns, rel+"-epp"), "NAMESPACE=" + ns, "POD_NAME=epp-0"}, eppArgs...)
+	start(t, "epp", "epp", "", []string{"KUBECONFIG=" + env.KubeconfigAs(t, ns, rel+"-epp"), "NAMESPACE=" + ns, "POD_NAME=epp-0"}, eppArgs...)
 	gwPort, adminPort := commonPort(t, "127.0.0.1"), commonPort(t, "127.0.0.1")
 	start(t, "gateway", "gateway", fmt.Sprintf("http://127.0.0.1:%d/healthz", adminPort), nil,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gwPort), "--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort),
@@ -157,14 +159,14 @@ func TestFullPath(t *testing.T) {
 
 	// 3. A pod that becomes unready stops receiving traffic.
 	began := time.Now()
-	setReady(ctx, t, ns, "decode-1", false)
+	env.SetReady(ctx, t, ns, "decode-1", false)
 	onlyDecode(t, gw, prompt, "decode-0")
 	t.Logf("decode-1 unready: routing converged on decode-0 in %s", time.Since(began).Round(time.Millisecond))
 
 	// 4. Scaling up: a new decode pod created through the API gets traffic.
 	decodePod(t, "decode-2", decodeIPs[2], enginePort, poolPort, decodeDep, sidecarKC)
 	began = time.Now()
-	createPod(ctx, t, ns, "decode-2", decodeIPs[2], decodeLabels, true)
+	env.CreatePod(ctx, t, ns, "decode-2", decodeIPs[2], decodeLabels, true)
 	eventuallyPicked(t, gw, prompt, "decode-2")
 	t.Logf("decode-2 created: first picked after %s", time.Since(began).Round(time.Millisecond))
 

@@ -1,11 +1,8 @@
 package ha
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -19,121 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
-
-// renderChart renders charts/pdgate like `helm install --dry-run` with the values files given
-// (paths relative to the repository root) plus overrides.
-func renderChart(t *testing.T, release, namespace string, files []string, overrides map[string]any) []*unstructured.Unstructured {
-	t.Helper()
-	vals := map[string]any{}
-	for _, f := range files {
-		v, err := chartutil.ReadValuesFile(filepath.Join(repoRoot(), f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		vals = chartutil.CoalesceTables(v.AsMap(), vals)
-	}
-	vals = chartutil.CoalesceTables(overrides, vals)
-	ch, err := loader.Load(filepath.Join(repoRoot(), "charts", "pdgate"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	install := action.NewInstall(&action.Configuration{Log: func(string, ...any) {}})
-	install.ClientOnly, install.DryRun, install.DisableHooks = true, true, true
-	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.35.3", Major: "1", Minor: "35"}
-	install.ReleaseName, install.Namespace = release, namespace
-	rel, err := install.Run(ch, vals)
-	if err != nil {
-		t.Fatalf("render chart: %v", err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewBufferString(rel.Manifest), 4096)
-	var objs []*unstructured.Unstructured
-	for {
-		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			t.Fatalf("decode manifest: %v", err)
-		}
-		if len(m) > 0 {
-			objs = append(objs, &unstructured.Unstructured{Object: m})
-		}
-	}
-}
-
-func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
-	t.Helper()
-	for _, o := range objs {
-		if o.GetKind() == kind && o.GetName() == name {
-			return o
-		}
-	}
-	t.Fatalf("chart rendered no %s %s", kind, name)
-	return nil
-}
-
-// apply creates every object on the API server as the admin.
-func apply(ctx context.Context, t *testing.T, objs []*unstructured.Unstructured) {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(adminCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(adminCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			t.Fatalf("%s: %v", gvk, err)
-		}
-		var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = dyn.Resource(m.Resource).Namespace(o.GetNamespace())
-		}
-		if _, err := ri.Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-}
-
-// kubeconfigAs writes a kubeconfig authenticating as the given ServiceAccount identity, so the
-// process gets exactly the RBAC the chart grants that ServiceAccount.
-func kubeconfigAs(t *testing.T, namespace, serviceAccount string) string {
-	t.Helper()
-	user, err := testEnv.AddUser(envtest.User{
-		Name:   "system:serviceaccount:" + namespace + ":" + serviceAccount,
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-	}, nil)
-	if err != nil {
-		t.Fatalf("add user: %v", err)
-	}
-	data, err := user.KubeConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 func freePort(t *testing.T) int {
 	t.Helper()

@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/pdgate/pdgate/test/kubetest"
 )
 
 // eppFromChart renders the chart with the values files, creates its objects (RBAC,
@@ -19,9 +21,9 @@ func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files [
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	objs := renderChart(t, release, ns, files, overrides)
-	apply(ctx, t, objs)
-	dep := find(t, objs, "Deployment", release+"-epp")
+	objs := kubetest.RenderChart(t, release, ns, files, overrides)
+	env.Apply(ctx, t, objs)
+	dep := kubetest.Find(t, objs, "Deployment", release+"-epp")
 	cs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 	c := cs[0].(map[string]any)
 	var spec eppSpec
@@ -34,8 +36,8 @@ func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files [
 			spec.env = append(spec.env, m["name"].(string)+"="+v)
 		}
 	}
-	spec.configs, _, _ = unstructured.NestedStringMap(find(t, objs, "ConfigMap", release+"-epp").Object, "data")
-	return spec, kubeconfigAs(t, ns, release+"-epp")
+	spec.configs, _, _ = unstructured.NestedStringMap(kubetest.Find(t, objs, "ConfigMap", release+"-epp").Object, "data")
+	return spec, env.KubeconfigAs(t, ns, release+"-epp")
 }
 
 // TestLeaderElection: two EPP replicas as the chart runs them (leader-election sample, the
