@@ -19,6 +19,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/inprocepp"
 )
 
 // startRealEPP runs the pdgate EPP (cmd/epp/runner) in standalone mode with an endpoints file.
@@ -83,7 +84,7 @@ func startRealEPP(t *testing.T, configPath string, pods []pod) *epp {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &epp{client: extProcPb.NewExternalProcessorClient(conn), port: port}
+	return &epp{EPP: &inprocepp.EPP{Client: extProcPb.NewExternalProcessorClient(conn), Port: port}, port: port}
 }
 
 // The same llm-d configs through the pdgate EPP binary's own assembly (standalone mode).

@@ -1,0 +1,181 @@
+// Package inprocepp assembles an EPP in process for the integration suites that drive plugin
+// sets through GIE's real machinery (test/integration/llmd, test/integration/aibrix): a user's
+// config file loaded through pdgate's plugin set, GIE's data layer scraping one metrics server
+// per pod on its own loopback address, GIE's scheduler and director, and GIE's ext_proc
+// StreamingServer wrapped by pdgate's ext_proc server, on a real gRPC listener.
+package inprocepp
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr/testr"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/epp/extproc"
+	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+)
+
+// Pod is one model-server pod of the test pool.
+type Pod struct {
+	Name, IP            string
+	Labels, Annotations map[string]string
+	// Metrics serves the pod's /metrics (and anything else the data layer asks for).
+	Metrics http.Handler
+}
+
+// Options are what differs between suites.
+type Options struct {
+	PoolName  string // the InferencePool's name, in namespace "default"
+	Verbosity int    // testr verbosity of the EPP's logs
+	// WrapDatastore, when set, wraps GIE's datastore (the EPP wraps it to mirror pod
+	// annotations into endpoint labels).
+	WrapDatastore func(datastore.Datastore) datastore.Datastore
+}
+
+// EPP is a running assembly.
+type EPP struct {
+	Client extProcPb.ExternalProcessorClient
+	Handle fwkplugin.Handle
+	DS     datastore.Datastore
+	Port   int // the pool's target port, shared by every pod's metrics server
+}
+
+// Start loads configPath exactly as a user's file and serves it over ext_proc until the test
+// ends.
+func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
+	t.Helper()
+	pluginset.RegisterAll()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	logger := testr.NewWithOptions(t, testr.Options{Verbosity: o.Verbosity})
+	ctx = log.IntoContext(ctx, logger)
+
+	port := ServeMetrics(t, pods)
+	raw, err := os.ReadFile(configPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawCfg, gates, err := pluginset.LoadRaw(raw, logger)
+	if err != nil {
+		t.Fatalf("load %s: %v", configPath, err)
+	}
+	rt := datalayer.NewRuntime(50 * time.Millisecond)
+	pool := datalayer.NewEndpointPool("default", o.PoolName)
+	pool.TargetPorts = []int{port}
+	var ds datastore.Datastore = datastore.NewDatastore(ctx, rt, 0).WithEndpointPool(pool)
+	if o.WrapDatastore != nil {
+		ds = o.WrapDatastore(ds)
+	}
+	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName {
+		var out []types.NamespacedName
+		for _, ep := range ds.PodList(datastore.AllPodsPredicate) {
+			out = append(out, ep.GetMetadata().NamespacedName)
+		}
+		return out
+	})
+	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
+	if err != nil {
+		t.Fatalf("instantiate %s: %v", configPath, err)
+	}
+	for _, p := range handle.GetAllPlugins() {
+		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
+			if err := r.ResolveReferences(handle); err != nil {
+				t.Fatalf("resolve %s: %v", p.TypedName(), err)
+			}
+		}
+	}
+	if err := rt.Configure(cfg.DataConfig, !gates[datalayer.EnableLegacyMetricsFeatureGate], "", logger); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		ds.PodUpdateOrAddIfNotExist(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "default", Labels: p.Labels, Annotations: p.Annotations},
+			Status:     corev1.PodStatus{PodIP: p.IP},
+		})
+	}
+	reqCfg := requestcontrol.NewConfig()
+	reqCfg.AddPlugins(handle.GetAllPlugins()...)
+	dag, err := datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins())
+	if err != nil {
+		t.Fatalf("data dependencies: %v", err)
+	}
+	reqCfg.OrderPrepareDataPlugins(dag)
+	parser := handlers.NewParser(cfg.ParserConfig)
+	sched := scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)
+	cands := requestcontrol.NewDatastoreEndpointCandidates(ds)
+	adm := requestcontrol.NewLegacyAdmissionController(cfg.SaturationDetector, cands)
+	dir := requestcontrol.NewDirectorWithConfig(ds, sched, adm, parser, cands, reqCfg)
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	// pdgate's ext_proc wrapper (routing-header stripping and removal, immediate answers such
+	// as the conditional-decode 412) around GIE's StreamingServer, as the EPP runs it.
+	extProcPb.RegisterExternalProcessorServer(srv, extproc.New(handlers.NewStreamingServer(ds, dir, parser), extproc.Options{}))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: handle, DS: ds, Port: port}
+}
+
+// ServeMetrics runs one HTTP server per pod on its loopback IP, all on one port (GIE pools
+// share target ports), and returns the port.
+func ServeMetrics(t *testing.T, pods []Pod) int {
+	t.Helper()
+	for attempt := 0; attempt < 20; attempt++ {
+		var listeners []net.Listener
+		port := 0
+		ok := true
+		for _, p := range pods {
+			l, err := net.Listen("tcp", net.JoinHostPort(p.IP, strconv.Itoa(port)))
+			if err != nil {
+				ok = false
+				break
+			}
+			if port == 0 {
+				port = l.Addr().(*net.TCPAddr).Port
+			}
+			listeners = append(listeners, l)
+		}
+		if !ok {
+			for _, l := range listeners {
+				_ = l.Close()
+			}
+			continue
+		}
+		for i, l := range listeners {
+			s := &http.Server{Handler: pods[i].Metrics, ReadHeaderTimeout: 5 * time.Second}
+			go func() { _ = s.Serve(l) }()
+			t.Cleanup(func() { _ = s.Close() })
+		}
+		return port
+	}
+	t.Fatal("could not bind the pods' metrics servers")
+	return 0
+}
