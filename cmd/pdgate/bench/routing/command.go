@@ -1,0 +1,92 @@
+// Package routing is `pdgate bench routing`: routing quality of every policy on the lab (real
+// simulators, sidecars, EPP and dev gateway) replaying the Azure LLM inference trace at
+// several loads and a synthetic mix, with TTFT/TPOT/E2E percentiles, SLO goodput, plots and
+// issue 10's two goals.
+package routing
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+)
+
+// Defaults of the full and the quick (--quick, make bench) variants.
+var (
+	DefaultOptions = Options{
+		Out: "bench-results/routing", BinDir: "bin", ConfigDir: "config/bench/routing",
+		AzureConv: workload.DefaultAzureConvPath, TraceOffset: 2000, Requests: 240, MixedRequests: 240,
+		Loads: []float64{0.5, 0.8, 1.0}, MixedLoad: 0.8, TimeScale: 1, Gap: 5 * time.Second,
+		SLO: SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}, Seed: 1, Subnet: "127.0.78",
+	}
+	quickRequests, quickMixedRequests = 160, 160
+)
+
+// NewCommand returns `pdgate bench routing`.
+func NewCommand() *cobra.Command {
+	o := DefaultOptions
+	o.Loads = append([]float64(nil), DefaultOptions.Loads...)
+	cmd := &cobra.Command{
+		Use:   "routing",
+		Short: "Routing quality: every policy on the lab replaying the Azure trace at 50/80/100 % load and a synthetic mix",
+		Long: `routing starts the lab (bin/sim with the calibrated cost model, bin/sidecar, bin/epp,
+bin/gateway) once per policy and replays, through the same gateway, a mixed phase (short
+chat, long RAG, multi-turn sessions) and the Azure LLM inference conversation trace at each
+load, a load being a share of the P/D fleet's capacity derived from the cost model. It reports
+TTFT, TPOT and E2E p50/p90/p99 (model time) and SLO goodput per policy and phase, plots, and
+issue 10's two goals. --quick (make bench) runs least-request, recommended and combined-only
+at 80 % load only, with fewer requests.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Quick {
+				f := cmd.Flags()
+				if !f.Changed("policies") {
+					o.Policies = QuickPolicies
+				}
+				if !f.Changed("loads") {
+					o.Loads = []float64{0.8}
+				}
+				if !f.Changed("requests") {
+					o.Requests = quickRequests
+				}
+				if !f.Changed("mixed-requests") {
+					o.MixedRequests = quickMixedRequests
+				}
+			}
+			o.Err = cmd.ErrOrStderr()
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			md, err := Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "report: %s\n", md)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", o.Out, "report directory (JSON, Markdown, PNG plots, lab logs under runs/)")
+	f.BoolVar(&o.Quick, "quick", false, "short variant (make bench): least-request, recommended, combined-only at 80 % load, fewer requests")
+	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory with sim, sidecar, epp and gateway (make build)")
+	f.StringVar(&o.ConfigDir, "config-dir", o.ConfigDir, "directory with pd.yaml, combined.yaml and the policies' EndpointPickerConfigs")
+	f.StringVar(&o.AzureConv, "azure-conv", o.AzureConv, "Azure LLM inference conversation trace (conv.csv)")
+	f.IntVar(&o.TraceOffset, "trace-offset", o.TraceOffset, "first trace row of the replayed slice")
+	f.IntVar(&o.Requests, "requests", o.Requests, "trace rows per azure phase (quick: 160)")
+	f.IntVar(&o.MixedRequests, "mixed-requests", o.MixedRequests, "requests of the mixed phase (quick: 160)")
+	f.Float64SliceVar(&o.Loads, "loads", o.Loads, "azure phases' loads as fractions of the P/D fleet's capacity (quick: 0.8)")
+	f.Float64Var(&o.MixedLoad, "mixed-load", o.MixedLoad, "mixed phase's load (0 = no mixed phase)")
+	f.StringSliceVar(&o.Policies, "policies", nil, "policies to run (default all; quick: least-request,recommended,combined-only)")
+	f.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "simulator model seconds per wall second")
+	f.DurationVar(&o.Gap, "phase-gap", o.Gap, "idle model time after each phase")
+	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput's time-to-first-token objective (model time)")
+	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput's time-per-output-token objective (model time)")
+	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of prompts and arrivals")
+	f.StringVar(&o.Subnet, "subnet", o.Subnet, "first three octets of the labs' loopback addresses")
+	return cmd
+}
