@@ -20,11 +20,10 @@ import (
 var (
 	DefaultOptions = Options{
 		Out: "bench-results/routing", BinDir: "bin", ConfigDir: "config/bench/routing",
-		AzureConv: workload.DefaultAzureConvPath, TraceOffset: 2000, Requests: 240, MixedRequests: 240,
-		Loads: []float64{0.5, 0.8, 1.0}, MixedLoad: 0.8, TimeScale: 1, Gap: 5 * time.Second,
+		AzureConv: workload.DefaultAzureConvPath, TraceOffset: 15900, Requests: 150, MixedRequests: 150,
+		Loads: []float64{0.5, 0.8, 1.0}, MixedLoad: 0.8, TimeScale: 0.5, Gap: 2 * time.Second,
 		SLO: SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}, Seed: 1, Subnet: "127.0.78",
 	}
-	quickRequests, quickMixedRequests = 160, 160
 )
 
 // NewCommand returns `pdgate bench routing`.
@@ -40,7 +39,7 @@ chat, long RAG, multi-turn sessions) and the Azure LLM inference conversation tr
 load, a load being a share of the P/D fleet's capacity derived from the cost model. It reports
 TTFT, TPOT and E2E p50/p90/p99 (model time) and SLO goodput per policy and phase, plots, and
 issue 10's two goals. --quick (make bench) runs least-request, recommended and combined-only
-at 80 % load only, with fewer requests.`,
+at 80 % load only.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -51,12 +50,6 @@ at 80 % load only, with fewer requests.`,
 				}
 				if !f.Changed("loads") {
 					o.Loads = []float64{0.8}
-				}
-				if !f.Changed("requests") {
-					o.Requests = quickRequests
-				}
-				if !f.Changed("mixed-requests") {
-					o.MixedRequests = quickMixedRequests
 				}
 			}
 			o.Err = cmd.ErrOrStderr()
@@ -72,13 +65,13 @@ at 80 % load only, with fewer requests.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "report directory (JSON, Markdown, PNG plots, lab logs under runs/)")
-	f.BoolVar(&o.Quick, "quick", false, "short variant (make bench): least-request, recommended, combined-only at 80 % load, fewer requests")
+	f.BoolVar(&o.Quick, "quick", false, "short variant (make bench): least-request, recommended, combined-only, azure at 80 % load and the mix")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "directory with sim, sidecar, epp and gateway (make build)")
 	f.StringVar(&o.ConfigDir, "config-dir", o.ConfigDir, "directory with pd.yaml, combined.yaml and the policies' EndpointPickerConfigs")
 	f.StringVar(&o.AzureConv, "azure-conv", o.AzureConv, "Azure LLM inference conversation trace (conv.csv)")
 	f.IntVar(&o.TraceOffset, "trace-offset", o.TraceOffset, "first trace row of the replayed slice")
-	f.IntVar(&o.Requests, "requests", o.Requests, "trace rows per azure phase (quick: 160)")
-	f.IntVar(&o.MixedRequests, "mixed-requests", o.MixedRequests, "requests of the mixed phase (quick: 160)")
+	f.IntVar(&o.Requests, "requests", o.Requests, "trace rows per azure phase")
+	f.IntVar(&o.MixedRequests, "mixed-requests", o.MixedRequests, "requests of the mixed phase")
 	f.Float64SliceVar(&o.Loads, "loads", o.Loads, "azure phases' loads as fractions of the P/D fleet's capacity (quick: 0.8)")
 	f.Float64Var(&o.MixedLoad, "mixed-load", o.MixedLoad, "mixed phase's load (0 = no mixed phase)")
 	f.StringSliceVar(&o.Policies, "policies", nil, "policies to run (default all; quick: least-request,recommended,combined-only)")

@@ -108,24 +108,24 @@ func setupSection(res *Results) report.Section {
 }
 
 func resultsSection(res *Results) report.Section {
-	t := report.Table{Columns: []string{"phase", "policy", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 ms", "goodput", "ok/sent", "lab CPU ms/req"}}
+	t := report.Table{Columns: []string{"phase", "policy", "TTFT p50/p90/p99 ms", "TPOT p50/p90/p99 ms", "E2E p50/p90/p99 ms", "goodput", "ok/sent", "lab CPU ms/req", "load avg"}}
 	q := func(v Quantiles, d int) string {
 		return report.F(v.P50, d) + " / " + report.F(v.P90, d) + " / " + report.F(v.P99, d)
 	}
 	for _, ph := range res.Phases {
 		for _, p := range res.Policies {
 			if p.Error != "" {
-				t.Rows = append(t.Rows, []string{ph.Name, p.Policy.Name, "failed: " + p.Error, "", "", "", "", ""})
+				t.Rows = append(t.Rows, []string{ph.Name, p.Policy.Name, "failed: " + p.Error, "", "", "", "", "", ""})
 				continue
 			}
 			c := p.Cells[ph.Name]
 			t.Rows = append(t.Rows, []string{ph.Name, p.Policy.Name, q(c.TTFT, 0), q(c.TPOT, 1), q(c.E2E, 0),
 				report.F(c.Goodput, 3), fmt.Sprintf("%d/%d", c.OK, c.Requests),
-				report.F(1000*p.LabCPUSeconds/math.Max(float64(p.Requests), 1), 1)})
+				report.F(1000*p.LabCPUSeconds/math.Max(float64(p.Requests), 1), 1), p.LoadAverage})
 		}
 	}
 	return report.Section{Title: "Results per phase and policy",
-		Text:   "Model-time latencies (nearest-rank percentiles). Lab CPU is every lab process's CPU time over the whole run divided by its requests.",
+		Text:   "Model-time latencies (nearest-rank percentiles). Lab CPU is every lab process's CPU time over the policy's whole run divided by its requests; load avg is the machine's 1-minute load average when the policy's run ended.",
 		Tables: []report.Table{t}}
 }
 

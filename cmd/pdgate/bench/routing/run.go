@@ -111,8 +111,13 @@ type PolicyResult struct {
 	// LabCPUSeconds is the CPU time every lab process used while the phases ran; per request
 	// it is the steadiest cost figure on a shared machine.
 	LabCPUSeconds float64 `json:"labCpuSeconds"`
-	Requests      int     `json:"requests"`
-	WallSeconds   float64 `json:"wallSeconds"`
+	// CPUByBinary splits LabCPUSeconds by binary (sim, sidecar, epp, gateway).
+	CPUByBinary map[string]float64 `json:"cpuByBinary"`
+	Requests    int                `json:"requests"`
+	WallSeconds float64            `json:"wallSeconds"`
+	// LoadAverage is the machine's 1-minute load average when the policy's phases ended
+	// (other programs' load slows the simulated GPUs down: see the README).
+	LoadAverage string `json:"loadAverage"`
 }
 
 // Run runs the bench and writes the report; it returns the Markdown report's path.
@@ -226,14 +231,27 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 		pr.Error = err.Error()
 		return pr
 	}
-	l, err := lab.Start(ctx, lab.Options{Topology: topo, BinDir: o.BinDir, Dir: filepath.Join(o.Out, "runs", p.Name),
-		Subnet: o.Subnet, Port: 0, ReadyTimeout: 90 * time.Second, Out: io.Discard, Err: o.Err})
-	if err != nil {
-		pr.Error = err.Error()
-		return pr
+	// Free ports are picked before the processes bind them, so another program on the
+	// machine can take one in between: a failed start is retried twice.
+	var l *lab.Lab
+	for try := 1; ; try++ {
+		l, err = lab.Start(ctx, lab.Options{Topology: topo, BinDir: o.BinDir, Dir: filepath.Join(o.Out, "runs", p.Name),
+			Subnet: o.Subnet, Port: 0, ReadyTimeout: 90 * time.Second, Out: io.Discard, Err: o.Err})
+		if err == nil {
+			break
+		}
+		if try == 3 || ctx.Err() != nil {
+			pr.Error = strings.Join(strings.Fields(err.Error()), " ")
+			return pr
+		}
+		fmt.Fprintf(o.Err, "policy %s: lab start failed, retrying: %v\n", p.Name, err)
 	}
 	defer l.Stop()
 	cpu0 := labCPU(l.Pids())
+	pr.CPUByBinary = map[string]float64{}
+	for name, v := range cpu0 {
+		pr.CPUByBinary[name] = -v
+	}
 	start := time.Now()
 	// The longest request of the trace (1,000 output tokens) must fit the bounds at any
 	// tested load: 10 model minutes, in wall time.
@@ -246,8 +264,16 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 		return pr
 	}
 	pr.WallSeconds = time.Since(start).Seconds()
-	pr.LabCPUSeconds = labCPU(l.Pids()) - cpu0
+	for name, v := range labCPU(l.Pids()) {
+		pr.CPUByBinary[name] += v
+		pr.LabCPUSeconds += pr.CPUByBinary[name]
+	}
 	pr.Requests = r.RequestsSent
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			pr.LoadAverage = f[0]
+		}
+	}
 	for _, ph := range phases {
 		pr.Cells[ph.Name] = Summarize(r.Samples, ph.Name, o.TimeScale, o.SLO)
 	}
@@ -301,10 +327,15 @@ func writeTopology(o Options, p Policy) (string, error) {
 	return path, nil
 }
 
-// labCPU sums user+system CPU seconds of processes (Linux /proc; 0 where unreadable).
-func labCPU(pids []int) float64 {
-	total := 0.0
+// labCPU sums user+system CPU seconds of processes by binary name (Linux /proc; processes
+// whose files cannot be read are left out).
+func labCPU(pids []int) map[string]float64 {
+	total := map[string]float64{}
 	for _, pid := range pids {
+		comm, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+		if err != nil {
+			continue
+		}
 		b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
 		if err != nil {
 			continue
@@ -317,7 +348,7 @@ func labCPU(pids []int) float64 {
 		}
 		u, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
-		total += (u + st) / clockTicks
+		total[strings.TrimSpace(string(comm))] += (u + st) / clockTicks
 	}
 	return total
 }
