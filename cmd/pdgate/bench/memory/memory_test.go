@@ -1,0 +1,150 @@
+package memory
+
+import (
+	"bufio"
+	"strings"
+	"testing"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/plugins/prefillscorer"
+)
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mut     func(*Options)
+		wantErr string
+	}{
+		{name: "defaults", mut: func(*Options) {}},
+		{name: "quick", mut: func(o *Options) { *o = DefaultOptions(true) }},
+		{name: "endpoints not rolesets", mut: func(o *Options) { o.Endpoints = 510 }, wantErr: "--endpoints=510"},
+		{name: "no sessions", mut: func(o *Options) { o.Sessions = 0 }, wantErr: "--sessions=0"},
+		{name: "negative prefix blocks", mut: func(o *Options) { o.PrefixBlocks = -1 }, wantErr: "--prefix-blocks=-1"},
+		{name: "no streams", mut: func(o *Options) { o.Streams = 0 }, wantErr: "--streams=0"},
+		{name: "streams ignored without sidecar", mut: func(o *Options) { o.Streams = 0; o.SkipSidecar = true }},
+		{name: "nothing to do", mut: func(o *Options) { o.SkipEPP, o.SkipSidecar = true, true }, wantErr: "leave nothing"},
+		{name: "no config", mut: func(o *Options) { o.ConfigFile = "" }, wantErr: "--config"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultOptions(false)
+			tt.mut(&o)
+			err := o.Validate()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("err %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestPromptsFillThePrefixTable checks the request generator against aibrix-pd-pair's own
+// prefix hashing: the prompts of a run carry at least the blocks asked for, every block
+// counted as distinct is, and the count the bench reports is exact.
+func TestPromptsFillThePrefixTable(t *testing.T) {
+	tests := []struct{ sessions, blocks int }{{50, 4000}, {200, 5000}, {7, 100}, {1000, 10}}
+	for _, tt := range tests {
+		o := DefaultOptions(false)
+		o.Sessions, o.PrefixBlocks = tt.sessions, tt.blocks
+		gen := newRequests(o)
+		table := prefillscorer.NewPrefixTable(prefixBlockRunes, 1<<30)
+		seen := map[uint64]int{}
+		for i := 0; i < tt.sessions; i++ {
+			x := gen.exchange(i)
+			if x.Headers["x-aibrix-session-key"] == "" || x.Headers["content-length"] == "" {
+				t.Fatalf("request %d lacks a session key or content-length: %v", i, x.Headers)
+			}
+			prompt := systemPrompt + " " + gen.prompt(i) + " "
+			for _, h := range table.Hashes(prompt) {
+				seen[h]++
+			}
+		}
+		shared := (len(systemPrompt) + 1) / prefixBlockRunes
+		distinct := 0
+		for _, n := range seen {
+			if n == 1 {
+				distinct++
+			}
+		}
+		if len(seen)-shared != distinct {
+			t.Errorf("%+v: %d blocks shared by several prompts, want %d (the system prompt's)", tt, len(seen)-distinct, shared)
+		}
+		if got := gen.blocks.Load(); got != int64(distinct) {
+			t.Errorf("%+v: generator counted %d distinct blocks, hashing finds %d", tt, got, distinct)
+		}
+		if distinct < tt.blocks {
+			t.Errorf("%+v: %d distinct blocks, want >= %d", tt, distinct, tt.blocks)
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	tests := []struct {
+		name, in string
+		want     Memory
+		wantErr  bool
+	}{
+		{name: "ok", in: "Name:\tepp\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads: 9\n", want: Memory{RSS: 1 << 20, HWM: 2 << 20}},
+		{name: "missing hwm", in: "VmRSS:\t 1 kB\n", wantErr: true},
+		{name: "bad unit", in: "VmRSS:\t 1 MB\nVmHWM:\t 1 kB\n", wantErr: true},
+		{name: "bad number", in: "VmRSS:\t x kB\nVmHWM:\t 1 kB\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatus([]byte(tt.in))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Fatalf("got %+v %v, want %+v err=%v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestFindSample(t *testing.T) {
+	page := "# HELP pdgate_token_load_sessions x\n# TYPE pdgate_token_load_sessions gauge\npdgate_token_load_sessions_other 3\npdgate_token_load_sessions 99871\n"
+	got, err := findSample(bufio.NewScanner(strings.NewReader(page)), "pdgate_token_load_sessions")
+	if err != nil || got != 99871 {
+		t.Fatalf("got %v %v", got, err)
+	}
+	if _, err := findSample(bufio.NewScanner(strings.NewReader(page)), "absent"); err == nil {
+		t.Fatal("absent metric found")
+	}
+}
+
+func TestGoals(t *testing.T) {
+	const mb = 1 << 20
+	pd := func(hwm int64, sessions int, errText string) EPPResult {
+		return EPPResult{Kind: eppharness.KindPdgate, After: Memory{RSS: hwm, HWM: hwm}, Sessions: sessions, Error: errText}
+	}
+	tests := []struct {
+		name     string
+		res      Results
+		wantMet  []bool
+		wantText []string
+	}{
+		{name: "both met", res: Results{Sessions: 10, EPP: []EPPResult{{Kind: eppharness.KindStockGIE}, pd(200*mb, 10, "")},
+			Sidecar: &SidecarResult{Streams: 5, Opened: 5, Held: Memory{HWM: 100 * mb}}},
+			wantMet: []bool{true, true}, wantText: []string{"200.0 MiB", "100.0 MiB"}},
+		{name: "over budget", res: Results{Sessions: 10, EPP: []EPPResult{pd(300*mb, 10, "")},
+			Sidecar: &SidecarResult{Streams: 5, Opened: 5, Held: Memory{HWM: 129 * mb}}},
+			wantMet: []bool{false, false}, wantText: []string{"300.0 MiB", "129.0 MiB"}},
+		{name: "sessions not all recorded", res: Results{Sessions: 10, EPP: []EPPResult{pd(100*mb, 9, "")}},
+			wantMet: []bool{false}, wantText: []string{"9 sessions"}},
+		{name: "streams not all open", res: Results{Sidecar: &SidecarResult{Streams: 5, Opened: 4, Held: Memory{HWM: mb}}},
+			wantMet: []bool{false}, wantText: []string{"4 of 5"}},
+		{name: "EPP failed", res: Results{EPP: []EPPResult{pd(0, -1, "boom")}},
+			wantMet: []bool{false}, wantText: []string{"not measured: boom"}},
+		{name: "EPP part failed early", res: Results{EPPError: "no cluster"}, wantMet: []bool{false}, wantText: []string{"not measured"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := goals(&tt.res)
+			if len(got) != len(tt.wantMet) {
+				t.Fatalf("%d goals, want %d", len(got), len(tt.wantMet))
+			}
+			for i, g := range got {
+				if g.Met != tt.wantMet[i] || !strings.Contains(g.Measured, tt.wantText[i]) {
+					t.Errorf("goal %d: %+v, want met=%v measured~%q", i, g, tt.wantMet[i], tt.wantText[i])
+				}
+			}
+		})
+	}
+}
