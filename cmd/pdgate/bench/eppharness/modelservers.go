@@ -182,14 +182,18 @@ func (ms *ModelServers) TotalScrapes() int64 {
 	return t
 }
 
-// WaitScraped waits until every host has been scraped at least `more` times beyond the counts
-// in base (from Snapshot), i.e. an EPP started after base holds every endpoint.
-func (ms *ModelServers) WaitScraped(ctx context.Context, base map[string]int64, more int64) error {
+// WaitScraped waits until each of hosts (none given: every host) has been scraped at least
+// `more` times beyond the counts in base (from Snapshot), i.e. an EPP started after base
+// scrapes every endpoint.
+func (ms *ModelServers) WaitScraped(ctx context.Context, base map[string]int64, more int64, hosts ...string) error {
+	if len(hosts) == 0 {
+		hosts = ms.hosts
+	}
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
 		missing := ""
-		for _, h := range ms.hosts {
+		for _, h := range hosts {
 			if ms.Scrapes(h) < base[h]+more {
 				missing = h
 				break

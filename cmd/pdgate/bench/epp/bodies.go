@@ -1,0 +1,100 @@
+package epp
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+)
+
+// Model is the model name every bench request asks for (the fake pods serve it).
+const Model = "m"
+
+var vocabulary = strings.Fields(`the of and to in is that for on with as by this are from be or at an
+which it not can data model request prefill decode cache token latency throughput report section
+table figure result system user context document retrieval answer question policy cluster node pod
+memory compute network storage budget quarter revenue customer contract clause appendix summary`)
+
+// chatRequest is an OpenAI chat completion request body.
+type chatRequest struct {
+	Model       string        `json:"model"`
+	Messages    []chatMessage `json:"messages"`
+	MaxTokens   int           `json:"max_tokens"`
+	Temperature float64       `json:"temperature"`
+	Stream      bool          `json:"stream"`
+}
+
+type chatMessage struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// ChatBody returns an OpenAI chat completion body of about size bytes (within 8 bytes for
+// sizes from 256 up): a short system prompt and a user message made of a document (words
+// with a line break every ~12 words, as in a pasted RAG context) led by a marker unique to
+// seed, so distinct seeds share no prompt prefix.
+func ChatBody(size int, seed uint64) []byte {
+	req := chatRequest{Model: Model, MaxTokens: 128, Temperature: 0.7, Messages: []chatMessage{
+		{Role: "system", Content: "You are a careful assistant. Answer from the documents provided."},
+		{Role: "user"},
+	}}
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	marker := "doc " + strconv.FormatUint(seed, 10) + ": "
+	var text strings.Builder
+	text.WriteString(marker)
+	for i := 1; ; i++ {
+		text.WriteString(vocabulary[rng.IntN(len(vocabulary))])
+		if i%12 == 0 {
+			text.WriteString("\n") // two bytes once JSON-escaped
+		} else {
+			text.WriteByte(' ')
+		}
+		if text.Len() > size {
+			break
+		}
+	}
+	full := text.String()
+	// Shrink the document until the encoded body fits; each step removes the excess bytes.
+	n := len(full)
+	for {
+		req.Messages[1].Content = full[:n]
+		b, _ := json.Marshal(req)
+		over := len(b) - size
+		if over <= 0 || n <= len(marker) {
+			return b
+		}
+		n -= max(1, over/2)
+		n = max(n, len(marker))
+	}
+}
+
+// BurstBody is a short chat turn with a prompt of its own (distinct from its first bytes).
+func BurstBody(i int) []byte {
+	b, _ := json.Marshal(chatRequest{Model: Model, MaxTokens: 64, Temperature: 0.7, Messages: []chatMessage{
+		{Role: "user", Content: fmt.Sprintf("%d: independent question number %d, please answer briefly", i*7919, i)},
+	}})
+	return b
+}
+
+// CompletionBody is the model server's non-streaming answer, with usage for token accounting.
+func CompletionBody(i, promptTokens int) []byte {
+	return fmt.Appendf(nil, `{"id":"chatcmpl-%d","object":"chat.completion","created":1764633600,"model":%q,`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"The report's figures agree with the table in section 3."},`+
+		`"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":12,"total_tokens":%d}}`,
+		i, Model, promptTokens, promptTokens+12)
+}
+
+// RequestHeaders are the headers Envoy forwards for a chat completion.
+func RequestHeaders(id string, bodyLen int) map[string]string {
+	return map[string]string{
+		":method": "POST", ":path": "/v1/chat/completions", ":authority": "pdgate-bench.local", ":scheme": "http",
+		"content-type": "application/json", "content-length": strconv.Itoa(bodyLen),
+		"x-request-id": id, "user-agent": "pdgate-bench/1", "accept": "application/json",
+	}
+}
+
+// ResponseHeaders are the model server's response headers as Envoy presents them.
+func ResponseHeaders(bodyLen int) map[string]string {
+	return map[string]string{":status": "200", "content-type": "application/json", "content-length": strconv.Itoa(bodyLen)}
+}

@@ -1,0 +1,235 @@
+package epp
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
+)
+
+// Goal sizes and thresholds (issue 10): with the full P/D plugin set, at least 0.8× stock
+// GIE's throughput at 1 KB and 5× at 220 KB; the recommended config spreads a burst over
+// equal pods with max/min ≤ 1.5.
+const (
+	goalSmall      = 1 << 10
+	goalLarge      = 220 << 10
+	goalSmallRatio = 0.8
+	goalLargeRatio = 5.0
+	goalSpread     = 1.5
+)
+
+// Goal is one goal's verdict.
+type Goal struct {
+	Config   string  `json:"config"`
+	Goal     string  `json:"goal"`
+	Measured float64 `json:"measured"`
+	Target   float64 `json:"target"`
+	Met      bool    `json:"met"`
+	Note     string  `json:"note,omitempty"`
+}
+
+// cpuRatio is the goal figure: requests per EPP CPU-second relative to the baseline
+// (baseline CPU/request ÷ this config's). On a shared machine wall-clock req/s moves with
+// the neighbours' load and with the client sharing the cores; CPU per request does not.
+func cpuRatio(base, x SizeResult) float64 {
+	return base.Load.CPUPerRequestMS() / x.Load.CPUPerRequestMS()
+}
+
+func rpsRatio(base, x SizeResult) float64 { return x.Load.ReqPerSec() / base.Load.ReqPerSec() }
+
+func sizeOf(c ConfigResult, bytes int) (SizeResult, bool) {
+	for _, s := range c.Sizes {
+		if s.Bytes == bytes {
+			return s, true
+		}
+	}
+	return SizeResult{}, false
+}
+
+// Goals evaluates the issue's goals on the results; the first config is the baseline.
+func Goals(res *Results) []Goal {
+	var out []Goal
+	if len(res.Configs) == 0 {
+		return nil
+	}
+	base := res.Configs[0]
+	for _, c := range res.Configs[1:] {
+		for _, g := range []struct {
+			size  int
+			ratio float64
+		}{{goalSmall, goalSmallRatio}, {goalLarge, goalLargeRatio}} {
+			b, ok1 := sizeOf(base, g.size)
+			x, ok2 := sizeOf(c, g.size)
+			if !ok1 || !ok2 {
+				continue
+			}
+			v := cpuRatio(b, x)
+			out = append(out, Goal{Config: c.Name, Goal: fmt.Sprintf("throughput at %s ≥ %.1f× %s", sizeLabel(g.size), g.ratio, base.Name),
+				Measured: v, Target: g.ratio, Met: v >= g.ratio && x.Load.OK == x.Load.Requests,
+				Note: fmt.Sprintf("req/s ratio %s", report.F(rpsRatio(b, x), 2))})
+		}
+	}
+	for _, c := range res.Configs {
+		if c.Recommended && c.Burst != nil {
+			out = append(out, Goal{Config: c.Name, Goal: fmt.Sprintf("burst max/min ≤ %.1f", goalSpread),
+				Measured: c.Spread, Target: goalSpread, Met: c.Spread <= goalSpread && c.Burst.Errors == 0,
+				Note: fmt.Sprintf("%d requests over %d equal pods", c.Burst.Requests, len(c.PrimaryPods))})
+		}
+	}
+	return out
+}
+
+func metText(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// build fills the report: request path, burst, memory, goals.
+func build(r *report.Report, o Options, res *Results) {
+	r.Data = struct {
+		*Results
+		Goals []Goal `json:"goals"`
+	}{res, Goals(res)}
+	r.Add(requestPathSection(o, res))
+	if o.Burst > 0 {
+		r.Add(burstSection(res))
+	}
+	r.Add(memorySection(res))
+	var rows [][]string
+	for _, g := range Goals(res) {
+		rows = append(rows, []string{g.Config, g.Goal, report.F(g.Measured, 2), metText(g.Met), g.Note})
+	}
+	r.Add(report.Section{Title: "Goals",
+		Text: "Throughput goals use EPP CPU per request (requests per EPP CPU-second, relative to the " +
+			"baseline): the steady figure on a shared machine. The wall-clock req/s ratio is shown next to it.",
+		Tables: []report.Table{{Columns: []string{"config", "goal", "measured", "verdict", "note"}, Rows: rows}}})
+}
+
+func requestPathSection(o Options, res *Results) report.Section {
+	var errs []string
+	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base"}
+	var rows [][]string
+	base := res.Configs[0]
+	rps := report.Plot{File: "epp-throughput.png", Title: "ext_proc throughput per body size", XLabel: "body (KB)",
+		YLabel: "requests/s", LogX: true, LogY: true, Kind: report.LinesPoints}
+	cpu := report.Plot{File: "epp-cpu.png", Title: "EPP CPU per request", XLabel: "body (KB)",
+		YLabel: "CPU ms / request", LogX: true, LogY: true, Kind: report.LinesPoints}
+	for _, c := range res.Configs {
+		if c.Error != "" {
+			errs = append(errs, fmt.Sprintf("* **%s** failed: `%s`", c.Name, firstLine(c.Error)))
+		}
+		rs, cs := report.Series{Name: c.Name}, report.Series{Name: c.Name}
+		for _, s := range c.Sizes {
+			b, ok := sizeOf(base, s.Bytes)
+			rr, cr := math.NaN(), math.NaN()
+			if ok {
+				rr, cr = rpsRatio(b, s), cpuRatio(b, s)
+			}
+			rows = append(rows, []string{c.Name, strconv.Itoa(c.Pods), sizeLabel(s.Bytes), report.F(s.Load.ReqPerSec(), 0),
+				report.F(s.Load.CPUPerRequestMS(), 3), report.F(s.RoutingP50MS, 2), report.F(s.RoutingP99MS, 2),
+				errCell(s.Load), report.F(rr, 2), report.F(cr, 2)})
+			kb := float64(s.Bytes) / 1024
+			rs.X, rs.Y = append(rs.X, kb), append(rs.Y, s.Load.ReqPerSec())
+			cs.X, cs.Y = append(cs.X, kb), append(cs.Y, s.Load.CPUPerRequestMS())
+		}
+		rps.Series, cpu.Series = append(rps.Series, rs), append(cpu.Series, cs)
+	}
+	var cfgRows [][]string
+	for _, c := range res.Configs {
+		cfgRows = append(cfgRows, []string{c.Name, string(c.Kind), c.Loaded, layoutText(c), report.F(c.IdleCPUMSPerS, 1)})
+	}
+	text := fmt.Sprintf("Real ext_proc gRPC over loopback, %d concurrent streams on %d HTTP/2 connections, "+
+		"FULL_DUPLEX_STREAMED with %d KB body frames, response phase included (response headers + a JSON "+
+		"completion with usage), OpenAI chat bodies; every EPP a real process in Kubernetes mode against a "+
+		"local kube-apiserver (envtest) with idle fake vLLM pods scraped every 50 ms. EPP CPU = utime+stime "+
+		"of the EPP process over the phase ÷ requests (metric scraping included, see idle CPU). Routing = "+
+		"from the last request body frame sent to the routing reply (request headers response). "+
+		"CPU efficiency × base = base CPU/request ÷ this config's.", o.Concurrency, o.Conns, o.ChunkSize>>10)
+	if len(errs) > 0 {
+		text += "\n\n" + strings.Join(errs, "\n")
+	}
+	return report.Section{Title: "EPP request path", Text: text,
+		Tables: []report.Table{
+			{Title: "Configs", Columns: []string{"config", "EPP", "config loaded", "pods", "idle CPU ms/s"}, Rows: cfgRows},
+			{Title: "Per body size", Columns: cols, Rows: rows},
+		},
+		Plots: []report.Plot{rps, cpu}}
+}
+
+func layoutText(c ConfigResult) string {
+	return fmt.Sprintf("%d (%d primary, layout %s)", c.Pods, len(c.PrimaryPods), c.Layout)
+}
+
+func errCell(l LoadResult) string {
+	n := l.Requests - l.OK
+	if n == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (%s)", n, firstLine(l.FirstErr))
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+func burstSection(res *Results) report.Section {
+	var rows [][]string
+	for _, c := range res.Configs {
+		if c.Burst == nil {
+			continue
+		}
+		counts := make([]int, 0, len(c.PrimaryPods))
+		for _, p := range c.PrimaryPods {
+			counts = append(counts, c.Burst.Dest[p])
+		}
+		sort.Sort(sort.Reverse(sort.IntSlice(counts)))
+		other := c.Burst.Requests - c.Burst.Errors
+		for _, n := range counts {
+			other -= n
+		}
+		rows = append(rows, []string{c.Name, strconv.Itoa(c.Burst.Requests), strings.Trim(fmt.Sprint(counts), "[]"),
+			strconv.Itoa(other), strconv.Itoa(c.Burst.Errors), report.F(c.Spread, 2)})
+	}
+	return report.Section{Title: "Burst spreading (through the EPP)",
+		Text: "Back-to-back requests with distinct short prompts, each sent once the previous one was routed, " +
+			"all kept in flight (no response) until the last was routed: a burst between two metric scrapes " +
+			"(the fake pods report the same idle metrics at every scrape). Counted over the 8 equal pods the " +
+			"primary profile may pick; `other` = routed elsewhere. max/min = – when a pod got none.",
+		Tables: []report.Table{{Columns: []string{"config", "requests", "per pod (sorted)", "other", "errors", "max/min"}, Rows: rows}}}
+}
+
+func memorySection(res *Results) report.Section {
+	var rows [][]string
+	mib := func(b int64) string { return report.F(float64(b)/(1<<20), 1) }
+	baseRSS := int64(0)
+	for i, c := range res.Configs {
+		if i == 0 {
+			baseRSS = c.Memory.RSS
+		}
+		rows = append(rows, []string{c.Name, strconv.Itoa(c.Pods), "after the load run", mib(c.Memory.RSS), mib(c.Memory.HWM),
+			report.F(float64(c.Memory.RSS)/float64(baseRSS), 2)})
+	}
+	for i, m := range res.Memory {
+		if i == 0 {
+			baseRSS = m.Memory.RSS
+		}
+		note := "idle, every endpoint scraped twice"
+		if m.Error != "" {
+			note = "failed: " + firstLine(m.Error)
+		}
+		rows = append(rows, []string{m.Config, strconv.Itoa(m.Endpoints), note, mib(m.Memory.RSS), mib(m.Memory.HWM),
+			report.F(float64(m.Memory.RSS)/float64(baseRSS), 2)})
+	}
+	return report.Section{Title: "EPP memory",
+		Text:   "VmRSS and VmHWM (peak) of each EPP process from /proc/<pid>/status; × base = RSS ÷ stock GIE's in the same setting.",
+		Tables: []report.Table{{Columns: []string{"config", "endpoints", "when", "RSS MiB", "peak MiB", "RSS × base"}, Rows: rows}}}
+}

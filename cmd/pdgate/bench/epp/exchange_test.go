@@ -1,0 +1,313 @@
+package epp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// fakeEPP is an in-process ext_proc server that behaves like GIE's streaming server: it
+// buffers the request body, answers with a headers reply carrying the destination and the
+// body streamed back in chunks, then answers the response headers and body.
+type fakeEPP struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	mode string // "", "immediate", "no-dest", "body-first", "silent", "header-only-dest"
+	dest func(body []byte) string
+
+	mu       sync.Mutex
+	bodies   [][]byte
+	frames   []int // body frames per request
+	respSeen int
+	served   []string
+	open     int
+	maxOpen  int
+}
+
+func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	f.mu.Lock()
+	f.open++
+	f.maxOpen = max(f.maxOpen, f.open)
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.open--; f.mu.Unlock() }()
+	var body []byte
+	frames := 0
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch v := req.GetRequest().(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+		case *extprocv3.ProcessingRequest_RequestBody:
+			body = append(body, v.RequestBody.GetBody()...)
+			frames++
+			if !v.RequestBody.GetEndOfStream() {
+				continue
+			}
+			f.mu.Lock()
+			f.bodies, f.frames = append(f.bodies, body), append(f.frames, frames)
+			f.mu.Unlock()
+			if err := f.route(srv, body); err != nil {
+				return err
+			}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			f.mu.Lock()
+			f.served = append(f.served, req.GetMetadataContext().GetFilterMetadata()[lbNamespace].GetFields()[servedKey].GetStringValue())
+			f.mu.Unlock()
+			if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+				ResponseHeaders: &extprocv3.HeadersResponse{}}}); err != nil {
+				return err
+			}
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			f.mu.Lock()
+			f.respSeen++
+			f.mu.Unlock()
+			for _, eos := range []bool{false, true} {
+				if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+					ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+						Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
+							Body: []byte("x"), EndOfStream: eos}}}}}}}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, body []byte) error {
+	switch f.mode {
+	case "immediate":
+		return srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+			ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}}}})
+	case "silent":
+		<-srv.Context().Done()
+		return nil
+	case "body-first":
+		return srv.Send(bodyReply(body, true))
+	}
+	dest := f.dest(body)
+	header := dest
+	if f.mode == "" { // the metadata carries the pick; a stale header must lose
+		header = "10.0.0.250:1"
+	}
+	hdrs := &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
+		SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-prefiller-host-port", RawValue: []byte("10.0.0.9:8000")}}}}}}
+	if f.mode != "no-dest" {
+		hdrs.Response.HeaderMutation.SetHeaders = append(hdrs.Response.HeaderMutation.SetHeaders,
+			&corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: destinationHeader, RawValue: []byte(header)}})
+	}
+	m := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hdrs}}
+	if f.mode == "" {
+		st, _ := structpb.NewStruct(map[string]any{lbNamespace: map[string]any{destinationHeader: dest + ",10.9.9.9:1"}})
+		m.DynamicMetadata = st
+	}
+	if err := srv.Send(m); err != nil {
+		return err
+	}
+	for off := 0; off < len(body); off += 1000 {
+		end := min(off+1000, len(body))
+		if err := srv.Send(bodyReply(body[off:end], end == len(body))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bodyReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
+		Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+			StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}}}}
+}
+
+// startFake serves f over an in-memory listener and returns a client on it.
+func startFake(t *testing.T, f *fakeEPP) *Client {
+	t.Helper()
+	if f.dest == nil {
+		f.dest = func([]byte) string { return "10.0.0.1:8000" }
+	}
+	l := bufconn.Listen(1 << 20)
+	s := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(s, f)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	conn, err := grpc.NewClient("passthrough:///fake", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	c := NewClient(extprocv3.NewExternalProcessorClient(conn))
+	c.MessageTimeout = 20 * time.Second
+	return c
+}
+
+func exchange(body []byte, chunk int) *Exchange {
+	resp := CompletionBody(1, 10)
+	return &Exchange{Headers: RequestHeaders("r1", len(body)), Body: body, ChunkSize: chunk,
+		RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+}
+
+func TestDoExchange(t *testing.T) {
+	body := ChatBody(40<<10, 1)
+	for _, tc := range []struct {
+		name      string
+		mode      string
+		chunk     int
+		wantDest  string
+		wantImm   int
+		wantErr   string
+		wantFrame int
+	}{
+		{name: "metadata wins, first of list", chunk: 16 << 10, wantDest: "10.0.0.1:8000", wantFrame: 3},
+		{name: "header only", mode: "header-only-dest", chunk: 64 << 10, wantDest: "10.0.0.1:8000", wantFrame: 1},
+		{name: "immediate", mode: "immediate", chunk: 16 << 10, wantImm: 503, wantFrame: 3},
+		{name: "no destination", mode: "no-dest", chunk: 16 << 10, wantErr: "without a destination", wantFrame: 3},
+		{name: "body before headers", mode: "body-first", chunk: 16 << 10, wantErr: "before the request headers reply", wantFrame: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeEPP{mode: tc.mode}
+			c := startFake(t, f)
+			o := c.Do(context.Background(), exchange(body, tc.chunk), nil, nil)
+			if tc.wantErr != "" {
+				if o.Err == nil || !strings.Contains(o.Err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", o.Err, tc.wantErr)
+				}
+			} else if o.Err != nil {
+				t.Fatal(o.Err)
+			}
+			if o.Immediate != tc.wantImm || (tc.wantErr == "" && o.Destination != tc.wantDest) {
+				t.Fatalf("outcome %+v", o)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if len(f.bodies) != 1 || string(f.bodies[0]) != string(body) || f.frames[0] != tc.wantFrame {
+				t.Fatalf("server saw %d bodies, frames %v", len(f.bodies), f.frames)
+			}
+			if o.OK() {
+				if f.respSeen != 1 || len(f.served) != 1 || f.served[0] != tc.wantDest || o.Prefill != "10.0.0.9:8000" {
+					t.Fatalf("response phase: seen %d, served %v, prefill %q", f.respSeen, f.served, o.Prefill)
+				}
+				if o.Routing <= 0 || o.RequestPhase < o.Routing {
+					t.Fatalf("timings %v %v", o.Routing, o.RequestPhase)
+				}
+			} else if f.respSeen != 0 {
+				t.Fatal("response phase ran after a failed request phase")
+			}
+		})
+	}
+}
+
+func TestDoTimesOutOnSilentEPP(t *testing.T) {
+	c := startFake(t, &fakeEPP{mode: "silent"})
+	c.MessageTimeout = 50 * time.Millisecond
+	o := c.Do(context.Background(), exchange(BurstBody(1), 0), nil, nil)
+	if o.Err == nil || !strings.Contains(o.Err.Error(), "no message within") {
+		t.Fatalf("outcome %+v", o)
+	}
+}
+
+func TestRunLoadCountsAndCPU(t *testing.T) {
+	dests := []string{"10.0.0.1:8000", "10.0.0.2:8000"}
+	var mu sync.Mutex
+	n := 0
+	f := &fakeEPP{dest: func([]byte) string { mu.Lock(); defer mu.Unlock(); n++; return dests[n%2] }}
+	c := startFake(t, f)
+	cpuCalls := 0
+	cpu := func() (time.Duration, error) { cpuCalls++; return time.Duration(cpuCalls) * 300 * time.Millisecond, nil }
+	bodies := [][]byte{ChatBody(1<<10, 1), ChatBody(1<<10, 2)}
+	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2], 0) }}
+	res, err := RunLoad(context.Background(), c, spec, cpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests != 60 || res.OK != 60 || res.Errors != 0 || len(res.RoutingMS) != 60 {
+		t.Fatalf("result %+v", res)
+	}
+	if res.Dest[dests[0]] != 30 || res.Dest[dests[1]] != 30 {
+		t.Fatalf("destinations %v", res.Dest)
+	}
+	if res.CPU != 300*time.Millisecond || math.Abs(res.CPUPerRequestMS()-5) > 1e-9 {
+		t.Fatalf("CPU %v, per request %v", res.CPU, res.CPUPerRequestMS())
+	}
+	for i := 1; i < len(res.RoutingMS); i++ {
+		if res.RoutingMS[i] < res.RoutingMS[i-1] {
+			t.Fatal("routing latencies not sorted")
+		}
+	}
+	if f.maxOpen < 2 {
+		t.Fatalf("streams were not concurrent (max open %d)", f.maxOpen)
+	}
+	if _, err := RunLoad(context.Background(), c, LoadSpec{}, cpu); err == nil {
+		t.Fatal("empty spec accepted")
+	}
+}
+
+func TestRunLoadCountsFailures(t *testing.T) {
+	c := startFake(t, &fakeEPP{mode: "immediate"})
+	res, err := RunLoad(context.Background(), c, LoadSpec{Requests: 5, Concurrency: 2,
+		Make: func(int) *Exchange { return exchange(BurstBody(1), 0) }}, func() (time.Duration, error) { return 0, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK != 0 || res.Immediate[503] != 5 || !strings.Contains(res.FirstErr, "503") {
+		t.Fatalf("result %+v", res)
+	}
+}
+
+// The burst keeps every request in flight until the last one is routed.
+func TestRunBurstHoldsRequests(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	f := &fakeEPP{dest: func([]byte) string {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return []string{"a:1", "b:1", "c:1"}[n%3]
+	}}
+	c := startFake(t, f)
+	res := RunBurst(context.Background(), c, 30, func(i int) *Exchange { return exchange(BurstBody(i), 0) })
+	if res.Requests != 30 || res.Errors != 0 || res.Dest["a:1"] != 10 || res.Dest["b:1"] != 10 || res.Dest["c:1"] != 10 {
+		t.Fatalf("burst %+v", res)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.maxOpen != 30 || f.respSeen != 30 {
+		t.Fatalf("max open streams %d (want all 30 in flight), responses %d", f.maxOpen, f.respSeen)
+	}
+}
+
+func TestSpread(t *testing.T) {
+	pods := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		dest map[string]int
+		want float64
+	}{
+		{map[string]int{"a": 10, "b": 10, "c": 10}, 1},
+		{map[string]int{"a": 15, "b": 10, "c": 12, "x": 99}, 1.5},
+		{map[string]int{"a": 30}, math.Inf(1)},
+	} {
+		if got := Spread(tc.dest, pods); got != tc.want {
+			t.Fatalf("Spread(%v) = %v, want %v", tc.dest, got, tc.want)
+		}
+	}
+	if !math.IsNaN(Spread(nil, nil)) {
+		t.Fatal("no pods should be NaN")
+	}
+}

@@ -1,0 +1,229 @@
+package epp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
+)
+
+// bodiesPerSize is how many distinct bodies each size cycles through: enough that
+// consecutive requests differ, few enough to build them up front (the client's CPU is
+// shared with the EPP).
+const bodiesPerSize = 64
+
+// rig is what every config's run shares: the control plane, the fake model servers, the
+// request bodies.
+type rig struct {
+	o       Options
+	root    string
+	dir     string
+	cluster *eppharness.Cluster
+	ms      *eppharness.ModelServers
+	hosts   []string
+	bodies  map[int][][]byte
+}
+
+func measure(ctx context.Context, o Options, configs []Config) (*Results, error) {
+	root, err := eppharness.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	g := &rig{o: o, root: root, dir: dir, bodies: map[int][][]byte{}}
+	nHosts := max(2*Primary, o.MemoryEndpoints)
+	if g.hosts, err = eppharness.LoopbackAddresses(nHosts); err != nil {
+		return nil, err
+	}
+	if g.ms, err = eppharness.StartModelServers(g.hosts, 0, eppharness.EngineMetrics{}); err != nil {
+		return nil, err
+	}
+	defer g.ms.Close()
+	o.logf("starting kube-apiserver + etcd (envtest)")
+	if g.cluster, err = eppharness.StartCluster(eppharness.ClusterOptions{WorkDir: dir}); err != nil {
+		return nil, err
+	}
+	defer func() { _ = g.cluster.Stop() }()
+	for _, s := range o.Sizes {
+		for i := 0; i < bodiesPerSize; i++ {
+			g.bodies[s] = append(g.bodies[s], ChatBody(s, uint64(s)*1000+uint64(i)))
+		}
+	}
+	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser}
+	for _, c := range configs {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		cr := g.runConfig(ctx, c)
+		if cr.Error != "" {
+			o.logf("%s: %s", c.Name, cr.Error)
+		}
+		res.Configs = append(res.Configs, cr)
+	}
+	if o.MemoryEndpoints > 0 {
+		for _, c := range configs {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			res.Memory = append(res.Memory, g.memory(ctx, c, o.MemoryEndpoints))
+		}
+	}
+	return res, ctx.Err()
+}
+
+// start starts the config's EPP over its layout and waits until every pod was scraped twice.
+func (g *rig) start(ctx context.Context, c Config, primary int, pool string) (*eppharness.EPP, []string, string, error) {
+	eps, prim, err := Layout(c.Layout, primary, g.hosts, g.ms.Port)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	cfg, note, err := prepareConfig(g.root, g.dir, c, g.o.Parser)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	logf, err := os.Create(filepath.Join(g.dir, pool+".log"))
+	if err != nil {
+		return nil, nil, "", err
+	}
+	base := g.ms.Snapshot()
+	e, err := eppharness.Start(ctx, eppharness.Options{Kind: c.Kind, ConfigFile: cfg, Endpoints: eps,
+		BinDir: g.o.BinDir, WorkDir: g.dir, Log: logf, Cluster: g.cluster, PoolName: pool,
+		ReadyTimeout: 3 * time.Minute})
+	if err != nil {
+		_ = logf.Close()
+		return nil, nil, note, err
+	}
+	go func() { <-e.Exited(); _ = logf.Close() }()
+	var hosts []string
+	for _, ep := range eps {
+		hosts = append(hosts, ep.Address)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := g.ms.WaitScraped(wctx, base, 2, hosts...); err != nil {
+		_ = e.Stop()
+		return nil, nil, note, fmt.Errorf("%w\n%s", err, e.LogTail())
+	}
+	return e, prim, note, nil
+}
+
+// runConfig measures one config: idle CPU, the load phase per size, the burst, memory.
+func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
+	o := g.o
+	cr.Config = c
+	o.logf("%s: starting %s EPP", c.Name, c.Kind)
+	e, prim, note, err := g.start(ctx, c, Primary, c.Name)
+	cr.Loaded, cr.PrimaryPods = note, prim
+	if err != nil {
+		cr.Error = err.Error()
+		return cr
+	}
+	defer func() {
+		if err := e.Stop(); err != nil && cr.Error == "" {
+			cr.Error = err.Error()
+		}
+	}()
+	eps, _, _ := Layout(c.Layout, Primary, g.hosts, g.ms.Port)
+	cr.Pods = len(eps)
+	client, err := Dial(e.GRPCAddr, o.Conns, false)
+	if err != nil {
+		cr.Error = err.Error()
+		return cr
+	}
+	defer client.Close()
+	idle := time.Second
+	if o.Quick {
+		idle = 500 * time.Millisecond
+	}
+	if c0, err := e.CPUTime(); err == nil {
+		time.Sleep(idle)
+		if c1, err := e.CPUTime(); err == nil {
+			cr.IdleCPUMSPerS = float64(c1-c0) / float64(time.Millisecond) / idle.Seconds()
+		}
+	}
+	for i, size := range o.Sizes {
+		mk := g.maker(c.Name, size)
+		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4, Make: mk("warm")}
+		if _, err := RunLoad(ctx, client, warm, e.CPUTime); err != nil {
+			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
+			return cr
+		}
+		spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk("run")}
+		lr, err := RunLoad(ctx, client, spec, e.CPUTime)
+		if err != nil {
+			cr.Error = fmt.Sprintf("load at %d B: %v", size, err)
+			return cr
+		}
+		sr := SizeResult{Bytes: size, Load: lr,
+			RoutingP50MS: report.Percentile(lr.RoutingMS, 50), RoutingP99MS: report.Percentile(lr.RoutingMS, 99)}
+		cr.Sizes = append(cr.Sizes, sr)
+		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req, routing p50 %.2f ms p99 %.2f ms, errors %d",
+			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(),
+			sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
+	}
+	if o.Burst > 0 {
+		b := RunBurst(ctx, client, o.Burst, func(i int) *Exchange {
+			body := BurstBody(i)
+			resp := CompletionBody(i, len(body)/4)
+			return &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-burst-%d", c.Name, i), len(body)), Body: body,
+				ChunkSize: o.ChunkSize, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+		})
+		cr.Burst, cr.Spread = &b, Spread(b.Dest, prim)
+		o.logf("%s: burst of %d over %d equal pods: max/min %s, errors %d", c.Name, b.Requests, len(prim), report.F(cr.Spread, 2), b.Errors)
+	}
+	if m, err := e.Memory(); err == nil {
+		cr.Memory = m
+	}
+	return cr
+}
+
+// maker builds the exchanges of one size; phase keeps request ids unique across phases.
+func (g *rig) maker(config string, size int) func(phase string) func(int) *Exchange {
+	bodies := g.bodies[size]
+	return func(phase string) func(int) *Exchange {
+		return func(i int) *Exchange {
+			body := bodies[i%len(bodies)]
+			resp := CompletionBody(i, len(body)/4)
+			return &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-%d-%s-%d", config, size, phase, i), len(body)),
+				Body: body, ChunkSize: g.o.ChunkSize, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+		}
+	}
+}
+
+// memory starts the config's EPP over n idle endpoints and reads its resident memory once
+// every endpoint has been scraped twice.
+func (g *rig) memory(ctx context.Context, c Config, n int) MemoryResult {
+	primary := n / 2
+	if c.Layout == "plain" {
+		primary = n
+	}
+	mr := MemoryResult{Config: c.Name, Endpoints: n}
+	g.o.logf("%s: memory with %d endpoints", c.Name, n)
+	e, _, _, err := g.start(ctx, c, primary, c.Name+"-mem")
+	if err != nil {
+		mr.Error = err.Error()
+		return mr
+	}
+	defer func() { _ = e.Stop() }()
+	if mr.Memory, err = e.Memory(); err != nil {
+		mr.Error = err.Error()
+	}
+	return mr
+}
+
+func sizeLabel(b int) string {
+	if b >= 1<<10 && b%(1<<10) == 0 {
+		return fmt.Sprintf("%d KB", b>>10)
+	}
+	return fmt.Sprintf("%d B", b)
+}

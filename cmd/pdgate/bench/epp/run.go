@@ -1,0 +1,176 @@
+package epp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
+)
+
+// Options configure one `pdgate bench epp` run.
+type Options struct {
+	Out   string
+	Quick bool
+	// Sizes are the request body sizes in bytes; Requests the measured exchanges per size.
+	Sizes    []int
+	Requests []int
+	// Concurrency is the number of concurrent ext_proc streams; Conns the HTTP/2 connections.
+	Concurrency, Conns int
+	ChunkSize          int
+	// Burst is the number of back-to-back requests of the burst-spreading run (0 = skip).
+	Burst int
+	// Configs are the names to run (nil = all of DefaultConfigs); the first is the baseline.
+	Configs []string
+	// Parser: "map" or "raw" adds pdgate-openai-parser to configs that name no parser, "none"
+	// measures the files as they are.
+	Parser string
+	// MaxPhase caps one measured load phase (wall time).
+	MaxPhase time.Duration
+	// MemoryEndpoints, when > 0, starts every EPP once more with that many idle endpoints and
+	// reports its resident memory.
+	MemoryEndpoints int
+	BinDir          string
+	Progress        io.Writer
+}
+
+// DefaultOptions are the full run's settings, or the quick variant's (`make bench`).
+func DefaultOptions(quick bool) Options {
+	o := Options{Out: filepath.Join("bench-results", "epp"), Quick: quick,
+		Sizes: []int{1 << 10, 16 << 10, 220 << 10}, Requests: []int{3000, 1500, 300},
+		Concurrency: 32, Conns: 4, ChunkSize: 16 << 10, Burst: 800, Parser: "map",
+		MaxPhase: 60 * time.Second, MemoryEndpoints: 512, Progress: os.Stderr}
+	if quick {
+		o.Requests, o.Burst, o.MaxPhase, o.MemoryEndpoints = []int{600, 300, 60}, 400, 10*time.Second, 0
+	}
+	return o
+}
+
+// Validate checks the options.
+func (o *Options) Validate() error {
+	if len(o.Sizes) == 0 || len(o.Sizes) != len(o.Requests) {
+		return fmt.Errorf("bench epp: %d sizes and %d request counts: want one count per size", len(o.Sizes), len(o.Requests))
+	}
+	for i, s := range o.Sizes {
+		if s < 128 || s > 32<<20 {
+			return fmt.Errorf("bench epp: size %d: want 128 B .. 32 MiB", s)
+		}
+		if o.Requests[i] < 1 {
+			return fmt.Errorf("bench epp: requests %d for size %d: want >= 1", o.Requests[i], s)
+		}
+	}
+	if o.Concurrency < 1 || o.Conns < 1 || o.ChunkSize < 1 {
+		return fmt.Errorf("bench epp: concurrency %d, conns %d, chunk %d: want >= 1 each", o.Concurrency, o.Conns, o.ChunkSize)
+	}
+	if o.Burst < 0 || o.MemoryEndpoints < 0 {
+		return errors.New("bench epp: burst and memory endpoints must be >= 0")
+	}
+	switch o.Parser {
+	case "map", "raw", "none":
+	default:
+		return fmt.Errorf("bench epp: parser %q: want map, raw or none", o.Parser)
+	}
+	if _, err := o.selected(); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (o *Options) selected() ([]Config, error) {
+	if len(o.Configs) == 0 {
+		return DefaultConfigs, nil
+	}
+	var out []Config
+	for _, name := range o.Configs {
+		found := false
+		for _, c := range DefaultConfigs {
+			if c.Name == name {
+				out, found = append(out, c), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("bench epp: unknown config %q (known: %s)", name, configNames())
+		}
+	}
+	return out, nil
+}
+
+func configNames() string {
+	s := ""
+	for i, c := range DefaultConfigs {
+		if i > 0 {
+			s += ", "
+		}
+		s += c.Name
+	}
+	return s
+}
+
+// Results are one run's measurements.
+type Results struct {
+	Sizes       []int          `json:"sizes"`
+	Concurrency int            `json:"concurrency"`
+	Conns       int            `json:"connections"`
+	ChunkSize   int            `json:"chunkSize"`
+	Parser      string         `json:"parser"`
+	Configs     []ConfigResult `json:"configs"`
+	Memory      []MemoryResult `json:"memory,omitempty"`
+}
+
+// ConfigResult is one EPP configuration's figures.
+type ConfigResult struct {
+	Config
+	Loaded string       `json:"loaded"` // the file and what was added to it
+	Pods   int          `json:"pods"`
+	Sizes  []SizeResult `json:"sizes,omitempty"`
+	// IdleCPUMSPerS is the EPP's CPU use before the load (metric scraping), ms per second.
+	IdleCPUMSPerS float64           `json:"idleCpuMsPerS"`
+	Burst         *BurstResult      `json:"burst,omitempty"`
+	PrimaryPods   []string          `json:"primaryPods"`
+	Spread        float64           `json:"spread"`
+	Memory        eppharness.Memory `json:"memoryAfterRun"`
+	Error         string            `json:"error,omitempty"`
+}
+
+// SizeResult is one body size's load phase.
+type SizeResult struct {
+	Bytes        int        `json:"bytes"`
+	Load         LoadResult `json:"load"`
+	RoutingP50MS float64    `json:"routingP50Ms"`
+	RoutingP99MS float64    `json:"routingP99Ms"`
+}
+
+// MemoryResult is an EPP's resident memory with many idle endpoints.
+type MemoryResult struct {
+	Config    string            `json:"config"`
+	Endpoints int               `json:"endpoints"`
+	Memory    eppharness.Memory `json:"memory"`
+	Error     string            `json:"error,omitempty"`
+}
+
+// Run measures every selected config, writes the report into o.Out and returns the results.
+func Run(ctx context.Context, o Options) (*Results, string, error) {
+	if err := o.Validate(); err != nil {
+		return nil, "", err
+	}
+	configs, _ := o.selected()
+	r := report.New("epp", "EPP request path: stock GIE v1.5.0 vs pdgate")
+	res, err := measure(ctx, o, configs)
+	if err != nil {
+		return res, "", err
+	}
+	build(r, o, res)
+	md, err := r.Write(o.Out)
+	return res, md, err
+}
+
+func (o *Options) logf(format string, args ...any) {
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "bench epp: "+format+"\n", args...)
+	}
+}
