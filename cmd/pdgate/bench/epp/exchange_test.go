@@ -230,7 +230,10 @@ func TestRunLoadCountsAndCPU(t *testing.T) {
 	f := &fakeEPP{dest: func([]byte) string { mu.Lock(); defer mu.Unlock(); n++; return dests[n%2] }}
 	c := startFake(t, f)
 	cpuCalls := 0
-	cpu := func() (time.Duration, error) { cpuCalls++; return time.Duration(cpuCalls) * 300 * time.Millisecond, nil }
+	cpu := func() (time.Duration, error) {
+		cpuCalls++
+		return time.Duration(cpuCalls) * 300 * time.Millisecond, nil
+	}
 	bodies := [][]byte{ChatBody(1<<10, 1), ChatBody(1<<10, 2)}
 	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2], 0) }}
 	res, err := RunLoad(context.Background(), c, spec, cpu)
