@@ -53,6 +53,9 @@ type Config struct {
 	KVCapacityTokens     int
 	ChunkedPrefillTokens int // 0: a prompt prefills in one step
 	Policy               KVFullPolicy
+	// StepExtra is added to every step: the lateness of a step that ends on a wall-clock
+	// timer, for simulations that model a real-process simulator (0 for the engine itself).
+	StepExtra time.Duration
 	// Observer is called with the scheduler's lock held: it must not block or call back.
 	Observer Observer
 }
@@ -177,6 +180,8 @@ func New(cfg Config) (*Scheduler, error) {
 		return nil, fmt.Errorf("batching: KVCapacityTokens must be > 0, got %d", cfg.KVCapacityTokens)
 	case cfg.ChunkedPrefillTokens < 0:
 		return nil, fmt.Errorf("batching: ChunkedPrefillTokens must be >= 0, got %d", cfg.ChunkedPrefillTokens)
+	case cfg.StepExtra < 0:
+		return nil, fmt.Errorf("batching: StepExtra must be >= 0, got %v", cfg.StepExtra)
 	}
 	p, err := ParsePolicy(string(cfg.Policy))
 	if err != nil {

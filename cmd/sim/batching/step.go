@@ -117,7 +117,7 @@ func (s *Scheduler) plan() plan {
 // disaggregation removes.
 func (s *Scheduler) stepTime(p plan) time.Duration {
 	prof := s.cfg.Profile
-	var d time.Duration
+	d := s.cfg.StepExtra
 	if len(p.chunks) > 0 {
 		d += prof.PrefillOverhead()
 		for _, c := range p.chunks {

@@ -62,7 +62,7 @@ func newPod(s *Sim, idx int, spec PodSpec, prof *costmodel.Profile, policy batch
 		cache: kvcache.NewPrefixCache(prof.KVCapacityTokens / prof.BlockSize)}
 	sched, err := batching.New(batching.Config{Profile: prof, Clock: s.clock, MaxBatch: prof.MaxBatch,
 		KVCapacityTokens: prof.KVCapacityTokens, ChunkedPrefillTokens: prof.ChunkedPrefillTokens,
-		Policy: policy, Observer: p})
+		Policy: policy, StepExtra: s.cfg.Overheads.Step, Observer: p})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", spec.Name, err)
 	}

@@ -101,4 +101,3 @@ func FleetFromLab(t *lab.Topology) ([]PodSpec, error) {
 	}
 	return out, nil
 }
-

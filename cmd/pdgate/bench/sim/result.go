@@ -15,6 +15,7 @@ type Result struct {
 	ttft, tpot  []float64 // ms, served requests
 	e2e         []float64
 	perPod      []podLoad
+	legs        legStats
 
 	Summary Summary
 }
@@ -22,6 +23,30 @@ type Result struct {
 type podLoad struct {
 	name, role             string
 	primary, prefill, done int
+}
+
+// legStats sums engine-side leg times: arrival at the engine to the first token (what the
+// simulator's time_to_first_token histogram measures), per leg kind.
+type legStats struct {
+	sum [3]time.Duration
+	n   [3]int
+}
+
+func (l *legStats) add(k legKind, d time.Duration) { l.sum[k] += d; l.n[k]++ }
+
+// LegMeans are mean engine-side times to the first token, in ms (NaN when no such leg ran).
+type LegMeans struct {
+	Local, Prefill, Decode float64
+}
+
+func (l *legStats) means() LegMeans {
+	m := func(k legKind) float64 {
+		if l.n[k] == 0 {
+			return math.NaN()
+		}
+		return ms(l.sum[k]) / float64(l.n[k])
+	}
+	return LegMeans{Local: m(legLocal), Prefill: m(legPrefill), Decode: m(legDecode)}
 }
 
 // Dist is a latency distribution in milliseconds.
@@ -43,9 +68,11 @@ type Summary struct {
 	// EPPCPUMicrosPerRequest is the EPP's thread CPU (PrepareData, admission, Schedule,
 	// PreRequest, response hooks) per request.
 	EPPCPUMicrosPerRequest float64
-	VirtualSeconds         float64
-	WallSeconds            float64
-	RequestsPerWallSecond  float64
+	// EngineTTFT is the mean engine-side time to first token per leg kind.
+	EngineTTFT            LegMeans
+	VirtualSeconds        float64
+	WallSeconds           float64
+	RequestsPerWallSecond float64
 }
 
 func newResult(pods int) *Result {
@@ -86,6 +113,7 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 	}
 	sum.TTFT, sum.E2E = dist(r.ttft), dist(r.e2e)
 	sum.TPOT = dist(r.tpot)
+	sum.EngineTTFT = r.legs.means()
 	var dec, pre []float64
 	for _, p := range r.perPod {
 		switch p.role {

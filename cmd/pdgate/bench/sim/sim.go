@@ -44,6 +44,9 @@ type Config struct {
 	Scrape    time.Duration
 	Overheads Overheads
 	KVPolicy  batching.KVFullPolicy
+	// MaxInflight holds arrivals back while that many requests are in flight, as the lab's
+	// load generator does (its --concurrency); 0 = no bound (open loop).
+	MaxInflight int
 }
 
 // Sim is one virtual-time cluster run.
@@ -60,6 +63,7 @@ type Sim struct {
 
 	srcDone  bool
 	inflight int
+	held     []Arrival // arrivals waiting for MaxInflight
 	nextID   int
 	res      *Result
 }
@@ -74,8 +78,9 @@ type request struct {
 	firstAt  time.Time
 	decode   *pod
 	prefill  *pod
-	outcome  string
 	finished bool
+	// engine-side marks for the leg breakdown (what the simulators' own histograms measure)
+	legSubmit time.Time
 }
 
 // New builds the pods and the EPP for cfg.
@@ -93,13 +98,6 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{cfg: cfg, prof: &prof, clock: batching.NewFakeClock(), byName: map[string]*pod{}, byAddr: map[string]*pod{},
 		ctx: context.Background()}
 	s.start = s.clock.Now()
-	if cfg.Overheads.Step > 0 {
-		// the step lag rides on the decode step's base cost and the prefill step's overhead,
-		// the two terms every step pays exactly once
-		ms := float64(cfg.Overheads.Step) / float64(time.Millisecond)
-		s.prof.Decode.BaseMs += ms
-		s.prof.Prefill.OverheadMs += ms
-	}
 	for i, spec := range cfg.Pods {
 		p, err := newPod(s, i, spec, s.prof, cfg.KVPolicy)
 		if err != nil {
@@ -156,7 +154,11 @@ func (s *Sim) scheduleNext() {
 		return
 	}
 	s.clock.AfterFunc(a.At-s.now().Sub(s.start), func() {
-		s.arrive(a)
+		if s.cfg.MaxInflight > 0 && s.inflight >= s.cfg.MaxInflight {
+			s.held = append(s.held, a)
+		} else {
+			s.arrive(a)
+		}
 		s.scheduleNext()
 	})
 }
@@ -166,7 +168,7 @@ func (s *Sim) scrapeAll() {
 	for _, p := range s.pods {
 		p.scrape(now)
 	}
-	if !s.srcDone || s.inflight > 0 {
+	if !s.srcDone || s.inflight > 0 || len(s.held) > 0 {
 		s.clock.AfterFunc(s.cfg.Scrape, s.scrapeAll)
 	}
 }
@@ -249,6 +251,7 @@ func (s *Sim) cachedOn(p *pod, r *request) int {
 }
 
 func (s *Sim) submit(p *pod, l *leg) {
+	l.req.legSubmit = s.now()
 	if err := p.submit(l); err != nil {
 		s.fail(l.req, "engine: "+err.Error())
 	}
@@ -262,6 +265,7 @@ func (s *Sim) firstToken(p *pod, l *leg) {
 	}
 	r := l.req
 	r.firstAt = s.now()
+	s.res.legs.add(l.kind, r.firstAt.Sub(r.legSubmit))
 	headers := map[string]string{}
 	if r.prefill != nil {
 		headers[protocol.HeaderPrefillOutcome] = "ok"
@@ -278,10 +282,12 @@ func (s *Sim) legDone(_ *pod, l *leg) {
 		return
 	}
 	if l.kind == legPrefill {
+		s.res.legs.add(legPrefill, s.now().Sub(r.legSubmit))
 		// prefill response → sidecar, decode request → engine, the engine's pull from the
-		// prefill server (a round trip), then the KV transfer itself
+		// prefill server (a round trip), then the KV transfer itself (a timed sleep in the
+		// real simulator, late like a step)
 		prompt := len(r.a.Tokens)
-		d := 4*s.cfg.Overheads.Hop + s.prof.KVTransferTime(prompt)
+		d := 4*s.cfg.Overheads.Hop + s.prof.KVTransferTime(prompt) + s.cfg.Overheads.Step
 		dl := &leg{kind: legDecode, req: r}
 		dl.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, CachedTokens: prompt, OutputTokens: r.a.Output}
 		s.clock.AfterFunc(d, func() { s.submit(r.decode, dl) })
@@ -321,4 +327,9 @@ func (s *Sim) end(r *request) {
 	r.finished = true
 	s.inflight--
 	s.res.ended++
+	if len(s.held) > 0 {
+		a := s.held[0]
+		s.held = s.held[1:]
+		s.defer0(func() { s.arrive(a) })
+	}
 }

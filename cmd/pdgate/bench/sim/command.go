@@ -1,0 +1,352 @@
+package simbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+)
+
+// Options configure `pdgate bench sim`.
+type Options struct {
+	Root     string // repository root (configs, the recorded lab run)
+	Out      string
+	Quick    bool
+	Pods     int
+	Requests int // per policy and load
+	Loads    []float64
+	Policies string
+	Profile  string // cost profile file; "" = config/sim/llama3-8b-h100.yaml
+	Azure    string
+	Seed     int64
+	SLO      SLO
+	Scrape   time.Duration
+	// Overheads of the scale runs (the data path outside the engines); zero = engines and
+	// routing alone.
+	Overheads Overheads
+	// Calibration is the recorded lab run; RecordLab records a fresh one first (real
+	// processes from BinDir, minutes).
+	Calibration string
+	RecordLab   bool
+	BinDir      string
+	Tolerance   float64
+	// Parallel runs that many policy runs at once.
+	Parallel int
+	Stdout   io.Writer
+}
+
+// Defaults are the full run's settings; Quick shrinks them.
+func Defaults() Options {
+	return Options{Root: ".", Out: "bench-results/sim", Pods: 256, Requests: 1_000_000, Loads: []float64{0.5, 0.8, 1.0},
+		Policies: "all", Azure: workload.DefaultAzureConvPath, Seed: 1,
+		SLO:    SLO{TTFT: time.Second, TPOT: 50 * time.Millisecond},
+		Scrape: 50 * time.Millisecond, Calibration: "config/bench/sim/lab-default-azure300.json",
+		BinDir: "bin", Tolerance: 0.10, Parallel: 2}
+}
+
+// NewCommand is `pdgate bench sim`.
+func NewCommand() *cobra.Command {
+	o := Defaults()
+	var loads string
+	var pods, requests int
+	cmd := &cobra.Command{
+		Use:   "sim",
+		Short: "Cluster simulation at scale: GIE's scheduler with pdgate's plugins in virtual time over simulated pods",
+		Long: `Runs GIE's real scheduler, configured from each policy's EndpointPickerConfig through the
+EPP's own plugin registration, against simulated pods (the simulator's cost model, batching
+scheduler and prefix cache on one virtual clock), replaying the Azure conversation trace tiled
+and rate-scaled to each load (a fraction of the fleet's estimated capacity). Prints TTFT, TPOT
+and E2E percentiles, goodput, per-pod spread and the EPP's CPU per request next to stock GIE's,
+after checking the simulation against a recorded real-process lab run (p50 TTFT within 10 %).
+Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 20,000 requests, load 0.8.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if o.Quick {
+				o.Pods, o.Requests, o.Loads = 64, 20_000, []float64{0.8}
+			}
+			if c.Flags().Changed("pods") {
+				o.Pods = pods
+			}
+			if c.Flags().Changed("requests") {
+				o.Requests = requests
+			}
+			if c.Flags().Changed("loads") || !o.Quick {
+				ls, err := parseLoads(loads)
+				if err != nil {
+					return err
+				}
+				o.Loads = ls
+			}
+			o.Stdout = c.OutOrStdout()
+			return Run(c.Context(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", o.Out, "directory for sim.json, sim.md and the PNG plots")
+	f.BoolVar(&o.Quick, "quick", false, "the short variant make bench runs (64 pods, 20,000 requests, load 0.8)")
+	f.IntVar(&pods, "pods", o.Pods, "simulated GPUs per fleet (P/D fleets: half prefill, half decode)")
+	f.IntVar(&requests, "requests", o.Requests, "requests per policy and load")
+	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")
+	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all")
+	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
+	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")
+	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput: TTFT target")
+	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput: TPOT target")
+	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
+	f.DurationVar(&o.Overheads.Route, "route-overhead", 0, "gateway + EPP time before a request leaves the gateway (scale runs)")
+	f.DurationVar(&o.Overheads.Hop, "hop-overhead", 0, "one HTTP traversal between processes (scale runs)")
+	f.DurationVar(&o.Overheads.Step, "step-overhead", 0, "added to every engine step (scale runs)")
+	f.StringVar(&o.Calibration, "calibration", o.Calibration, "recorded lab run to check the simulation against")
+	f.BoolVar(&o.RecordLab, "record-lab", false, "record a fresh lab run first (real processes from --bin-dir; a few minutes)")
+	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --record-lab")
+	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
+	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
+	return cmd
+}
+
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(v > 0) || v > 10 {
+			return nil, fmt.Errorf("--loads: %q is not a load in (0, 10]", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// Validate checks the options; errors name the flag.
+func (o Options) Validate() error {
+	var errs []error
+	if o.Pods < 2 || o.Pods%2 != 0 {
+		errs = append(errs, fmt.Errorf("--pods must be an even number >= 2, got %d", o.Pods))
+	}
+	if o.Requests < 1 {
+		errs = append(errs, fmt.Errorf("--requests must be >= 1, got %d", o.Requests))
+	}
+	if len(o.Loads) == 0 {
+		errs = append(errs, errors.New("--loads: at least one load"))
+	}
+	if o.SLO.TTFT <= 0 || o.SLO.TPOT <= 0 {
+		errs = append(errs, errors.New("--slo-ttft and --slo-tpot must be > 0"))
+	}
+	if o.Scrape <= 0 {
+		errs = append(errs, errors.New("--scrape-interval must be > 0"))
+	}
+	if o.Overheads.Route < 0 || o.Overheads.Hop < 0 || o.Overheads.Step < 0 {
+		errs = append(errs, errors.New("--route-overhead, --hop-overhead and --step-overhead must be >= 0"))
+	}
+	if o.Parallel < 1 {
+		errs = append(errs, fmt.Errorf("--parallel must be >= 1, got %d", o.Parallel))
+	}
+	if !(o.Tolerance > 0) {
+		errs = append(errs, errors.New("--tolerance must be > 0"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run is `pdgate bench sim`.
+func Run(ctx context.Context, o Options) error {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	policies, err := SelectPolicies(o.Policies)
+	if err != nil {
+		return err
+	}
+	prof, err := loadProfile(o)
+	if err != nil {
+		return err
+	}
+	azure := o.path(o.Azure)
+	f, err := os.Open(azure)
+	if err != nil {
+		return fmt.Errorf("--azure-conv: %w", err)
+	}
+	rows, err := workload.ParseAzureTrace(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("--azure-conv %s: %w", azure, err)
+	}
+	w := o.Stdout
+	d := &Data{Options: o, Profile: prof.Name}
+
+	cal, err := o.calibrate(ctx, azure)
+	if err != nil {
+		return err
+	}
+	d.Calibration = cal
+	fmt.Fprintf(w, "calibration (%s, %s, first %d requests): lab p50 TTFT %.1f ms, simulated %.1f ms (%+.1f %%; engines alone %.1f ms): within %.0f %%: %s\n",
+		cal.Topology, cal.Workload, cal.Requests, cal.LabTTFT.P50, cal.SimTTFT.P50, 100*cal.ErrorP50, cal.ModelOnly.P50,
+		100*cal.Tolerance, metWord(cal.Met))
+
+	mp, mo := azureMeans(rows)
+	d.CapacityPerGPU = CapacityPerGPU(prof, mp, mo)
+	capacity := d.CapacityPerGPU * float64(o.Pods)
+	fmt.Fprintf(w, "fleet: %d simulated GPUs, estimated capacity %.0f req/s (%.2f per GPU for the trace's mean %0.f prompt / %.0f output tokens)\n",
+		o.Pods, capacity, d.CapacityPerGPU, mp, mo)
+	type job struct {
+		load float64
+		p    Policy
+	}
+	var jobs []job
+	for _, load := range o.Loads {
+		for _, p := range policies {
+			jobs = append(jobs, job{load, p})
+		}
+	}
+	// runs are independent; each measures the EPP's CPU on its own locked thread
+	runs := make([]RunData, len(jobs))
+	errs := make([]error, len(jobs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for range max(1, min(o.Parallel, len(jobs))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				j := jobs[i]
+				runs[i], errs[i] = runPolicy(ctx, o, prof, rows, j.p, j.load, capacity)
+				if errs[i] != nil {
+					continue
+				}
+				sm := runs[i].Summary
+				mu.Lock()
+				fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
+					j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
+				mu.Unlock()
+			}
+		}()
+	}
+	wallStart := time.Now()
+	for i := range jobs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	d.Runs = runs
+	d.WallSeconds = time.Since(wallStart).Seconds()
+	fmt.Fprintf(w, "%d runs in %.1f s of wall time (%d at a time)\n", len(jobs), d.WallSeconds, max(1, min(o.Parallel, len(jobs))))
+	rep := buildReport(d, policies)
+	md, err := rep.Write(o.path(o.Out))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "report: %s\n", md)
+	return nil
+}
+
+func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []workload.AzureRow, p Policy, load, capacity float64) (RunData, error) {
+	if err := ctx.Err(); err != nil {
+		return RunData{}, err
+	}
+	src, err := NewAzureSource(rows, load*capacity, o.Seed, o.Requests, 0)
+	if err != nil {
+		return RunData{}, err
+	}
+	s, err := New(Config{Profile: prof, Pods: p.fleet(o.Pods, prof.Model), EPPConfig: p.configPath(o.Root),
+		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads})
+	if err != nil {
+		return RunData{}, fmt.Errorf("policy %s: %w", p.Name, err)
+	}
+	res, err := s.Run()
+	if err != nil {
+		return RunData{}, fmt.Errorf("policy %s at load %.2f: %w", p.Name, load, err)
+	}
+	res.Summary.Goodput = res.Goodput(o.SLO)
+	return RunData{Policy: p.Name, Load: load, Rate: load * capacity, Summary: res.Summary, ttft: res.ttft}, nil
+}
+
+func metWord(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func (o Options) path(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(o.Root, p)
+}
+
+func loadProfile(o Options) (*costmodel.Profile, error) {
+	p := o.Profile
+	if p == "" {
+		p = "config/sim/llama3-8b-h100.yaml"
+	}
+	prof, err := costmodel.Load(o.path(p))
+	if err != nil {
+		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	return prof, nil
+}
+
+func (o Options) calibrate(ctx context.Context, azure string) (*Calibration, error) {
+	if !o.RecordLab {
+		c, err := Calibrate(o.Root, o.path(o.Calibration), azure, nil, o.Tolerance)
+		if err != nil {
+			return nil, fmt.Errorf("calibration: %w", err)
+		}
+		return c, nil
+	}
+	old, err := LoadLabRecord(o.path(o.Calibration))
+	if err != nil {
+		return nil, fmt.Errorf("--record-lab reads the slice to record from --calibration: %w", err)
+	}
+	fmt.Fprintf(o.Stdout, "recording the lab: %s, %s, %d requests (real processes)...\n", old.Topology, old.Workload, old.Requests)
+	rec, err := RecordLab(ctx, RecordOptions{Topology: o.path(old.Topology), BinDir: o.path(o.BinDir), AzurePath: azure,
+		Workload: old.Workload, Requests: old.Requests, Concurrency: old.Concurrency, Seed: old.Seed, Subnet: "127.0.79", Err: os.Stderr})
+	if err != nil {
+		return nil, err
+	}
+	rec.Topology = old.Topology
+	rec.Command = strings.Join(os.Args, " ")
+	if err := os.MkdirAll(o.path(o.Out), 0o755); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(o.path(o.Out), "lab-record.json")
+	b, _ := json.MarshalIndent(rec, "", " ")
+	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Stdout, "lab record written to %s (copy it to %s to make it the reference)\n", out, o.Calibration)
+	return CalibrateRecord(o.Root, rec, out, azure, nil, o.Tolerance)
+}
+
+// CapacityPerGPU estimates one GPU's sustainable request rate for a mean request: the prefill
+// compute (with the step overhead amortised over the chunk budget) plus the request's share
+// of decode steps at a reference batch of 64 (a P/D fleet splits the same work over its
+// prefill and decode halves). It only sets the offered load's scale; saturation with the
+// trace's heavy-tailed lengths comes earlier or later.
+func CapacityPerGPU(p *costmodel.Profile, meanPrompt, meanOutput float64) float64 {
+	n := int(meanPrompt)
+	chunk := float64(max(p.ChunkedPrefillTokens, n))
+	prefill := ms(p.PrefillSpan(0, n)) + ms(p.PrefillOverhead())*meanPrompt/chunk
+	const batch = 64
+	step := ms(p.DecodeStep(batch, batch*int(meanPrompt+meanOutput/2)))
+	decode := meanOutput * step / batch
+	return 1000 / (prefill + decode)
+}

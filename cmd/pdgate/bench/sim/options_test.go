@@ -1,0 +1,169 @@
+package simbench
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+)
+
+func TestValidateNamesTheFlag(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		want   string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"odd pods", func(o *Options) { o.Pods = 3 }, "--pods"},
+		{"no requests", func(o *Options) { o.Requests = 0 }, "--requests"},
+		{"no loads", func(o *Options) { o.Loads = nil }, "--loads"},
+		{"slo", func(o *Options) { o.SLO.TPOT = 0 }, "--slo-tpot"},
+		{"scrape", func(o *Options) { o.Scrape = 0 }, "--scrape-interval"},
+		{"overhead", func(o *Options) { o.Overheads.Hop = -time.Millisecond }, "--hop-overhead"},
+		{"parallel", func(o *Options) { o.Parallel = 0 }, "--parallel"},
+		{"tolerance", func(o *Options) { o.Tolerance = 0 }, "--tolerance"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Defaults()
+			tc.mutate(&o)
+			err := o.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseLoads(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []float64
+		wantErr bool
+	}{
+		{"0.5,0.8, 1.0", []float64{0.5, 0.8, 1}, false},
+		{"0.8", []float64{0.8}, false},
+		{"", nil, true},
+		{"0", nil, true},
+		{"-1", nil, true},
+		{"NaN", nil, true},
+		{"0.5,x", nil, true},
+		{"11", nil, true},
+	}
+	for _, tc := range tests {
+		got, err := parseLoads(tc.in)
+		if (err != nil) != tc.wantErr || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("parseLoads(%q) = %v, %v; want %v, error %v", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func FuzzParseLoads(f *testing.F) {
+	for _, s := range []string{"0.5,0.8,1.0", "", "1e9", "0x1p-2", ",,", "Inf"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ls, err := parseLoads(s)
+		if err != nil {
+			return
+		}
+		for _, l := range ls {
+			if !(l > 0 && l <= 10) {
+				t.Fatalf("parseLoads(%q) accepted %v", s, l)
+			}
+		}
+	})
+}
+
+// The capacity estimate is the cost model's arithmetic: halving every cost doubles it.
+func TestCapacityPerGPU(t *testing.T) {
+	p := costmodel.Default()
+	c := CapacityPerGPU(p, 1000, 200)
+	if !(c > 1 && c < 100) {
+		t.Fatalf("capacity %v req/s per GPU is implausible for an 8B model on an H100", c)
+	}
+	fast := *p
+	fast.Prefill.LinearMsPerToken /= 2
+	fast.Prefill.QuadraticMsPerToken2 /= 2
+	fast.Prefill.OverheadMs /= 2
+	fast.Decode.BaseMs /= 2
+	fast.Decode.PerSeqMs /= 2
+	fast.Decode.PerKVTokenMs /= 2
+	if got := CapacityPerGPU(&fast, 1000, 200); math.Abs(got/c-2) > 0.02 {
+		t.Fatalf("halved costs: capacity ×%.3f, want ×2", got/c)
+	}
+	if CapacityPerGPU(p, 1000, 400) >= c {
+		t.Fatal("longer outputs must lower the capacity")
+	}
+}
+
+func TestComponentsOverheads(t *testing.T) {
+	c := Components{PrefillEngineTTFT: 38, SidecarPrefillLeg: 41, SidecarHandoff: 22, ClientTTFTMean: 80}
+	o := c.Overheads(time.Millisecond)
+	if o.Hop != 1500*time.Microsecond || o.Route != 14*time.Millisecond || o.Step != time.Millisecond {
+		t.Fatalf("got %+v, want hop 1.5ms, route 80-41-22-3 = 14ms, step 1ms", o)
+	}
+	// a stage measured below the engine's own time (noise) never yields a negative overhead
+	if o := (Components{PrefillEngineTTFT: 40, SidecarPrefillLeg: 39, ClientTTFTMean: 10}).Overheads(0); o.Hop != 0 || o.Route != 0 {
+		t.Fatalf("negative overheads not clamped: %+v", o)
+	}
+}
+
+func TestScrapeIntoSumsLabelSets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `# HELP x y
+vllm:time_to_first_token_seconds_bucket{le="0.1"} 3
+vllm:time_to_first_token_seconds_sum{model_name="m"} 0.25
+vllm:time_to_first_token_seconds_count{model_name="m"} 5
+pdgate_sidecar_prefill_duration_seconds_sum{engine="vllm",outcome="ok"} 1.5
+pdgate_sidecar_prefill_duration_seconds_sum{engine="vllm",outcome="failed"} 0.5
+pdgate_sidecar_prefill_duration_seconds_count{engine="vllm",outcome="ok"} 30
+vllm:time_to_first_token_seconds_sum_other 99
+`)
+	}))
+	defer srv.Close()
+	out := map[string]float64{}
+	err := scrapeInto(t.Context(), srv.URL, out, map[string]string{
+		"vllm:time_to_first_token_seconds": "p:ttft", "pdgate_sidecar_prefill_duration_seconds": "s:pre"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"p:ttft_sum": 0.25, "p:ttft_count": 5, "s:pre_sum": 2, "s:pre_count": 30}
+	if fmt.Sprint(out) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", out, want)
+	}
+}
+
+func TestLoadLabRecordRejectsIncomplete(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"no-topology": `{"workload":"azure-conv","requests":3,"summary":{"latencyMs":{"ttft":{"count":3,"p50":1}}}}`,
+		"no-requests": `{"topology":"t.yaml","workload":"azure-conv","summary":{"latencyMs":{"ttft":{"count":3,"p50":1}}}}`,
+		"no-ttft":     `{"topology":"t.yaml","workload":"azure-conv","requests":3}`,
+		"not-json":    `{`,
+	} {
+		p := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadLabRecord(p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := LoadLabRecord(repoFile("config/bench/sim/lab-default-azure300.json")); err != nil {
+		t.Fatalf("the committed record: %v", err)
+	}
+}

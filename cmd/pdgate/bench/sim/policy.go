@@ -1,0 +1,96 @@
+package simbench
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Fleet kinds: every policy runs on the same number of simulated GPUs.
+const (
+	FleetKindPD       = "pd"       // rolesets of one prefill and one decode pod
+	FleetKindCombined = "combined" // every pod serves whole requests
+)
+
+// Policy is one routing policy under test: an EndpointPickerConfig and the fleet it routes.
+type Policy struct {
+	Name   string
+	Config string // relative to the repository root; "" = GIE's default config
+	Fleet  string
+	// Annotations are added to every pod (mirrored into labels as the EPP does).
+	Annotations map[string]string
+	About       string
+}
+
+// combinedLeastRequest is AIBrix's least-request strategy for whole requests, set as the pods'
+// profile (as config/bench/routing/combined.yaml does): AIBrix's precedence puts the profile
+// above the plugin default.
+const combinedLeastRequest = `{"defaultProfile":"default","profiles":{"default":{"routingStrategy":"least-request","routingConfig":{"combined":true}}}}`
+
+// Policies are the built-in policies, in report order. The first is the baseline of the
+// EPP CPU ratios: stock GIE (its default config) on the combined fleet.
+var Policies = []Policy{
+	{Name: "gie-default-combined", Config: "", Fleet: FleetKindCombined,
+		About: "stock GIE v1.5.0 default config (queue, KV-cache and prefix scorers) on the combined-only fleet; the EPP CPU baseline"},
+	{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
+		Annotations: map[string]string{"model.aibrix.ai/config": combinedLeastRequest},
+		About:       "combined-only fleet, AIBrix least-request (same GPU count as the P/D fleet)"},
+	{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD,
+		About: "AIBrix pd strategy, least_request prefill and decode scoring"},
+	{Name: "llm-d-pd", Config: "config/llmd/pd.yaml", Fleet: FleetKindPD,
+		About: "llm-d's P/D config: prefix-based decider, queue + prefix-cache scorers"},
+	{Name: "aibrix-token-load", Config: "config/aibrix/token-load.yaml", Fleet: FleetKindPD,
+		About: "AIBrix pd strategy, hybrid_cache_load prefill + token_load decode (ledger), rate cap"},
+	{Name: "recommended", Config: "config/bench/routing/recommended.yaml", Fleet: FleetKindPD,
+		About: "pdgate's recommended config (hybrid_cache_load + token_load, fast parser)"},
+}
+
+// SelectPolicies picks policies by name ("all" or a comma-separated list).
+func SelectPolicies(list string) ([]Policy, error) {
+	if list == "" || list == "all" {
+		return Policies, nil
+	}
+	var out []Policy
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		found := false
+		for _, p := range Policies {
+			if p.Name == n {
+				out, found = append(out, p), true
+			}
+		}
+		if !found {
+			names := make([]string, len(Policies))
+			for i, p := range Policies {
+				names[i] = p.Name
+			}
+			return nil, fmt.Errorf("--policies: unknown policy %q (known: %s)", n, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+// fleet lays out n pods for the policy.
+func (p Policy) fleet(n int, model string) []PodSpec {
+	var pods []PodSpec
+	if p.Fleet == FleetKindCombined {
+		pods = FleetCombined(n, model)
+	} else {
+		pods = FleetPD(n, model)
+	}
+	for i := range pods {
+		for k, v := range p.Annotations {
+			pods[i].Labels[protocol.AnnotationLabelPrefix+k] = v
+		}
+	}
+	return pods
+}
+
+func (p Policy) configPath(root string) string {
+	if p.Config == "" {
+		return ""
+	}
+	return filepath.Join(root, p.Config)
+}

@@ -1,0 +1,5 @@
+package cli
+
+import simbench "github.com/pdgate/pdgate/cmd/pdgate/bench/sim"
+
+func init() { RegisterBench(simbench.NewCommand) }
