@@ -11,6 +11,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 )
 
 // Plugin type names. Both are deprecated in llm-d in favour of disagg-profile-handler, which
@@ -67,10 +68,7 @@ func newHandler(pluginType, name string, raw json.RawMessage, handle fwkplugin.H
 		}
 		return nil, err
 	}
-	ctx := context.Background()
-	if handle != nil {
-		ctx = handle.Context()
-	}
+	ctx := handlectx.Of(handle)
 	deprecation.Once(ctx, pluginType, "Deprecated: "+pluginType+" is deprecated, use disagg-profile-handler instead (it writes the disaggregation headers itself)",
 		"plugin", pluginType)
 	return &Handler{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: p}, nil

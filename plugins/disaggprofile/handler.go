@@ -18,6 +18,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -69,10 +70,7 @@ func (flag) Clone() fwkplugin.StateData { return flag{} }
 // now when already declared, or on first use when declared later in the plugin list; call
 // ResolveReferences after all plugins are instantiated to get the error at startup.
 func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := context.Background()
-	if handle != nil {
-		ctx = handle.Context()
-	}
+	ctx := handlectx.Of(handle)
 	p, err := ParseParameters(raw, loggerFrom(ctx))
 	if err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -93,10 +94,7 @@ type PDHandler struct {
 
 // PDHandlerFactory creates pd-profile-handler.
 func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := context.Background()
-	if handle != nil {
-		ctx = handle.Context()
-	}
+	ctx := handlectx.Of(handle)
 	p, err := ParsePDParameters(raw)
 	if err != nil {
 		return nil, err

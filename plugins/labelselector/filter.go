@@ -15,6 +15,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 )
 
 // Plugin type names.
@@ -38,7 +39,7 @@ func SelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) 
 
 // LegacySelectorFactory creates the deprecated by-label-selector alias.
 func LegacySelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(ctxOf(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead", "plugin", LegacySelectorType)
+	deprecation.Once(handlectx.Of(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead", "plugin", LegacySelectorType)
 	return newSelector(LegacySelectorType, name, raw)
 }
 
@@ -91,7 +92,7 @@ type ByLabelParameters struct {
 
 // ByLabelFactory creates by-label.
 func ByLabelFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(ctxOf(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead", "plugin", ByLabelType)
+	deprecation.Once(handlectx.Of(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead", "plugin", ByLabelType)
 	var p ByLabelParameters
 	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(t))

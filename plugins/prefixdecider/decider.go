@@ -18,6 +18,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -83,9 +84,8 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 		return nil, err
 	}
 	d := New(name, p)
-	ctx := context.Background()
+	ctx := handlectx.Of(handle)
 	if handle != nil {
-		ctx = handle.Context()
 		for _, other := range handle.GetAllPlugins() {
 			if g, ok := other.(ConditionalDecodeDecider); ok && g.IsConditionalDecodeGate() {
 				d.gate = false

@@ -13,6 +13,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -45,10 +46,7 @@ var (
 // Factory builds the plugin from its parameters (environment variables are the defaults) and
 // starts the janitor and the shared-ledger sync on the handle's context.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := context.Background()
-	if handle != nil && handle.Context() != nil {
-		ctx = handle.Context()
-	}
+	ctx := handlectx.Of(handle)
 	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
 	p, warns, err := ParseParams(name, raw, os.LookupEnv)
 	if err != nil {

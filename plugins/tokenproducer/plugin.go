@@ -17,6 +17,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 )
 
 // Plugin type names; "tokenizer" is llm-d's deprecated alias.
@@ -221,7 +222,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // LegacyFactory creates the deprecated "tokenizer" alias.
 func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(contextOf(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
+	deprecation.Once(handlectx.Of(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
 	p, err := newProducer(Type, name, raw, handle)
 	if err != nil {
 		// The message keeps llm-d's wording, which names token-producer.
@@ -243,13 +244,6 @@ func newProducer(pluginType, name string, raw json.RawMessage, handle fwkplugin.
 		replaceAutoCreated(handle, name)
 	}
 	return p, nil
-}
-
-func contextOf(handle fwkplugin.Handle) context.Context {
-	if handle != nil {
-		return handle.Context()
-	}
-	return context.Background()
 }
 
 // AutoName is the instance name of an auto-created producer.
