@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
@@ -33,12 +32,7 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer from AIBrix knobs (plugins/pdknobs parameters).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := context.Background()
-	if handle != nil && handle.Context() != nil {
-		ctx = handle.Context()
-	}
-	logger := log.FromContext(ctx).WithValues("plugin", name)
-	k, err := pdknobs.Load(Type+" "+name, raw, os.LookupEnv, func(s string) { logger.Info("AIBrix knob fallback", "detail", s) })
+	k, err := pdknobs.LoadForPlugin(handlectx.Of(handle), Type, name, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -27,6 +27,8 @@ import (
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/protocol"
@@ -75,12 +77,9 @@ type decidedEntry struct {
 
 // Factory builds the plugin.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := context.Background()
-	if handle != nil && handle.Context() != nil {
-		ctx = handle.Context()
-	}
+	ctx := handlectx.Of(handle)
 	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
-	p, err := ParseParams(name, raw, os.LookupEnv, func(s string) { logger.Info("AIBrix knob fallback", "detail", s) })
+	p, err := ParseParams(name, raw, os.LookupEnv, pdknobs.LogFallback(logger))
 	if err != nil {
 		return nil, err
 	}
