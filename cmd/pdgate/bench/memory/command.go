@@ -10,8 +10,9 @@ import (
 func NewCommand() *cobra.Command {
 	o := DefaultOptions(false)
 	c := &cobra.Command{
-		Use:   "memory",
-		Short: "Resident memory: pdgate's EPP (512 endpoints, 100k sessions, warm prefix index) next to stock GIE's, and the sidecar with 1,000 SSE streams",
+		SilenceUsage: true,
+		Use:          "memory",
+		Short:        "Resident memory: pdgate's EPP (512 endpoints, 100k sessions, warm prefix index) next to stock GIE's, and the sidecar with 1,000 SSE streams",
 		Long: `Starts stock GIE v1.5.0's EPP (default config) and pdgate's EPP (--config, default the recommended
 config) as real processes against a local kube-apiserver (envtest binaries in bin/envtest) over the same
 --endpoints idle fake vLLM pods, sends both the same --sessions chat requests over ext_proc, each with a
@@ -54,10 +55,10 @@ an engine that holds every stream open and opens --streams concurrent SSE stream
 	}
 	f := c.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "directory for memory.json, memory.md and the plots")
-	f.BoolVar(&o.Quick, "quick", false, "short variant (1,000 sessions carrying the same prompt volume; same pool, prefix volume and streams): what make bench runs")
+	f.BoolVar(&o.Quick, "quick", false, "short variant (1,000 sessions whose prompts fill a quarter of the prefix table; same pool and streams): what make bench runs")
 	f.IntVar(&o.Endpoints, "endpoints", o.Endpoints, "endpoints both EPPs serve (a multiple of 4)")
 	f.IntVar(&o.Sessions, "sessions", o.Sessions, "requests per EPP, each a new session key and prompt (quick: 1000)")
-	f.IntVar(&o.PrefixBlocks, "prefix-blocks", 0, "distinct prefix blocks the prompts carry in total (default 1.25 × aibrix-pd-pair's prefix table capacity)")
+	f.IntVar(&o.PrefixBlocks, "prefix-blocks", 0, "distinct prefix blocks the prompts carry in total (default 1.25 × aibrix-pd-pair's prefix table capacity; quick: a quarter of it)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent ext_proc streams")
 	f.IntVar(&o.Conns, "conns", o.Conns, "HTTP/2 connections to the EPP")
 	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "pdgate's EndpointPickerConfig (relative to the repository root)")
@@ -65,6 +66,6 @@ an engine that holds every stream open and opens --streams concurrent SSE stream
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp, gie-epp and sidecar (default <repo>/bin; missing ones are built)")
 	f.BoolVar(&o.SkipEPP, "skip-epp", false, "leave the EPP part out")
 	f.BoolVar(&o.SkipSidecar, "skip-sidecar", false, "leave the sidecar part out")
-	f.DurationVar(&o.MaxPhase, "max-phase", o.MaxPhase, "wall-clock cap of each load phase (quick: 90s)")
+	f.DurationVar(&o.MaxPhase, "max-phase", o.MaxPhase, "wall-clock cap of each load phase (quick: 60s)")
 	return c
 }

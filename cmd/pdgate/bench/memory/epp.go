@@ -210,11 +210,7 @@ var words = strings.Fields("the of report table figure quarter revenue growth ma
 	"customer product service cost forecast plan risk team result section data value change year")
 
 func newRequests(o Options) *requests {
-	blocks := o.PrefixBlocks
-	if blocks == 0 {
-		blocks = prefixTableCapacity * 5 / 4
-	}
-	return &requests{runes: promptRunes(blocks, o.Sessions)}
+	return &requests{runes: promptRunes(o.prefixBlocks(), o.Sessions)}
 }
 
 // prompt is the user prompt of request i (ASCII, so runes = bytes).

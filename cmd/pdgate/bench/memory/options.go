@@ -45,14 +45,16 @@ type Options struct {
 	Log io.Writer
 }
 
-// DefaultOptions are the full run's (quick: fewer sessions, same pool and streams).
+// DefaultOptions are the full run's (quick: 1,000 sessions filling a quarter of the prefix
+// table; same pool and streams).
 func DefaultOptions(quick bool) Options {
 	o := Options{Out: "bench-results/memory", Quick: quick, Endpoints: 512, Sessions: 100_000,
 		Concurrency: 32, Conns: 4, ConfigFile: "config/bench/routing/recommended.yaml", Streams: 1000,
-		MaxPhase: 10 * time.Minute}
+		MaxPhase: 30 * time.Minute}
 	if quick {
 		o.Sessions = 1_000
-		o.MaxPhase = 90 * time.Second
+		o.PrefixBlocks = prefixTableCapacity / 4
+		o.MaxPhase = 60 * time.Second
 	}
 	return o
 }
@@ -109,4 +111,17 @@ func (o *Options) logf(format string, args ...any) {
 func promptRunes(blocks, sessions int) int {
 	per := (blocks + sessions - 1) / sessions
 	return max(16, per*prefixBlockRunes+prefixBlockRunes)
+}
+
+// prefixBlocks is the number of distinct prefix blocks the prompts must carry.
+func (o *Options) prefixBlocks() int {
+	if o.PrefixBlocks > 0 {
+		return o.PrefixBlocks
+	}
+	return prefixTableCapacity * 5 / 4
+}
+
+// prefixFill is the share of aibrix-pd-pair's prefix table the sent blocks can fill.
+func prefixFill(blocks int64) float64 {
+	return min(1, float64(blocks)/prefixTableCapacity)
 }
