@@ -2,6 +2,7 @@ package prefillscorer
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -18,6 +19,7 @@ type PrefixTable struct {
 	maxBlocks int
 	pods      map[uint64]map[string]uint64 // hash → pod → generation
 	gen       uint64
+	evictions int // full-table eviction scans so far
 }
 
 // NewPrefixTable returns a table with the given block size (characters) and capacity (hashes).
@@ -108,9 +110,31 @@ func (t *PrefixTable) Add(pod string, hashes []uint64) {
 	}
 }
 
-// evict drops hashes last touched in the older half of generations.
+// evict forgets the oldest half of the hashes: those whose newest holder was written at or
+// before the generation that leaves at most maxBlocks/2 hashes (ties at the cut go too, the
+// latest Add always stays). Cutting to half the capacity, not just below it, makes the next
+// eviction wait for maxBlocks/2 new hashes, so the O(n log n) scan is amortised over as many
+// insertions; cutting at gen/2 instead ran a full scan on every Add once recent prompts alone
+// filled the table (measured: 85 % of the EPP's CPU with 220 KB prompts).
 func (t *PrefixTable) evict() {
-	cut := t.gen / 2
+	keep := t.maxBlocks / 2
+	if len(t.pods) <= keep {
+		return
+	}
+	newest := make([]uint64, 0, len(t.pods))
+	for _, m := range t.pods {
+		var g uint64
+		for _, pg := range m {
+			g = max(g, pg)
+		}
+		newest = append(newest, g)
+	}
+	slices.Sort(newest)
+	cut := newest[len(newest)-keep-1]
+	if cut >= t.gen {
+		cut = t.gen - 1
+	}
+	t.evictions++
 	for h, m := range t.pods {
 		for pod, g := range m {
 			if g <= cut {
