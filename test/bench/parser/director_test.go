@@ -43,7 +43,7 @@ parser:
 `
 }
 
-func newDirector(t *testing.T, cfgText string) *requestcontrol.Director {
+func newDirector(t testing.TB, cfgText string) *requestcontrol.Director {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
