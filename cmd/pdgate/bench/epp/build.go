@@ -193,10 +193,12 @@ func burstSection(res *Results) report.Section {
 		}
 		sort.Sort(sort.Reverse(sort.IntSlice(counts)))
 		other := c.Burst.Requests - c.Burst.Errors
-		for _, n := range counts {
+		cells := make([]string, len(counts))
+		for i, n := range counts {
 			other -= n
+			cells[i] = strconv.Itoa(n)
 		}
-		rows = append(rows, []string{c.Name, strconv.Itoa(c.Burst.Requests), strings.Trim(fmt.Sprint(counts), "[]"),
+		rows = append(rows, []string{c.Name, strconv.Itoa(c.Burst.Requests), strings.Join(cells, ", "),
 			strconv.Itoa(other), strconv.Itoa(c.Burst.Errors), report.F(c.Spread, 2)})
 	}
 	return report.Section{Title: "Burst spreading (through the EPP)",

@@ -5,8 +5,11 @@ package epp
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -56,7 +59,10 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 			}
 			eff.Configs = configs
 			eff.Progress = cmd.ErrOrStderr()
-			res, md, err := Run(cmd.Context(), eff)
+			// Interrupted, the run still stops its EPPs and the control plane (deferred).
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			res, md, err := Run(ctx, eff)
 			if err != nil {
 				return err
 			}
