@@ -1,8 +1,11 @@
 package prefillscorer
 
 import (
+	"encoding/binary"
 	"fmt"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // TestPrefixTableEvictionIsAmortised fills a table with prompts larger than half its
@@ -52,5 +55,49 @@ func TestPrefixTableEvictionIsAmortised(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// hashesReference is the block hash chain spelled out: xxhash of the previous hash (little
+// endian) followed by the block's runes as a string.
+func hashesReference(blockSize int, prompt string) []uint64 {
+	runes := []rune(prompt)
+	var out []uint64
+	var prev uint64
+	for i := 0; i+blockSize <= len(runes); i += blockSize {
+		b := binary.LittleEndian.AppendUint64(nil, prev)
+		prev = xxhash.Sum64(append(b, string(runes[i:i+blockSize])...))
+		out = append(out, prev)
+	}
+	return out
+}
+
+func TestHashesAgreeWithReference(t *testing.T) {
+	for _, prompt := range []string{"", "abc", "abcd", "hello world, a longer prompt!", "héllo wörld ✓ 日本語テキスト", "bad \xff\xfe utf8 \xc3"} {
+		for _, bs := range []int{1, 4, 7} {
+			got, want := NewPrefixTable(bs, 10).Hashes(prompt), hashesReference(bs, prompt)
+			if len(got) != len(want) {
+				t.Fatalf("%q/%d: %d hashes, want %d", prompt, bs, len(got), len(want))
+			}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("%q/%d: hash %d differs", prompt, bs, i)
+				}
+			}
+		}
+	}
+}
+
+func TestForgetDropsOnlyThatPod(t *testing.T) {
+	pt := NewPrefixTable(4, 100)
+	h := pt.Hashes("abcdefgh")
+	pt.Add("a", h)
+	pt.Add("b", h[:1])
+	pt.Forget("a")
+	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
+		t.Fatalf("after Forget(a): %v", m)
+	}
+	if len(pt.pods) != 1 || pt.holders["a"] != 0 || pt.holders["b"] != 1 {
+		t.Fatalf("entries %v holders %v", pt.pods, pt.holders)
 	}
 }

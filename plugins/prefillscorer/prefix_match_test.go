@@ -10,10 +10,13 @@ import (
 // leading blocks it holds contiguously from the first.
 func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
 	out := map[string]float64{}
-	for pod := range t.pods[hashes[0]] {
+	for pod := range t.holders {
+		if _, ok := t.pods[blockKey{hashes[0], pod}]; !ok {
+			continue
+		}
 		n := 0
 		for _, h := range hashes {
-			if _, ok := t.pods[h][pod]; !ok {
+			if _, ok := t.pods[blockKey{h, pod}]; !ok {
 				break
 			}
 			n++
