@@ -29,6 +29,9 @@ type LabRecord struct {
 	// Components are the run's per-stage means (RecordLab); without them the calibration
 	// can only compare the engines alone.
 	Components *Components `json:"components,omitempty"`
+	// IdleProbes are single requests sent one at a time before the workload, each split into
+	// its stages (RecordLab): the data path's costs without queueing.
+	IdleProbes []Components `json:"idleProbes,omitempty"`
 	Summary    struct {
 		RequestsSent int `json:"requestsSent"`
 		LatencyMS    struct {
@@ -140,11 +143,12 @@ func CalibrateRecord(root string, rec *LabRecord, name, azurePath string, over *
 	switch {
 	case over != nil:
 		o = *over
-	case rec.Components != nil:
-		// the real simulator's steps end on wall-clock timers: their lateness shows as the
-		// lab's TPOT above the model's at the same load
+	case len(rec.IdleProbes) > 0:
+		// route and hop: the median idle request's stages (the path's own cost, not the
+		// loaded run's contention); step: the real simulator's steps end on wall-clock timers,
+		// whose lateness under the run's load shows as the lab's TPOT above the model's
 		step := time.Duration(max(l.TPOT.P50-bare.Summary.TPOT.P50, 0) * float64(time.Millisecond))
-		o = rec.Components.Overheads(step)
+		o = MedianIdle(rec.IdleProbes).Overheads(step)
 	}
 	res, err := runOnce(o)
 	if err != nil {

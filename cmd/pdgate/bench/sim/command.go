@@ -70,11 +70,11 @@ scheduler and prefix cache on one virtual clock), replaying the Azure conversati
 and rate-scaled to each load (a fraction of the fleet's estimated capacity). Prints TTFT, TPOT
 and E2E percentiles, goodput, per-pod spread and the EPP's CPU per request next to stock GIE's,
 after checking the simulation against a recorded real-process lab run (p50 TTFT within 10 %).
-Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 20,000 requests, load 0.8.`,
+Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000 requests, load 0.8.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if o.Quick {
-				o.Pods, o.Requests, o.Loads = 64, 20_000, []float64{0.8}
+				o.Pods, o.Requests, o.Loads = 64, 10_000, []float64{0.8}
 			}
 			if c.Flags().Changed("pods") {
 				o.Pods = pods
@@ -95,7 +95,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 20,000
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "directory for sim.json, sim.md and the PNG plots")
-	f.BoolVar(&o.Quick, "quick", false, "the short variant make bench runs (64 pods, 20,000 requests, load 0.8)")
+	f.BoolVar(&o.Quick, "quick", false, "the short variant make bench runs (64 pods, 10,000 requests, load 0.8)")
 	f.IntVar(&pods, "pods", o.Pods, "simulated GPUs per fleet (P/D fleets: half prefill, half decode)")
 	f.IntVar(&requests, "requests", o.Requests, "requests per policy and load")
 	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")

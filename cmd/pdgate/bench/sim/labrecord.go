@@ -3,9 +3,13 @@ package simbench
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"math/rand"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +74,10 @@ func RecordLab(ctx context.Context, o RecordOptions) (*LabRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	idle, err := probeIdle(ctx, l, t.Model, t.TimeScale, idleProbes)
+	if err != nil {
+		return nil, err
+	}
 	before, err := scrapeStages(ctx, l.Plan)
 	if err != nil {
 		return nil, err
@@ -103,7 +111,97 @@ func RecordLab(ctx context.Context, o RecordOptions) (*LabRecord, error) {
 	}
 	rec.Components = &Components{PrefillEngineTTFT: mean("prefill:ttft", 1), DecodeEngineTTFT: mean("decode:ttft", 1),
 		SidecarPrefillLeg: mean("sidecar:prefill", sc), SidecarHandoff: mean("sidecar:handoff", sc), ClientTTFTMean: sc * lm.TTFT.Mean}
+	rec.IdleProbes = idle
 	return rec, nil
+}
+
+// idleProbes is how many requests probeIdle sends one at a time.
+const idleProbes = 15
+
+// probeIdle sends requests one at a time to the idle lab (1000-token prompts of their own,
+// two output tokens) and reads every stage around each, so each probe's components are one
+// request's: the data path's own costs without queueing behind other requests.
+func probeIdle(ctx context.Context, l *lab.Lab, model string, scale float64, n int) ([]Components, error) {
+	var out []Components
+	for i := range n {
+		before, err := scrapeStages(ctx, l.Plan)
+		if err != nil {
+			return nil, err
+		}
+		res, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Gen: &oneRequest{req: probeRequest(model, i)}, MaxRequests: 1,
+			Concurrency: 1, Duration: time.Minute, KeepSamples: true})
+		if err != nil {
+			return nil, fmt.Errorf("idle probe %d: %w", i, err)
+		}
+		if len(res.Samples) != 1 || !res.Samples[0].OK {
+			return nil, fmt.Errorf("idle probe %d: the request failed (%+v)", i, res.Samples)
+		}
+		after, err := scrapeStages(ctx, l.Plan)
+		if err != nil {
+			return nil, err
+		}
+		one := func(k string, scale float64) float64 {
+			if after[k+"_count"]-before[k+"_count"] != 1 {
+				return math.NaN()
+			}
+			return (after[k+"_sum"] - before[k+"_sum"]) * 1e3 * scale
+		}
+		c := Components{PrefillEngineTTFT: one("prefill:ttft", 1), DecodeEngineTTFT: one("decode:ttft", 1),
+			SidecarPrefillLeg: one("sidecar:prefill", scale), SidecarHandoff: one("sidecar:handoff", scale),
+			ClientTTFTMean: scale * res.Samples[0].TTFTMS}
+		if math.IsNaN(c.PrefillEngineTTFT + c.SidecarPrefillLeg + c.SidecarHandoff) {
+			continue // served without a prefill leg (a combined pick): no stages to split
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("idle probes: none of %d requests ran a prefill leg", n)
+	}
+	return out, nil
+}
+
+func probeRequest(model string, i int) workload.Request {
+	body, _ := json.Marshal(map[string]any{"model": model, "prompt": workload.Text(rand.New(rand.NewSource(int64(1_000_003+i))), 1000),
+		"max_tokens": 2, "ignore_eos": true, "stream": true, "stream_options": map[string]any{"include_usage": true}})
+	return workload.Request{Kind: "idle-probe", Path: "/v1/completions", Body: body, Stream: true}
+}
+
+type oneRequest struct {
+	req  workload.Request
+	done bool
+}
+
+func (o *oneRequest) Next() (workload.Request, bool) {
+	if o.done {
+		return workload.Request{}, false
+	}
+	o.done = true
+	return o.req, true
+}
+
+// MedianIdle is the per-component median of the idle probes.
+func MedianIdle(ps []Components) Components {
+	med := func(get func(Components) float64) float64 {
+		v := make([]float64, 0, len(ps))
+		for _, p := range ps {
+			v = append(v, get(p))
+		}
+		sort.Float64s(v)
+		if len(v) == 0 {
+			return math.NaN()
+		}
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return Components{
+		PrefillEngineTTFT: med(func(c Components) float64 { return c.PrefillEngineTTFT }),
+		DecodeEngineTTFT:  med(func(c Components) float64 { return c.DecodeEngineTTFT }),
+		SidecarPrefillLeg: med(func(c Components) float64 { return c.SidecarPrefillLeg }),
+		SidecarHandoff:    med(func(c Components) float64 { return c.SidecarHandoff }),
+		ClientTTFTMean:    med(func(c Components) float64 { return c.ClientTTFTMean }),
+	}
 }
 
 // scrapeStages sums the stage histograms over the lab's pods, keyed "<where>:<what>_sum|_count".

@@ -47,6 +47,13 @@ func buildReport(d *Data, policies []Policy) *report.Report {
 				{"simulation, engines alone", f1(c.ModelOnly.P50), f1(c.ModelOnly.P90), f1(c.ModelOnly.P99), report.F(c.ModelResult.TPOT.P50, 2), f1(c.ModelResult.E2E.P50)},
 			}}},
 	})
+	if c.Components != nil {
+		rep.Sections[len(rep.Sections)-1].Tables = append(rep.Sections[len(rep.Sections)-1].Tables, report.Table{
+			Title:   "Engine level: mean time from a prefill leg's arrival at the prefill engine to its first token (ms)",
+			Columns: []string{"lab (simulator's own histogram)", "simulation", "simulation, engines alone"},
+			Rows: [][]string{{f1(c.Components.PrefillEngineTTFT), f1(c.SimSummary.EngineTTFT.Prefill),
+				f1(c.ModelResult.EngineTTFT.Prefill)}}})
+	}
 	baseline := map[float64]float64{}
 	for _, r := range d.Runs {
 		if r.Policy == Policies[0].Name {
