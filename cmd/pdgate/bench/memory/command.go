@@ -13,8 +13,8 @@ func NewCommand() *cobra.Command {
 		SilenceUsage: true,
 		Use:          "memory",
 		Short:        "Resident memory: pdgate's EPP (512 endpoints, 100k sessions, warm prefix index) next to stock GIE's, and the sidecar with 1,000 SSE streams",
-		Long: `Starts stock GIE v1.5.0's EPP (default config) and pdgate's EPP (--config, default the recommended
-config) as real processes against a local kube-apiserver (envtest binaries in bin/envtest) over the same
+		Long: `Starts stock GIE v1.5.0's EPP (default config) and pdgate's EPP (each of --configs: the recommended
+config and config/aibrix/token-load.yaml, which keeps a session table and a prefix table) as real processes against a local kube-apiserver (envtest binaries in bin/envtest) over the same
 --endpoints idle fake vLLM pods, sends both the same --sessions chat requests over ext_proc, each with a
 session key and a prompt of its own (enough prompt text to fill aibrix-pd-pair's prefix table), and reads
 each EPP's VmRSS as the requests arrive and its peak (VmHWM) after. Then starts the real sidecar in front of
@@ -28,9 +28,10 @@ an engine that holds every stream open and opens --streams concurrent SSE stream
 				"out": func() { eff.Out = o.Out }, "endpoints": func() { eff.Endpoints = o.Endpoints },
 				"sessions": func() { eff.Sessions = o.Sessions }, "prefix-blocks": func() { eff.PrefixBlocks = o.PrefixBlocks },
 				"concurrency": func() { eff.Concurrency = o.Concurrency }, "conns": func() { eff.Conns = o.Conns },
-				"config": func() { eff.ConfigFile = o.ConfigFile }, "streams": func() { eff.Streams = o.Streams },
+				"configs": func() { eff.ConfigFiles = o.ConfigFiles }, "streams": func() { eff.Streams = o.Streams },
 				"bin-dir": func() { eff.BinDir = o.BinDir }, "skip-epp": func() { eff.SkipEPP = o.SkipEPP },
 				"skip-sidecar": func() { eff.SkipSidecar = o.SkipSidecar }, "max-phase": func() { eff.MaxPhase = o.MaxPhase },
+				"refresh-metrics-interval": func() { eff.ScrapeInterval = o.ScrapeInterval },
 			} {
 				if flags.Changed(name) {
 					apply()
@@ -61,11 +62,12 @@ an engine that holds every stream open and opens --streams concurrent SSE stream
 	f.IntVar(&o.PrefixBlocks, "prefix-blocks", 0, "distinct prefix blocks the prompts carry in total (default 1.25 × aibrix-pd-pair's prefix table capacity; quick: a quarter of it)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent ext_proc streams")
 	f.IntVar(&o.Conns, "conns", o.Conns, "HTTP/2 connections to the EPP")
-	f.StringVar(&o.ConfigFile, "config", o.ConfigFile, "pdgate's EndpointPickerConfig (relative to the repository root)")
+	f.StringSliceVar(&o.ConfigFiles, "configs", o.ConfigFiles, "pdgate EndpointPickerConfigs to measure (relative to the repository root)")
 	f.IntVar(&o.Streams, "streams", o.Streams, "concurrent SSE streams through the sidecar")
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp, gie-epp and sidecar (default <repo>/bin; missing ones are built)")
 	f.BoolVar(&o.SkipEPP, "skip-epp", false, "leave the EPP part out")
 	f.BoolVar(&o.SkipSidecar, "skip-sidecar", false, "leave the sidecar part out")
+	f.DurationVar(&o.ScrapeInterval, "refresh-metrics-interval", o.ScrapeInterval, "both EPPs' metrics scrape interval (the binaries default to 50ms: 10,000 scrapes/s over 512 pods)")
 	f.DurationVar(&o.MaxPhase, "max-phase", o.MaxPhase, "wall-clock cap of each load phase (quick: 60s)")
 	return c
 }

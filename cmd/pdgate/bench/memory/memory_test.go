@@ -23,7 +23,9 @@ func TestValidate(t *testing.T) {
 		{name: "no streams", mut: func(o *Options) { o.Streams = 0 }, wantErr: "--streams=0"},
 		{name: "streams ignored without sidecar", mut: func(o *Options) { o.Streams = 0; o.SkipSidecar = true }},
 		{name: "nothing to do", mut: func(o *Options) { o.SkipEPP, o.SkipSidecar = true, true }, wantErr: "leave nothing"},
-		{name: "no config", mut: func(o *Options) { o.ConfigFile = "" }, wantErr: "--config"},
+		{name: "no config", mut: func(o *Options) { o.ConfigFiles = nil }, wantErr: "--configs is empty"},
+		{name: "config named twice", mut: func(o *Options) { o.ConfigFiles = []string{"a/x.yaml", "b/x.yaml"} }, wantErr: "named twice"},
+		{name: "no scrape interval", mut: func(o *Options) { o.ScrapeInterval = 0 }, wantErr: "--refresh-metrics-interval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -126,13 +128,15 @@ func TestGoals(t *testing.T) {
 		{name: "over budget", res: Results{Sessions: 10, EPP: []EPPResult{pd(300*mb, 10, "")},
 			Sidecar: &SidecarResult{Streams: 5, Opened: 5, Held: Memory{HWM: 129 * mb}}},
 			wantMet: []bool{false, false}, wantText: []string{"300.0 MiB", "129.0 MiB"}},
-		{name: "sessions not all recorded", res: Results{Sessions: 10, EPP: []EPPResult{pd(100*mb, 9, "")}},
-			wantMet: []bool{false}, wantText: []string{"9 sessions"}},
 		{name: "streams not all open", res: Results{Sidecar: &SidecarResult{Streams: 5, Opened: 4, Held: Memory{HWM: mb}}},
 			wantMet: []bool{false}, wantText: []string{"4 of 5"}},
 		{name: "EPP failed", res: Results{EPP: []EPPResult{pd(0, -1, "boom")}},
 			wantMet: []bool{false}, wantText: []string{"not measured: boom"}},
-		{name: "EPP part failed early", res: Results{EPPError: "no cluster"}, wantMet: []bool{false}, wantText: []string{"not measured"}},
+		{name: "no session table", res: Results{EPP: []EPPResult{pd(10*mb, -1, "")}},
+			wantMet: []bool{true}, wantText: []string{"no sessions recorded"}},
+		{name: "one goal per pdgate config", res: Results{EPP: []EPPResult{pd(10*mb, 0, ""), pd(300*mb, 5, "")}},
+			wantMet: []bool{true, false}, wantText: []string{"10.0 MiB", "300.0 MiB (5 sessions"}},
+		{name: "EPP part failed early", res: Results{EPPError: "no cluster"}, wantMet: []bool{false}, wantText: []string{"not measured: no cluster"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -146,5 +150,17 @@ func TestGoals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestConfigName(t *testing.T) {
+	for in, want := range map[string]string{
+		"config/bench/routing/recommended.yaml": "pdgate-recommended",
+		"config/aibrix/token-load.yaml":         "pdgate-token-load",
+		"/abs/My_Config.v2.yml":                 "pdgate-my-config-v2",
+	} {
+		if got := configName(in); got != want {
+			t.Errorf("configName(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

@@ -31,14 +31,19 @@ type Options struct {
 	PrefixBlocks int
 	// Concurrency and Conns shape the ext_proc load (streams in flight, HTTP/2 connections).
 	Concurrency, Conns int
-	// ConfigFile is pdgate's EndpointPickerConfig (relative to the repository root).
-	ConfigFile string
+	// ConfigFiles are pdgate's EndpointPickerConfigs (relative to the repository root), each
+	// measured over AIBrix rolesets.
+	ConfigFiles []string
 	// Streams is the number of concurrent SSE streams held open through the sidecar.
 	Streams int
 	// BinDir holds epp, gie-epp and sidecar ("" = <repo>/bin; missing ones are built).
 	BinDir string
 	// SkipEPP and SkipSidecar leave a part out.
 	SkipEPP, SkipSidecar bool
+	// ScrapeInterval is both EPPs' --refresh-metrics-interval. The binaries' 50 ms default means
+	// 10,000 scrapes a second over 512 pods, which on a small machine starves the load itself;
+	// memory hardly depends on it.
+	ScrapeInterval time.Duration
 	// MaxPhase bounds each load phase.
 	MaxPhase time.Duration
 	// Log receives progress lines (nil: discarded).
@@ -49,7 +54,7 @@ type Options struct {
 // table; same pool and streams).
 func DefaultOptions(quick bool) Options {
 	o := Options{Out: "bench-results/memory", Quick: quick, Endpoints: 512, Sessions: 100_000,
-		Concurrency: 32, Conns: 4, ConfigFile: "config/bench/routing/recommended.yaml", Streams: 1000,
+		Concurrency: 32, Conns: 4, ConfigFiles: DefaultConfigs, Streams: 1000, ScrapeInterval: time.Second,
 		MaxPhase: 30 * time.Minute}
 	if quick {
 		o.Sessions = 1_000
@@ -58,6 +63,11 @@ func DefaultOptions(quick bool) Options {
 	}
 	return o
 }
+
+// DefaultConfigs are pdgate's recommended config and the config that keeps the most
+// per-request state: token-load (pd-token-ledger's session table, hybrid_cache_load's prefix
+// table in aibrix-pd-pair).
+var DefaultConfigs = []string{"config/bench/routing/recommended.yaml", "config/aibrix/token-load.yaml"}
 
 // prefixTableCapacity is aibrix-pd-pair's default prefixTableCapacity (blocks).
 const prefixTableCapacity = 1 << 20
@@ -84,12 +94,23 @@ func (o *Options) Validate() error {
 		if o.Concurrency < 1 || o.Conns < 1 {
 			errs = append(errs, fmt.Errorf("bench memory: --concurrency=%d --conns=%d: want >= 1 each", o.Concurrency, o.Conns))
 		}
-		if o.ConfigFile == "" {
-			errs = append(errs, errors.New("bench memory: --config is empty"))
+		if len(o.ConfigFiles) == 0 {
+			errs = append(errs, errors.New("bench memory: --configs is empty"))
+		}
+		seen := map[string]bool{}
+		for _, f := range o.ConfigFiles {
+			if n := configName(f); f == "" || seen[n] {
+				errs = append(errs, fmt.Errorf("bench memory: --configs: %q is empty or named twice", f))
+			} else {
+				seen[n] = true
+			}
 		}
 	}
 	if !o.SkipSidecar && o.Streams < 1 {
 		errs = append(errs, fmt.Errorf("bench memory: --streams=%d: want >= 1", o.Streams))
+	}
+	if !o.SkipEPP && o.ScrapeInterval <= 0 {
+		errs = append(errs, fmt.Errorf("bench memory: --refresh-metrics-interval=%s: want > 0", o.ScrapeInterval))
 	}
 	if o.MaxPhase <= 0 {
 		errs = append(errs, fmt.Errorf("bench memory: --max-phase=%s: want > 0", o.MaxPhase))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
@@ -77,20 +78,21 @@ func Run(ctx context.Context, o Options) (*Results, string, error) {
 // cover, and says "not measured" where a part failed.
 func goals(res *Results) []Goal {
 	var out []Goal
-	if res.EPP != nil || res.EPPError != "" {
-		g := Goal{Name: fmt.Sprintf("pdgate EPP peak RSS, %d endpoints, %d sessions, prefix index filled", res.Endpoints, res.Sessions),
+	if res.EPPError != "" && len(res.EPP) == 0 {
+		out = append(out, Goal{Name: "pdgate EPP peak RSS", Target: "≤ 256 MiB", Measured: "not measured: " + res.EPPError})
+	}
+	for _, e := range res.EPP {
+		if e.Kind != eppharness.KindPdgate {
+			continue
+		}
+		g := Goal{Name: fmt.Sprintf("%s EPP peak RSS, %d endpoints, %d requests/sessions", e.Name, res.Endpoints, res.Sessions),
 			Target: "≤ 256 MiB", Measured: "not measured"}
-		for _, e := range res.EPP {
-			if e.Kind != eppharness.KindPdgate {
-				continue
-			}
-			switch {
-			case e.Error != "" && e.After.HWM == 0:
-				g.Measured = "not measured: " + e.Error
-			default:
-				g.Measured = fmt.Sprintf("%.1f MiB (%d sessions recorded, prefix table %.0f %% filled)", mib(e.After.HWM), e.Sessions, 100*prefixFill(e.PrefixBlocks))
-				g.Met = e.After.HWM <= GoalEPPBytes && e.Error == "" && e.Sessions >= res.Sessions
-			}
+		switch {
+		case e.Error != "" && e.After.HWM == 0:
+			g.Measured = "not measured: " + e.Error
+		default:
+			g.Measured = fmt.Sprintf("%.1f MiB (%s sessions recorded)", mib(e.After.HWM), sessionsText(e.Sessions))
+			g.Met = e.After.HWM <= GoalEPPBytes && e.Error == ""
 		}
 		out = append(out, g)
 	}
@@ -106,6 +108,13 @@ func goals(res *Results) []Goal {
 		out = append(out, g)
 	}
 	return out
+}
+
+func sessionsText(n int) string {
+	if n < 0 {
+		return "no"
+	}
+	return strconv.Itoa(n)
 }
 
 func metText(met bool) string {
@@ -169,10 +178,14 @@ func eppSection(o Options, res *Results) report.Section {
 		"fake vLLM pods on loopback addresses, and receive the same %d chat requests over ext_proc (FULL_DUPLEX_STREAMED, "+
 		"response phase included, %d streams in flight): each request carries a session key of its own (%s) and a prompt "+
 		"of its own, sized so the prompts hold at least %d distinct prefix blocks (aibrix-pd-pair's prefix table holds %d). "+
-		"Stock GIE uses its default config with every pod serving whole requests; pdgate uses %s over rolesets of 2 prefill "+
-		"+ 2 decode pods. \"sessions recorded\" is pdgate_token_load_sessions after the load.",
+		"Stock GIE uses its default config with every pod serving whole requests; pdgate uses each of %s over rolesets of 2 prefill "+
+		"+ 2 decode pods. Which state a config keeps decides what the requests fill: token_load/hybrid_cache_load "+
+		"prefill scoring records each session in pd-token-ledger, hybrid_cache_load and prefix_cache fill aibrix-pd-pair's "+
+		"prefix table; the recommended config (least_request prefill, token_load decode) keeps neither. Both EPPs scrape pod metrics every %s (--refresh-metrics-interval; the binaries' 50 ms "+
+		"default means 10,000 scrapes a second over 512 pods) and log at -v=1. \"sessions recorded\" is "+
+		"pdgate_token_load_sessions after the load.",
 		res.Endpoints, res.Sessions, o.Concurrency, "x-aibrix-session-key", o.prefixBlocks(),
-		prefixTableCapacity, o.ConfigFile)
+		prefixTableCapacity, strings.Join(o.ConfigFiles, ", "), o.ScrapeInterval)
 	for _, e := range res.EPP {
 		if e.Error != "" {
 			text += fmt.Sprintf("\n\n%s: %s", e.Name, e.Error)
