@@ -14,6 +14,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/fastparser"
+	"github.com/pdgate/pdgate/plugins/inflightscorer"
 	"github.com/pdgate/pdgate/plugins/labelselector"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
@@ -49,6 +50,7 @@ var registrations = []registration{
 	{typeName: disaggheaders.Type, factory: disaggheaders.Factory},
 	{typeName: disaggprofile.HandlerType, factory: disaggprofile.HandlerFactory},
 	{typeName: rolefilter.EncodeType, factory: rolefilter.EncodeFactory},
+	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
 	{typeName: tokenledger.Type, factory: tokenledger.Factory},

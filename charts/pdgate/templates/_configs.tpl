@@ -68,6 +68,12 @@ plugins:
 - type: prefix-cache-scorer
 - type: queue-scorer
 - type: kv-cache-utilization-scorer
+{{- if gt (float64 $pd.weights.inFlight) 0.0 }}
+- type: inflight-load-producer
+- type: inflight-load-scorer
+  parameters:
+    queueThresholdTokens: {{ int64 $pd.inFlightThresholdTokens }}
+{{- end }}
 - type: max-score-picker
 {{- if $pd.alwaysDisaggregate }}
 - name: pd-decider
@@ -94,6 +100,10 @@ schedulingProfiles:
     weight: {{ $pd.weights.queue }}
   - pluginRef: kv-cache-utilization-scorer
     weight: {{ $pd.weights.kvCacheUtilization }}
+{{- if and (eq $profile "decode") (gt (float64 $pd.weights.inFlight) 0.0) }}
+  - pluginRef: inflight-load-scorer
+    weight: {{ $pd.weights.inFlight }}
+{{- end }}
   - pluginRef: max-score-picker
 {{- end }}
 {{ include "pdgate.dataLayerSection" . }}

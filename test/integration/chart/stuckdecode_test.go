@@ -1,0 +1,70 @@
+package chart
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/test/inprocepp"
+)
+
+// idleVLLM is the /metrics page of a vLLM that reports nothing running or waiting: what a hung
+// engine (stuck on a KV transfer, a wedged kernel) keeps reporting while it holds requests.
+var idleVLLM = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	_, _ = io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
+		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
+		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
+		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
+		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n")
+})
+
+// TestDefaultConfigAvoidsDecodePodWithStuckRequests: the chart's default EPP config
+// (pd-plugins.yaml), run in GIE's real scheduler and director, stops sending new requests to a
+// decode pod once many of its requests are stuck in flight, although its engine metrics look
+// idle and the prefix cache pins the (identical) prompt to it. The EPP's own in-flight count
+// (PreRequest to end of stream) is what moves the pick.
+func TestDefaultConfigAvoidsDecodePodWithStuckRequests(t *testing.T) {
+	vals := values(t, nil, "inferencePool.modelServers.matchLabels.app=x")
+	text := field(t, find(t, mustRender(t, "demo", testNS, vals), "ConfigMap", "demo-epp"), "data", "pd-plugins.yaml").(string)
+	path := filepath.Join(t.TempDir(), "pd-plugins.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	role := "llm-d.ai/role"
+	pods := []inprocepp.Pod{
+		{Name: "prefill-0", IP: "127.0.0.61", Labels: map[string]string{role: "prefill"}, Metrics: idleVLLM},
+		{Name: "decode-0", IP: "127.0.0.62", Labels: map[string]string{role: "decode"}, Metrics: idleVLLM},
+		{Name: "decode-1", IP: "127.0.0.63", Labels: map[string]string{role: "decode"}, Metrics: idleVLLM},
+	}
+	e := inprocepp.Start(t, path, pods, inprocepp.Options{PoolName: "demo-pool"})
+	body := fmt.Sprintf(`{"model":"m","max_tokens":64,"prompt":%q}`, strings.Repeat("the same long shared system prompt, ", 200))
+
+	// Every request stays in flight (stuck) until the test ends.
+	picks := map[string]int{}
+	var first string
+	for i := 0; i < 100; i++ {
+		a, done, err := e.Open("/v1/completions", nil, body, 2*time.Minute)
+		t.Cleanup(done)
+		if err != nil || a.Immediate != 0 {
+			t.Fatalf("request %d: %v %+v", i, err, a)
+		}
+		dest := a.Set["x-gateway-destination-endpoint"]
+		picks[dest]++
+		if first == "" {
+			first = dest
+		}
+		if dest != first {
+			t.Logf("request %d left %s after %d stuck requests there; picks %v", i, first, picks[first], picks)
+			if picks[first] < 2 {
+				t.Fatalf("the prefix cache should pin the prompt to %s for a while first; picks %v", first, picks)
+			}
+			return
+		}
+	}
+	t.Fatalf("every one of %d requests went to %s while they were all stuck there: %v", picks[first], first, picks)
+}
