@@ -70,6 +70,9 @@ func EvaluateGoals(res *Results) []Goal {
 func BuildReport(res *Results) *report.Report {
 	r := report.New("routing", "Routing quality: policies on the lab replaying the Azure LLM trace and a synthetic mix")
 	r.Data = res
+	if !res.Started.IsZero() {
+		r.Started = res.Started
+	}
 	r.Add(setupSection(res))
 	r.Add(resultsSection(res))
 	r.Add(goalsSection(res))

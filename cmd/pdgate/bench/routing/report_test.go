@@ -74,8 +74,13 @@ func TestEvaluateGoals(t *testing.T) {
 func TestBuildReportWritesEverything(t *testing.T) {
 	res := fakeResults(300, 400, 10, 25)
 	res.Goals = EvaluateGoals(res)
+	res.Started = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	dir := t.TempDir()
-	md, err := BuildReport(res).Write(dir)
+	rep := BuildReport(res)
+	if !rep.Started.Equal(res.Started) {
+		t.Fatalf("report start %s, want the run's %s", rep.Started, res.Started)
+	}
+	md, err := rep.Write(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

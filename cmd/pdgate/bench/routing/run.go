@@ -91,6 +91,8 @@ func (o *Options) Validate() error {
 
 // Results are the bench's raw data (the report's JSON "data").
 type Results struct {
+	// Started is when the run began (the report itself is assembled at the end).
+	Started       time.Time      `json:"started"`
 	TimeScale     float64        `json:"timeScale"`
 	SLO           SLO            `json:"slo"`
 	TraceSlice    [2]int         `json:"traceSlice"`
@@ -129,10 +131,12 @@ func Run(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	policies, _ := SelectPolicies(o.Policies)
+	started := time.Now().UTC()
 	res, phases, err := Prepare(o)
 	if err != nil {
 		return "", err
 	}
+	res.Started = started
 	fmt.Fprintf(o.Err, "capacity (cost model, model time): azure slice %.1f req/s P/D, %.1f combined; mix %.1f P/D, %.1f combined\n",
 		res.AzureCapacity.PDRPS, res.AzureCapacity.CombinedRPS, res.MixedCapacity.PDRPS, res.MixedCapacity.CombinedRPS)
 	reqs, _ := Schedule(phases, o.Gap, o.TimeScale)
