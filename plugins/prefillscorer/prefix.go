@@ -23,7 +23,7 @@ type PrefixTable struct {
 	blockSize int
 	maxBlocks int
 	pods      map[blockKey]uint64 // (hash, pod) → generation of the Add that wrote it
-	holders   map[string]int      // pod → entries it holds
+	holders   map[string]uint64   // pods that may hold entries → generation of their last Add
 	gen       uint64
 	evictions int // full-table eviction scans so far
 }
@@ -42,7 +42,7 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 	if maxBlocks <= 0 {
 		maxBlocks = 1 << 20
 	}
-	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, pods: map[blockKey]uint64{}, holders: map[string]int{}}
+	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, pods: map[blockKey]uint64{}, holders: map[string]uint64{}}
 }
 
 // Tokens returns the prompt's token count under the character tokenizer.
@@ -116,12 +116,11 @@ func (t *PrefixTable) Add(pod string, hashes []uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.gen++
+	if len(hashes) > 0 {
+		t.holders[pod] = t.gen
+	}
 	for _, h := range hashes {
-		k := blockKey{h, pod}
-		if _, ok := t.pods[k]; !ok {
-			t.holders[pod]++
-		}
-		t.pods[k] = t.gen
+		t.pods[blockKey{h, pod}] = t.gen
 	}
 	if len(t.pods) > t.maxBlocks {
 		t.evict()
@@ -149,18 +148,17 @@ func (t *PrefixTable) evict() {
 		cut = t.gen - 1
 	}
 	t.evictions++
+	// Copy the survivors into fresh maps rather than deleting in place: Go maps never shrink,
+	// and half a million deletions leave tombstones that lengthen every later probe.
+	pods := make(map[blockKey]uint64, t.maxBlocks)
+	holders := make(map[string]uint64, len(t.holders))
 	for k, g := range t.pods {
-		if g <= cut {
-			delete(t.pods, k)
-			t.dropHolder(k.pod)
+		if g > cut {
+			pods[k] = g
+			holders[k.pod] = max(holders[k.pod], g)
 		}
 	}
-}
-
-func (t *PrefixTable) dropHolder(pod string) {
-	if t.holders[pod]--; t.holders[pod] <= 0 {
-		delete(t.holders, pod)
-	}
+	t.pods, t.holders = pods, holders
 }
 
 // Forget removes a pod (it left the pool).

@@ -97,7 +97,7 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Forget(a): %v", m)
 	}
-	if len(pt.pods) != 1 || pt.holders["a"] != 0 || pt.holders["b"] != 1 {
+	if _, a := pt.holders["a"]; len(pt.pods) != 1 || a || pt.holders["b"] == 0 {
 		t.Fatalf("entries %v holders %v", pt.pods, pt.holders)
 	}
 }
