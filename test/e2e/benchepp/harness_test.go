@@ -5,27 +5,23 @@ package benchepp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
 )
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-}
-
 // needAssets skips (or fails under CI) without the envtest control plane.
 func needAssets(t *testing.T) {
 	t.Helper()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
-		assets = filepath.Join(repoRoot(), "bin", "envtest")
+		assets = filepath.Join(root, "bin", "envtest")
 	}
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
 		if os.Getenv("CI") != "" {
@@ -74,7 +70,7 @@ func TestHarnessBothKinds(t *testing.T) {
 			}
 			cfg := ""
 			if tc.config != "" {
-				cfg = filepath.Join(repoRoot(), tc.config)
+				cfg = filepath.Join(root, tc.config)
 			}
 			base := ms.Snapshot()
 			epp, err := eppharness.Start(ctx, eppharness.Options{Kind: tc.kind, ConfigFile: cfg, Endpoints: eps,
@@ -100,5 +96,78 @@ func TestHarnessBothKinds(t *testing.T) {
 			}
 			t.Logf("%s: pid %d, grpc %s, CPU %v, RSS %d MiB (peak %d MiB)", tc.kind, epp.PID, epp.GRPCAddr, cpu, mem.RSS>>20, mem.HWM>>20)
 		})
+	}
+}
+
+// TestBenchEPPQuick runs `pdgate bench epp --quick` on one small size with the baseline and
+// one pdgate config and checks the report: every request routed, CPU measured, the burst
+// counted over the 8 primary pods, files written.
+func TestBenchEPPQuick(t *testing.T) {
+	needAssets(t)
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pdgate"), "bench", "epp", "--quick", "--sizes", "1k",
+		"--requests", "60", "--burst", "40", "--configs", "gie-default,llmd-pd", "--out", out, "--bin-dir", binDir)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("pdgate bench epp: %v\n%s", err, b)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "epp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Data struct {
+			Configs []struct {
+				Name  string `json:"name"`
+				Sizes []struct {
+					Load struct {
+						Requests int   `json:"requests"`
+						OK       int   `json:"ok"`
+						CPU      int64 `json:"eppCpuNs"`
+					} `json:"load"`
+				} `json:"sizes"`
+				Burst struct {
+					Requests int            `json:"requests"`
+					Dest     map[string]int `json:"destinations"`
+				} `json:"burst"`
+				PrimaryPods []string `json:"primaryPods"`
+				Memory      struct {
+					RSS int64 `json:"RSS"`
+				} `json:"memoryAfterRun"`
+				Error string `json:"error"`
+			} `json:"configs"`
+			Goals []struct {
+				Goal string `json:"goal"`
+			} `json:"goals"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Data.Configs) != 2 {
+		t.Fatalf("configs: %+v", rep.Data.Configs)
+	}
+	for _, c := range rep.Data.Configs {
+		if c.Error != "" || len(c.Sizes) != 1 || c.Sizes[0].Load.Requests != 60 || c.Sizes[0].Load.OK != 60 || c.Sizes[0].Load.CPU <= 0 {
+			t.Fatalf("%s: %+v", c.Name, c)
+		}
+		inPrimary := 0
+		for _, p := range c.PrimaryPods {
+			inPrimary += c.Burst.Dest[p]
+		}
+		if len(c.PrimaryPods) != 8 || c.Burst.Requests != 40 || inPrimary != 40 || c.Memory.RSS <= 0 {
+			t.Fatalf("%s: burst %+v over %v, RSS %d", c.Name, c.Burst, c.PrimaryPods, c.Memory.RSS)
+		}
+	}
+	if len(rep.Data.Goals) != 1 { // 1 KB throughput for llmd-pd (no 220 KB, no recommended config)
+		t.Fatalf("goals %+v", rep.Data.Goals)
+	}
+	for _, f := range []string{"epp.md", "epp-throughput.png", "epp-cpu.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

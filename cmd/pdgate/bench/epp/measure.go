@@ -129,8 +129,9 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 		return cr
 	}
 	defer func() {
-		if err := e.Stop(); err != nil && cr.Error == "" {
-			cr.Error = err.Error()
+		// A slow shutdown is not a measurement failure: say so and go on.
+		if err := e.Stop(); err != nil {
+			o.logf("%s: stopping: %v", c.Name, err)
 		}
 	}()
 	eps, _, _ := Layout(c.Layout, Primary, g.hosts, g.ms.Port)
