@@ -163,7 +163,10 @@ func TestEndpointRemovedInFlight(t *testing.T) {
 }
 
 // The EPP restarted under load: the gateway (fail-closed) answers 503
-// endpoint_picker_unavailable while it is down, and every request succeeds again after.
+// endpoint_picker_unavailable while it is down, and every request succeeds again after. A
+// stream whose response was passing through the EPP at the kill is cut (the gateway processes
+// response bodies through ext_proc); only those, at most one per worker, may end "cut". The
+// paced load has requests in flight at the kill on any machine, so this case is exercised.
 func TestEPPRestartedUnderLoad(t *testing.T) {
 	c := startCluster(t, pdTopology(t, ""), "127.0.88", nil)
 	base := c.baseline(t)
@@ -173,8 +176,11 @@ func TestEPPRestartedUnderLoad(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		c.start("epp")
 	}, mixed)
-	checkOutcomes(t, rep, "503/endpoint_picker_unavailable", "503/no_endpoint")
+	checkOutcomes(t, rep, "503/endpoint_picker_unavailable", "503/no_endpoint", "cut")
 	hit(t, rep, "503/endpoint_picker_unavailable")
+	if n := rep.outcomes["cut"]; n > workers {
+		t.Errorf("%d streams cut; only the %d in flight at the kill may be", n, workers)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c.waitHealthy(ctx, "epp")
