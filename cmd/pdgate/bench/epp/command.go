@@ -11,7 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // NewCommand is `pdgate bench epp`.
@@ -59,6 +61,8 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 			}
 			eff.Configs = configs
 			eff.Progress = cmd.ErrOrStderr()
+			// envtest logs through controller-runtime; its chatter is not the bench's output.
+			ctrllog.SetLogger(logr.Discard())
 			// Interrupted, the run still stops its EPPs and the control plane (deferred).
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
