@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwkrh "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requesthandling"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
@@ -37,6 +38,12 @@ func parseAndRepackage(p fwkrh.Parser, body []byte, h map[string]string) error {
 	if m, ok := pb.Payload.(fwksched.PayloadMap); ok {
 		m["model"] = m["model"].(string)
 		if _, err := json.Marshal(m); err != nil {
+			return err
+		}
+	}
+	if pd, ok := p.(fwkrc.PrepareDataPlugin); ok {
+		// The raw mode's TargetModel fill-in runs on every request too.
+		if err := pd.PrepareRequestData(context.Background(), &fwksched.LLMRequest{Body: pb}, nil); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,9 @@ func FuzzParseRequest(f *testing.F) {
 				if string(v) != body {
 					t.Fatal("raw payload changed the body")
 				}
+				if m, ok := topLevelModel(v); !ok || m != want.Payload.(fwksched.PayloadMap)["model"] {
+					t.Fatalf("raw payload model %q (ok=%v), stock map %v", m, ok, want.Payload.(fwksched.PayloadMap)["model"])
+				}
 			case fwksched.PayloadMap:
 				b, err := json.Marshal(v)
 				if err != nil || !json.Valid(b) {

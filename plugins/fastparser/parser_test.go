@@ -302,3 +302,36 @@ func TestParseResponseMatchesGIE(t *testing.T) {
 		})
 	}
 }
+
+func TestPrepareRequestDataFillsTargetModel(t *testing.T) {
+	long := bigText(3000)
+	tests := []struct {
+		name, body, target, want string
+		mode                     string
+	}{
+		{name: "raw body model", mode: ModeRaw, body: `{"model":"m1","prompt":"` + long + `"}`, want: "m1"},
+		{name: "raw last duplicate", mode: ModeRaw, body: `{"model":"a","prompt":"p","model":"b\u00e9"}`, want: "bé"},
+		{name: "raw model after a long value", mode: ModeRaw, body: `{"prompt":"` + long + `","x":[{"model":"no"}],"model":"m2"}`, want: "m2"},
+		{name: "target already set", mode: ModeRaw, body: `{"model":"m1","prompt":"p"}`, target: "rewritten", want: "rewritten"},
+		{name: "map payload untouched", mode: ModeMap, body: `{"model":"m1","prompt":"p"}`, want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New("", Params{Payload: tt.mode})
+			body, err := p.ParseRequest(context.Background(), []byte(tt.body), map[string]string{":path": "/v1/completions"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := &fwksched.LLMRequest{Body: body, TargetModel: tt.target}
+			if err := p.PrepareRequestData(context.Background(), req, nil); err != nil {
+				t.Fatal(err)
+			}
+			if req.TargetModel != tt.want {
+				t.Fatalf("TargetModel %q, want %q", req.TargetModel, tt.want)
+			}
+		})
+	}
+	if err := New("", Params{}).PrepareRequestData(context.Background(), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+}

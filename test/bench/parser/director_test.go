@@ -107,6 +107,10 @@ func TestDirectorWithFastParser(t *testing.T) {
 			if sent["model"] != tt.wantModel || sent["max_tokens"] != 5.0 || out.IncomingModelName != tt.incoming {
 				t.Fatalf("sent %v, incoming %q", sent, out.IncomingModelName)
 			}
+			// Plugins see the model in both modes (raw mode fills it in PrepareRequestData).
+			if got := out.SchedulingRequest.TargetModel; got != tt.wantModel {
+				t.Fatalf("LLMRequest.TargetModel %q, want %q", got, tt.wantModel)
+			}
 			if out.TargetEndpoint != "127.0.0.1:8000" || out.RequestSize != len(out.Request.RawBody) {
 				t.Fatalf("target %q size %d", out.TargetEndpoint, out.RequestSize)
 			}
