@@ -32,6 +32,9 @@ type epp struct {
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
+	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
+	// every second until the handle's context ends; the indexer stays reachable until then)
+	stop context.CancelFunc
 }
 
 // loadEPP reads an EndpointPickerConfig file ("" = GIE's default config) and builds it for
@@ -54,15 +57,18 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 	for i, p := range pods {
 		names[i] = types.NamespacedName{Namespace: "default", Name: p.Name}
 	}
-	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return names })
+	ctx, stop := context.WithCancel(context.Background())
+	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return names })
 	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
-	e := &epp{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)}
+	e := &epp{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), stop: stop}
 	for _, p := range handle.GetAllPlugins() {
 		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
 			if err := r.ResolveReferences(handle); err != nil {
+				stop()
 				return nil, fmt.Errorf("EndpointPickerConfig %s: resolve %s: %w", file, p.TypedName(), err)
 			}
 		}

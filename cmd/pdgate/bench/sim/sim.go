@@ -121,6 +121,7 @@ func (s *Sim) Run() (*Result, error) {
 	// EPP CPU is read per thread: keep the loop on one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	defer s.epp.stop()
 	wall := time.Now()
 	for _, p := range s.pods {
 		p.scrape(s.clock.Now())
