@@ -194,7 +194,20 @@ func userContent(t *testing.T, b []byte) string {
 }
 
 func sized(bytes, requests int, cpu time.Duration, wall time.Duration) SizeResult {
-	return SizeResult{Bytes: bytes, Load: LoadResult{Requests: requests, OK: requests, CPU: cpu, Wall: wall}}
+	l := LoadResult{Requests: requests, OK: requests, CPU: cpu, Wall: wall}
+	return SizeResult{Bytes: bytes, Load: l, NetCPUMS: NetCPU(l, 0)}
+}
+
+func TestNetCPU(t *testing.T) {
+	l := LoadResult{Requests: 100, CPU: 500 * time.Millisecond, Wall: 2 * time.Second}
+	for _, tc := range []struct{ idle, want float64 }{{0, 5}, {100, 3}, {400, 0}} {
+		if got := NetCPU(l, tc.idle); math.Abs(got-tc.want) > 1e-9 {
+			t.Fatalf("idle %v: %v, want %v", tc.idle, got, tc.want)
+		}
+	}
+	if !math.IsNaN(NetCPU(LoadResult{}, 0)) {
+		t.Fatal("no requests should be NaN")
+	}
 }
 
 func TestGoalsAndReport(t *testing.T) {

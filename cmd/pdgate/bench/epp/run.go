@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -143,6 +144,18 @@ type SizeResult struct {
 	Load         LoadResult `json:"load"`
 	RoutingP50MS float64    `json:"routingP50Ms"`
 	RoutingP99MS float64    `json:"routingP99Ms"`
+	// NetCPUMS is the EPP CPU per request less the idle rate (metric scraping) over the
+	// phase: what the requests themselves cost, comparable across pools of different sizes.
+	NetCPUMS float64 `json:"netCpuMsPerRequest"`
+}
+
+// NetCPU is CPU per request with the idle CPU rate (ms/s) over the phase's wall time removed.
+func NetCPU(l LoadResult, idleMSPerS float64) float64 {
+	if l.Requests == 0 {
+		return math.NaN()
+	}
+	net := float64(l.CPU)/float64(time.Millisecond) - idleMSPerS*l.Wall.Seconds()
+	return max(net, 0) / float64(l.Requests)
 }
 
 // MemoryResult is an EPP's resident memory with many idle endpoints.
