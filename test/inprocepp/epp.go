@@ -7,6 +7,7 @@ package inprocepp
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -179,3 +180,13 @@ func ServeMetrics(t *testing.T, pods []Pod) int {
 	t.Fatal("could not bind the pods' metrics servers")
 	return 0
 }
+
+// IdleVLLM serves the /metrics page of a vLLM with nothing running or waiting (what a hung
+// engine keeps reporting, too).
+var IdleVLLM http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	_, _ = io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
+		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
+		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
+		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
+		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n")
+})

@@ -2,8 +2,6 @@ package chart
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,16 +10,6 @@ import (
 
 	"github.com/pdgate/pdgate/test/inprocepp"
 )
-
-// idleVLLM is the /metrics page of a vLLM that reports nothing running or waiting: what a hung
-// engine (stuck on a KV transfer, a wedged kernel) keeps reporting while it holds requests.
-var idleVLLM = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n")
-})
 
 // TestDefaultConfigAvoidsDecodePodWithStuckRequests: the chart's default EPP config
 // (pd-plugins.yaml), run in GIE's real scheduler and director, stops sending new requests to a
@@ -37,14 +25,15 @@ func TestDefaultConfigAvoidsDecodePodWithStuckRequests(t *testing.T) {
 	}
 	role := "llm-d.ai/role"
 	pods := []inprocepp.Pod{
-		{Name: "prefill-0", IP: "127.0.0.61", Labels: map[string]string{role: "prefill"}, Metrics: idleVLLM},
-		{Name: "decode-0", IP: "127.0.0.62", Labels: map[string]string{role: "decode"}, Metrics: idleVLLM},
-		{Name: "decode-1", IP: "127.0.0.63", Labels: map[string]string{role: "decode"}, Metrics: idleVLLM},
+		{Name: "prefill-0", IP: "127.0.0.61", Labels: map[string]string{role: "prefill"}, Metrics: inprocepp.IdleVLLM},
+		{Name: "decode-0", IP: "127.0.0.62", Labels: map[string]string{role: "decode"}, Metrics: inprocepp.IdleVLLM},
+		{Name: "decode-1", IP: "127.0.0.63", Labels: map[string]string{role: "decode"}, Metrics: inprocepp.IdleVLLM},
 	}
 	e := inprocepp.Start(t, path, pods, inprocepp.Options{PoolName: "demo-pool"})
 	body := fmt.Sprintf(`{"model":"m","max_tokens":64,"prompt":%q}`, strings.Repeat("the same long shared system prompt, ", 200))
 
-	// Every request stays in flight (stuck) until the test ends.
+	// The pods' engine metrics stay idle (inprocepp.IdleVLLM), as a hung engine's do. Every
+	// request stays in flight (stuck) until the test ends.
 	picks := map[string]int{}
 	var first string
 	for i := 0; i < 100; i++ {

@@ -5,8 +5,6 @@ package llmd
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"testing"
 	"time"
 
@@ -26,19 +24,10 @@ type epp struct {
 	port int
 }
 
-// vllmMetrics is an idle vLLM's /metrics page.
-var vllmMetrics = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n")
-})
-
 func inprocPods(pods []pod) []inprocepp.Pod {
 	out := make([]inprocepp.Pod, len(pods))
 	for i, p := range pods {
-		out[i] = inprocepp.Pod{Name: p.name, IP: p.ip, Labels: p.labels, Metrics: vllmMetrics}
+		out[i] = inprocepp.Pod{Name: p.name, IP: p.ip, Labels: p.labels, Metrics: inprocepp.IdleVLLM}
 	}
 	return out
 }
