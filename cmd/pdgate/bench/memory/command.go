@@ -12,14 +12,16 @@ func NewCommand() *cobra.Command {
 	c := &cobra.Command{
 		SilenceUsage: true,
 		Use:          "memory",
-		Short:        "Resident memory: pdgate's EPP (512 endpoints, 100k sessions, warm prefix index) next to stock GIE's, and the sidecar with 1,000 SSE streams",
-		Long: `Starts stock GIE v1.5.0's EPP (default config) and pdgate's EPP (each of --configs: the recommended
-config and config/aibrix/token-load.yaml, which keeps a session table and a prefix table) as real processes against a local kube-apiserver (envtest binaries in bin/envtest) over the same
---endpoints idle fake vLLM pods, sends both the same --sessions chat requests over ext_proc, each with a
-session key and a prompt of its own (enough prompt text to fill aibrix-pd-pair's prefix table), and reads
-each EPP's VmRSS as the requests arrive and its peak (VmHWM) after. Then starts the real sidecar in front of
-an engine that holds every stream open and opens --streams concurrent SSE streams through it. Goals (issue
-10): EPP <= 256 MiB, sidecar <= 128 MiB, judged on the peak. Writes <out>/memory.{json,md} and PNG plots.`,
+		Short:        "Resident memory: pdgate's EPP (512 endpoints, 100k sessions, prefix table filled) next to stock GIE's; the sidecar with 1,000 SSE streams",
+		Long: `Starts stock GIE v1.5.0's EPP (default config) and pdgate's EPP with each of --configs (the
+recommended config, and config/aibrix/token-load.yaml, which keeps a session table and a prefix
+table) as real processes against a local kube-apiserver (envtest binaries in bin/envtest) over the
+same --endpoints idle fake vLLM pods, and sends each the same --sessions chat requests over
+ext_proc, each with a session key and a prompt of its own (enough prompt text to fill
+aibrix-pd-pair's prefix table). Reads each EPP's VmRSS as the requests arrive and its peak (VmHWM)
+after, and saves its heap profile. Then starts the real sidecar in front of an engine that holds
+every stream open and opens --streams concurrent SSE streams through it. Goals (issue 10): EPP
+<= 256 MiB, sidecar <= 128 MiB, judged on the peak. Writes <out>/memory.{json,md} and PNG plots.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			eff := DefaultOptions(o.Quick)
