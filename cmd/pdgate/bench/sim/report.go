@@ -35,7 +35,7 @@ func buildReport(d *Data, policies []Policy) *report.Report {
 	c := d.Calibration
 	rep.Add(report.Section{Title: "Calibration against the real-process lab",
 		Text: fmt.Sprintf("Same topology (%s), same workload slice (%s, first %d requests, seed and concurrency as recorded), "+
-			"run in virtual time. Data-path overheads derived from the lab run's own stage histograms: route %.1f ms, hop %.2f ms, step %.2f ms. "+
+			"run in virtual time (model ms). Data-path overheads measured in the lab run: route %.1f ms and hop %.2f ms (medians of idle single-request probes split by the processes' stage histograms), step %.2f ms (lab TPOT p50 − engines-alone TPOT p50). "+
 			"p50 TTFT within %.0f %%: **%s** (error %+.1f %%).",
 			c.Topology, c.Workload, c.Requests, ms(c.Overheads.Route), ms(c.Overheads.Hop), ms(c.Overheads.Step),
 			100*c.Tolerance, metWord(c.Met), 100*c.ErrorP50),
