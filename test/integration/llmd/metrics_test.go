@@ -46,18 +46,25 @@ func TestDecisionMetrics(t *testing.T) {
 		b, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]any{{"role": "user", "content": content}}})
 		return string(b)
 	}
+	// The counters are process-wide: compare against their values before the requests, so the
+	// test holds under -count=N too.
+	decisions := map[string]string{"metrics-epd": "encode-prefill-decode", "metrics-pd": "prefill-decode", "metrics-d": "decode-only"}
+	before := map[string]float64{}
+	for model, decision := range decisions {
+		before[model] = counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": model, "decision_type": decision})
+	}
+	beforeED := counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": "metrics-ed"})
 	e.send(t, "/v1/chat/completions", nil, body("metrics-epd", imageContent("https://img.example/m.png")))
 	e.send(t, "/v1/chat/completions", nil, body("metrics-pd", strings.Repeat("long text prompt ", 30)))
 	e.send(t, "/v1/chat/completions", nil, body("metrics-d", "hi"))
 	e.send(t, "/v1/chat/completions", nil, body("metrics-ed", []map[string]any{{"type": "image_url", "image_url": map[string]string{"url": "u"}}}))
-	for model, decision := range map[string]string{"metrics-epd": "encode-prefill-decode", "metrics-pd": "prefill-decode",
-		"metrics-d": "decode-only"} {
-		if v := counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": model, "decision_type": decision}); v != 1 {
-			t.Errorf("%s %s = %v", model, decision, v)
+	for model, decision := range decisions {
+		if v := counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": model, "decision_type": decision}) - before[model]; v != 1 {
+			t.Errorf("%s %s grew by %v, want 1", model, decision, v)
 		}
 	}
 	// An image alone is short (one placeholder run) but uncached: still above nonCachedTokens.
-	if v := counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": "metrics-ed"}); v != 1 {
-		t.Errorf("metrics-ed decisions = %v", v)
+	if v := counter(t, "pdgate_disagg_decisions_total", map[string]string{"model_name": "metrics-ed"}) - beforeED; v != 1 {
+		t.Errorf("metrics-ed decisions grew by %v, want 1", v)
 	}
 }
