@@ -124,6 +124,9 @@ func requestPathSection(o Options, res *Results) report.Section {
 		YLabel: "requests/s", LogX: true, LogY: true, Kind: report.LinesPoints}
 	cpu := report.Plot{File: "epp-cpu.png", Title: "EPP CPU per request (net of idle scraping)", XLabel: "body (KB)",
 		YLabel: "CPU ms / request", LogX: true, LogY: true, Kind: report.LinesPoints}
+	// gonum's log axes panic on a single x value (one --sizes entry): linear axes then.
+	logAxes := len(o.Sizes) > 1
+	rps.LogX, rps.LogY, cpu.LogX, cpu.LogY = logAxes, logAxes, logAxes, logAxes
 	for _, c := range res.Configs {
 		if c.Error != "" {
 			errs = append(errs, fmt.Sprintf("* **%s** failed: `%s`", c.Name, firstLine(c.Error)))

@@ -248,4 +248,16 @@ func TestGoalsAndReport(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "epp-throughput.png")); err != nil {
 		t.Fatal(err)
 	}
+	// One size only: the plots still render (log axes would panic on a single x value).
+	one := *res
+	one.Sizes = res.Sizes[:1]
+	for i := range one.Configs {
+		one.Configs[i].Sizes = one.Configs[i].Sizes[:1]
+	}
+	o.Sizes = one.Sizes
+	r1 := report.New("epp", "one size")
+	build(r1, o, &one)
+	if _, err := r1.Write(t.TempDir()); err != nil {
+		t.Fatal(err)
+	}
 }
