@@ -261,8 +261,7 @@ type endpointEntry struct {
 func writeEndpointsFile(path string, eps []Endpoint) error {
 	doc := endpointsDoc{}
 	for _, ep := range eps {
-		doc.Endpoints = append(doc.Endpoints, endpointEntry{Name: ep.Name, Address: ep.Address, Port: ep.Port,
-			Labels: ep.Labels, Annotations: ep.Annotations})
+		doc.Endpoints = append(doc.Endpoints, endpointEntry(ep))
 	}
 	b, err := yaml.Marshal(doc)
 	if err != nil {
