@@ -173,5 +173,13 @@ func (p Plot) render(path string) error {
 			}
 		}
 	}
+	// gonum's log axes cannot draw a range of one value (a single body size, one load
+	// level): open the range to a decade around it.
+	if p.LogX && pl.X.Min == pl.X.Max && pl.X.Min > 0 {
+		pl.X.Min, pl.X.Max = pl.X.Min/math.Sqrt(10), pl.X.Max*math.Sqrt(10)
+	}
+	if p.LogY && pl.Y.Min == pl.Y.Max && pl.Y.Min > 0 {
+		pl.Y.Min, pl.Y.Max = pl.Y.Min/math.Sqrt(10), pl.Y.Max*math.Sqrt(10)
+	}
 	return pl.Save(8*vg.Inch, 5*vg.Inch, path)
 }

@@ -61,6 +61,7 @@ func TestWriteProducesJSONMarkdownAndPNG(t *testing.T) {
 		Tables: []Table{{Columns: []string{"config", "req/s|x"}, Rows: [][]string{{"a", "12.5"}}}},
 		Plots: []Plot{
 			{File: "cdf.png", Title: "TTFT CDF", XLabel: "ms", YLabel: "share", LogX: true, Series: []Series{{Name: "a", X: x, Y: y}, {Name: "empty"}}},
+			{File: "one.png", Title: "one x on log axes", LogX: true, LogY: true, Kind: Points, Series: []Series{{Name: "a", X: []float64{220, 220}, Y: []float64{3, 3}}}},
 			{File: "load.png", Title: "p99 vs load", Kind: LinesPoints, Series: []Series{{Name: "a", X: []float64{50, 80, 100}, Y: []float64{1, math.NaN(), 3}}}},
 		},
 	})
@@ -79,10 +80,10 @@ func TestWriteProducesJSONMarkdownAndPNG(t *testing.T) {
 	if err := json.Unmarshal(js, &back); err != nil || back.Name != "demo" || back.Machine.CPUs < 1 || back.Data.(map[string]any)["rps"] != 12.5 {
 		t.Errorf("json round trip: %v %+v", err, back)
 	}
-	if y := back.Sections[0].Plots[1].Series[0].Y; len(y) != 3 || !math.IsNaN(y[1]) || y[2] != 3 {
+	if y := back.Sections[0].Plots[2].Series[0].Y; len(y) != 3 || !math.IsNaN(y[1]) || y[2] != 3 {
 		t.Errorf("a NaN point must survive the JSON round trip as NaN: %v", y)
 	}
-	for _, f := range []string{"cdf.png", "load.png"} {
+	for _, f := range []string{"cdf.png", "one.png", "load.png"} {
 		fh, err := os.Open(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
