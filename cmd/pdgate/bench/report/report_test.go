@@ -61,7 +61,7 @@ func TestWriteProducesJSONMarkdownAndPNG(t *testing.T) {
 		Tables: []Table{{Columns: []string{"config", "req/s|x"}, Rows: [][]string{{"a", "12.5"}}}},
 		Plots: []Plot{
 			{File: "cdf.png", Title: "TTFT CDF", XLabel: "ms", YLabel: "share", LogX: true, Series: []Series{{Name: "a", X: x, Y: y}, {Name: "empty"}}},
-			{File: "one.png", Title: "one x on log axes", LogX: true, LogY: true, Kind: Points, Series: []Series{{Name: "a", X: []float64{220, 220}, Y: []float64{3, 3}}}},
+			{File: "one.png", Title: "one x on log axes", LogX: true, LogY: true, Kind: LinesPoints, Series: []Series{{Name: "a", X: []float64{1}, Y: []float64{1500}}, {Name: "b", X: []float64{1}, Y: []float64{1400}}}},
 			{File: "load.png", Title: "p99 vs load", Kind: LinesPoints, Series: []Series{{Name: "a", X: []float64{50, 80, 100}, Y: []float64{1, math.NaN(), 3}}}},
 		},
 	})
