@@ -120,7 +120,14 @@ func (p Plot) points(s Series) plotter.XYs {
 
 func bad(v float64) bool { return math.IsNaN(v) || math.IsInf(v, 0) }
 
-func (p Plot) render(path string) error {
+func (p Plot) render(path string) (err error) {
+	// gonum/plot reports some impossible axes by panicking; a report must fail with an
+	// error instead, after a long benchmark run has produced its numbers.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("rendering: %v", r)
+		}
+	}()
 	pl := plot.New()
 	pl.Title.Text = p.Title
 	pl.X.Label.Text = p.XLabel
