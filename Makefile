@@ -59,12 +59,18 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
-## bench: quick benchmark variants and the report (docs/benchmarks.md)
-bench: build
+## bench: the quick variant of every benchmark; reports under bench-results/ (see docs/benchmarks.md)
+BENCH_OUT ?= $(CURDIR)/bench-results
+bench: build envtest
 	$(GO) test -run '^$$' -bench 'BenchmarkSchedulingCycle|BenchmarkBurstSpread' -benchtime 400x ./test/bench/scheduler/
-	$(GO) test -run '^$$' -bench BenchmarkParse -benchtime 40x ./plugins/fastparser/
+	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkParse -benchtime 0.5s -v ./plugins/fastparser/ | grep -E 'less than|^ok'
+	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkDirector -benchtime 0.5s -v ./test/bench/parser/ | grep -E 'less than|^ok'
 	$(GO) test -run '^$$' -bench SchedulingCycle -benchtime 5000x ./plugins/tokenledger/
 	$(GO) test -run '^$$' -bench BenchmarkSidecarOverhead -benchtime 2000x ./cmd/sidecar/proxy/
+	$(BIN)/pdgate bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp
+	$(BIN)/pdgate bench memory --quick --bin-dir $(BIN) --out $(BENCH_OUT)/memory
+	$(BIN)/pdgate bench routing --quick --bin-dir $(BIN) --out $(BENCH_OUT)/routing
+	$(BIN)/pdgate bench sim --quick --bin-dir $(BIN) --out $(BENCH_OUT)/sim
 
 ## soak: the long reliability soak
 soak: build
