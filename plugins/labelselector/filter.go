@@ -153,10 +153,3 @@ func filter(ctx context.Context, tn fwkplugin.TypedName, request *fwksched.LLMRe
 	}
 	return out
 }
-
-func ctxOf(handle fwkplugin.Handle) context.Context {
-	if handle != nil {
-		return handle.Context()
-	}
-	return context.Background()
-}
