@@ -1,26 +1,13 @@
 package cli
 
-import (
-	"sort"
-	"sync"
+import "github.com/spf13/cobra"
 
-	"github.com/spf13/cobra"
-)
-
-// benchMu is not mu: NewRootCommand holds mu while it builds the bench command.
-var (
-	benchMu          sync.Mutex
-	benchSubcommands []func() *cobra.Command
-)
+var benchSubcommands commandSet
 
 // RegisterBench adds a `pdgate bench <name>` subcommand constructor. Each benchmark adds
 // itself from its own file in this package (bench_<name>.go), so benchmarks land without
 // touching each other.
-func RegisterBench(newCommand func() *cobra.Command) {
-	benchMu.Lock()
-	defer benchMu.Unlock()
-	benchSubcommands = append(benchSubcommands, newCommand)
-}
+func RegisterBench(newCommand func() *cobra.Command) { benchSubcommands.add(newCommand) }
 
 func init() { Register(newBenchCommand) }
 
@@ -35,13 +22,6 @@ docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}
-	benchMu.Lock()
-	cmds := make([]*cobra.Command, 0, len(benchSubcommands))
-	for _, n := range benchSubcommands {
-		cmds = append(cmds, n())
-	}
-	benchMu.Unlock()
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name() < cmds[j].Name() })
-	c.AddCommand(cmds...)
+	c.AddCommand(benchSubcommands.build()...)
 	return c
 }

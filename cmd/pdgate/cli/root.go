@@ -1,5 +1,6 @@
 // Package cli builds the pdgate command tree. Each subcommand lives in its own file and adds
-// itself with Register from an init function, so new subcommands need no edit here.
+// itself with Register (or RegisterBench) from an init function, so new subcommands need no
+// edit here.
 package cli
 
 import (
@@ -9,17 +10,37 @@ import (
 	"github.com/spf13/cobra"
 )
 
-var (
-	mu          sync.Mutex
-	subcommands []func() *cobra.Command
-)
+// commandSet collects subcommand constructors registered from init functions and builds
+// them, sorted by name, each time a command tree is made (tests build several).
+type commandSet struct {
+	mu    sync.Mutex
+	ctors []func() *cobra.Command
+}
+
+func (s *commandSet) add(newCommand func() *cobra.Command) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ctors = append(s.ctors, newCommand)
+}
+
+// build calls the constructors outside the lock: a constructor may build its own set (the
+// bench command does).
+func (s *commandSet) build() []*cobra.Command {
+	s.mu.Lock()
+	ctors := append([]func() *cobra.Command(nil), s.ctors...)
+	s.mu.Unlock()
+	cmds := make([]*cobra.Command, 0, len(ctors))
+	for _, c := range ctors {
+		cmds = append(cmds, c())
+	}
+	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name() < cmds[j].Name() })
+	return cmds
+}
+
+var subcommands commandSet
 
 // Register adds a subcommand constructor to the root command. Call it from init().
-func Register(newCommand func() *cobra.Command) {
-	mu.Lock()
-	defer mu.Unlock()
-	subcommands = append(subcommands, newCommand)
-}
+func Register(newCommand func() *cobra.Command) { subcommands.add(newCommand) }
 
 // NewRootCommand returns the pdgate root command with every registered subcommand.
 func NewRootCommand() *cobra.Command {
@@ -31,13 +52,6 @@ them (epp, sidecar, sim, gateway) that make prefill/decode and encode/prefill/de
 disaggregated serving work end to end.`,
 		SilenceUsage: true,
 	}
-	mu.Lock()
-	cmds := make([]*cobra.Command, 0, len(subcommands))
-	for _, c := range subcommands {
-		cmds = append(cmds, c())
-	}
-	mu.Unlock()
-	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name() < cmds[j].Name() })
-	root.AddCommand(cmds...)
+	root.AddCommand(subcommands.build()...)
 	return root
 }
