@@ -61,6 +61,8 @@ staticcheck: $(STATICCHECK)
 
 ## bench: the quick variant of every benchmark; reports under bench-results/ (see docs/benchmarks.md)
 BENCH_OUT ?= $(CURDIR)/bench-results
+# The Azure LLM inference trace (CC BY 4.0) is kept beside the repository, not in it.
+AZURE_TRACE ?= $(CURDIR)/../shared/data/azure-llm-inference-2023/conv.csv
 bench: build envtest
 	$(GO) test -run '^$$' -bench BenchmarkSchedulingCycle -benchtime 400x ./test/bench/scheduler/
 	$(GO) test -run '^$$' -bench BenchmarkBurstSpread -benchtime 1x ./test/bench/scheduler/
@@ -70,8 +72,8 @@ bench: build envtest
 	$(GO) test -run '^$$' -bench BenchmarkSidecarOverhead -benchtime 2000x ./cmd/sidecar/proxy/
 	$(BIN)/pdgate bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp
 	$(BIN)/pdgate bench memory --quick --bin-dir $(BIN) --out $(BENCH_OUT)/memory
-	$(BIN)/pdgate bench routing --quick --bin-dir $(BIN) --out $(BENCH_OUT)/routing
-	$(BIN)/pdgate bench sim --quick --bin-dir $(BIN) --out $(BENCH_OUT)/sim
+	$(BIN)/pdgate bench routing --quick --bin-dir $(BIN) --azure-conv $(AZURE_TRACE) --out $(BENCH_OUT)/routing
+	$(BIN)/pdgate bench sim --quick --bin-dir $(BIN) --azure-conv $(AZURE_TRACE) --out $(BENCH_OUT)/sim
 
 ## soak: the long reliability soak
 soak: build
