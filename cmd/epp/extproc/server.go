@@ -294,10 +294,11 @@ func (st *stream) takeTrace() {
 	if l := st.logger.V(level); l.Enabled() {
 		b, err := json.Marshal(st.trace)
 		if err != nil {
-			l.Info("Decision trace", "trace", st.trace.Compact())
+			l.Info("Decision trace", requestIDHeader, st.requestID, "trace", st.trace.Compact())
 			return
 		}
-		l.Info("Decision trace", "trace", json.RawMessage(b))
+		// The request id keys the trace to the request (pdgate lab traces prints it).
+		l.Info("Decision trace", requestIDHeader, st.requestID, "trace", json.RawMessage(b))
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
+	"github.com/go-logr/logr/funcr"
+
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -352,4 +354,17 @@ func FuzzParseHeaderList(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The logged trace carries the request id, which is how `pdgate lab traces` and a person
+// reading the EPP's log tie it to the request.
+func TestLoggedTraceNamesTheRequest(t *testing.T) {
+	var lines []string
+	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 2})
+	traces := &fakeTraces{m: map[string]*decisiontrace.Trace{"req-7": {Notes: []string{"picked"}}}}
+	st := &stream{s: New(nil, Options{Traces: traces}), logger: logger, requestID: "req-7"}
+	st.takeTrace()
+	if len(lines) != 1 || !strings.Contains(lines[0], `"x-request-id"="req-7"`) || !strings.Contains(lines[0], "Decision trace") {
+		t.Fatalf("logged %q, want one trace line naming x-request-id req-7", lines)
+	}
 }
