@@ -278,12 +278,12 @@ func (e *EPP) CPUTime() (time.Duration, error) { return procCPUTime(e.PID) }
 
 // RSS is the process's resident memory now (VmRSS), in bytes.
 func (e *EPP) RSS() (int64, error) {
-	m, err := procMemory(e.PID)
+	m, err := ProcMemory(e.PID)
 	return m.RSS, err
 }
 
 // Memory returns VmRSS and VmHWM (peak) in bytes.
-func (e *EPP) Memory() (Memory, error) { return procMemory(e.PID) }
+func (e *EPP) Memory() (Memory, error) { return ProcMemory(e.PID) }
 
 // Exited is closed when the process has exited.
 func (e *EPP) Exited() <-chan struct{} { return e.done }

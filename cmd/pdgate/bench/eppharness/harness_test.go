@@ -73,7 +73,7 @@ func TestParseStatusMemory(t *testing.T) {
 
 // The /proc readers work on this very process (the EPP path only differs by pid).
 func TestProcReadersOnSelf(t *testing.T) {
-	m, err := procMemory(os.Getpid())
+	m, err := ProcMemory(os.Getpid())
 	if err != nil || m.RSS <= 0 || m.HWM < m.RSS {
 		t.Fatalf("memory %+v, %v", m, err)
 	}

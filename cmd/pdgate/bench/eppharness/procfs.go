@@ -56,8 +56,8 @@ func parseStatCPU(b []byte) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
-// procMemory reads VmRSS and VmHWM of pid.
-func procMemory(pid int) (Memory, error) {
+// ProcMemory reads VmRSS and VmHWM of any process (the benchmarks measure the sidecar too).
+func ProcMemory(pid int) (Memory, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return Memory{}, fmt.Errorf("reading memory of pid %d: %w", pid, err)

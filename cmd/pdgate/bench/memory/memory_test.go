@@ -79,27 +79,6 @@ func TestPromptsFillThePrefixTable(t *testing.T) {
 	}
 }
 
-func TestParseStatus(t *testing.T) {
-	tests := []struct {
-		name, in string
-		want     Memory
-		wantErr  bool
-	}{
-		{name: "ok", in: "Name:\tepp\nVmHWM:\t  2048 kB\nVmRSS:\t  1024 kB\nThreads: 9\n", want: Memory{RSS: 1 << 20, HWM: 2 << 20}},
-		{name: "missing hwm", in: "VmRSS:\t 1 kB\n", wantErr: true},
-		{name: "bad unit", in: "VmRSS:\t 1 MB\nVmHWM:\t 1 kB\n", wantErr: true},
-		{name: "bad number", in: "VmRSS:\t x kB\nVmHWM:\t 1 kB\n", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseStatus([]byte(tt.in))
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Fatalf("got %+v %v, want %+v err=%v", got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-}
-
 func TestFindSample(t *testing.T) {
 	page := "# HELP pdgate_token_load_sessions x\n# TYPE pdgate_token_load_sessions gauge\npdgate_token_load_sessions_other 3\npdgate_token_load_sessions 99871\n"
 	got, err := findSample(bufio.NewScanner(strings.NewReader(page)), "pdgate_token_load_sessions")

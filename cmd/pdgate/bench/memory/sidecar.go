@@ -143,7 +143,7 @@ func sidecarRun(ctx context.Context, o Options, root, dir string) (res SidecarRe
 	if err := waitHealthy(ctx, base+"/sidecar/healthz", 30*time.Second); err != nil {
 		return res, err
 	}
-	if res.Idle, err = procMemory(pid); err != nil {
+	if res.Idle, err = eppharness.ProcMemory(pid); err != nil {
 		return res, err
 	}
 	res.Samples = append(res.Samples, Sample{X: 0, RSS: res.Idle.RSS})
@@ -184,7 +184,7 @@ func sidecarRun(ctx context.Context, o Options, root, dir string) (res SidecarRe
 		if err := waitFor(sctx, func() bool { return opened.Load()+errCount(&errMu, &firstErr) >= int64(to) }); err != nil {
 			break
 		}
-		m, err := procMemory(pid)
+		m, err := eppharness.ProcMemory(pid)
 		if err != nil {
 			return res, err
 		}
@@ -192,7 +192,7 @@ func sidecarRun(ctx context.Context, o Options, root, dir string) (res SidecarRe
 		o.logf("sidecar: %d streams open, RSS %.1f MiB", opened.Load(), mib(m.RSS))
 	}
 	time.Sleep(time.Second)
-	res.Held, err = procMemory(pid)
+	res.Held, err = eppharness.ProcMemory(pid)
 	res.Opened = int(opened.Load())
 	release()
 	wg.Wait()
@@ -303,42 +303,4 @@ func binary(root, binDir, name, pkg string) (string, error) {
 		return "", fmt.Errorf("building %s: %w\n%s", pkg, err, out)
 	}
 	return path, nil
-}
-
-// procMemory reads VmRSS and VmHWM of pid.
-func procMemory(pid int) (Memory, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return Memory{}, fmt.Errorf("reading memory of pid %d: %w", pid, err)
-	}
-	return parseStatus(b)
-}
-
-func parseStatus(b []byte) (Memory, error) {
-	var m Memory
-	var seen int
-	for _, line := range strings.Split(string(b), "\n") {
-		key, rest, ok := strings.Cut(line, ":")
-		if !ok || (key != "VmRSS" && key != "VmHWM") {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) != 2 || f[1] != "kB" {
-			return Memory{}, fmt.Errorf("/proc status line %q: want <n> kB", line)
-		}
-		kb, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return Memory{}, fmt.Errorf("/proc status line %q: %w", line, err)
-		}
-		if key == "VmRSS" {
-			m.RSS = kb << 10
-		} else {
-			m.HWM = kb << 10
-		}
-		seen++
-	}
-	if seen != 2 {
-		return Memory{}, errors.New("/proc status: VmRSS or VmHWM missing")
-	}
-	return m, nil
 }
