@@ -89,6 +89,12 @@ plugins:
     deciders:
       prefill: pd-decider
 {{ include "pdgate.dataLayerPlugins" . }}
+{{- if not (include "pdgate.parser" .) }}
+# pdgate's one-pass request parser; raw keeps the client's bytes (no plugin here needs the map).
+- type: pdgate-openai-parser
+  parameters:
+    payload: raw
+{{- end }}
 schedulingProfiles:
 {{- range $profile := list "prefill" "decode" }}
 - name: {{ $profile }}
@@ -107,6 +113,10 @@ schedulingProfiles:
   - pluginRef: max-score-picker
 {{- end }}
 {{ include "pdgate.dataLayerSection" . }}
+{{- if not (include "pdgate.parser" .) }}
+parser:
+  pluginRef: pdgate-openai-parser
+{{- end }}
 {{- end -}}
 
 {{/* default-plugins.yaml: GIE's default scheduling (no disaggregation), for parity with GIE's chart. */}}

@@ -62,14 +62,17 @@ func TestCustomConfigWins(t *testing.T) {
 // TestPDConfigKnobs: the rendered P/D config follows pdConfig.
 func TestPDConfigKnobs(t *testing.T) {
 	cases := []struct {
-		sets []string
-		want []string
+		sets    []string
+		want    []string
+		wantNot []string
 	}{
-		{nil, []string{"type: prefix-based-pd-decider", "nonCachedTokens: 256", "prefill: pd-decider", "name: decode", "name: prefill"}},
-		{[]string{"inferenceExtension.pdConfig.nonCachedTokens=1024"}, []string{"nonCachedTokens: 1024"}},
-		{[]string{"inferenceExtension.pdConfig.alwaysDisaggregate=true"}, []string{"type: always-disagg-pd-decider"}},
-		{[]string{"inferencePool.modelServerType=trtllm-serve"}, []string{`path: "/prometheus/metrics"`, `defaultEngine: "trtllm-serve"`}},
-		{[]string{"inferencePool.modelServerProtocol=grpc"}, []string{"type: vllmgrpc-parser", "pluginRef: vllmgrpc-parser"}},
+		{nil, []string{"type: prefix-based-pd-decider", "nonCachedTokens: 256", "prefill: pd-decider", "name: decode", "name: prefill",
+			"type: pdgate-openai-parser", "payload: raw", "pluginRef: pdgate-openai-parser"}, nil},
+		{[]string{"inferencePool.parser=openai-parser"}, []string{"type: openai-parser", "pluginRef: openai-parser"}, []string{"pdgate-openai-parser"}},
+		{[]string{"inferenceExtension.pdConfig.nonCachedTokens=1024"}, []string{"nonCachedTokens: 1024"}, nil},
+		{[]string{"inferenceExtension.pdConfig.alwaysDisaggregate=true"}, []string{"type: always-disagg-pd-decider"}, nil},
+		{[]string{"inferencePool.modelServerType=trtllm-serve"}, []string{`path: "/prometheus/metrics"`, `defaultEngine: "trtllm-serve"`}, nil},
+		{[]string{"inferencePool.modelServerProtocol=grpc"}, []string{"type: vllmgrpc-parser", "pluginRef: vllmgrpc-parser"}, []string{"pdgate-openai-parser"}},
 	}
 	for _, tc := range cases {
 		vals := values(t, nil, append([]string{"inferencePool.modelServers.matchLabels.app=x"}, tc.sets...)...)
@@ -77,6 +80,11 @@ func TestPDConfigKnobs(t *testing.T) {
 		for _, w := range tc.want {
 			if !strings.Contains(text, w) {
 				t.Errorf("%v: pd-plugins.yaml lacks %q:\n%s", tc.sets, w, text)
+			}
+		}
+		for _, w := range tc.wantNot {
+			if strings.Contains(text, w) {
+				t.Errorf("%v: pd-plugins.yaml must not contain %q:\n%s", tc.sets, w, text)
 			}
 		}
 	}
