@@ -171,11 +171,9 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = FreePort(); err != nil {
-			return nil, err
-		}
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
 	}
 	e.GRPCAddr, e.HealthAddr, e.MetricsAddr = loop(ports[0]), loop(ports[1]), loop(ports[2])
 	var env []string

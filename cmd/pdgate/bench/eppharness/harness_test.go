@@ -264,3 +264,15 @@ func TestTailBuffer(t *testing.T) {
 		t.Fatalf("kept %d bytes", len(tb.buf))
 	}
 }
+
+func TestFreePortsAreDistinct(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		ports, err := FreePorts(3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ports[0] == ports[1] || ports[1] == ports[2] || ports[0] == ports[2] {
+			t.Fatalf("round %d: ports %v are not distinct", round, ports)
+		}
+	}
+}

@@ -60,12 +60,27 @@ func CommonPort(hosts []string) (int, error) {
 // FreePort returns a TCP port free on 127.0.0.1 and on the wildcard address (GIE's EPP binds
 // ":port"), released before returning.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", ":0")
+	ports, err := FreePorts(1)
 	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
+		return 0, err
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports[0], nil
+}
+
+// FreePorts returns n distinct free ports. Every listener stays open until all n are picked:
+// ports picked one at a time and released in between can come back twice (an EPP handed the
+// same port for health and metrics fails to start).
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for len(ports) < n {
+		l, err := net.Listen("tcp", ":0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }
 
 // EngineMetrics are the values a fake model server reports (vLLM names), the same at every
