@@ -26,15 +26,7 @@ func TestMain(m *testing.M) {
 	testbin.Main(m, "hostile-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // start runs a binary until the test ends and waits for its health URL.
 func start(t *testing.T, name, health string, args ...string) {

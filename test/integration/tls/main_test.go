@@ -6,7 +6,6 @@ package tls
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,15 +22,7 @@ func TestMain(m *testing.M) {
 	testbin.Main(m, "tls-integration", &binDir, &repoRoot, "sim", "sidecar", "epp")
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // run starts a binary until the test ends.
 func run(t *testing.T, name string, args ...string) {

@@ -1,0 +1,36 @@
+package testbin
+
+import (
+	"net"
+	"sync"
+	"testing"
+)
+
+var (
+	portMu    sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// FreePort returns a loopback TCP port nobody listens on, never the same one twice in this
+// test process: a port released right after the kernel picked it can be picked again by the
+// next call, and two servers of one suite handed the same port fail to start.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		portMu.Lock()
+		fresh := !handedOut[p]
+		handedOut[p] = true
+		portMu.Unlock()
+		if fresh {
+			return p
+		}
+	}
+	t.Fatal("no fresh free port after 100 tries")
+	return 0
+}
