@@ -23,14 +23,20 @@ func FreePort(t testing.TB) int {
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		portMu.Lock()
-		fresh := !handedOut[p]
-		handedOut[p] = true
-		portMu.Unlock()
-		if fresh {
+		if Claim(p) {
 			return p
 		}
 	}
 	t.Fatal("no fresh free port after 100 tries")
 	return 0
+}
+
+// Claim records port as handed out and reports whether it was fresh; pickers with their own
+// rules (a port free on several addresses) use it to stay clear of FreePort's ports.
+func Claim(port int) bool {
+	portMu.Lock()
+	defer portMu.Unlock()
+	fresh := !handedOut[port]
+	handedOut[port] = true
+	return fresh
 }

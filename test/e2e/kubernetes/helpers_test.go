@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 // commonPort finds a port free on every given loopback address (pods share the pool's port
@@ -34,7 +36,7 @@ func commonPort(t *testing.T, hosts ...string) int {
 			_ = l2.Close()
 		}
 		_ = l.Close()
-		if ok {
+		if ok && testbin.Claim(port) { // never the same port twice: three picks in a row must differ
 			return port
 		}
 	}
