@@ -8,12 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,27 +27,7 @@ func freePort(t *testing.T) int { return testbin.FreePort(t) }
 // start runs a binary until the test ends and waits for its health URL.
 func start(t *testing.T, name, health string, args ...string) {
 	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 3000 {
-				b = b[len(b)-3000:]
-			}
-			t.Logf("%s log:\n%s", name, b)
-		}
-	})
+	testbin.Run(t, binDir, name, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {

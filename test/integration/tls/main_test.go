@@ -6,10 +6,6 @@ package tls
 import (
 	"context"
 	"crypto/tls"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,30 +21,7 @@ func TestMain(m *testing.M) {
 func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // run starts a binary until the test ends.
-func run(t *testing.T, name string, args ...string) {
-	t.Helper()
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(filepath.Join(binDir, name), args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 3000 {
-				b = b[len(b)-3000:]
-			}
-			t.Logf("%s log:\n%s", name, b)
-		}
-	})
-}
+func run(t *testing.T, name string, args ...string) { testbin.Run(t, binDir, name, args...) }
 
 // peerCert completes one TLS handshake (no verification: the test compares the served
 // certificate itself) and returns the leaf, retrying until ctx ends.
