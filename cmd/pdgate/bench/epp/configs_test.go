@@ -260,4 +260,18 @@ func TestGoalsAndReport(t *testing.T) {
 	if _, err := r1.Write(t.TempDir()); err != nil {
 		t.Fatal(err)
 	}
+	// A burst in which a pod got nothing has an infinite spread (CI lost a whole run to it:
+	// encoding/json refuses +Inf). The report is written with the spread as null.
+	one.Configs[2].Burst = &BurstResult{Requests: 30, Dest: map[string]int{"a": 30}}
+	one.Configs[2].Spread = math.Inf(1)
+	rInf := report.New("epp", "a pod got none")
+	build(rInf, o, &one)
+	infDir := t.TempDir()
+	if _, err := rInf.Write(infDir); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := os.ReadFile(filepath.Join(infDir, "epp.json"))
+	if !strings.Contains(string(js), `"spread": null`) {
+		t.Fatalf("epp.json lacks a null spread:\n%s", js)
+	}
 }

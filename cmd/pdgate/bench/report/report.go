@@ -101,7 +101,7 @@ func (r *Report) Write(dir string) (string, error) {
 			}
 		}
 	}
-	js, err := json.MarshalIndent(r, "", "  ")
+	js, err := MarshalIndent(r)
 	if err != nil {
 		return "", fmt.Errorf("report %s: encoding JSON: %w", r.Name, err)
 	}
@@ -188,4 +188,14 @@ func writeTable(b *strings.Builder, t Table) {
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+}
+
+// MarshalIndent is json.MarshalIndent that writes NaN and infinities as null instead of
+// failing: every benchmark result file goes through it.
+func MarshalIndent(v any) ([]byte, error) {
+	encodable, err := finiteJSON(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(encodable, "", "  ")
 }

@@ -2,7 +2,6 @@ package simbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 )
@@ -328,7 +328,10 @@ func (o Options) calibrate(ctx context.Context, azure string) (*Calibration, err
 		return nil, err
 	}
 	out := filepath.Join(o.path(o.Out), "lab-record.json")
-	b, _ := json.MarshalIndent(rec, "", " ")
+	b, err := report.MarshalIndent(rec)
+	if err != nil {
+		return nil, fmt.Errorf("lab record: %w", err)
+	}
 	if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
 		return nil, err
 	}
