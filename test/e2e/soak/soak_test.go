@@ -144,8 +144,10 @@ func TestSoak(t *testing.T) {
 	settle(t, l, metrics, &rep)
 	printReport(t, rep)
 	if out := os.Getenv("PDGATE_SOAK_OUT"); out != "" {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(out, b, 0o644); err != nil {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			t.Errorf("PDGATE_SOAK_OUT: encoding the report: %v", err)
+		} else if err := os.WriteFile(out, b, 0o644); err != nil {
 			t.Errorf("PDGATE_SOAK_OUT: %v", err)
 		}
 	}
