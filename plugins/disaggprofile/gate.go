@@ -10,7 +10,7 @@ import (
 )
 
 // ConditionalDecodeMessage is llm-d's 412 message for a conditional-decode miss.
-const ConditionalDecodeMessage = "no decode worker has the requested KV cache"
+const ConditionalDecodeMessage = protocol.ConditionalDecodeMessage
 
 // HeaderConditionalDecodeChecked marks (on the request, never upstream: the EPP drops internal
 // headers) that the profile handler already ran the conditional-decode gate at scheduling

@@ -15,7 +15,7 @@ import (
 )
 
 // PreconditionFailedBody is the 412 body, the text llm-d's EPP answers with.
-const PreconditionFailedBody = "inference error: PreconditionFailed - no decode worker has the requested KV cache"
+const PreconditionFailedBody = protocol.ConditionalDecodeBody
 
 // Conditional-decode outcomes (label values).
 const (

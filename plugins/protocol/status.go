@@ -13,6 +13,14 @@ import (
 
 var statusMarker = regexp.MustCompile(`\[pdgate-status=([1-5][0-9][0-9])\] ?`)
 
+// ConditionalDecodeMessage is llm-d's message for a conditional-decode (Prefer: if-available)
+// miss, and ConditionalDecodeBody the 412 body llm-d's EPP answers with, whichever pdgate path
+// (profile handler or the decider's PreRequest) rejects the request.
+const (
+	ConditionalDecodeMessage = "no decode worker has the requested KV cache"
+	ConditionalDecodeBody    = "inference error: PreconditionFailed - " + ConditionalDecodeMessage
+)
+
 // StatusError returns an error whose text carries an HTTP status marker for the EPP server.
 func StatusError(code int, msg string) error {
 	return fmt.Errorf("[pdgate-status=%d] %s", code, msg)
@@ -27,6 +35,22 @@ func ParseStatusError(text string) (code int, cleaned string, ok bool) {
 	}
 	code, _ = strconv.Atoi(text[m[2]:m[3]])
 	return code, text[:m[0]] + text[m[1]:], true
+}
+
+// StatusErrorBody is the body a client gets for a scheduling failure whose text carries a
+// status marker: GIE's text without the marker, except a 412, which is answered with llm-d's
+// own error code and the plugin's message (what conditional-decode clients match on) instead
+// of GIE's "ResourceExhausted - failed to find target endpoint" wrapping.
+func StatusErrorBody(text string) (code int, body string, ok bool) {
+	m := statusMarker.FindStringSubmatchIndex(text)
+	if m == nil {
+		return 0, text, false
+	}
+	code, cleaned, _ := ParseStatusError(text)
+	if code == 412 {
+		return code, "inference error: PreconditionFailed - " + text[m[1]:], true
+	}
+	return code, cleaned, true
 }
 
 // AnnotationLabelPrefix: GIE's EndpointMetadata carries pod labels only. The EPP mirrors every

@@ -249,10 +249,10 @@ func (st *stream) fixRequestHeaders(hr *extProcPb.HeadersResponse) *extProcPb.Pr
 
 // fixImmediate rewrites the status of GIE's error answers that carry a pdgate status marker.
 func (st *stream) fixImmediate(ir *extProcPb.ImmediateResponse) {
-	if code, cleaned, ok := protocol.ParseStatusError(string(ir.Body)); ok {
+	if code, body, ok := protocol.StatusErrorBody(string(ir.Body)); ok {
 		statusRewrites.WithLabelValues(strconv.Itoa(code)).Inc()
 		ir.Status = &typePb.HttpStatus{Code: typePb.StatusCode(code)}
-		ir.Body = []byte(cleaned)
+		ir.Body = []byte(body)
 	}
 	if ir.Headers == nil {
 		ir.Headers = &extProcPb.HeaderMutation{}

@@ -183,6 +183,12 @@ func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
 					Msg: "failed to find target endpoint: " + protocol.StatusError(503, "no bucket fits").Error()}
 			},
 			wantStatus: 503, wantBody: "inference error: ResourceExhausted - failed to find target endpoint: no bucket fits"},
+		{name: "412 marker answers with llm-d's conditional-decode body", headers: spoof,
+			plugin: func(map[string]string) error {
+				return errcommon.Error{Code: errcommon.ResourceExhausted,
+					Msg: "failed to find target endpoint: " + protocol.StatusError(412, protocol.ConditionalDecodeMessage).Error()}
+			},
+			wantStatus: 412, wantBody: protocol.ConditionalDecodeBody},
 		{name: "GIE 429 without marker untouched", headers: spoof,
 			plugin:     func(map[string]string) error { return errcommon.Error{Code: errcommon.ResourceExhausted, Msg: "full"} },
 			wantStatus: 429},

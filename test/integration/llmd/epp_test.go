@@ -104,7 +104,7 @@ func TestRealEPPStandalone(t *testing.T) {
 		// The profile handler's conditional-decode gate, through the EPP's scheduler wrappers
 		// and status-marker rewrite.
 		c := e.send(t, "/v1/completions", map[string]string{"prefer": "if-available"}, completionBody(longPrompt("real-epp-412")))
-		if c.immediate != 412 || !strings.Contains(c.body, "no decode worker has the requested KV cache") || strings.Contains(c.body, "pdgate-status") {
+		if c.immediate != 412 || c.body != prefixdecider.PreconditionFailedBody {
 			t.Fatalf("412 from the handler through the real EPP: %s", c)
 		}
 		if a.destination != hostPort("127.0.0.102", e.port) && a.destination != hostPort("127.0.0.103", e.port) {

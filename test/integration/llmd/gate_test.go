@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -48,7 +47,7 @@ func TestConditionalDecodeWithPD(t *testing.T) {
 	})
 	prompt := longPrompt("cd-pd")
 	a := e.send(t, "/v1/completions", map[string]string{"Prefer": "if-available"}, completionBody(prompt))
-	if a.immediate != 412 || !strings.Contains(a.body, disaggprofile.ConditionalDecodeMessage) || strings.Contains(a.body, "pdgate-status") {
+	if a.immediate != 412 || a.body != prefixdecider.PreconditionFailedBody {
 		t.Fatalf("P/D config: the decider is also the gate: %s", a)
 	}
 	// The rejected request left no trace: the decode pod is not believed to hold the prompt,
