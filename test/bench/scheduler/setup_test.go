@@ -110,7 +110,8 @@ func newCycleWith(tb testing.TB, bc benchConfig, n int, idle bool) *cycle {
 		}
 		eps[i] = fwksched.NewEndpoint(meta, m, nil)
 	}
-	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return names })
+	// The handle's context ends with the test, which stops the goroutines plugins start on it.
+	handle := fwkplugin.NewEppHandle(tb.Context(), func() []types.NamespacedName { return names })
 	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
 	if err != nil {
 		tb.Fatalf("%s: %v", bc.name, err)
