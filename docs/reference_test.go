@@ -2,6 +2,7 @@ package docs
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -175,7 +176,12 @@ func TestPluginReferenceCoversEveryRegisteredType(t *testing.T) {
 	sections := referenceSections(readDoc(t, "plugins.md"))
 	pkgs := typePackages(t)
 	checked := 0
+	doc := readDoc(t, "plugins.md")
 	for _, typ := range plugins.TypeNames() {
+		// The type table at the top is where readers look first.
+		if !strings.Contains(doc, fmt.Sprintf("| [`%s`](#%s) |", typ, typ)) {
+			t.Errorf("docs/plugins.md: the type table has no row for %s", typ)
+		}
 		params, ok := sections[typ]
 		if !ok {
 			t.Errorf("docs/plugins.md has no \"## `%s`\" section", typ)
