@@ -205,14 +205,26 @@ func (k *Knobs) applyEnv(getenv Getenv, warn func(string)) error {
 	integer("prefixCacheStandardDeviationFactor", &k.PrefixCacheStandardDeviationFactor)
 	integer("prefixCacheBlockSize", &k.PrefixCacheBlockSize)
 	str("prefixCacheTokenizerType", &k.PrefixCacheTokenizerType)
+	// The token-load variables are also pd-token-ledger's; the environment takes them with
+	// the ledger's (AIBrix's env loader's) ranges, so one value never means two things: weight
+	// and cost > 0, TTL > 0 (0 = never swept is a per-request/parameter value only), session
+	// TTL >= 0.
+	envAtLeast := func(field string, v float64, minimum float64, rule string) {
+		if raw, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(raw) != "" && v < minimum {
+			errs = append(errs, fmt.Errorf("%s (env %s=%q): must be %s", field, EnvVar[field], raw, rule))
+		}
+	}
 	num("tokenLoadKVWeight", &k.TokenLoadKVWeight)
+	envAtLeast("tokenLoadKVWeight", k.TokenLoadKVWeight, math.SmallestNonzeroFloat64, "> 0")
 	num("tokenLoadRequestCost", &k.TokenLoadRequestCost)
+	envAtLeast("tokenLoadRequestCost", k.TokenLoadRequestCost, math.SmallestNonzeroFloat64, "> 0")
 	var ttl, sttl int
-	if v, ok := getenv(EnvVar["tokenLoadTTLSeconds"]); ok && v != "" {
+	if v, ok := getenv(EnvVar["tokenLoadTTLSeconds"]); ok && strings.TrimSpace(v) != "" {
 		integer("tokenLoadTTLSeconds", &ttl)
+		envAtLeast("tokenLoadTTLSeconds", float64(ttl), 1, "an integer > 0")
 		k.TokenLoadTTLSeconds = &ttl
 	}
-	if v, ok := getenv(EnvVar["tokenLoadSessionTTLSeconds"]); ok && v != "" {
+	if v, ok := getenv(EnvVar["tokenLoadSessionTTLSeconds"]); ok && strings.TrimSpace(v) != "" {
 		integer("tokenLoadSessionTTLSeconds", &sttl)
 		k.TokenLoadSessionTTLSeconds = &sttl
 	}

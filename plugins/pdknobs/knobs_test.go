@@ -45,8 +45,17 @@ func TestLoad(t *testing.T) {
 		{name: "min match over 100", raw: `{"minMatchPct":100.5}`, wantErr: "minMatchPct"},
 		{name: "min match negative", raw: `{"minMatchPct":-1}`, wantErr: "minMatchPct"},
 		{name: "tiktoken unsupported", raw: `{"prefixCacheTokenizerType":"tiktoken"}`, wantErr: "prefixCacheTokenizerType"},
-		{name: "ttl zero allowed", env: map[string]string{"AIBRIX_TOKEN_LOAD_TTL_SECONDS": "0"},
+		{name: "ttl zero allowed as a parameter", raw: `{"tokenLoadTTLSeconds":0}`,
 			check: func(k Knobs) bool { return k.TokenLoadTTLSeconds != nil && *k.TokenLoadTTLSeconds == 0 }},
+		// The environment takes the token-load variables with pd-token-ledger's ranges.
+		{name: "ttl zero in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_TTL_SECONDS": "0"}, wantErr: "AIBRIX_TOKEN_LOAD_TTL_SECONDS"},
+		{name: "kv weight zero in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "0"}, wantErr: "AIBRIX_TOKEN_LOAD_KV_WEIGHT"},
+		{name: "request cost negative in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_REQUEST_COST": "-3"}, wantErr: "AIBRIX_TOKEN_LOAD_REQUEST_COST"},
+		{name: "token-load env read", env: map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "0.5", "AIBRIX_TOKEN_LOAD_REQUEST_COST": "100",
+			"AIBRIX_TOKEN_LOAD_TTL_SECONDS": "60", "AIBRIX_TOKEN_LOAD_SESSION_TTL_SECONDS": "0"},
+			check: func(k Knobs) bool {
+				return k.TokenLoadKVWeight == 0.5 && k.TokenLoadRequestCost == 100 && *k.TokenLoadTTLSeconds == 60 && *k.TokenLoadSessionTTLSeconds == 0
+			}},
 		{name: "ttl negative", raw: `{"tokenLoadTTLSeconds":-1}`, wantErr: "tokenLoadTTLSeconds"},
 		{name: "bad bool env", env: map[string]string{"AIBRIX_BUCKET_SERVE": "yes please"}, wantErr: "AIBRIX_BUCKET_SERVE"},
 		{name: "unknown mode env falls back", env: map[string]string{"AIBRIX_BUCKET_SERVE_MODE": "fast"},

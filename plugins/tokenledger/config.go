@@ -3,7 +3,9 @@ package tokenledger
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -77,9 +79,10 @@ type RedisParams struct {
 // EnvLookup reads one environment variable (os.LookupEnv in production, a map in tests).
 type EnvLookup func(string) (string, bool)
 
-// DefaultParams returns the defaults with the environment applied. Invalid environment values
-// fall back to the built-in default (AIBrix behaviour); the returned warnings say which.
-func DefaultParams(env EnvLookup) (Params, []string) {
+// DefaultParams returns the defaults with the environment applied. An invalid environment value
+// is an error naming the variable (AIBrix falls back to the default; pdgate, like
+// aibrix-pd-pair's knobs for the same variables, refuses to start so a typo is seen at once).
+func DefaultParams(env EnvLookup) (Params, error) {
 	if env == nil {
 		env = os.LookupEnv
 	}
@@ -92,32 +95,38 @@ func DefaultParams(env EnvLookup) (Params, []string) {
 			SyncIntervalMS: DefaultSyncIntervalMS, LivenessTTLSeconds: DefaultLivenessSeconds,
 			KeyTTLSeconds: DefaultKeyTTLSeconds},
 	}
-	var warns []string
+	var errs []error
+	// An empty value counts as unset (a Deployment's `value: ""`).
+	lookup := func(name string) (string, bool) {
+		v, ok := env(name)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
 	posFloat := func(name string, dst *float64) {
-		if v, ok := env(name); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(f > 0) || f != f {
-				warns = append(warns, fmt.Sprintf("%s=%q is not a number > 0; using %v", name, v, *dst))
+		if v, ok := lookup(name); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0) || math.IsInf(f, 0) {
+				errs = append(errs, fmt.Errorf("env %s=%q: must be a number > 0", name, v))
 				return
 			}
 			*dst = f
 		}
 	}
 	intMin := func(name string, dst *int, minimum int) {
-		if v, ok := env(name); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
+		if v, ok := lookup(name); ok {
+			n, err := strconv.Atoi(v)
 			if err != nil || n < minimum {
-				warns = append(warns, fmt.Sprintf("%s=%q is not an integer >= %d; using %d", name, v, minimum, *dst))
+				errs = append(errs, fmt.Errorf("env %s=%q: must be an integer >= %d", name, v, minimum))
 				return
 			}
 			*dst = n
 		}
 	}
 	boolean := func(name string, dst *bool) {
-		if v, ok := env(name); ok {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if v, ok := lookup(name); ok {
+			b, err := strconv.ParseBool(v)
 			if err != nil {
-				warns = append(warns, fmt.Sprintf("%s=%q is not a boolean; using %v", name, v, *dst))
+				errs = append(errs, fmt.Errorf("env %s=%q: must be a boolean", name, v))
 				return
 			}
 			*dst = b
@@ -140,24 +149,27 @@ func DefaultParams(env EnvLookup) (Params, []string) {
 	if v, ok := env(EnvRedisPassword); ok {
 		p.Redis.password = v
 	}
-	return p, warns
+	return p, errors.Join(errs...)
 }
 
 // ParseParams decodes raw plugin parameters over the defaults and validates them. Errors
 // name the plugin instance and the field.
-func ParseParams(pluginName string, raw json.RawMessage, env EnvLookup) (Params, []string, error) {
-	p, warns := DefaultParams(env)
+func ParseParams(pluginName string, raw json.RawMessage, env EnvLookup) (Params, error) {
+	p, err := DefaultParams(env)
+	if err != nil {
+		return Params{}, fmt.Errorf("plugin %s (%s): %w", pluginName, Type, err)
+	}
 	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
-			return Params{}, warns, fmt.Errorf("plugin %s (%s): invalid parameters: %w", pluginName, Type, err)
+			return Params{}, fmt.Errorf("plugin %s (%s): invalid parameters: %w", pluginName, Type, err)
 		}
 	}
 	if err := p.Validate(); err != nil {
-		return Params{}, warns, fmt.Errorf("plugin %s (%s): %w", pluginName, Type, err)
+		return Params{}, fmt.Errorf("plugin %s (%s): %w", pluginName, Type, err)
 	}
-	return p, warns, nil
+	return p, nil
 }
 
 // Validate checks every field; the error names the field and what was expected.

@@ -11,47 +11,64 @@ func envMap(m map[string]string) EnvLookup {
 
 func TestDefaultParamsFromEnv(t *testing.T) {
 	cases := []struct {
-		name      string
-		env       map[string]string
-		check     func(Params) bool
-		wantWarns int
+		name string
+		env  map[string]string
+		// check applies when wantErr is empty; wantErr lists the variables the error names.
+		check   func(Params) bool
+		wantErr []string
 	}{
 		{"built-in defaults", nil, func(p Params) bool {
 			return p.RequestCost == 3500 && p.KVWeight == 0.3 && p.TTLSeconds == 3600 && p.SessionTTLSeconds == 1800 &&
 				p.MaxSessions == 100000 && p.SharedLedger && p.DecodeOutputGrowth && p.Redis.Address == "" &&
 				p.Redis.TimeoutMS == 50 && p.Redis.SyncIntervalMS == 1000
-		}, 0},
-		{"valid env", map[string]string{EnvRequestCost: "100", EnvKVWeight: "0.5", EnvTTLSeconds: "10",
+		}, nil},
+		{"valid env", map[string]string{EnvRequestCost: "100", EnvKVWeight: " 0.5 ", EnvTTLSeconds: "10",
 			EnvSessionTTLSeconds: "0", EnvMaxSessions: "7", EnvSharedLedger: "false", EnvDecodeOutputGrowth: "false"},
 			func(p Params) bool {
 				return p.RequestCost == 100 && p.KVWeight == 0.5 && p.TTLSeconds == 10 && p.SessionTTLSeconds == 0 &&
 					p.MaxSessions == 7 && !p.SharedLedger && !p.DecodeOutputGrowth
-			}, 0},
-		{"invalid env falls back to defaults", map[string]string{EnvRequestCost: "0", EnvKVWeight: "-1", EnvTTLSeconds: "0",
+			}, nil},
+		{"empty values are unset", map[string]string{EnvRequestCost: "", EnvTTLSeconds: "  "},
+			func(p Params) bool { return p.RequestCost == 3500 && p.TTLSeconds == 3600 }, nil},
+		{"every invalid variable is named", map[string]string{EnvRequestCost: "0", EnvKVWeight: "-1", EnvTTLSeconds: "0",
 			EnvSessionTTLSeconds: "-1", EnvMaxSessions: "x", EnvSharedLedger: "maybe", EnvDecodeOutputGrowth: "2"},
-			func(p Params) bool {
-				return p.RequestCost == 3500 && p.KVWeight == 0.3 && p.TTLSeconds == 3600 && p.SessionTTLSeconds == 1800 &&
-					p.MaxSessions == 100000 && p.SharedLedger && p.DecodeOutputGrowth
-			}, 7},
-		{"NaN is not > 0", map[string]string{EnvKVWeight: "NaN"}, func(p Params) bool { return p.KVWeight == 0.3 }, 1},
+			nil, []string{EnvRequestCost, EnvKVWeight, EnvTTLSeconds, EnvSessionTTLSeconds, EnvMaxSessions, EnvSharedLedger, EnvDecodeOutputGrowth}},
+		{"NaN is not > 0", map[string]string{EnvKVWeight: "NaN"}, nil, []string{EnvKVWeight}},
+		{"Inf is not a weight", map[string]string{EnvKVWeight: "+Inf"}, nil, []string{EnvKVWeight}},
 		{"redis host and port", map[string]string{EnvRedisHost: "10.0.0.1", EnvRedisPort: "6380", EnvRedisPassword: "pw"},
 			func(p Params) bool {
 				return p.Redis.Address == "10.0.0.1:6380" && p.Redis.password == "pw" && p.SharingEnabled()
-			}, 0},
-		{"redis default port", map[string]string{EnvRedisHost: "redis"}, func(p Params) bool { return p.Redis.Address == "redis:6379" }, 0},
+			}, nil},
+		{"redis default port", map[string]string{EnvRedisHost: "redis"}, func(p Params) bool { return p.Redis.Address == "redis:6379" }, nil},
 		{"shared ledger off disables sharing", map[string]string{EnvRedisHost: "redis", EnvSharedLedger: "false"},
-			func(p Params) bool { return !p.SharingEnabled() }, 0},
+			func(p Params) bool { return !p.SharingEnabled() }, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p, warns := DefaultParams(envMap(tc.env))
-			if !tc.check(p) || len(warns) != tc.wantWarns {
-				t.Fatalf("params %+v warns %v (want %d)", p, warns, tc.wantWarns)
+			p, err := DefaultParams(envMap(tc.env))
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("want an error naming %v, got params %+v", tc.wantErr, p)
+				}
+				for _, name := range tc.wantErr {
+					if !strings.Contains(err.Error(), name) {
+						t.Errorf("error %q does not name %s", err, name)
+					}
+				}
+				return
+			}
+			if err != nil || !tc.check(p) {
+				t.Fatalf("params %+v err %v", p, err)
 			}
 			if err := p.Validate(); err != nil {
 				t.Fatalf("defaults invalid: %v", err)
 			}
 		})
+	}
+	// ParseParams names the plugin too.
+	_, err := ParseParams("ledger-a", nil, envMap(map[string]string{EnvKVWeight: "heavy"}))
+	if err == nil || !strings.Contains(err.Error(), "ledger-a") || !strings.Contains(err.Error(), EnvKVWeight) {
+		t.Fatalf("ParseParams error %v", err)
 	}
 }
 
@@ -86,7 +103,7 @@ func TestParseParams(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := ParseParams("pl", []byte(tc.raw), envMap(nil))
+			_, err := ParseParams("pl", []byte(tc.raw), envMap(nil))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -105,7 +122,7 @@ func FuzzParseParams(f *testing.F) {
 	f.Add([]byte(`{"kvWeight": 1e308}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		p, _, err := ParseParams("fuzz", raw, envMap(nil))
+		p, err := ParseParams("fuzz", raw, envMap(nil))
 		if err == nil {
 			if verr := p.Validate(); verr != nil {
 				t.Fatalf("accepted params fail validation: %v", verr)

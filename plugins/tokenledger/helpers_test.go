@@ -28,9 +28,9 @@ func (c *fakeClock) Advance(d time.Duration) {
 // testParams are the defaults without any environment.
 func testParams(t testing.TB) Params {
 	t.Helper()
-	p, warns := DefaultParams(func(string) (string, bool) { return "", false })
-	if len(warns) > 0 {
-		t.Fatalf("unexpected warnings: %v", warns)
+	p, err := DefaultParams(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }

@@ -48,12 +48,9 @@ var (
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	ctx := handlectx.Of(handle)
 	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
-	p, warns, err := ParseParams(name, raw, os.LookupEnv)
+	p, err := ParseParams(name, raw, os.LookupEnv)
 	if err != nil {
 		return nil, err
-	}
-	for _, w := range warns {
-		logger.Info("Ignoring invalid environment default", "detail", w)
 	}
 	pl := New(name, NewTracker(Options{Params: p, Logger: logger}))
 	pl.tracker.Start(ctx)

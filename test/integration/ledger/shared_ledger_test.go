@@ -25,7 +25,7 @@ var decodePods = []tokenledger.PodKey{podA, podB}
 func newReplica(t *testing.T, ctx context.Context, addr, id string) *tokenledger.Tracker {
 	t.Helper()
 	raw := fmt.Sprintf(`{"redis":{"address":%q,"replicaID":%q,"syncIntervalMs":100,"livenessTTLSeconds":2,"timeoutMs":50}}`, addr, id)
-	p, _, err := tokenledger.ParseParams(id, []byte(raw), func(string) (string, bool) { return "", false })
+	p, err := tokenledger.ParseParams(id, []byte(raw), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
