@@ -111,6 +111,13 @@ func (s *sse) flush() {
 	}
 }
 
+// flushHeaders sends the status and headers, keeping what is buffered.
+func (s *sse) flushHeaders() {
+	if s.f != nil {
+		s.f.Flush()
+	}
+}
+
 func (s *sse) start() {
 	switch s.m.api {
 	case apiChat:

@@ -221,7 +221,7 @@ func (x *exchange) loop(sr *batching.Request, hashes []uint64, cached int) {
 			}
 		}
 		if visible < p.Generated || (x.f.hangFirst && p.Done) {
-			x.hang()
+			x.hang(sent)
 			return
 		}
 		if !p.Done {
@@ -304,9 +304,16 @@ func (x *exchange) ctxErr() error {
 }
 
 // hang withholds the rest of the answer until the client leaves (bounded by maxHang).
-func (x *exchange) hang() {
+// hang holds the stream open without another byte. Before the first token only the 200 goes
+// out: an engine sends its first chunk (the chat role delta, response.created) with the first
+// token, and a watchdog waiting for the first response must see nothing until then.
+func (x *exchange) hang(tokensSent int) {
 	if x.s != nil {
-		x.s.flush() // the client sees the 200 and what was streamed so far
+		if tokensSent == 0 {
+			x.s.flushHeaders()
+		} else {
+			x.s.flush() // the client sees what was streamed so far
+		}
 	}
 	if x.in.sleep(x.ctx, maxHang) {
 		panic(http.ErrAbortHandler) // bound reached: cut the connection
