@@ -164,8 +164,8 @@ func TestPrefixTable(t *testing.T) {
 	small := NewPrefixTable(4, 2)
 	small.Add("x", small.Hashes("aaaabbbbcccc"))
 	small.Add("y", small.Hashes("ddddeeee"))
-	if len(small.pods) > 4 {
-		t.Fatalf("eviction did not bound the table: %d", len(small.pods))
+	if small.Len() > 4 {
+		t.Fatalf("eviction did not bound the table: %d", small.Len())
 	}
 }
 

@@ -2,7 +2,6 @@ package prefillscorer
 
 import (
 	"encoding/binary"
-	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -12,25 +11,33 @@ import (
 // PrefixTable is AIBrix's prefix hash table for the prefill policies: the prompt is split into
 // blocks of blockSize characters (the "character" tokenizer), each block hash chains the
 // previous one, and a pod holding the first i+1 blocks matches (i+1)·100/numBlocks percent
-// (integer), scanning in order and stopping at the first miss. Entries are bounded: when
-// maxBlocks is exceeded the oldest half of the entries is forgotten.
+// (integer), scanning in order and stopping at the first miss. It holds at most maxBlocks
+// (block, pod) entries; the oldest are forgotten first.
 //
-// Entries are (block hash, pod) pairs in one flat map: nearly every block is held by the one
-// pod its prompt went to, and a map per hash cost ~1 KB per block (a 220 KB prompt is 55 000
-// blocks: 1 GB of RSS at the default capacity) and made eviction iterate a million maps.
+// Entries are (block hash, pod id) keys in two generations. Add writes into recent; when
+// recent cannot take the next prompt within half the capacity, it becomes old and the
+// previous old is dropped whole. So the table always holds the newest half of its capacity
+// or more, eviction is O(1) (no scan, no sort, no copy), and memory stays at the entries
+// themselves: 16-byte keys with no values, about 20 MB at the default 2^20 entries. (A map per
+// hash cost ~1 KB per block; one flat map evicted by copying the newest half peaked at twice
+// the table and sorted a million generations per eviction.)
 type PrefixTable struct {
 	mu        sync.RWMutex
 	blockSize int
 	maxBlocks int
-	pods      map[blockKey]uint64 // (hash, pod) → generation of the Add that wrote it
-	holders   map[string]uint64   // pods that may hold entries → generation of their last Add
-	gen       uint64
-	evictions int // full-table eviction scans so far
+	recent    map[blockKey]struct{}
+	old       map[blockKey]struct{} // nil when dropped with recent empty or too small
+	epoch     uint64                // recent's generation; old is epoch-1
+	holders   map[uint32]uint64     // pods that may hold entries → epoch of their last Add
+	ids       map[string]uint32
+	names     []string // pod id → name
+	freeIDs   []uint32
+	rotations int
 }
 
 type blockKey struct {
 	hash uint64
-	pod  string
+	pod  uint32
 }
 
 // NewPrefixTable returns a table with the given block size (characters) and capacity
@@ -42,7 +49,8 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 	if maxBlocks <= 0 {
 		maxBlocks = 1 << 20
 	}
-	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, pods: map[blockKey]uint64{}, holders: map[string]uint64{}}
+	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: map[blockKey]struct{}{},
+		holders: map[uint32]uint64{}, ids: map[string]uint32{}}
 }
 
 // Tokens returns the prompt's token count under the character tokenizer.
@@ -83,20 +91,20 @@ func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 	defer t.mu.RUnlock()
 	// The set of pods matching every block so far only shrinks: filter one slice in place,
 	// and write a pod's score once, when it drops out.
-	alive := make([]string, 0, len(t.holders))
-	for pod := range t.holders {
-		if _, ok := t.pods[blockKey{hashes[0], pod}]; ok {
-			alive = append(alive, pod)
+	alive := make([]uint32, 0, len(t.holders))
+	for id := range t.holders {
+		if t.has(hashes[0], id) {
+			alive = append(alive, id)
 		}
 	}
 	prev := 0.0
 	for i, h := range hashes {
 		kept := alive[:0]
-		for _, pod := range alive {
-			if _, ok := t.pods[blockKey{h, pod}]; ok {
-				kept = append(kept, pod)
+		for _, id := range alive {
+			if t.has(h, id) {
+				kept = append(kept, id)
 			} else {
-				out[pod] = prev
+				out[t.names[id]] = prev
 			}
 		}
 		alive = kept
@@ -105,73 +113,112 @@ func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 		}
 		prev = float64((i + 1) * 100 / len(hashes))
 	}
-	for _, pod := range alive {
-		out[pod] = prev
+	for _, id := range alive {
+		out[t.names[id]] = prev
 	}
 	return out
 }
 
-// Add records that pod now holds the hashes.
+func (t *PrefixTable) has(h uint64, id uint32) bool {
+	k := blockKey{h, id}
+	if _, ok := t.recent[k]; ok {
+		return true
+	}
+	_, ok := t.old[k]
+	return ok
+}
+
+// Add records that pod now holds the hashes. The latest Add always stays whole, even one over
+// the whole capacity (the table then holds that prompt alone).
 func (t *PrefixTable) Add(pod string, hashes []uint64) {
+	if len(hashes) == 0 {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.gen++
-	if len(hashes) > 0 {
-		t.holders[pod] = t.gen
+	if len(t.recent) > 0 && len(t.recent)+len(hashes) > max(t.maxBlocks/2, 1) {
+		t.rotate()
 	}
+	if t.old != nil && len(t.old)+len(t.recent)+len(hashes) > t.maxBlocks {
+		t.old = nil
+		t.prune()
+	}
+	id := t.id(pod)
+	t.holders[id] = t.epoch
 	for _, h := range hashes {
-		t.pods[blockKey{h, pod}] = t.gen
-	}
-	if len(t.pods) > t.maxBlocks {
-		t.evict()
+		t.recent[blockKey{h, id}] = struct{}{}
 	}
 }
 
-// evict forgets the oldest half of the entries: those written at or before the generation
-// that leaves at most maxBlocks/2 (ties at the cut go too; the latest Add always stays).
-// Cutting to half the capacity, not just below it, makes the next eviction wait for
-// maxBlocks/2 new entries, so the O(n log n) scan is amortised over as many insertions;
-// cutting at gen/2 instead ran a full scan on every Add once recent prompts alone filled the
-// table (measured: 85 % of the EPP's CPU with 220 KB prompts).
-func (t *PrefixTable) evict() {
-	keep := t.maxBlocks / 2
-	if len(t.pods) <= keep {
-		return
+// rotate makes recent the old generation and drops the previous old one.
+func (t *PrefixTable) rotate() {
+	t.rotations++
+	t.old = t.recent
+	// The next generation will likely fill as far as this one did.
+	t.recent = make(map[blockKey]struct{}, len(t.old))
+	t.epoch++
+	t.prune()
+}
+
+// prune forgets the pods whose entries all went with a dropped generation and frees their ids.
+func (t *PrefixTable) prune() {
+	oldest := t.epoch
+	if t.old != nil {
+		oldest--
 	}
-	gens := make([]uint64, 0, len(t.pods))
-	for _, g := range t.pods {
-		gens = append(gens, g)
-	}
-	slices.Sort(gens)
-	cut := gens[len(gens)-keep-1]
-	if cut >= t.gen {
-		cut = t.gen - 1
-	}
-	t.evictions++
-	// Copy the survivors into fresh maps rather than deleting in place: Go maps never shrink,
-	// and half a million deletions leave tombstones that lengthen every later probe.
-	pods := make(map[blockKey]uint64, t.maxBlocks)
-	holders := make(map[string]uint64, len(t.holders))
-	for k, g := range t.pods {
-		if g > cut {
-			pods[k] = g
-			holders[k.pod] = max(holders[k.pod], g)
+	for id, last := range t.holders {
+		if last < oldest {
+			t.release(id)
 		}
 	}
-	t.pods, t.holders = pods, holders
+}
+
+func (t *PrefixTable) id(pod string) uint32 {
+	if id, ok := t.ids[pod]; ok {
+		return id
+	}
+	var id uint32
+	if n := len(t.freeIDs); n > 0 {
+		id, t.freeIDs = t.freeIDs[n-1], t.freeIDs[:n-1]
+		t.names[id] = pod
+	} else {
+		id = uint32(len(t.names))
+		t.names = append(t.names, pod)
+	}
+	t.ids[pod] = id
+	return id
+}
+
+// release forgets a pod that has no entries left; its id may be reused.
+func (t *PrefixTable) release(id uint32) {
+	delete(t.holders, id)
+	delete(t.ids, t.names[id])
+	t.names[id] = ""
+	t.freeIDs = append(t.freeIDs, id)
+}
+
+// Len is the number of entries held (a prompt re-added while in the old generation counts
+// twice until that generation is dropped).
+func (t *PrefixTable) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.recent) + len(t.old)
 }
 
 // Forget removes a pod (it left the pool).
 func (t *PrefixTable) Forget(pod string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if _, ok := t.holders[pod]; !ok {
+	id, ok := t.ids[pod]
+	if !ok {
 		return
 	}
-	for k := range t.pods {
-		if k.pod == pod {
-			delete(t.pods, k)
+	for _, gen := range []map[blockKey]struct{}{t.recent, t.old} {
+		for k := range gen {
+			if k.pod == id {
+				delete(gen, k)
+			}
 		}
 	}
-	delete(t.holders, pod)
+	t.release(id)
 }

@@ -8,11 +8,11 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// TestPrefixTableEvictionIsAmortised fills a table with prompts larger than half its
-// capacity's worth of blocks in total and checks that eviction keeps it bounded, keeps the
-// newest prompts matchable, drops the oldest, and scans the table only about once per
-// maxBlocks/2 inserted hashes (it used to scan on every Add once the table was full).
-func TestPrefixTableEvictionIsAmortised(t *testing.T) {
+// TestPrefixTableEviction fills a table with many times its capacity and checks that eviction
+// keeps it bounded, keeps the newest half of the capacity matchable (every prompt that fits in
+// it), drops the oldest, rotates generations at most once per Add, and forgets the pods whose
+// entries are all gone.
+func TestPrefixTableEviction(t *testing.T) {
 	for _, tc := range []struct {
 		name                  string
 		capacity, blocks, add int
@@ -31,23 +31,20 @@ func TestPrefixTableEvictionIsAmortised(t *testing.T) {
 				}
 				prompts = append(prompts, h)
 				pt.Add(fmt.Sprintf("pod-%d", i%8), h)
-				if len(pt.pods) > tc.capacity {
-					t.Fatalf("after add %d: %d hashes, capacity %d", i, len(pt.pods), tc.capacity)
+				if pt.Len() > tc.capacity {
+					t.Fatalf("after add %d: %d hashes, capacity %d", i, pt.Len(), tc.capacity)
 				}
 			}
 			inserted := tc.add * tc.blocks
-			// One scan per maxBlocks/2 new hashes, plus one per Add when a single prompt is over
-			// half the capacity (it cannot share the table with anything else).
-			maxScans := inserted/(tc.capacity/2) + 1
-			if tc.blocks > tc.capacity/2 {
-				maxScans = tc.add
+			if pt.rotations > tc.add || pt.rotations < inserted/tc.capacity {
+				t.Fatalf("%d rotations for %d adds of %d blocks", pt.rotations, tc.add, tc.blocks)
 			}
-			if pt.evictions > maxScans {
-				t.Fatalf("%d eviction scans for %d inserted hashes, want <= %d", pt.evictions, inserted, maxScans)
-			}
-			last := prompts[len(prompts)-1]
-			if m := pt.Match(last); m[fmt.Sprintf("pod-%d", (tc.add-1)%8)] != 100 {
-				t.Fatalf("newest prompt not fully matched: %v", m)
+			// The newest prompts that fit in half the capacity all stay whole.
+			keep := max(1, (tc.capacity/2-tc.blocks+1)/tc.blocks)
+			for i := len(prompts) - keep; i < len(prompts); i++ {
+				if m := pt.Match(prompts[i]); m[fmt.Sprintf("pod-%d", i%8)] != 100 {
+					t.Fatalf("prompt %d of %d (one of the newest %d) not fully matched: %v", i, len(prompts), keep, m)
+				}
 			}
 			if inserted > tc.capacity {
 				if m := pt.Match(prompts[0]); len(m) != 0 {
@@ -97,7 +94,31 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Forget(a): %v", m)
 	}
-	if _, a := pt.holders["a"]; len(pt.pods) != 1 || a || pt.holders["b"] == 0 {
-		t.Fatalf("entries %v holders %v", pt.pods, pt.holders)
+	if _, a := pt.ids["a"]; pt.Len() != 1 || a || len(pt.holders) != 1 {
+		t.Fatalf("entries %d ids %v holders %v", pt.Len(), pt.ids, pt.holders)
+	}
+	// a's id is reused by the next new pod; a's entries are not inherited.
+	pt.Add("c", h[1:])
+	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
+		t.Fatalf("after Add(c): %v", m)
+	}
+}
+
+// Pods whose entries all went with a dropped generation are forgotten and their ids reused,
+// so a pool whose pods are replaced over time does not grow the table's pod index.
+func TestPrefixTablePrunesPodsOfDroppedGenerations(t *testing.T) {
+	pt := NewPrefixTable(4, 40)
+	for i := range 1000 {
+		h := make([]uint64, 5)
+		for j := range h {
+			h[j] = uint64(i)<<8 | uint64(j) + 1
+		}
+		pt.Add(fmt.Sprintf("pod-%d", i), h) // a new pod every time
+	}
+	if len(pt.names) > 10 || len(pt.holders) > 8 || len(pt.ids) != len(pt.holders) {
+		t.Fatalf("pod index grew: %d names, %d holders, %d ids", len(pt.names), len(pt.holders), len(pt.ids))
+	}
+	if m := pt.Match([]uint64{999<<8 | 1}); m["pod-999"] != 100 || len(m) != 1 {
+		t.Fatalf("newest pod: %v", m)
 	}
 }

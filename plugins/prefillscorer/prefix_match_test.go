@@ -10,18 +10,18 @@ import (
 // leading blocks it holds contiguously from the first.
 func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
 	out := map[string]float64{}
-	for pod := range t.holders {
-		if _, ok := t.pods[blockKey{hashes[0], pod}]; !ok {
+	for id := range t.holders {
+		if !t.has(hashes[0], id) {
 			continue
 		}
 		n := 0
 		for _, h := range hashes {
-			if _, ok := t.pods[blockKey{h, pod}]; !ok {
+			if !t.has(h, id) {
 				break
 			}
 			n++
 		}
-		out[pod] = float64(n * 100 / len(hashes))
+		out[t.names[id]] = float64(n * 100 / len(hashes))
 	}
 	return out
 }
@@ -31,7 +31,8 @@ func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
 func TestPrefixTableMatchAgreesWithReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 200; round++ {
-		pt := NewPrefixTable(4, 1<<20)
+		// Small capacities spread the entries over both generations (and drop some).
+		pt := NewPrefixTable(4, []int{1 << 20, 24, 40}[round%3])
 		blocks := 1 + rng.Intn(12)
 		hashes := make([]uint64, blocks)
 		for i := range hashes {
