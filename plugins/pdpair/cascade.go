@@ -80,9 +80,13 @@ func (s *Selector) warn(msg string) {
 }
 
 func (s *Selector) shufflePods(p []podmodel.Pod) []podmodel.Pod {
-	out := append([]podmodel.Pod(nil), p...)
-	s.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
+	return s.shuffleInPlace(append([]podmodel.Pod(nil), p...))
+}
+
+// shuffleInPlace shuffles a slice the caller owns.
+func (s *Selector) shuffleInPlace(p []podmodel.Pod) []podmodel.Pod {
+	s.rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
+	return p
 }
 
 // cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
@@ -91,12 +95,16 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	k := in.Knobs
 	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
 
-	var prefill, decode []podmodel.Pod
+	nPrefill, nDecode := 0, 0
+	for _, g := range eligible {
+		nPrefill, nDecode = nPrefill+len(g.prefill), nDecode+len(g.decode)
+	}
+	prefill, decode := make([]podmodel.Pod, 0, nPrefill), make([]podmodel.Pod, 0, nDecode)
 	for _, g := range eligible {
 		prefill = append(prefill, g.prefill...)
 		decode = append(decode, g.decode...)
 	}
-	prefill, decode = s.shufflePods(prefill), s.shufflePods(decode)
+	prefill, decode = s.shuffleInPlace(prefill), s.shuffleInPlace(decode)
 
 	if len(combined) > 0 {
 		if pick, why := s.shouldPickCombined(combined, prefill, decode); pick != nil {

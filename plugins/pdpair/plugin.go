@@ -167,17 +167,8 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		return eps
 	}
 	logger := log.FromContext(ctx).WithValues("plugin", name, "requestID", req.RequestId)
-	pods := make([]podmodel.Pod, 0, len(eps))
-	var routable []podmodel.Pod
-	for _, ep := range eps {
-		pod := podmodel.FromEndpoint(ep)
-		podmodel.Report(p.log, pod)
-		pods = append(pods, pod)
-		if pod.Routable {
-			routable = append(routable, pod)
-		}
-	}
-	if _, err := podmodel.ValidateEngines(routable); err != nil {
+	pods := podmodel.FromEndpoints(p.log, eps)
+	if _, err := podmodel.ValidateEngines(pods); err != nil {
 		return p.refuse(req, trace, eps, 503, err.Error(), "")
 	}
 	in := p.input(req, pods)

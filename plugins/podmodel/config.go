@@ -106,12 +106,24 @@ const ProfileAuto = "auto"
 // "auto" → the matching profile with the most hints (ties by name); otherwise (or when
 // nothing matches) defaultProfile, or "default". A nil config resolves to nothing.
 func (c *ModelConfig) Resolve(header string, hints AutoHints) (string, *Profile) {
-	if c == nil || len(c.Profiles) == 0 {
+	name, ok := c.ResolveName(header, hints)
+	if !ok {
 		return "", nil
 	}
+	p := c.Profiles[name]
+	return name, &p
+}
+
+// ResolveName is Resolve without a copy of the profile: callers on the per-pod path read the
+// profile from c.Profiles themselves (a returned *Profile copy escaped to the heap for every
+// pod of every request).
+func (c *ModelConfig) ResolveName(header string, hints AutoHints) (string, bool) {
+	if c == nil || len(c.Profiles) == 0 {
+		return "", false
+	}
 	if header != "" && header != ProfileAuto {
-		if p, ok := c.Profiles[header]; ok {
-			return header, &p
+		if _, ok := c.Profiles[header]; ok {
+			return header, true
 		}
 	}
 	if header == ProfileAuto {
@@ -128,18 +140,17 @@ func (c *ModelConfig) Resolve(header string, hints AutoHints) (string, *Profile)
 			}
 		}
 		if best != "" {
-			p := c.Profiles[best]
-			return best, &p
+			return best, true
 		}
 	}
 	def := c.DefaultProfile
 	if def == "" {
 		def = "default"
 	}
-	if p, ok := c.Profiles[def]; ok {
-		return def, &p
+	if _, ok := c.Profiles[def]; ok {
+		return def, true
 	}
-	return "", nil
+	return "", false
 }
 
 // ErrNoProfiles is returned for a config without profiles (AIBrix treats it as absent).

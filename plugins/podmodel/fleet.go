@@ -32,18 +32,26 @@ func ParseEngine(s string) (Engine, bool) {
 	return "", false
 }
 
-// ValidateEngines requires every pod of one model to run the same engine (a missing label
-// counts as vllm), as AIBrix does; a mismatch is an error naming the pods that disagree.
+// ValidateEngines requires every pod of one model that can serve HTTP (Routable) to run the
+// same engine (a missing label counts as vllm), and returns that engine.
 func ValidateEngines(pods []Pod) (Engine, error) {
-	if len(pods) == 0 {
-		return EngineVLLM, nil
-	}
-	first := pods[0]
-	for _, p := range pods[1:] {
+	var first *Pod
+	for i := range pods {
+		p := &pods[i]
+		if !p.Routable {
+			continue
+		}
+		if first == nil {
+			first = p
+			continue
+		}
 		if p.Engine != first.Engine {
 			return "", fmt.Errorf("pods of one model disagree on %s: %s is %q, %s is %q",
 				LabelEngine, first.Key, first.Engine, p.Key, p.Engine)
 		}
+	}
+	if first == nil {
+		return EngineVLLM, nil
 	}
 	return first.Engine, nil
 }
@@ -64,6 +72,35 @@ func ModelConfigOf(pods []Pod) *ModelConfig {
 		return nil
 	}
 	return best.Config
+}
+
+// ModelConfigOfEndpoints is ModelConfigOf read straight from the endpoints' metadata, for
+// callers that need nothing else of the pods (the rate cap runs on every request).
+func ModelConfigOfEndpoints(eps []fwkEndpoint) *ModelConfig {
+	var best *ModelConfig
+	bestKey := ""
+	for _, ep := range eps {
+		if ep == nil || ep.GetMetadata() == nil {
+			continue
+		}
+		meta := ep.GetMetadata()
+		raw, ok := meta.Labels[annotationConfig]
+		if !ok {
+			continue
+		}
+		cfg, _ := ParseConfig(raw)
+		if cfg == nil {
+			continue
+		}
+		name := meta.PodName
+		if name == "" {
+			name = meta.NamespacedName.Name
+		}
+		if key := meta.NamespacedName.Namespace + "/" + name; best == nil || key < bestKey {
+			best, bestKey = cfg, key
+		}
+	}
+	return best
 }
 
 // FromEndpoints resolves a candidate list and logs invalid annotations once per pod.

@@ -134,7 +134,7 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 
 	engine := labels[LabelEngine]
 	if engine == "" {
-		engine = annotation(labels, LabelEngine)
+		engine = labels[annotationEngine]
 	}
 	if engine != "" {
 		if e, ok := ParseEngine(engine); ok {
@@ -164,7 +164,7 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 	}
 
 	p.BootstrapPort = DefaultBootstrapPort
-	if bp := annotation(labels, AnnotationBootstrap); bp != "" {
+	if bp := labels[annotationBootstrap]; bp != "" {
 		// AIBrix parses base-10 within 32 bits; a port must also fit 1..65535 to be usable.
 		if n, err := strconv.ParseInt(strings.TrimSpace(bp), 10, 32); err == nil && n > 0 && n <= 65535 {
 			p.BootstrapPort = int(n)
@@ -173,15 +173,19 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 		}
 	}
 
-	if raw, ok := labels[protocol.AnnotationLabelPrefix+AnnotationConfig]; ok {
+	if raw, ok := labels[annotationConfig]; ok {
 		p.Config, p.ConfigErr = ParseConfig(raw)
 	}
 	return p
 }
 
-func annotation(labels map[string]string, key string) string {
-	return labels[protocol.AnnotationLabelPrefix+key]
-}
+// The label keys under which the EPP mirrors these annotations, spelled out as constants so
+// that looking them up costs no string concatenation per pod and request.
+const (
+	annotationEngine    = protocol.AnnotationLabelPrefix + LabelEngine
+	annotationBootstrap = protocol.AnnotationLabelPrefix + AnnotationBootstrap
+	annotationConfig    = protocol.AnnotationLabelPrefix + AnnotationConfig
+)
 
 // resolveRole prefers llm-d.ai/role and falls back to AIBrix's role-name.
 func resolveRole(labels map[string]string) (string, Role, RoleSource) {
@@ -239,8 +243,8 @@ func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
 	case RolePrefillDecode, RoleEncodePrefillDecode:
 		return true
 	case RoleOther, RoleNone:
-		_, prof := p.Config.Resolve(profileHeader, hints)
-		return prof != nil && prof.RoutingConfig.Combined
+		name, ok := p.Config.ResolveName(profileHeader, hints)
+		return ok && p.Config.Profiles[name].RoutingConfig.Combined
 	}
 	return false
 }
@@ -258,11 +262,11 @@ func (p Pod) ServesWholeRequest(profileHeader string, hints AutoHints) bool {
 // Bucket returns the pod's prompt-length bounds for a request: min and max inclusive, max 0 =
 // unlimited. scoped is false when the pod has no resolved profile (any length suits it).
 func (p Pod) Bucket(profileHeader string, hints AutoHints) (lo, hi int, scoped bool) {
-	_, prof := p.Config.Resolve(profileHeader, hints)
-	if prof == nil {
+	name, ok := p.Config.ResolveName(profileHeader, hints)
+	if !ok {
 		return 0, 0, false
 	}
-	return prof.RoutingConfig.BucketBounds()
+	return p.Config.Profiles[name].RoutingConfig.BucketBounds()
 }
 
 // Suits reports whether a prompt of length n fits the pod's bucket.

@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -199,5 +200,38 @@ func TestValidateEngines(t *testing.T) {
 	}
 	if e, err := ValidateEngines(nil); err != nil || e != EngineVLLM {
 		t.Fatalf("empty: %v %v", e, err)
+	}
+	// A multi-node follower (no HTTP) is not asked which engine it runs.
+	follower := FromMetadata(meta("d", map[string]string{LabelEngine: "sglang", LabelPodGroupIndex: "1"}))
+	if e, err := ValidateEngines([]Pod{follower, v, v2}); err != nil || e != EngineVLLM {
+		t.Fatalf("follower counted: %v %v", e, err)
+	}
+	if e, err := ValidateEngines([]Pod{follower}); err != nil || e != EngineVLLM {
+		t.Fatalf("followers only: %v %v", e, err)
+	}
+}
+
+// ModelConfigOfEndpoints reads the same config as ModelConfigOf over the resolved pods.
+func TestModelConfigOfEndpoints(t *testing.T) {
+	cfgA := `{"defaultProfile":"a","profiles":{"a":{"routingStrategy":"pd"}}}`
+	cfgB := `{"defaultProfile":"b","profiles":{"b":{"routingStrategy":"random"}}}`
+	for _, tc := range []struct {
+		name string
+		eps  []fwkEndpoint
+	}{
+		{"none", nil},
+		{"no config", []fwkEndpoint{fwksched.NewEndpoint(meta("a", nil), nil, nil)}},
+		{"lowest key wins", []fwkEndpoint{
+			fwksched.NewEndpoint(meta("z", map[string]string{cfgAnn: cfgA}), nil, nil),
+			fwksched.NewEndpoint(meta("b", map[string]string{cfgAnn: cfgB}), nil, nil),
+			fwksched.NewEndpoint(meta("a", map[string]string{cfgAnn: "not json"}), nil, nil)}},
+	} {
+		pods := make([]Pod, 0, len(tc.eps))
+		for _, ep := range tc.eps {
+			pods = append(pods, FromEndpoint(ep))
+		}
+		if got, want := ModelConfigOfEndpoints(tc.eps), ModelConfigOf(pods); got != want {
+			t.Errorf("%s: %v, want %v", tc.name, got, want)
+		}
 	}
 }

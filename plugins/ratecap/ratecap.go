@@ -87,12 +87,8 @@ func (p *Plugin) Consumes() map[string]any { return map[string]any{} }
 
 // Limit returns the cap for a request from its model's resolved profile.
 func (p *Plugin) Limit(req *fwksched.LLMRequest, eps []fwksched.Endpoint) int {
-	pods := make([]podmodel.Pod, 0, len(eps))
-	for _, ep := range eps {
-		pods = append(pods, podmodel.FromEndpoint(ep))
-	}
 	hints := podmodel.AutoHints{MaxTokens: -1, PromptTokens: podmodel.PromptTokens(req)}
-	_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], hints)
+	_, prof := podmodel.ModelConfigOfEndpoints(eps).Resolve(req.Headers[protocol.HeaderConfigProfile], hints)
 	if prof != nil && prof.RequestsPerSecond > 0 {
 		return prof.RequestsPerSecond
 	}
