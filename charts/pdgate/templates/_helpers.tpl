@@ -96,3 +96,25 @@ true
 vllmgrpc-parser
 {{- end -}}
 {{- end -}}
+
+{{/*
+pdgate.goMemLimit: the EPP's GOMEMLIMIT. An explicit inferenceExtension.goMemLimit wins ("off"
+sets none); otherwise 90 % of the container's memory limit when it is written in Mi or Gi, so
+the Go GC tightens before the kernel kills the container.
+*/}}
+{{- define "pdgate.goMemLimit" -}}
+{{- $ie := .Values.inferenceExtension -}}
+{{- $set := $ie.goMemLimit | default "" | toString -}}
+{{- if eq $set "off" -}}
+{{- else if $set -}}
+{{- $set -}}
+{{- else -}}
+{{- $lim := "" -}}
+{{- with $ie.resources }}{{ with .limits }}{{ $lim = .memory | default "" | toString }}{{ end }}{{ end -}}
+{{- if regexMatch "^[0-9]+Gi$" $lim -}}
+{{- div (mul (trimSuffix "Gi" $lim | atoi) 1024 9) 10 }}MiB
+{{- else if regexMatch "^[0-9]+Mi$" $lim -}}
+{{- div (mul (trimSuffix "Mi" $lim | atoi) 9) 10 }}MiB
+{{- end -}}
+{{- end -}}
+{{- end -}}

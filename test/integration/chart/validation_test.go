@@ -4,6 +4,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestRejectedValues: bad values fail the install with a message naming the value to fix,
@@ -108,13 +110,7 @@ func TestActiveActive(t *testing.T) {
 			if s := field(t, dep, "spec", "strategy", "type"); s != "RollingUpdate" {
 				t.Errorf("strategy %v, want RollingUpdate", s)
 			}
-			env := map[string]string{}
-			for _, e := range container(t, dep, "containers", "epp")["env"].([]any) {
-				m := e.(map[string]any)
-				if v, ok := m["value"].(string); ok {
-					env[m["name"].(string)] = v
-				}
-			}
+			env := eppEnv(t, dep)
 			if env["REDIS_HOST"] != tc.wantHost || env["REDIS_PORT"] != tc.wantPort {
 				t.Errorf("REDIS_HOST=%q REDIS_PORT=%q, want %s:%s", env["REDIS_HOST"], env["REDIS_PORT"], tc.wantHost, tc.wantPort)
 			}
@@ -122,5 +118,48 @@ func TestActiveActive(t *testing.T) {
 				t.Errorf("chart Redis rendered=%v, want %v", lookup(objs, "Deployment", "aa-redis") != nil, tc.sets == nil)
 			}
 		})
+	}
+}
+
+// eppEnv returns the EPP container's literal environment values.
+func eppEnv(t *testing.T, dep *unstructured.Unstructured) map[string]string {
+	t.Helper()
+	env := map[string]string{}
+	for _, e := range container(t, dep, "containers", "epp")["env"].([]any) {
+		m := e.(map[string]any)
+		if v, ok := m["value"].(string); ok {
+			env[m["name"].(string)] = v
+		}
+	}
+	return env
+}
+
+// TestGoMemLimit: the EPP's GOMEMLIMIT is 90 % of its memory limit unless set or turned off,
+// and a malformed value is refused.
+func TestGoMemLimit(t *testing.T) {
+	cases := []struct {
+		name string
+		sets []string
+		want string // "" = not set
+	}{
+		{"default 4Gi limit", nil, "3686MiB"},
+		{"limit in Mi", []string{"inferenceExtension.resources.limits.memory=512Mi"}, "460MiB"},
+		{"explicit", []string{"inferenceExtension.goMemLimit=900MiB"}, "900MiB"},
+		{"off", []string{"inferenceExtension.goMemLimit=off"}, ""},
+		{"limit in other units", []string{"inferenceExtension.resources.limits.memory=2G"}, ""},
+		{"no limit", []string{"inferenceExtension.resources.limits=null"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vals := values(t, nil, append([]string{"inferencePool.modelServers.matchLabels.app=x"}, tc.sets...)...)
+			env := eppEnv(t, find(t, mustRender(t, "demo", testNS, vals), "Deployment", "demo-epp"))
+			if got, set := env["GOMEMLIMIT"]; got != tc.want || set != (tc.want != "") {
+				t.Fatalf("GOMEMLIMIT = %q (set %v), want %q", got, set, tc.want)
+			}
+		})
+	}
+	_, err := render(t, "demo", testNS, values(t, nil, "inferencePool.modelServers.matchLabels.app=x", "inferenceExtension.goMemLimit=lots"))
+	if err == nil || !strings.Contains(err.Error(), "goMemLimit") {
+		t.Fatalf("goMemLimit=lots: %v", err)
 	}
 }
