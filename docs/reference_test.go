@@ -308,6 +308,86 @@ func TestDocConfigsLoad(t *testing.T) {
 // appears in docs/operations.md.
 func TestEveryMetricDocumented(t *testing.T) {
 	ops := readDoc(t, "operations.md")
+	names := codeMetricNames(t)
+	var missing []string
+	for n := range names {
+		if !strings.Contains(ops, "`"+n+"`") {
+			missing = append(missing, n)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("docs/operations.md does not document: %s", strings.Join(missing, ", "))
+	}
+}
+
+// TestDocumentedMetricsExist is the other direction: every pdgate_ name in the Markdown (the
+// operations page, its PromQL alerts, the plugin READMEs) and in the Grafana dashboard is a
+// metric the code registers (histograms with their _bucket/_sum/_count series; a name ending
+// in "_", like pdgate_sidecar_*, is a prefix some metric must have). A renamed metric leaves
+// no dead alert or panel behind.
+func TestDocumentedMetricsExist(t *testing.T) {
+	names := codeMetricNames(t)
+	mentioned := regexp.MustCompile(`pdgate_[a-z0-9_]+`)
+	checked := 0
+	err := filepath.WalkDir("..", func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", "node_modules", "testdata", "bench-results":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".md") && !(strings.HasSuffix(p, ".json") && strings.Contains(p, "dashboards")) {
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, m := range mentioned.FindAllString(string(data), -1) {
+			checked++
+			if !metricExists(names, m) {
+				t.Errorf("%s mentions %s, which no code registers", p, m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 100 {
+		t.Errorf("only %d metric mentions checked; the walk missed the docs", checked)
+	}
+}
+
+func metricExists(names map[string]bool, m string) bool {
+	if strings.HasSuffix(m, "_") {
+		for n := range names {
+			if strings.HasPrefix(n, m) {
+				return true
+			}
+		}
+		return false
+	}
+	if names[m] {
+		return true
+	}
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(m, suffix); ok && names[base] {
+			return true
+		}
+	}
+	return false
+}
+
+// codeMetricNames returns the pdgate_ metric names written in the non-test Go sources of cmd/
+// and plugins/.
+func codeMetricNames(t *testing.T) map[string]bool {
+	t.Helper()
 	names := map[string]bool{}
 	for _, root := range []string{"../cmd", "../plugins"} {
 		err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -330,16 +410,7 @@ func TestEveryMetricDocumented(t *testing.T) {
 	if len(names) < 30 {
 		t.Fatalf("found only %d pdgate_ metric names in the sources", len(names))
 	}
-	var missing []string
-	for n := range names {
-		if !strings.Contains(ops, "`"+n+"`") {
-			missing = append(missing, n)
-		}
-	}
-	sort.Strings(missing)
-	if len(missing) > 0 {
-		t.Errorf("docs/operations.md does not document: %s", strings.Join(missing, ", "))
-	}
+	return names
 }
 
 // parseGoFiles parses the non-test Go files of one directory.
