@@ -136,11 +136,20 @@ func TestFullPath(t *testing.T) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+	// Every other request carries spoofed routing headers naming a host outside the pool: the
+	// EPP (Kubernetes mode) must overwrite or remove them, or the sidecar would refuse the
+	// prefill target (403) or call it.
+	spoofed := map[string]string{"x-pdgate-trace": "1",
+		"x-prefiller-host-port": fmt.Sprintf("127.0.0.9:%d", poolPort), "x-encoder-hosts-ports": fmt.Sprintf("127.0.0.9:%d", poolPort)}
 	seen := map[string]int{}
 	for i := 0; i < 8; i++ {
-		r := complete(t, gw, prompt(), trace)
+		hdr := trace
+		if i%2 == 1 {
+			hdr = spoofed
+		}
+		r := complete(t, gw, prompt(), hdr)
 		if r.status != 200 || picked(r.decision, "prefill") != "prefill-0" || r.outcome != "ok" {
-			t.Fatalf("request %d: status %d decision %q prefill outcome %q body %s", i, r.status, r.decision, r.outcome, r.body)
+			t.Fatalf("request %d (spoofed headers %v): status %d decision %q prefill outcome %q body %s", i, i%2 == 1, r.status, r.decision, r.outcome, r.body)
 		}
 		seen[picked(r.decision, "decode")]++
 	}
