@@ -220,9 +220,7 @@ func Prepare(o Options) (*Results, []Phase, error) {
 		}
 		phases = append(phases, MixedPhase(mixed, o.MixedLoad, o.MixedLoad*res.MixedCapacity.PDRPS, o.Seed))
 	}
-	for _, l := range o.Loads {
-		phases = append(phases, AzurePhase(slice, l, l*res.AzureCapacity.PDRPS, pd.Model, o.Seed))
-	}
+	phases = append(phases, AzurePhases(slice, o.Loads, res.AzureCapacity.PDRPS, pd.Model, o.Seed)...)
 	res.Phases = phases
 	return res, phases, nil
 }

@@ -71,6 +71,19 @@ func AzurePhase(rows []workload.AzureRow, load, rate float64, model string, seed
 	return p
 }
 
+// AzurePhases replays the slice once per load, each phase with prompts of its own (seed+1,
+// seed+2, ...). The phases run one after another in the same lab: replaying the same prompts
+// would find them in the simulators' prefix caches and the EPP's prefix indexes, so every
+// phase after the first would measure cache hits (prefix-aware policies then kept almost every
+// request decode-only) instead of the trace's fresh conversations.
+func AzurePhases(rows []workload.AzureRow, loads []float64, capacityRPS float64, model string, seed int64) []Phase {
+	phases := make([]Phase, 0, len(loads))
+	for i, l := range loads {
+		phases = append(phases, AzurePhase(rows, l, l*capacityRPS, model, seed+int64(i)+1))
+	}
+	return phases
+}
+
 // MixedRequests draws n requests of the synthetic mix: short chat, long RAG and multi-turn
 // sessions (shared, growing prefixes with x-aibrix-session-key) in turn, from the built-in
 // generators of cmd/pdgate/workload.

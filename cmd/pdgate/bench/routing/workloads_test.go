@@ -127,3 +127,36 @@ func TestSchedule(t *testing.T) {
 		t.Fatal("Schedule must not modify the phases")
 	}
 }
+
+// Each load phase replays the trace's shape with prompts of its own: no prompt of one phase
+// appears in another (a replay would measure prefix-cache hits, not the trace).
+func TestAzurePhasesHaveDistinctPrompts(t *testing.T) {
+	tr := rows(10, 11, 12, 16, 18)
+	phases := AzurePhases(tr, []float64{0.5, 0.8, 1.0}, 4, "m", 7)
+	if len(phases) != 3 || phases[1].Name != "azure-conv@80%" || phases[2].RateRPS != 4 {
+		t.Fatalf("phases %+v", phases)
+	}
+	seen := map[string]string{}
+	for _, p := range phases {
+		for i, r := range p.Requests {
+			var body struct {
+				Prompt string `json:"prompt"`
+			}
+			if err := json.Unmarshal(r.Body, &body); err != nil {
+				t.Fatal(err)
+			}
+			if len(body.Prompt) != 4*tr[i].ContextTokens {
+				t.Fatalf("%s request %d: %d prompt bytes", p.Name, i, len(body.Prompt))
+			}
+			if other, dup := seen[body.Prompt]; dup {
+				t.Fatalf("%s request %d repeats a prompt of %s", p.Name, i, other)
+			}
+			seen[body.Prompt] = p.Name
+		}
+	}
+	// Deterministic: the same seed gives the same phases.
+	again := AzurePhases(tr, []float64{0.5, 0.8, 1.0}, 4, "m", 7)
+	if string(again[2].Requests[4].Body) != string(phases[2].Requests[4].Body) {
+		t.Fatal("same seed, different prompts")
+	}
+}
