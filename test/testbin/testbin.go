@@ -24,29 +24,39 @@ func RepoRoot() string {
 // with the tests' status. Call it from TestMain.
 func Main(m *testing.M, suite string, binDir, repoRoot *string, binaries ...string) {
 	*repoRoot = RepoRoot()
-	if dir := os.Getenv("PDGATE_BIN_DIR"); dir != "" {
-		*binDir, _ = filepath.Abs(dir)
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "pdgate-"+suite)
+	dir, cleanup, err := Binaries(suite, binaries...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	*binDir = dir
+	code := m.Run()
+	cleanup()
+	os.Exit(code)
+}
+
+// Binaries returns a directory holding the named binaries: PDGATE_BIN_DIR when set (cleanup
+// does nothing), else a temporary directory they are built into (cleanup removes it). For
+// suites whose TestMain does more than Main.
+func Binaries(suite string, binaries ...string) (dir string, cleanup func(), err error) {
+	if d := os.Getenv("PDGATE_BIN_DIR"); d != "" {
+		dir, err = filepath.Abs(d)
+		return dir, func() {}, err
+	}
+	dir, err = os.MkdirTemp("", "pdgate-"+suite)
+	if err != nil {
+		return "", nil, err
+	}
 	args := []string{"build", "-o", dir + string(os.PathSeparator)}
 	for _, b := range binaries {
 		args = append(args, "./cmd/"+b)
 	}
 	cmd := exec.Command("go", args...)
-	cmd.Dir = *repoRoot
+	cmd.Dir = RepoRoot()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
 		_ = os.RemoveAll(dir)
-		os.Exit(1)
+		return "", nil, fmt.Errorf("building %v: %w", binaries, err)
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return dir, func() { _ = os.RemoveAll(dir) }, nil
 }

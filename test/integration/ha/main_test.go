@@ -6,7 +6,6 @@ package ha
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/pdgate/pdgate/test/kubetest"
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 var (
@@ -40,19 +40,13 @@ func run(m *testing.M) int {
 		skipReason = skip
 		return m.Run()
 	}
-	tmp, err := os.MkdirTemp("", "pdgate-ha-")
+	binDir, cleanup, err := testbin.Binaries("ha", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
-	eppBin = filepath.Join(tmp, "epp")
-	build := exec.Command("go", "build", "-o", eppBin, "./cmd/epp")
-	build.Dir = kubetest.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build cmd/epp: %v\n%s", err, out)
-		return 1
-	}
+	defer cleanup()
+	eppBin = filepath.Join(binDir, "epp")
 	// The Prometheus Operator CRD subsets the chart tests use (ServiceMonitor, PodMonitor).
 	if env, err = kubetest.Start(assets, filepath.Join(kubetest.RepoRoot(), "test", "integration", "chart", "testdata", "crds")); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -3,13 +3,14 @@ package ledger
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
-// eppBin is the real cmd/epp binary, built once for the two-replica test.
+// eppBin is the real cmd/epp binary for the two-replica test: make build's (PDGATE_BIN_DIR),
+// or built once for a standalone `go test`.
 var eppBin string
 
 func TestMain(m *testing.M) {
@@ -17,35 +18,12 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "ledger-it-")
+	dir, cleanup, err := testbin.Binaries("ledger", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	root, err := repoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
+	defer cleanup()
 	eppBin = filepath.Join(dir, "epp")
-	build := exec.Command("go", "build", "-o", eppBin, "./cmd/epp")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building cmd/epp: %v\n%s", err, out)
-		return 1
-	}
 	return m.Run()
-}
-
-func repoRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	mod := strings.TrimSpace(string(out))
-	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("not inside the pdgate module")
-	}
-	return filepath.Dir(mod), nil
 }
