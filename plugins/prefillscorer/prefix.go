@@ -14,30 +14,37 @@ import (
 // (integer), scanning in order and stopping at the first miss. It holds at most maxBlocks
 // (block, pod) entries; the oldest are forgotten first.
 //
-// Entries are (block hash, pod id) keys in two generations. Add writes into recent; when
-// recent cannot take the next prompt within half the capacity, it becomes old and the
-// previous old is dropped whole. So the table always holds the newest half of its capacity
-// or more, eviction is O(1) (no scan, no sort, no copy), and memory stays at the entries
-// themselves: 16-byte keys with no values, about 20 MB at the default 2^20 entries. (A map per
+// Entries are (block hash, pod id) pairs folded into one 64-bit key, in two generations. Add
+// writes into recent; when recent cannot take the next prompt within half the capacity, it
+// becomes old and the previous old is dropped whole. So the table always holds the newest half
+// of its capacity or more, eviction is O(1) (no scan, no sort, no copy), and memory stays at
+// the entries themselves: 8-byte keys with no values, about 10 MB at the default 2^20 entries,
+// on Go's fast path for 64-bit map keys (a 220 KB prompt is 55,000 blocks to record). (A map per
 // hash cost ~1 KB per block; one flat map evicted by copying the newest half peaked at twice
 // the table and sorted a million generations per eviction.)
 type PrefixTable struct {
 	mu        sync.RWMutex
 	blockSize int
 	maxBlocks int
-	recent    map[blockKey]struct{}
-	old       map[blockKey]struct{} // nil when dropped with recent empty or too small
-	epoch     uint64                // recent's generation; old is epoch-1
-	holders   map[uint32]uint64     // pods that may hold entries → epoch of their last Add
+	recent    map[uint64]struct{}
+	old       map[uint64]struct{} // nil when dropped with recent empty or too small
+	epoch     uint64              // recent's generation; old is epoch-1
+	holders   map[uint32]uint64   // pods that may hold entries → epoch of their last Add
 	ids       map[string]uint32
 	names     []string // pod id → name
 	freeIDs   []uint32
+	// retired are forgotten pods' ids → epoch of their last Add: their entries stay until
+	// their generation is dropped (a key does not say its pod, so they cannot be picked out),
+	// and the id is reused only then.
+	retired   map[uint32]uint64
 	rotations int
 }
 
-type blockKey struct {
-	hash uint64
-	pod  uint32
+// blockKey folds a block hash and a pod id into one key. Block hashes are xxhash outputs, so
+// two different (hash, pod) pairs share a key with probability 2^-64: a false match would only
+// move one prefix score.
+func blockKey(hash uint64, pod uint32) uint64 {
+	return hash ^ (uint64(pod)+1)*0x9E3779B97F4A7C15
 }
 
 // NewPrefixTable returns a table with the given block size (characters) and capacity
@@ -49,8 +56,8 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 	if maxBlocks <= 0 {
 		maxBlocks = 1 << 20
 	}
-	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: map[blockKey]struct{}{},
-		holders: map[uint32]uint64{}, ids: map[string]uint32{}}
+	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: map[uint64]struct{}{},
+		holders: map[uint32]uint64{}, ids: map[string]uint32{}, retired: map[uint32]uint64{}}
 }
 
 // Tokens returns the prompt's token count under the character tokenizer.
@@ -120,7 +127,7 @@ func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 }
 
 func (t *PrefixTable) has(h uint64, id uint32) bool {
-	k := blockKey{h, id}
+	k := blockKey(h, id)
 	if _, ok := t.recent[k]; ok {
 		return true
 	}
@@ -146,7 +153,7 @@ func (t *PrefixTable) Add(pod string, hashes []uint64) {
 	id := t.id(pod)
 	t.holders[id] = t.epoch
 	for _, h := range hashes {
-		t.recent[blockKey{h, id}] = struct{}{}
+		t.recent[blockKey(h, id)] = struct{}{}
 	}
 }
 
@@ -155,7 +162,7 @@ func (t *PrefixTable) rotate() {
 	t.rotations++
 	t.old = t.recent
 	// The next generation will likely fill as far as this one did.
-	t.recent = make(map[blockKey]struct{}, len(t.old))
+	t.recent = make(map[uint64]struct{}, len(t.old))
 	t.epoch++
 	t.prune()
 }
@@ -169,6 +176,12 @@ func (t *PrefixTable) prune() {
 	for id, last := range t.holders {
 		if last < oldest {
 			t.release(id)
+		}
+	}
+	for id, last := range t.retired {
+		if last < oldest {
+			delete(t.retired, id)
+			t.freeIDs = append(t.freeIDs, id)
 		}
 	}
 }
@@ -205,7 +218,8 @@ func (t *PrefixTable) Len() int {
 	return len(t.recent) + len(t.old)
 }
 
-// Forget removes a pod (it left the pool).
+// Forget removes a pod (it left the pool): it is never matched again, and its entries go with
+// their generation.
 func (t *PrefixTable) Forget(pod string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -213,12 +227,13 @@ func (t *PrefixTable) Forget(pod string) {
 	if !ok {
 		return
 	}
-	for _, gen := range []map[blockKey]struct{}{t.recent, t.old} {
-		for k := range gen {
-			if k.pod == id {
-				delete(gen, k)
-			}
-		}
+	last, held := t.holders[id]
+	delete(t.holders, id)
+	delete(t.ids, pod)
+	t.names[id] = ""
+	if held {
+		t.retired[id] = last
+	} else {
+		t.freeIDs = append(t.freeIDs, id)
 	}
-	t.release(id)
 }

@@ -94,13 +94,28 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Forget(a): %v", m)
 	}
-	if _, a := pt.ids["a"]; pt.Len() != 1 || a || len(pt.holders) != 1 {
-		t.Fatalf("entries %d ids %v holders %v", pt.Len(), pt.ids, pt.holders)
+	if _, a := pt.ids["a"]; a || len(pt.holders) != 1 || len(pt.retired) != 1 {
+		t.Fatalf("ids %v holders %v retired %v", pt.ids, pt.holders, pt.retired)
 	}
-	// a's id is reused by the next new pod; a's entries are not inherited.
+	// a's id is not reused while a's entries are still in the table: a new pod must not
+	// inherit them.
 	pt.Add("c", h[1:])
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Add(c): %v", m)
+	}
+	if pt.ids["c"] == 0 {
+		t.Fatal("c took a's id while a's entries remain")
+	}
+	// Once a's generation is dropped its id is free again, with nothing left under it.
+	for i := range 60 {
+		pt.Add("d", []uint64{uint64(1000 + i), uint64(2000 + i)})
+	}
+	if len(pt.retired) != 0 {
+		t.Fatalf("a's id still retired after its generation was dropped: %v", pt.retired)
+	}
+	pt.Add("e", h[1:])
+	if m := pt.Match(h); len(m) != 0 {
+		t.Fatalf("a new pod inherited entries: %v", m)
 	}
 }
 
