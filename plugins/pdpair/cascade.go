@@ -59,18 +59,41 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	}
 	in.Knobs = k
 
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out Decision
-	var err error
-	if ledger != nil {
-		ledger.Atomically(func(tx tokenledger.Tx) {
-			out, err = s.cascade(in, d, eligible, combined, hashes, ledger, tx, defs)
-		})
-	} else {
-		out, err = s.cascade(in, d, eligible, combined, hashes, nil, nil, defs)
+	// The prefix table is read before and written after the critical section: matching and
+	// recording a 220 KB prompt touches 55,000 blocks, and holding the selection lock for it
+	// serialised every request (the table has its own lock, and a concurrent request seeing
+	// the table a moment early or late only moves a prefix score, never a ledger charge).
+	pv := prefixView{hashes: hashes}
+	if len(hashes) > 0 {
+		pv.match = s.Prefix.Match(hashes)
+	}
+	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
+	if err == nil && out.prefixHolder != "" {
+		s.Prefix.Add(out.prefixHolder, hashes)
 	}
 	return out, err
+}
+
+// prefixView is the prompt's block hashes and each pod's match percent, computed before the
+// selection lock is taken.
+type prefixView struct {
+	hashes []uint64
+	match  map[string]float64
+}
+
+// critical runs the cascade under the selection lock, inside the ledger's Atomically when a
+// token policy reads it.
+func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []podmodel.Pod, pv prefixView,
+	ledger tokenledger.Ledger, defs tokenledger.Defaults) (out Decision, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ledger != nil {
+		ledger.Atomically(func(tx tokenledger.Tx) {
+			out, err = s.cascade(in, d, eligible, combined, pv, ledger, tx, defs)
+		})
+		return out, err
+	}
+	return s.cascade(in, d, eligible, combined, pv, nil, nil, defs)
 }
 
 func (s *Selector) warn(msg string) {
@@ -90,7 +113,7 @@ func (s *Selector) shuffleInPlace(p []podmodel.Pod) []podmodel.Pod {
 }
 
 // cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
-func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []podmodel.Pod, hashes []uint64,
+func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []podmodel.Pod, pv prefixView,
 	ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) (Decision, error) {
 	k := in.Knobs
 	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
@@ -159,7 +182,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 		}
 	}
 
-	pScores, maxP := s.scorePrefill(in, prefill, hashes, tx, defs, &d)
+	pScores, maxP := s.scorePrefill(in, prefill, pv, tx, defs, &d)
 	if len(pScores) == 0 {
 		return d, fail(http.StatusServiceUnavailable, "target prefill pod is nil")
 	}
@@ -200,8 +223,8 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
-	if s.Prefix != nil && len(hashes) > 0 {
-		s.Prefix.Add(pp.pod.Key, hashes)
+	if s.Prefix != nil && len(pv.hashes) > 0 {
+		d.prefixHolder = pp.pod.Key // recorded once the selection lock is released
 	}
 	if tx != nil {
 		s.charge(in, k, pp, dd, ledger, tx, defs)

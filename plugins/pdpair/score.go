@@ -21,7 +21,7 @@ type scored struct {
 
 // scorePrefill applies the std-dev skip and the prefill policy, keeping the minimum score per
 // roleset; maxP = max(1, all scores).
-func (s *Selector) scorePrefill(in Input, prefill []podmodel.Pod, hashes []uint64, tx tokenledger.Tx,
+func (s *Selector) scorePrefill(in Input, prefill []podmodel.Pod, pv prefixView, tx tokenledger.Tx,
 	defs tokenledger.Defaults, d *Decision) (map[string]scored, float64) {
 	k := in.Knobs
 	counts := make([]float64, len(prefill))
@@ -31,10 +31,7 @@ func (s *Selector) scorePrefill(in Input, prefill []podmodel.Pod, hashes []uint6
 		maxCount = math.Max(maxCount, counts[i])
 	}
 	keep := prefillscorer.StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
-	var match map[string]float64
-	if len(hashes) > 0 && s.Prefix != nil {
-		match = s.Prefix.Match(hashes)
-	}
+	match := pv.match
 	kvWeight := k.TokenLoadKVWeight
 	if kvWeight == 0 {
 		kvWeight = defs.KVWeight

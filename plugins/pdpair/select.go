@@ -47,6 +47,10 @@ type Decision struct {
 	FallbackPrefillPolicy, LedgerMissing  bool
 	BandRoleset                           string
 	BandMax                               int
+
+	// prefixHolder is the prefill pod the prompt's blocks are recorded for once the selection
+	// lock is released ("" = nothing to record).
+	prefixHolder string
 }
 
 // Error carries the HTTP status the request must be answered with.
