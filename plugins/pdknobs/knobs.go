@@ -210,7 +210,14 @@ func (k *Knobs) applyEnv(getenv Getenv, warn func(string)) error {
 	// and cost > 0, TTL > 0 (0 = never swept is a per-request/parameter value only), session
 	// TTL >= 0.
 	envAtLeast := func(field string, v float64, minimum float64, rule string) {
-		if raw, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(raw) != "" && v < minimum {
+		raw, ok := getenv(EnvVar[field])
+		if !ok || strings.TrimSpace(raw) == "" {
+			return
+		}
+		if _, err := strconv.ParseFloat(strings.TrimSpace(raw), 64); err != nil {
+			return // already reported as not a number
+		}
+		if v < minimum {
 			errs = append(errs, fmt.Errorf("%s (env %s=%q): must be %s", field, EnvVar[field], raw, rule))
 		}
 	}

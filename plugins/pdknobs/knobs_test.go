@@ -51,6 +51,7 @@ func TestLoad(t *testing.T) {
 		{name: "ttl zero in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_TTL_SECONDS": "0"}, wantErr: "AIBRIX_TOKEN_LOAD_TTL_SECONDS"},
 		{name: "kv weight zero in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "0"}, wantErr: "AIBRIX_TOKEN_LOAD_KV_WEIGHT"},
 		{name: "request cost negative in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_REQUEST_COST": "-3"}, wantErr: "AIBRIX_TOKEN_LOAD_REQUEST_COST"},
+		{name: "kv weight not a number in env", env: map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "heavy"}, wantErr: `"heavy"): not a number`},
 		{name: "token-load env read", env: map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "0.5", "AIBRIX_TOKEN_LOAD_REQUEST_COST": "100",
 			"AIBRIX_TOKEN_LOAD_TTL_SECONDS": "60", "AIBRIX_TOKEN_LOAD_SESSION_TTL_SECONDS": "0"},
 			check: func(k Knobs) bool {
@@ -153,4 +154,12 @@ func FuzzForProfile(f *testing.F) {
 			t.Fatalf("profile produced invalid knobs: %v", err)
 		}
 	})
+}
+
+// An unparsable token-load variable is reported once, as not a number (not also as out of range).
+func TestTokenLoadEnvReportedOnce(t *testing.T) {
+	_, err := Load("p", nil, env(map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "heavy"}), nil)
+	if err == nil || strings.Count(err.Error(), "AIBRIX_TOKEN_LOAD_KV_WEIGHT") != 1 {
+		t.Fatalf("error %v", err)
+	}
 }
