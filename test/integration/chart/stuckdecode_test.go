@@ -46,6 +46,12 @@ func TestDefaultConfigAvoidsDecodePodWithStuckRequests(t *testing.T) {
 		picks[dest]++
 		if first == "" {
 			first = dest
+			// GIE's approximate-prefix producer adds a request's blocks to its index in a
+			// goroutine after PreRequest, so a request sent at once after the first one can
+			// be scored before the pin exists (CI saw exactly that: request 1 went to the
+			// other decode pod on in-flight load alone). Real traffic is spread in time; give
+			// the index that time once, then send the rest back to back.
+			time.Sleep(500 * time.Millisecond)
 		}
 		if dest != first {
 			t.Logf("request %d left %s after %d stuck requests there; picks %v", i, first, picks[first], picks)
