@@ -14,7 +14,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
-func metricsOf(p podmodel.Pod) *enginemetrics.Metrics {
+func metricsOf(p *podmodel.Pod) *enginemetrics.Metrics {
 	if p.Endpoint == nil {
 		return nil
 	}
@@ -27,7 +27,7 @@ func usesLedger(k pdknobs.Knobs) bool {
 }
 
 // selectLocked runs steps that read shared state, atomically with registering the pick.
-func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []podmodel.Pod) (Decision, error) {
+func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
 	var hashes []uint64
 	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
@@ -83,7 +83,7 @@ type prefixView struct {
 
 // critical runs the cascade under the selection lock, inside the ledger's Atomically when a
 // token policy reads it.
-func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []podmodel.Pod, pv prefixView,
+func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
 	ledger tokenledger.Ledger, defs tokenledger.Defaults) (out Decision, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,18 +102,18 @@ func (s *Selector) warn(msg string) {
 	}
 }
 
-func (s *Selector) shufflePods(p []podmodel.Pod) []podmodel.Pod {
-	return s.shuffleInPlace(append([]podmodel.Pod(nil), p...))
+func (s *Selector) shufflePods(p []*podmodel.Pod) []*podmodel.Pod {
+	return s.shuffleInPlace(append([]*podmodel.Pod(nil), p...))
 }
 
 // shuffleInPlace shuffles a slice the caller owns.
-func (s *Selector) shuffleInPlace(p []podmodel.Pod) []podmodel.Pod {
+func (s *Selector) shuffleInPlace(p []*podmodel.Pod) []*podmodel.Pod {
 	s.rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
 	return p
 }
 
 // cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
-func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []podmodel.Pod, pv prefixView,
+func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
 	ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) (Decision, error) {
 	k := in.Knobs
 	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
@@ -122,7 +122,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	for _, g := range eligible {
 		nPrefill, nDecode = nPrefill+len(g.prefill), nDecode+len(g.decode)
 	}
-	prefill, decode := make([]podmodel.Pod, 0, nPrefill), make([]podmodel.Pod, 0, nDecode)
+	prefill, decode := make([]*podmodel.Pod, 0, nPrefill), make([]*podmodel.Pod, 0, nDecode)
 	for _, g := range eligible {
 		prefill = append(prefill, g.prefill...)
 		decode = append(decode, g.decode...)
@@ -146,7 +146,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	}
 	if idx, why := prefillscorer.FastPath(counts, k.PrefillLoadImbalanceMinSpread); len(idx) > 0 {
 		pick := prefill[idx[s.rng.Intn(len(idx))]]
-		prefill = []podmodel.Pod{pick}
+		prefill = []*podmodel.Pod{pick}
 		decode = inRoleset(decode, pick.Roleset)
 		note("prefill fast path: %s → %s", why, pick.Key)
 	}
@@ -217,7 +217,10 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 		return d, fail(http.StatusServiceUnavailable, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
-	d.Prefill, d.Decode, d.Roleset = &pp.pod, dd.pod, best
+	// Copies, not pointers into Input.Pods: the decision outlives the cycle (it is kept until
+	// the response header), and a pointer would keep the whole fleet's records alive with it.
+	prefillPod := *pp.pod
+	d.Prefill, d.Decode, d.Roleset = &prefillPod, *dd.pod, best
 	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
 	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
 	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
@@ -232,8 +235,8 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []p
 	return d, nil
 }
 
-func inRoleset(pods []podmodel.Pod, roleset string) []podmodel.Pod {
-	var out []podmodel.Pod
+func inRoleset(pods []*podmodel.Pod, roleset string) []*podmodel.Pod {
+	var out []*podmodel.Pod
 	for _, p := range pods {
 		if p.Roleset == roleset {
 			out = append(out, p)
@@ -242,7 +245,7 @@ func inRoleset(pods []podmodel.Pod, roleset string) []podmodel.Pod {
 	return out
 }
 
-func candidatesFor(cands []decodescorer.Candidate, pods []podmodel.Pod) []decodescorer.Candidate {
+func candidatesFor(cands []decodescorer.Candidate, pods []*podmodel.Pod) []decodescorer.Candidate {
 	keep := map[string]bool{}
 	for _, p := range pods {
 		keep[p.Key] = true

@@ -53,7 +53,10 @@ func TestFilterPublishesPairAndPrefillFilterFollows(t *testing.T) {
 		}
 		decode := podmodel.FromEndpoint(out[0])
 		pre := pf.(*PrefillFilter).Filter(context.Background(), cs, req, eps)
-		if len(pre) != 1 || podmodel.FromEndpoint(pre[0]).Roleset != decode.Roleset || !podmodel.FromEndpoint(pre[0]).ServesPrefill() {
+		if len(pre) != 1 {
+			t.Fatalf("prefill filter must return the paired prefill pod, got %v", pre)
+		}
+		if p := podmodel.FromEndpoint(pre[0]); p.Roleset != decode.Roleset || !p.ServesPrefill() {
 			t.Fatalf("prefill filter must return the paired prefill pod, got %v", pre)
 		}
 		if run, why := pl.Disaggregate(context.Background(), req, out[0]); !run || !strings.Contains(why, "roleset") {

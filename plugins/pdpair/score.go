@@ -14,14 +14,14 @@ import (
 )
 
 type scored struct {
-	pod      podmodel.Pod
+	pod      *podmodel.Pod // points into Input.Pods
 	score    float64
 	matchPct float64
 }
 
 // scorePrefill applies the std-dev skip and the prefill policy, keeping the minimum score per
 // roleset; maxP = max(1, all scores).
-func (s *Selector) scorePrefill(in Input, prefill []podmodel.Pod, pv prefixView, tx tokenledger.Tx,
+func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView, tx tokenledger.Tx,
 	defs tokenledger.Defaults, d *Decision) (map[string]scored, float64) {
 	k := in.Knobs
 	counts := make([]float64, len(prefill))
@@ -62,7 +62,7 @@ func (s *Selector) scorePrefill(in Input, prefill []podmodel.Pod, pv prefixView,
 
 // scoreDecode scores decode candidates with the decode policy (cold start, NaN fallback) and
 // keeps the minimum per roleset; maxD starts at 0.01.
-func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []podmodel.Pod, cands []decodescorer.Candidate,
+func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []decodescorer.Candidate,
 	tx tokenledger.Tx) (map[string]scored, float64, error) {
 	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad && tx != nil {
 		rates := map[string]float64{}
@@ -127,7 +127,7 @@ const (
 
 // QueueScore is AIBrix's request-rate score: (waiting + prefill prealloc + decode prealloc) /
 // drain rate; NaN when the pod has no drain rate.
-func QueueScore(p podmodel.Pod) float64 {
+func QueueScore(p *podmodel.Pod) float64 {
 	m := metricsOf(p)
 	if m == nil || !m.HasDrainRate1m {
 		return math.NaN()
@@ -142,7 +142,7 @@ func QueueScore(p podmodel.Pod) float64 {
 // shouldPickCombined: when some combined pod scores < 0.25 and some bucket prefill pod (or,
 // failing that, decode pod) scores > 1.0, the least-scored combined pod (strict <, shuffled,
 // NaN never wins) takes the request. It returns the pick or, when it did not fire, why.
-func (s *Selector) shouldPickCombined(combined, prefill, decode []podmodel.Pod) (*podmodel.Pod, string) {
+func (s *Selector) shouldPickCombined(combined, prefill, decode []*podmodel.Pod) (*podmodel.Pod, string) {
 	combinedLow := false
 	for _, p := range combined {
 		if QueueScore(p) < combinedLowThreshold {
@@ -176,8 +176,7 @@ func (s *Selector) shouldPickCombined(combined, prefill, decode []podmodel.Pod) 
 	for _, p := range s.shufflePods(combined) {
 		sc := QueueScore(p)
 		if sc < bestScore {
-			pp := p
-			best, bestScore = &pp, sc
+			best, bestScore = p, sc
 		}
 	}
 	if best == nil {

@@ -99,12 +99,13 @@ func NewSelector(tracker *Tracker, prefix *prefillscorer.PrefixTable, ledger Led
 // group is one roleset's candidates ("" = pods without roleset-name, paired llm-d style).
 type group struct {
 	name            string
-	prefill, decode []podmodel.Pod
+	prefill, decode []*podmodel.Pod // point into Input.Pods
 }
 
-func partition(in Input) (groups []*group, whole []podmodel.Pod) {
+func partition(in Input) (groups []*group, whole []*podmodel.Pod) {
 	byName := map[string]*group{}
-	for _, p := range in.Pods {
+	for i := range in.Pods {
+		p := &in.Pods[i]
 		if !p.Routable {
 			continue
 		}
@@ -150,7 +151,7 @@ func (s *Selector) Select(in Input) (Decision, error) {
 		}
 	}
 	d := Decision{PrefillPolicy: k.PrefillScorePolicy, DecodePolicy: k.DecodeScorePolicy}
-	var combined []podmodel.Pod
+	var combined []*podmodel.Pod
 	if k.PromptLengthBucketing {
 		L := in.PromptTokens
 		for _, p := range whole {
@@ -220,12 +221,12 @@ func planGroups(eligible []*group, in Input) []bucketplanner.Group {
 	return out
 }
 
-func (s *Selector) pickCombinedRandom(in Input, d Decision, pods []podmodel.Pod, why string) (Decision, error) {
+func (s *Selector) pickCombinedRandom(in Input, d Decision, pods []*podmodel.Pod, why string) (Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := pods[s.rng.Intn(len(pods))]
 	s.Tracker.Register(in.RequestID, "", p.Key)
-	d.Decode, d.Combined = p, true
+	d.Decode, d.Combined = *p, true
 	d.Reason = why + fmt.Sprintf(": combined pod %s picked at random among %d", p.Key, len(pods))
 	return d, nil
 }

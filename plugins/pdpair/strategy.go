@@ -24,9 +24,10 @@ func ResolveStrategy(cfg *podmodel.ModelConfig, header string, honorHeader bool,
 
 // nonPDTargets are the pods a non-pd strategy may pick: pods that serve a whole request, else
 // decode pods (their engine prefills locally when no prefill leg is named).
-func nonPDTargets(in Input) []podmodel.Pod {
-	var whole, decode []podmodel.Pod
-	for _, p := range in.Pods {
+func nonPDTargets(in Input) []*podmodel.Pod {
+	var whole, decode []*podmodel.Pod
+	for i := range in.Pods {
+		p := &in.Pods[i]
 		switch {
 		case !p.Routable:
 		case p.ServesWholeRequest(in.ProfileHeader, in.Hints):
@@ -74,7 +75,7 @@ func (s *Selector) SelectSingle(in Input, strategy string) (Decision, error) {
 			best, bestScore = i, sc
 		}
 	}
-	d.Decode = pods[best]
+	d.Decode = *pods[best]
 	d.Reason = "routing strategy " + strategy + " picked " + pods[best].Key
 	s.Tracker.Register(in.RequestID, "", pods[best].Key)
 	return d, nil

@@ -212,7 +212,7 @@ func resolveRole(labels map[string]string) (string, Role, RoleSource) {
 }
 
 // ServesPrefill reports whether the pod's role runs a prefill leg for others (P/D prefill side).
-func (p Pod) ServesPrefill() bool {
+func (p *Pod) ServesPrefill() bool {
 	switch p.Role {
 	case RolePrefill, RoleEncodePrefill:
 		return true
@@ -221,11 +221,11 @@ func (p Pod) ServesPrefill() bool {
 }
 
 // ServesDecode reports whether the pod is a pure decode target of a P/D pair.
-func (p Pod) ServesDecode() bool { return p.Role == RoleDecode }
+func (p *Pod) ServesDecode() bool { return p.Role == RoleDecode }
 
 // InRoleset reports whether the pod takes part in AIBrix roleset pairing: it is routable and
 // carries roleset-name and a prefill or decode role.
-func (p Pod) InRoleset() bool {
+func (p *Pod) InRoleset() bool {
 	return p.Routable && p.Roleset != "" && (p.ServesPrefill() || p.ServesDecode())
 }
 
@@ -235,7 +235,7 @@ func (p Pod) InRoleset() bool {
 // resolved profile says routingConfig.combined=true. AIBrix's code also requires role-name and
 // roleset-name, but its user guide's standard-pod example carries neither; pdgate follows the
 // guide so such fleets work without relabelling. Multi-node followers never are.
-func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
+func (p *Pod) IsCombined(profileHeader string, hints AutoHints) bool {
 	if !p.Routable {
 		return false
 	}
@@ -252,7 +252,7 @@ func (p Pod) IsCombined(profileHeader string, hints AutoHints) bool {
 // ServesWholeRequest reports whether the pod can take a request without a prefill leg when
 // pdgate falls back from P/D: combined pods, and (llm-d semantics) role-less pods without a
 // model.aibrix.ai/config annotation.
-func (p Pod) ServesWholeRequest(profileHeader string, hints AutoHints) bool {
+func (p *Pod) ServesWholeRequest(profileHeader string, hints AutoHints) bool {
 	if p.IsCombined(profileHeader, hints) {
 		return true
 	}
@@ -261,7 +261,7 @@ func (p Pod) ServesWholeRequest(profileHeader string, hints AutoHints) bool {
 
 // Bucket returns the pod's prompt-length bounds for a request: min and max inclusive, max 0 =
 // unlimited. scoped is false when the pod has no resolved profile (any length suits it).
-func (p Pod) Bucket(profileHeader string, hints AutoHints) (lo, hi int, scoped bool) {
+func (p *Pod) Bucket(profileHeader string, hints AutoHints) (lo, hi int, scoped bool) {
 	name, ok := p.Config.ResolveName(profileHeader, hints)
 	if !ok {
 		return 0, 0, false
@@ -270,7 +270,7 @@ func (p Pod) Bucket(profileHeader string, hints AutoHints) (lo, hi int, scoped b
 }
 
 // Suits reports whether a prompt of length n fits the pod's bucket.
-func (p Pod) Suits(n int, profileHeader string, hints AutoHints) bool {
+func (p *Pod) Suits(n int, profileHeader string, hints AutoHints) bool {
 	lo, hi, scoped := p.Bucket(profileHeader, hints)
 	if !scoped {
 		return true
@@ -294,7 +294,7 @@ func BucketSuits(lo, hi, n int) bool {
 }
 
 // KVConnectorOr returns the pod's KV connector or def when the pod declares none.
-func (p Pod) KVConnectorOr(def string) string {
+func (p *Pod) KVConnectorOr(def string) string {
 	if p.KVConnector != "" {
 		return p.KVConnector
 	}

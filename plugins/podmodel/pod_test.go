@@ -153,8 +153,8 @@ func TestServesWholeRequest(t *testing.T) {
 		{map[string]string{LabelPodGroupIndex: "1"}, false},
 	}
 	for i, tt := range tests {
-		if got := FromMetadata(meta("p", tt.labels)).ServesWholeRequest("", AutoHints{}); got != tt.want {
-			t.Errorf("%d: got %v want %v", i, got, tt.want)
+		if p := FromMetadata(meta("p", tt.labels)); p.ServesWholeRequest("", AutoHints{}) != tt.want {
+			t.Errorf("%d: got %v want %v", i, !tt.want, tt.want)
 		}
 	}
 }

@@ -47,7 +47,7 @@ func (f *Filter) Filter(_ context.Context, cs *fwksched.CycleState, req *fwksche
 	hints := podmodel.AutoHints{PromptTokens: n, MaxTokens: -1}
 	out := make([]fwksched.Endpoint, 0, len(eps))
 	for _, ep := range eps {
-		if podmodel.FromEndpoint(ep).Suits(n, header, hints) {
+		if p := podmodel.FromEndpoint(ep); p.Suits(n, header, hints) {
 			out = append(out, ep)
 		}
 	}
