@@ -295,6 +295,7 @@ func TestDecisionMetric(t *testing.T) {
 			h := NewHandler("h", defaults(), &fakeDecider{yes: tt.pre}, &fakeDecider{yes: tt.enc})
 			cs := fwksched.NewCycleState()
 			r := &fwksched.LLMRequest{RequestId: "x", TargetModel: model}
+			before := counterValue(DisaggDecisions.WithLabelValues(model, tt.want)) // counters are per process
 			results := resultsOf("decode", res(dEp))
 			profiles := profilesOf("decode", "encode", "prefill")
 			for i := 0; i < 4; i++ {
@@ -307,7 +308,7 @@ func TestDecisionMetric(t *testing.T) {
 				}
 			}
 			h.Pick(context.Background(), cs, r, profiles, results) // a repeated final call must not double count
-			if v := counterValue(DisaggDecisions.WithLabelValues(model, tt.want)); v != 1 {
+			if v := counterValue(DisaggDecisions.WithLabelValues(model, tt.want)) - before; v != 1 {
 				t.Fatalf("%s = %v", tt.want, v)
 			}
 		})

@@ -109,8 +109,9 @@ func TestPDHandlerDecisionMetric(t *testing.T) {
 		if yes {
 			model, want = "pd-metric-yes", DecisionPrefillDecode
 		}
+		before := counterValue(PDDecisions.WithLabelValues(model, want)) // counters are per process
 		h.Pick(context.Background(), fwksched.NewCycleState(), &fwksched.LLMRequest{TargetModel: model}, profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
-		if v := counterValue(PDDecisions.WithLabelValues(model, want)); v != 1 {
+		if v := counterValue(PDDecisions.WithLabelValues(model, want)) - before; v != 1 {
 			t.Fatalf("%s=%v", want, v)
 		}
 	}

@@ -99,6 +99,7 @@ func TestForProfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	warned.Clear() // the dedupe is per process; -count and test order must not matter
 	var warns []string
 	w := func(s string) { warns = append(warns, s) }
 	_, pa := cfg.Resolve("a", podmodel.AutoHints{})

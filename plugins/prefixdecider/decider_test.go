@@ -218,8 +218,9 @@ func TestGateMetric(t *testing.T) {
 		r := tokens(10)
 		r.TargetModel = tt.model
 		r.Headers["prefer"] = "if-available"
+		before := counterValue(t, tt.model, tt.outcome) // counters are per process
 		New("d", Parameters{NonCachedTokens: tt.threshold}).PreRequest(context.Background(), r, scheduled(tt.ep))
-		if v := counterValue(t, tt.model, tt.outcome); v != 1 {
+		if v := counterValue(t, tt.model, tt.outcome) - before; v != 1 {
 			t.Fatalf("%s %s = %v", tt.model, tt.outcome, v)
 		}
 	}
@@ -255,6 +256,7 @@ func TestPreRequestSkipsWhenHandlerChecked(t *testing.T) {
 	r.TargetModel = "checked-model"
 	r.Headers["prefer"] = "if-available"
 	r.Headers[disaggprofile.HeaderConditionalDecodeChecked] = "true"
+	before := counterValue(t, "checked-model", OutcomeRejected)
 	d.PreRequest(context.Background(), r, scheduled(endpoint(0, 8, true)))
 	if _, asked := r.Headers[protocol.HeaderImmediateStatus]; asked {
 		t.Fatal("PreRequest must not answer again")
@@ -262,10 +264,10 @@ func TestPreRequestSkipsWhenHandlerChecked(t *testing.T) {
 	if _, left := r.Headers[disaggprofile.HeaderConditionalDecodeChecked]; left {
 		t.Fatal("marker not removed")
 	}
-	if v := counterValue(t, "checked-model", OutcomeRejected); v != 0 {
+	if v := counterValue(t, "checked-model", OutcomeRejected) - before; v != 0 {
 		t.Fatalf("double counted: %v", v)
 	}
-	if !d.CheckConditionalDecode(context.Background(), r, endpoint(0, 8, true)) || counterValue(t, "checked-model", OutcomeRejected) != 1 {
+	if !d.CheckConditionalDecode(context.Background(), r, endpoint(0, 8, true)) || counterValue(t, "checked-model", OutcomeRejected)-before != 1 {
 		t.Fatal("CheckConditionalDecode must reject and count")
 	}
 }
