@@ -14,7 +14,6 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
@@ -41,9 +40,8 @@ type Decider interface {
 const RoleLabel = "llm-d.ai/role"
 
 var (
-	_ fwksched.ProfileHandler  = &Handler{}
-	_ fwkrc.PreRequest         = &Handler{}
-	_ fwkplugin.ConsumerPlugin = &Handler{}
+	_ fwksched.ProfileHandler = &Handler{}
+	_ fwkrc.PreRequest        = &Handler{}
 )
 
 // Handler is disagg-profile-handler.
@@ -84,7 +82,12 @@ func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (
 			return nil, err
 		}
 	}
-	EnsurePrefixProducer(handle)
+	// Unlike llm-d's, the handler neither consumes PrefixCacheMatchInfo nor creates its
+	// producer: the plugins that read it declare it (prefix-based-pd-decider,
+	// aibrix-prefill-scorer, GIE's prefix scorers and filter), and the EPP adds the producer for
+	// them once the configuration is loaded (pluginset.ResolveReferences). With deciders that
+	// never read it (always-disagg, aibrix-pd-pair) it would cost GIE's block hashing on every
+	// request and an index that grows to pods × KV blocks.
 	return h, nil
 }
 
@@ -165,12 +168,6 @@ func (h *Handler) TypedName() fwkplugin.TypedName { return h.typedName }
 
 // Params returns the effective parameters.
 func (h *Handler) Params() Parameters { return h.params }
-
-// Consumes declares PrefixCacheMatchInfo, which the prefix-based decider reads on the decode
-// endpoint (this keeps approx-prefix-cache-producer ordered before the handler in the DAG).
-func (h *Handler) Consumes() map[string]any {
-	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
-}
 
 func (h *Handler) deciders(ctx context.Context) (Decider, Decider) {
 	if err := h.ResolveReferences(nil); err != nil {

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
@@ -113,7 +112,7 @@ func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle)
 			}
 		}
 	}
-	EnsurePrefixProducer(handle)
+	// The decider it names declares PrefixCacheMatchInfo (see Handler's factory).
 	return h, nil
 }
 
@@ -150,11 +149,6 @@ func (h *PDHandler) TypedName() fwkplugin.TypedName { return h.typedName }
 
 // Params returns the effective parameters.
 func (h *PDHandler) Params() PDParameters { return h.params }
-
-// Consumes declares PrefixCacheMatchInfo (read by the decider).
-func (h *PDHandler) Consumes() map[string]any {
-	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
-}
 
 // Pick runs decode, then prefill when the decider approves. Unlike disagg-profile-handler the
 // decision metric is recorded when the decider is asked (llm-d's order).

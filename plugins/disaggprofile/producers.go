@@ -7,9 +7,9 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
 )
 
-// EnsurePrefixProducer makes sure an approx-prefix-cache-producer exists for consumers of
+// EnsurePrefixProducer makes sure an approx-prefix-cache-producer exists for a plugin that reads
 // PrefixCacheMatchInfo (llm-d registers it as the default producer of that key; GIE v1.5.0 only
-// auto-creates it for prefix-cache-scorer). It does nothing when a producer is already
+// auto-creates it for prefix-cache-scorer). Readers call it from their factories. It does nothing when a producer is already
 // declared, or when a prefix-cache-scorer is declared (GIE's loader then creates the producer
 // after the plugin list, with the scorer's parameters). A prefix-cache-scorer declared after
 // the consumer finds this default producer and its producer parameters are not applied:

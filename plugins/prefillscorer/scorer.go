@@ -46,6 +46,12 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, knobs: k}, nil
 }
 
+// Consumes declares PrefixCacheMatchInfo (MatchPercent: prefix_cache, conductor and hybrid read
+// it, and a profile can switch to them per request), so the EPP adds its producer.
+func (s *Scorer) Consumes() map[string]any {
+	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
+}
+
 // TypedName implements fwkplugin.Plugin.
 func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
 

@@ -44,3 +44,14 @@ func TestScorerPlugin(t *testing.T) {
 		t.Fatal("match percent")
 	}
 }
+
+// The scorer reads GIE's prefix match, so it declares it (the EPP then adds the producer).
+func TestScorerConsumesPrefixMatch(t *testing.T) {
+	pl, err := Factory("p", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pl.(*Scorer).Consumes()[attrprefix.PrefixCacheMatchInfoKey]; !ok {
+		t.Fatal("the scorer must declare PrefixCacheMatchInfo")
+	}
+}

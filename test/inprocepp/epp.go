@@ -98,12 +98,8 @@ func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 	if err != nil {
 		t.Fatalf("instantiate %s: %v", configPath, err)
 	}
-	for _, p := range handle.GetAllPlugins() {
-		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
-			if err := r.ResolveReferences(handle); err != nil {
-				t.Fatalf("resolve %s: %v", p.TypedName(), err)
-			}
-		}
+	if err := pluginset.ResolveReferences(handle); err != nil {
+		t.Fatalf("resolve %s: %v", configPath, err)
 	}
 	if err := rt.Configure(cfg.DataConfig, !gates[datalayer.EnableLegacyMetricsFeatureGate], "", logger); err != nil {
 		t.Fatal(err)

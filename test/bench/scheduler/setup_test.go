@@ -116,13 +116,11 @@ func newCycleWith(tb testing.TB, bc benchConfig, n int, idle bool) *cycle {
 	if err != nil {
 		tb.Fatalf("%s: %v", bc.name, err)
 	}
+	if err := pluginset.ResolveReferences(handle); err != nil {
+		tb.Fatalf("%s: %v", bc.name, err)
+	}
 	c := &cycle{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), endpoints: eps}
 	for _, p := range handle.GetAllPlugins() {
-		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
-			if err := r.ResolveReferences(handle); err != nil {
-				tb.Fatalf("%s: resolve %s: %v", bc.name, p.TypedName(), err)
-			}
-		}
 		if v, ok := p.(fwkrc.PrepareDataPlugin); ok {
 			c.prepare = append(c.prepare, v)
 		}

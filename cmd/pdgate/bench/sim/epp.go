@@ -64,14 +64,12 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 		stop()
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
+	if err := pluginset.ResolveReferences(handle); err != nil {
+		stop()
+		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
+	}
 	e := &epp{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), stop: stop}
 	for _, p := range handle.GetAllPlugins() {
-		if r, ok := p.(interface{ ResolveReferences(fwkplugin.Handle) error }); ok {
-			if err := r.ResolveReferences(handle); err != nil {
-				stop()
-				return nil, fmt.Errorf("EndpointPickerConfig %s: resolve %s: %w", file, p.TypedName(), err)
-			}
-		}
 		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
 		}
