@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
@@ -73,6 +75,9 @@ after checking the simulation against a recorded real-process lab run (p50 TTFT 
 Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000 requests, load 0.8.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// The plugins log through controller-runtime's logger; with none set it prints a
+			// stack trace after 30 s, and per-request logs are not the bench's output.
+			ctrllog.SetLogger(logr.Discard())
 			if o.Quick {
 				o.Pods, o.Requests, o.Loads = 64, 10_000, []float64{0.8}
 			}
