@@ -47,6 +47,8 @@ type Options struct {
 	// Parallel runs that many policy runs at once.
 	Parallel int
 	Stdout   io.Writer
+	// Progress receives a line per tenth of each run of 100,000 requests or more (nil = none).
+	Progress io.Writer
 }
 
 // Defaults are the full run's settings; Quick shrinks them.
@@ -78,6 +80,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 			// The plugins log through controller-runtime's logger; with none set it prints a
 			// stack trace after 30 s, and per-request logs are not the bench's output.
 			ctrllog.SetLogger(logr.Discard())
+			o.Progress = c.ErrOrStderr()
 			if o.Quick {
 				o.Pods, o.Requests, o.Loads = 64, 10_000, []float64{0.8}
 			}
@@ -270,8 +273,18 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []w
 	if err != nil {
 		return RunData{}, err
 	}
-	s, err := New(Config{Profile: prof, Pods: p.fleet(o.Pods, prof.Model), EPPConfig: p.configPath(o.Root),
-		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads})
+	cfg := Config{Profile: prof, Pods: p.fleet(o.Pods, prof.Model), EPPConfig: p.configPath(o.Root),
+		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads}
+	if o.Progress != nil && o.Requests >= progressMinRequests {
+		began, step := time.Now(), o.Requests/10
+		cfg.OnArrival = func(n int) {
+			if n%step == 0 {
+				fmt.Fprintf(o.Progress, "  %s at load %.2f: %d of %d requests sent, %.0f s of wall time\n",
+					p.Name, load, n, o.Requests, time.Since(began).Seconds())
+			}
+		}
+	}
+	s, err := New(cfg)
 	if err != nil {
 		return RunData{}, fmt.Errorf("policy %s: %w", p.Name, err)
 	}
@@ -282,6 +295,9 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []w
 	res.Summary.Goodput = res.Goodput(o.SLO)
 	return RunData{Policy: p.Name, Load: load, Rate: load * capacity, Summary: res.Summary, ttft: res.ttft}, nil
 }
+
+// progressMinRequests is the run size from which progress lines are printed.
+const progressMinRequests = 100_000
 
 func metWord(ok bool) string {
 	if ok {

@@ -47,6 +47,9 @@ type Config struct {
 	// MaxInflight holds arrivals back while that many requests are in flight, as the lab's
 	// load generator does (its --concurrency); 0 = no bound (open loop).
 	MaxInflight int
+	// OnArrival, when set, is called with the number of requests that have arrived so far
+	// (progress reports of long runs).
+	OnArrival func(arrived int)
 }
 
 // Sim is one virtual-time cluster run.
@@ -186,6 +189,9 @@ func (s *Sim) arrive(a Arrival) {
 		RequestSizeBytes: a.Bytes}
 	s.inflight++
 	s.res.sent++
+	if s.cfg.OnArrival != nil {
+		s.cfg.OnArrival(s.res.sent)
+	}
 	res, err := s.epp.schedule(s.ctx, r.llm, s.pods)
 	if err != nil {
 		s.fail(r, "epp: "+errClass(err))

@@ -136,11 +136,16 @@ func TestConservation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := Config{Profile: costmodel.Default(), Pods: tc.pods, Model: "m", Source: src}
+			var arrivals []int
+			cfg := Config{Profile: costmodel.Default(), Pods: tc.pods, Model: "m", Source: src,
+				OnArrival: func(n int) { arrivals = append(arrivals, n) }}
 			if tc.config != "" {
 				cfg.EPPConfig = repoFile(tc.config)
 			}
 			res := run(t, cfg)
+			if len(arrivals) != 400 || arrivals[0] != 1 || arrivals[399] != 400 {
+				t.Errorf("OnArrival saw %d calls (first %v), want 1..400", len(arrivals), arrivals[:min(3, len(arrivals))])
+			}
 			failed := 0
 			for _, n := range res.failed {
 				failed += n
