@@ -7,13 +7,12 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
 )
 
-// EnsurePrefixProducer makes sure an approx-prefix-cache-producer exists for a plugin that reads
-// PrefixCacheMatchInfo (llm-d registers it as the default producer of that key; GIE v1.5.0 only
-// auto-creates it for prefix-cache-scorer). Readers call it from their factories. It does nothing when a producer is already
-// declared, or when a prefix-cache-scorer is declared (GIE's loader then creates the producer
-// after the plugin list, with the scorer's parameters). A prefix-cache-scorer declared after
-// the consumer finds this default producer and its producer parameters are not applied:
-// declare approx-prefix-cache-producer explicitly to tune it.
+// EnsurePrefixProducer makes sure an approx-prefix-cache-producer exists for the plugins that
+// read PrefixCacheMatchInfo (llm-d registers it as the default producer of that key; GIE v1.5.0
+// only auto-creates it for prefix-cache-scorer). The EPP calls it once the whole plugin list is
+// instantiated (cmd/epp/pluginset), so a declared producer, or the one GIE's loader created
+// with prefix-cache-scorer's parameters, is found wherever it is declared; then it does
+// nothing.
 func EnsurePrefixProducer(handle fwkplugin.Handle) {
 	if handle == nil {
 		return

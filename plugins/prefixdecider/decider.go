@@ -75,9 +75,9 @@ func ParseParameters(raw json.RawMessage) (Parameters, error) {
 	return p, nil
 }
 
-// Factory creates prefix-based-pd-decider. It makes sure the producers of what it reads exist
-// (approx-prefix-cache-producer, token-producer with the estimate backend), and becomes the
-// conditional-decode gate unless an earlier plugin already is.
+// Factory creates prefix-based-pd-decider, which becomes the conditional-decode gate unless an
+// earlier plugin already is. The producers of what it reads (Consumes) are added by the EPP
+// once the whole plugin list exists (cmd/epp/pluginset).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	p, err := ParseParameters(raw)
 	if err != nil {
@@ -94,8 +94,6 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 				break
 			}
 		}
-		disaggprofile.EnsurePrefixProducer(handle)
-		tokenproducer.EnsureProducer(handle)
 	}
 	if p.NonCachedTokens == 0 {
 		log.FromContext(ctx).Info("Prefix-based PD disabled (NonCachedTokens=0)", "plugin", d.typedName.String())

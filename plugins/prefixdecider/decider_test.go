@@ -192,15 +192,12 @@ func TestFirstConfiguredGateWins(t *testing.T) {
 	if !first.(*Decider).IsConditionalDecodeGate() || second.(*Decider).IsConditionalDecodeGate() {
 		t.Fatal("the first configured decider must be the only gate")
 	}
-	// The factory created the producers the decider reads.
-	var sawPrefix, sawTokens bool
-	for _, p := range h.GetAllPlugins() {
-		sawPrefix = sawPrefix || p.TypedName().Type == "approx-prefix-cache-producer"
-		_, isTP := p.(*tokenproducer.Producer)
-		sawTokens = sawTokens || isTP
-	}
-	if !sawPrefix || !sawTokens {
-		t.Fatalf("producers not auto-created: prefix=%v tokens=%v", sawPrefix, sawTokens)
+	// The decider declares what it reads; the EPP adds the producers after loading
+	// (cmd/epp/pluginset TestResolveReferencesAddsDefaultProducers).
+	for _, key := range []string{attrprefix.PrefixCacheMatchInfoKey, tokenproducer.TokenizedPromptKey} {
+		if _, ok := first.(*Decider).Consumes()[key]; !ok {
+			t.Fatalf("Consumes() lacks %s", key)
+		}
 	}
 }
 

@@ -47,7 +47,6 @@ type Producer struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
 	render    *vllmRender
-	auto      bool
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -217,13 +216,13 @@ func firstNonEmpty(v ...string) string {
 
 // Factory creates token-producer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	return newProducer(Type, name, raw, handle)
+	return newProducer(Type, name, raw)
 }
 
 // LegacyFactory creates the deprecated "tokenizer" alias.
 func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	deprecation.Once(handlectx.Of(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
-	p, err := newProducer(Type, name, raw, handle)
+	p, err := newProducer(Type, name, raw)
 	if err != nil {
 		// The message keeps llm-d's wording, which names token-producer.
 		return nil, fmt.Errorf("%s %q: %w", LegacyType, name, err)
@@ -231,7 +230,7 @@ func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (f
 	return p, nil
 }
 
-func newProducer(pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle) (*Producer, error) {
+func newProducer(pluginType, name string, raw json.RawMessage) (*Producer, error) {
 	params, err := ParseParameters(raw)
 	if err != nil {
 		return nil, err
@@ -239,9 +238,6 @@ func newProducer(pluginType, name string, raw json.RawMessage, handle fwkplugin.
 	p := &Producer{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: params}
 	if params.Backend == BackendVLLM {
 		p.render = newVLLMRender(params)
-	}
-	if handle != nil {
-		replaceAutoCreated(handle, name)
 	}
 	return p, nil
 }
@@ -251,7 +247,7 @@ const AutoName = "token-producer-auto"
 
 // EnsureProducer adds an estimate token-producer to the handle unless one exists, for
 // consumers of TokenizedPrompt (llm-d registers token-producer as that key's default
-// producer). A token-producer declared later in the plugin list replaces it.
+// producer). The EPP calls it once the whole plugin list exists (pluginset).
 func EnsureProducer(handle fwkplugin.Handle) {
 	if handle == nil {
 		return
@@ -261,17 +257,7 @@ func EnsureProducer(handle fwkplugin.Handle) {
 			return
 		}
 	}
-	p, _ := newProducer(Type, AutoName, nil, nil)
-	p.auto = true
+	p, _ := newProducer(Type, AutoName, nil)
 	handle.AddPlugin(AutoName, p)
 	log.FromContext(handle.Context()).V(1).Info("auto-created token-producer (estimate backend) for TokenizedPrompt consumers")
-}
-
-// replaceAutoCreated drops an auto-created producer when a token-producer is declared
-// explicitly, so exactly one producer fills TokenizedPrompt.
-func replaceAutoCreated(handle fwkplugin.Handle, name string) {
-	all := handle.GetAllPluginsWithNames()
-	if auto, ok := all[AutoName].(*Producer); ok && auto.auto && name != AutoName {
-		delete(all, AutoName)
-	}
 }

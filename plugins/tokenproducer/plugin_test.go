@@ -156,22 +156,14 @@ func FuzzParseRenderResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) { _, _ = ParseRenderResponse(b) })
 }
 
-func TestAutoCreatedProducerReplacedByExplicit(t *testing.T) {
+func TestEnsureProducer(t *testing.T) {
 	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
 	EnsureProducer(h)
 	EnsureProducer(h) // idempotent
 	if len(h.GetAllPlugins()) != 1 || h.Plugin(AutoName) == nil {
 		t.Fatalf("auto producer: %v", h.GetAllPlugins())
 	}
-	explicit, err := Factory("my-tokens", json.RawMessage(`{"vllm":{}}`), h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.AddPlugin("my-tokens", explicit)
-	if h.Plugin(AutoName) != nil || len(h.GetAllPlugins()) != 1 {
-		t.Fatalf("auto producer not replaced: %v", h.GetAllPlugins())
-	}
-	// Declared first, the explicit producer prevents auto-creation.
+	// A declared producer prevents auto-creation.
 	h2 := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
 	p, _ := LegacyFactory("tokenizer", nil, h2)
 	h2.AddPlugin("tokenizer", p)

@@ -7,6 +7,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // referenceResolver is implemented by plugins that name other plugins in their parameters
@@ -33,19 +34,30 @@ func ResolveReferences(handle fwkplugin.Handle) error {
 	return nil
 }
 
-// ensureDefaultProducers adds approx-prefix-cache-producer when a plugin consumes
-// PrefixCacheMatchInfo and nothing produces it, as llm-d does by registering it as that key's
-// default producer (GIE v1.5.0's loader creates it only for prefix-cache-scorer, so GIE's
-// prefix-cache-affinity filter or latency scorer alone would read nothing).
+// defaultProducers are the producers llm-d registers as the defaults of the keys they fill:
+// when a configured plugin consumes the key and nothing produces it, the EPP adds one.
+// (GIE v1.5.0's loader creates approx-prefix-cache-producer only for prefix-cache-scorer, so
+// GIE's prefix-cache-affinity filter or latency scorer alone would read nothing.) Running after
+// the whole list is instantiated, this sees every declared producer, wherever it is declared,
+// and GIE's loader has already created the prefix producer with prefix-cache-scorer's
+// parameters when that scorer is configured.
+var defaultProducers = map[string]func(fwkplugin.Handle){
+	attrprefix.PrefixCacheMatchInfoKey: disaggprofile.EnsurePrefixProducer,
+	tokenproducer.TokenizedPromptKey:   tokenproducer.EnsureProducer,
+}
+
 func ensureDefaultProducers(handle fwkplugin.Handle) {
+	needed := map[string]bool{}
 	for _, p := range handle.GetAllPlugins() {
-		c, ok := p.(fwkplugin.ConsumerPlugin)
-		if !ok {
-			continue
+		if c, ok := p.(fwkplugin.ConsumerPlugin); ok {
+			for key := range c.Consumes() {
+				needed[key] = true
+			}
 		}
-		if _, reads := c.Consumes()[attrprefix.PrefixCacheMatchInfoKey]; reads {
-			disaggprofile.EnsurePrefixProducer(handle)
-			return
+	}
+	for key, ensure := range defaultProducers {
+		if needed[key] {
+			ensure(handle)
 		}
 	}
 }

@@ -8,23 +8,35 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
+
+	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
-// The prefix producer exists exactly when a configured plugin reads PrefixCacheMatchInfo:
-// the disaggregation handlers and aibrix-pd-pair do not, so configs made only of them skip
-// GIE's per-request block hashing and its index.
-func TestResolveReferencesAddsPrefixProducerForReaders(t *testing.T) {
+// A default producer exists exactly when a configured plugin reads its key: the
+// disaggregation handlers and aibrix-pd-pair read neither, so configs made only of them skip
+// GIE's per-request block hashing and its index. Declared producers are kept, wherever they
+// are declared, and prefix-cache-scorer's producer parameters apply even when the scorer
+// comes after the decider.
+func TestResolveReferencesAddsDefaultProducers(t *testing.T) {
 	RegisterAll()
 	const head = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
 	const decodeOnly = "schedulingProfiles:\n- name: decode\n  plugins:\n  - pluginRef: decode-filter\n  - pluginRef: max-score-picker\n"
+	const handler = "- type: disagg-profile-handler\n  parameters: {deciders: {prefill: prefix-based-pd-decider}}\n"
 	tests := []struct {
-		name, plugins string
-		want          bool
+		name, plugins         string
+		prefix, tokens        int
+		prefixBlockSizeTokens int // of the producer, 0 = not checked
 	}{
-		{"always-disagg handler", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters: {deciders: {prefill: always-disagg-pd-decider}}\n", false},
-		{"prefix-based decider", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n- type: disagg-profile-handler\n  parameters: {deciders: {prefill: prefix-based-pd-decider}}\n", true},
-		{"GIE prefix-cache-affinity filter alone", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-cache-affinity-filter\n- type: single-profile-handler\n", true},
-		{"aibrix-prefill-scorer", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: aibrix-prefill-scorer\n- type: single-profile-handler\n", true},
+		{"always-disagg handler", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters: {deciders: {prefill: always-disagg-pd-decider}}\n", 0, 0, 0},
+		{"prefix-based decider", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler, 1, 1, 0},
+		{"declared producers after the decider are the only ones", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler +
+			"- type: token-producer\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 32}\n", 1, 1, 32},
+		{"prefix-cache-scorer after the decider keeps its parameters", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler +
+			"- type: prefix-cache-scorer\n  parameters: {autoTune: false, blockSizeTokens: 48}\n", 1, 1, 48},
+		{"GIE prefix-cache-affinity filter alone", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-cache-affinity-filter\n- type: single-profile-handler\n", 1, 0, 0},
+		{"aibrix-prefill-scorer", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: aibrix-prefill-scorer\n- type: single-profile-handler\n", 1, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,13 +51,35 @@ func TestResolveReferencesAddsPrefixProducerForReaders(t *testing.T) {
 			if err := ResolveReferences(h); err != nil {
 				t.Fatal(err)
 			}
-			got := false
+			prefix, tokens := 0, 0
 			for _, p := range h.GetAllPlugins() {
-				got = got || p.TypedName().Type == "approx-prefix-cache-producer"
+				switch p.TypedName().Type {
+				case approximateprefix.ApproxPrefixCachePluginType:
+					prefix++
+					if tt.prefixBlockSizeTokens != 0 {
+						if got := blockSizeTokens(t, p); got != tt.prefixBlockSizeTokens {
+							t.Errorf("producer blockSizeTokens %d, want %d (the declared parameters)", got, tt.prefixBlockSizeTokens)
+						}
+					}
+				case tokenproducer.Type:
+					tokens++
+				}
 			}
-			if got != tt.want {
-				t.Fatalf("approx-prefix-cache-producer present = %v, want %v", got, tt.want)
+			if prefix != tt.prefix || tokens != tt.tokens {
+				t.Fatalf("approx-prefix-cache-producer %d, token-producer %d; want %d, %d", prefix, tokens, tt.prefix, tt.tokens)
 			}
 		})
 	}
+}
+
+// blockSizeTokens reads GIE's producer's configured block size (no endpoints: no auto-tune).
+func blockSizeTokens(t *testing.T, p fwkplugin.Plugin) int {
+	t.Helper()
+	b, ok := p.(interface {
+		GetBlockSize([]fwksched.Endpoint) int
+	})
+	if !ok {
+		t.Fatalf("%T has no GetBlockSize", p)
+	}
+	return b.GetBlockSize(nil)
 }
