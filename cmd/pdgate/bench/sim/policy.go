@@ -44,7 +44,7 @@ var Policies = []Policy{
 	{Name: "aibrix-token-load", Config: "config/aibrix/token-load.yaml", Fleet: FleetKindPD,
 		About: "AIBrix pd strategy, hybrid_cache_load prefill + token_load decode (ledger), rate cap"},
 	{Name: "recommended", Config: "config/bench/routing/recommended.yaml", Fleet: FleetKindPD,
-		About: "pdgate's recommended config (hybrid_cache_load + token_load, fast parser)"},
+		About: "pdgate's recommended config (least_request prefill, token_load decode, fast parser)"},
 }
 
 // SelectPolicies picks policies by name ("all" or a comma-separated list).
