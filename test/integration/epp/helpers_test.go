@@ -210,6 +210,30 @@ func waitDestination(t *testing.T, conn *grpc.ClientConn, want string) {
 	t.Fatalf("destination never became %q (last: %s)", want, last)
 }
 
+// waitOnlyDestination waits (30 s at most) until n consecutive requests go to want.
+func waitOnlyDestination(t *testing.T, conn *grpc.ClientConn, want string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	run, last := 0, ""
+	for time.Now().Before(deadline) {
+		r := exchange(t, conn, nil, completion)
+		if r.immediate == nil {
+			last = r.set["x-gateway-destination-endpoint"]
+		} else {
+			last = fmt.Sprintf("immediate %d %s", r.immediate.GetStatus().GetCode(), r.immediate.GetBody())
+		}
+		if last != want {
+			run = 0
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		if run++; run == n {
+			return
+		}
+	}
+	t.Fatalf("destination never %q %d times in a row (last: %s)", want, n, last)
+}
+
 func healthStatus(t *testing.T, addr, service string) healthPb.HealthCheckResponse_ServingStatus {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

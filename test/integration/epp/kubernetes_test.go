@@ -153,10 +153,12 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 	}
 	waitDestination(t, conn, a)
 
-	// Readiness flips: b becomes ready, a not.
-	setReady(t, c, podB, "127.0.0.3", true)
+	// Readiness flips: a becomes unready, then b ready. Once b is picked ten times in a row the
+	// EPP has seen both updates (b ready alone could be picked while a's update is still in
+	// flight: CI saw that), and from then on every pick must be b.
 	setReady(t, c, podA, "127.0.0.2", false)
-	waitDestination(t, conn, b)
+	setReady(t, c, podB, "127.0.0.3", true)
+	waitOnlyDestination(t, conn, b, 10)
 	for i := 0; i < 5; i++ {
 		if got := exchange(t, conn, nil, completion).set["x-gateway-destination-endpoint"]; got != b {
 			t.Fatalf("destination %q after a went unready, want %s", got, b)
