@@ -6,7 +6,6 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -42,7 +41,7 @@ func ResolveReferences(handle fwkplugin.Handle) error {
 // and GIE's loader has already created the prefix producer with prefix-cache-scorer's
 // parameters when that scorer is configured.
 var defaultProducers = map[string]func(fwkplugin.Handle){
-	attrprefix.PrefixCacheMatchInfoKey: disaggprofile.EnsurePrefixProducer,
+	attrprefix.PrefixCacheMatchInfoKey: ensurePrefixProducer,
 	tokenproducer.TokenizedPromptKey:   tokenproducer.EnsureProducer,
 }
 

@@ -83,3 +83,22 @@ func blockSizeTokens(t *testing.T, p fwkplugin.Plugin) int {
 	}
 	return b.GetBlockSize(nil)
 }
+
+// ensurePrefixProducer adds one producer and is idempotent.
+func TestEnsurePrefixProducerOnce(t *testing.T) {
+	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	count := func() int {
+		n := 0
+		for _, p := range h.GetAllPlugins() {
+			if p.TypedName().Type == approximateprefix.ApproxPrefixCachePluginType {
+				n++
+			}
+		}
+		return n
+	}
+	ensurePrefixProducer(h)
+	ensurePrefixProducer(h)
+	if got := count(); got != 1 {
+		t.Fatalf("%d approx-prefix-cache-producers after two calls, want 1", got)
+	}
+}

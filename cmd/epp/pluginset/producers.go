@@ -1,4 +1,4 @@
-package disaggprofile
+package pluginset
 
 import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -7,13 +7,12 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
 )
 
-// EnsurePrefixProducer makes sure an approx-prefix-cache-producer exists for the plugins that
+// ensurePrefixProducer makes sure an approx-prefix-cache-producer exists for the plugins that
 // read PrefixCacheMatchInfo (llm-d registers it as the default producer of that key; GIE v1.5.0
-// only auto-creates it for prefix-cache-scorer). The EPP calls it once the whole plugin list is
-// instantiated (cmd/epp/pluginset), so a declared producer, or the one GIE's loader created
-// with prefix-cache-scorer's parameters, is found wherever it is declared; then it does
-// nothing.
-func EnsurePrefixProducer(handle fwkplugin.Handle) {
+// only auto-creates it for prefix-cache-scorer). It runs once the whole plugin list is
+// instantiated, so a declared producer, or the one GIE's loader created with
+// prefix-cache-scorer's parameters, is found wherever it is declared; then it does nothing.
+func ensurePrefixProducer(handle fwkplugin.Handle) {
 	if handle == nil {
 		return
 	}
