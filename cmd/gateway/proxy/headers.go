@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"net/http"
-	"sort"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 )
 
 // headerSet is a request or response head as Envoy presents it to an ext_proc server:
@@ -40,31 +41,7 @@ func (hs *headerSet) get(key string) string {
 // toHeaderMap renders the set the way Envoy does: pseudo-headers first, in a stable order,
 // then every ordinary header (one entry per value), keys lower-case, values in RawValue.
 func (hs *headerSet) toHeaderMap() *corev3.HeaderMap {
-	m := &corev3.HeaderMap{}
-	for _, k := range []string{":authority", ":path", ":method", ":scheme", ":status"} {
-		if v, ok := hs.pseudo[k]; ok {
-			m.Headers = append(m.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
-		}
-	}
-	keys := make([]string, 0, len(hs.h))
-	for k := range hs.h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		for _, v := range hs.h[k] {
-			m.Headers = append(m.Headers, &corev3.HeaderValue{Key: strings.ToLower(k), RawValue: []byte(v)})
-		}
-	}
-	return m
-}
-
-// headerValue reads a HeaderValue the way Envoy does: RawValue wins when present.
-func headerValue(hv *corev3.HeaderValue) string {
-	if len(hv.GetRawValue()) > 0 {
-		return string(hv.GetRawValue())
-	}
-	return hv.GetValue()
+	return extprocclient.HTTPHeaderMap(hs.pseudo, hs.h)
 }
 
 // settablePseudo are the pseudo-headers an ext_proc server may change. Envoy ignores
@@ -92,7 +69,7 @@ func (hs *headerSet) apply(m *extprocv3.HeaderMutation) {
 			continue
 		}
 		key := strings.ToLower(hv.GetKey())
-		val := headerValue(hv)
+		val := extprocclient.HeaderValue(hv)
 		if strings.HasPrefix(key, ":") {
 			if settablePseudo[key] {
 				hs.pseudo[key] = val

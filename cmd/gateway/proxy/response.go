@@ -10,8 +10,7 @@ import (
 	"net/http"
 	"strconv"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -85,34 +84,21 @@ func upstreamRequest(ctx context.Context, endpoint string, head *headerSet, body
 // relayResponse sends the upstream's response through the EPP: headers (with the served
 // endpoint in metadata_context), then the body chunk by chunk; what the EPP returns goes to
 // the client, flushed per chunk so SSE streams stay live.
-func (g *Gateway) relayResponse(ctx context.Context, s *session, x *exchange, resp *http.Response, served string) error {
+func (g *Gateway) relayResponse(ctx context.Context, s *extprocclient.Stream, x *exchange, resp *http.Response, served string) error {
 	rh := resp.Header.Clone()
 	stripHopByHop(rh)
 	head := newHeaderSet(map[string]string{":status": strconv.Itoa(resp.StatusCode)}, rh)
 	noBody := resp.ContentLength == 0 || x.r.Method == http.MethodHead ||
 		resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified
-	err := s.send(&extprocv3.ProcessingRequest{
-		Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
-			Headers: head.toHeaderMap(), EndOfStream: noBody,
-		}},
-		MetadataContext: lbServed(served),
-	})
+	hr, err := s.ResponseHeaders(ctx, head.toHeaderMap(), served, noBody)
 	if err != nil {
 		return err
 	}
-	m, err := s.next(ctx, armedNow)
-	if err != nil {
-		return err
-	}
-	if ir := m.GetImmediateResponse(); ir != nil {
-		g.writeImmediate(x, ir)
+	if hr.Immediate != nil {
+		g.writeImmediate(x, hr.Immediate)
 		return nil
 	}
-	hr := m.GetResponseHeaders()
-	if hr == nil {
-		return eppErr("unexpected reply %T while waiting for the response headers reply", m.Response)
-	}
-	head.apply(hr.GetResponse().GetHeaderMutation())
+	head.apply(hr.Mutation)
 	for k, vs := range head.h {
 		x.w.Header()[k] = vs
 	}
@@ -123,85 +109,18 @@ func (g *Gateway) relayResponse(ctx context.Context, s *session, x *exchange, re
 	if noBody {
 		return nil
 	}
-	return g.relayBody(ctx, s, x, resp.Body)
-}
-
-func (g *Gateway) relayBody(ctx context.Context, s *session, x *exchange, body io.Reader) error {
-	pumpDone := make(chan struct{})
-	var pumpErr error
-	go func() {
-		defer close(pumpDone)
-		buf := make([]byte, 32*1024)
-		for {
-			n, err := body.Read(buf)
-			if n > 0 {
-				chunk := append([]byte(nil), buf[:n]...)
-				if serr := s.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-					ResponseBody: &extprocv3.HttpBody{Body: chunk},
-				}}); serr != nil {
-					return // the receive side reports the stream's failure
-				}
-			}
-			if errors.Is(err, io.EOF) {
-				_ = s.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
-					ResponseBody: &extprocv3.HttpBody{EndOfStream: true},
-				}})
-				return
-			}
-			if err != nil {
-				pumpErr = err
-				s.cancel()
-				return
-			}
+	err = s.RelayResponseBody(ctx, resp.Body, func(b []byte) error {
+		if _, werr := x.w.Write(b); werr != nil {
+			return fmt.Errorf("writing to the client: %w", werr)
 		}
-	}()
-	for {
-		m, err := s.next(ctx, pumpDone)
-		if err != nil {
-			select {
-			case <-pumpDone:
-				if errors.Is(ctx.Err(), context.Canceled) {
-					// The client went away (r.Context ended): not an upstream failure.
-					return fmt.Errorf("client went away: %w", ctx.Err())
-				}
-				if pumpErr != nil {
-					return &upstreamError{endpoint: "response body", err: pumpErr}
-				}
-			default:
-			}
-			return err
-		}
-		switch v := m.Response.(type) {
-		case *extprocv3.ProcessingResponse_ResponseBody:
-			switch mm := v.ResponseBody.GetResponse().GetBodyMutation().GetMutation().(type) {
-			case *extprocv3.BodyMutation_StreamedResponse:
-				if len(mm.StreamedResponse.GetBody()) > 0 {
-					if _, werr := x.w.Write(mm.StreamedResponse.GetBody()); werr != nil {
-						return fmt.Errorf("writing to the client: %w", werr)
-					}
-					flush(x.w)
-				}
-				if mm.StreamedResponse.GetEndOfStream() {
-					<-pumpDone
-					return nil
-				}
-			case *extprocv3.BodyMutation_Body:
-				if _, werr := x.w.Write(mm.Body); werr != nil {
-					return fmt.Errorf("writing to the client: %w", werr)
-				}
-				flush(x.w)
-			case *extprocv3.BodyMutation_ClearBody:
-			default:
-				return eppErr("response body reply without a streamed mutation (FULL_DUPLEX_STREAMED expects one)")
-			}
-		case *extprocv3.ProcessingResponse_ResponseTrailers:
-		case *extprocv3.ProcessingResponse_ImmediateResponse:
-			return eppErr("immediate response after the response headers were sent (status %d)",
-				v.ImmediateResponse.GetStatus().GetCode())
-		default:
-			return eppErr("unexpected reply %T in the response body phase", m.Response)
-		}
+		flush(x.w)
+		return nil
+	})
+	var re *extprocclient.BodyReadError
+	if errors.As(err, &re) {
+		return &upstreamError{endpoint: "response body", err: re.Err}
 	}
+	return err
 }
 
 func flush(w http.ResponseWriter) {

@@ -18,6 +18,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 )
 
 // fakeEPP is an in-process ext_proc server that behaves like GIE's streaming server: it
@@ -69,7 +71,7 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			f.mu.Lock()
-			f.served = append(f.served, req.GetMetadataContext().GetFilterMetadata()[lbNamespace].GetFields()[servedKey].GetStringValue())
+			f.served = append(f.served, req.GetMetadataContext().GetFilterMetadata()[extprocclient.LBNamespace].GetFields()[extprocclient.ServedKey].GetStringValue())
 			f.mu.Unlock()
 			if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{}}}); err != nil {
@@ -111,11 +113,11 @@ func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, body []by
 		SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-prefiller-host-port", RawValue: []byte("10.0.0.9:8000")}}}}}}
 	if f.mode != "no-dest" {
 		hdrs.Response.HeaderMutation.SetHeaders = append(hdrs.Response.HeaderMutation.SetHeaders,
-			&corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: destinationHeader, RawValue: []byte(header)}})
+			&corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: extprocclient.DestinationHeader, RawValue: []byte(header)}})
 	}
 	m := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hdrs}}
 	if f.mode == "" {
-		st, _ := structpb.NewStruct(map[string]any{lbNamespace: map[string]any{destinationHeader: dest + ",10.9.9.9:1"}})
+		st, _ := structpb.NewStruct(map[string]any{extprocclient.LBNamespace: map[string]any{extprocclient.DestinationHeader: dest + ",10.9.9.9:1"}})
 		m.DynamicMetadata = st
 	}
 	if err := srv.Send(m); err != nil {
@@ -136,8 +138,9 @@ func bodyReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 			StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}}}}
 }
 
-// startFake serves f over an in-memory listener and returns a client on it.
-func startFake(t *testing.T, f *fakeEPP) *Client {
+// startFake serves f over an in-memory listener and returns a client on it that sends body
+// frames of chunk bytes (0: the default).
+func startFake(t *testing.T, f *fakeEPP, chunk int) *Client {
 	t.Helper()
 	if f.dest == nil {
 		f.dest = func([]byte) string { return "10.0.0.1:8000" }
@@ -153,14 +156,17 @@ func startFake(t *testing.T, f *fakeEPP) *Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	c := NewClient(extprocv3.NewExternalProcessorClient(conn))
-	c.MessageTimeout = 20 * time.Second
-	return c
+	o := clientOptions(chunk)
+	o.MessageTimeout = 20 * time.Second
+	if f.mode == "silent" {
+		o.MessageTimeout = 50 * time.Millisecond
+	}
+	return &Client{extprocclient.New(o, extprocv3.NewExternalProcessorClient(conn))}
 }
 
-func exchange(body []byte, chunk int) *Exchange {
+func exchange(body []byte) *Exchange {
 	resp := CompletionBody(1, 10)
-	return &Exchange{Headers: RequestHeaders("r1", len(body)), Body: body, ChunkSize: chunk,
+	return &Exchange{Headers: RequestHeaders("r1", len(body)), Body: body,
 		RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
 }
 
@@ -183,8 +189,8 @@ func TestDoExchange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeEPP{mode: tc.mode}
-			c := startFake(t, f)
-			o := c.Do(context.Background(), exchange(body, tc.chunk), nil, nil)
+			c := startFake(t, f, tc.chunk)
+			o := c.Do(context.Background(), exchange(body), nil, nil)
 			if tc.wantErr != "" {
 				if o.Err == nil || !strings.Contains(o.Err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", o.Err, tc.wantErr)
@@ -215,9 +221,8 @@ func TestDoExchange(t *testing.T) {
 }
 
 func TestDoTimesOutOnSilentEPP(t *testing.T) {
-	c := startFake(t, &fakeEPP{mode: "silent"})
-	c.MessageTimeout = 50 * time.Millisecond
-	o := c.Do(context.Background(), exchange(BurstBody(1), 0), nil, nil)
+	c := startFake(t, &fakeEPP{mode: "silent"}, 0)
+	o := c.Do(context.Background(), exchange(BurstBody(1)), nil, nil)
 	if o.Err == nil || !strings.Contains(o.Err.Error(), "no message within") {
 		t.Fatalf("outcome %+v", o)
 	}
@@ -228,14 +233,14 @@ func TestRunLoadCountsAndCPU(t *testing.T) {
 	var mu sync.Mutex
 	n := 0
 	f := &fakeEPP{dest: func([]byte) string { mu.Lock(); defer mu.Unlock(); n++; return dests[n%2] }}
-	c := startFake(t, f)
+	c := startFake(t, f, 0)
 	cpuCalls := 0
 	cpu := func() (time.Duration, error) {
 		cpuCalls++
 		return time.Duration(cpuCalls) * 300 * time.Millisecond, nil
 	}
 	bodies := [][]byte{ChatBody(1<<10, 1), ChatBody(1<<10, 2)}
-	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2], 0) }}
+	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2]) }}
 	res, err := RunLoad(context.Background(), c, spec, cpu)
 	if err != nil {
 		t.Fatal(err)
@@ -263,9 +268,9 @@ func TestRunLoadCountsAndCPU(t *testing.T) {
 }
 
 func TestRunLoadCountsFailures(t *testing.T) {
-	c := startFake(t, &fakeEPP{mode: "immediate"})
+	c := startFake(t, &fakeEPP{mode: "immediate"}, 0)
 	res, err := RunLoad(context.Background(), c, LoadSpec{Requests: 5, Concurrency: 2,
-		Make: func(int) *Exchange { return exchange(BurstBody(1), 0) }}, func() (time.Duration, error) { return 0, nil })
+		Make: func(int) *Exchange { return exchange(BurstBody(1)) }}, func() (time.Duration, error) { return 0, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,8 +289,8 @@ func TestRunBurstHoldsRequests(t *testing.T) {
 		n++
 		return []string{"a:1", "b:1", "c:1"}[n%3]
 	}}
-	c := startFake(t, f)
-	res := RunBurst(context.Background(), c, 30, func(i int) *Exchange { return exchange(BurstBody(i), 0) })
+	c := startFake(t, f, 0)
+	res := RunBurst(context.Background(), c, 30, func(i int) *Exchange { return exchange(BurstBody(i)) })
 	if res.Requests != 30 || res.Errors != 0 || res.Dest["a:1"] != 10 || res.Dest["b:1"] != 10 || res.Dest["c:1"] != 10 {
 		t.Fatalf("burst %+v", res)
 	}

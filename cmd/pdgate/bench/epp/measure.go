@@ -136,7 +136,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	}()
 	eps, _, _ := Layout(c.Layout, Primary, g.hosts, g.ms.Port)
 	cr.Pods = len(eps)
-	client, err := Dial(e.GRPCAddr, o.Conns, false)
+	client, err := Dial(e.GRPCAddr, o.Conns, o.ChunkSize)
 	if err != nil {
 		cr.Error = err.Error()
 		return cr
@@ -178,7 +178,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			body := BurstBody(i)
 			resp := CompletionBody(i, len(body)/4)
 			return &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-burst-%d", c.Name, i), len(body)), Body: body,
-				ChunkSize: o.ChunkSize, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+				RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
 		})
 		cr.Burst, cr.Spread = &b, Spread(b.Dest, prim)
 		o.logf("%s: burst of %d over %d equal pods: max/min %s, errors %d", c.Name, b.Requests, len(prim), report.F(cr.Spread, 2), b.Errors)
@@ -197,7 +197,7 @@ func (g *rig) maker(config string, size int) func(phase string) func(int) *Excha
 			body := bodies[i%len(bodies)]
 			resp := CompletionBody(i, len(body)/4)
 			return &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-%d-%s-%d", config, size, phase, i), len(body)),
-				Body: body, ChunkSize: g.o.ChunkSize, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+				Body: body, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
 		}
 	}
 }

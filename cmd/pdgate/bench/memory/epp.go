@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/epp"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
 	"github.com/pdgate/pdgate/plugins/protocol"
@@ -133,7 +134,7 @@ func measureEPP(ctx context.Context, o Options, res *EPPResult, eo eppharness.Op
 		return err
 	}
 	res.Samples = append(res.Samples, Sample{X: 0, RSS: res.Idle.RSS})
-	client, err := epp.Dial(e.GRPCAddr, o.Conns, false)
+	client, err := epp.Dial(e.GRPCAddr, o.Conns, extprocclient.DefaultChunkSize)
 	if err != nil {
 		return err
 	}

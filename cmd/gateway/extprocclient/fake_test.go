@@ -1,0 +1,172 @@
+package extprocclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// errEnd makes the fake end the stream cleanly after sending its replies.
+var errEnd = errors.New("end the stream")
+
+// script answers one request message; body is the request body received so far.
+type script func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error)
+
+// fakeEPP is a real gRPC ext_proc server whose replies a test scripts; it records every
+// message it receives.
+type fakeEPP struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	answer script
+
+	mu  sync.Mutex
+	got []*extprocv3.ProcessingRequest
+}
+
+func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	var body []byte
+	for {
+		req, err := srv.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.got = append(f.got, req)
+		f.mu.Unlock()
+		body = append(body, req.GetRequestBody().GetBody()...)
+		replies, err := f.answer(req, body)
+		for _, r := range replies {
+			if serr := srv.Send(r); serr != nil {
+				return serr
+			}
+		}
+		if errors.Is(err, errEnd) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func (f *fakeEPP) received() []*extprocv3.ProcessingRequest {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*extprocv3.ProcessingRequest(nil), f.got...)
+}
+
+// start serves f on an in-memory listener and returns a client of it.
+func start(t *testing.T, f *fakeEPP, opts Options) *Client {
+	t.Helper()
+	l := bufconn.Listen(1 << 20)
+	s := grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(s, f)
+	go func() { _ = s.Serve(l) }()
+	t.Cleanup(s.Stop)
+	c, err := Dial("passthrough:///fake", opts,
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// gieLike answers as GIE's streaming server does: once the body is complete, a headers reply
+// (mutation and metadata from the test), then the body streamed back in two frames; the
+// response headers get an empty reply and the response body is streamed back upper-cased.
+func gieLike(mut *extprocv3.HeaderMutation, meta *structpb.Struct) script {
+	return func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error) {
+		switch v := req.GetRequest().(type) {
+		case *extprocv3.ProcessingRequest_RequestHeaders:
+			if v.RequestHeaders.GetEndOfStream() {
+				return []*extprocv3.ProcessingResponse{headersReply(mut, meta)}, nil
+			}
+		case *extprocv3.ProcessingRequest_RequestBody:
+			if v.RequestBody.GetEndOfStream() {
+				half := len(body) / 2
+				return []*extprocv3.ProcessingResponse{headersReply(mut, meta),
+					streamedReply(body[:half], false), streamedReply(body[half:], true)}, nil
+			}
+		case *extprocv3.ProcessingRequest_ResponseHeaders:
+			return []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: setHeader("x-resp", "1")}}}}}, nil
+		case *extprocv3.ProcessingRequest_ResponseBody:
+			return []*extprocv3.ProcessingResponse{respBodyReply(bytes.ToUpper(v.ResponseBody.GetBody()), v.ResponseBody.GetEndOfStream())}, nil
+		}
+		return nil, nil
+	}
+}
+
+// onBodyEnd answers only the request's last body frame (or its headers when there is no body).
+func onBodyEnd(replies ...*extprocv3.ProcessingResponse) script {
+	return func(req *extprocv3.ProcessingRequest, _ []byte) ([]*extprocv3.ProcessingResponse, error) {
+		if req.GetRequestBody().GetEndOfStream() || req.GetRequestHeaders().GetEndOfStream() {
+			return replies, nil
+		}
+		return nil, nil
+	}
+}
+
+func headersReply(mut *extprocv3.HeaderMutation, meta *structpb.Struct) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{DynamicMetadata: meta, Response: &extprocv3.ProcessingResponse_RequestHeaders{
+		RequestHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: mut}}}}
+}
+
+func bodyReply(bm *extprocv3.BodyMutation) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{
+		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: bm}}}}
+}
+
+func streamedReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	return bodyReply(&extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
+		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}})
+}
+
+func respBodyReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
+		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
+			Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}}}}
+}
+
+func immediate(code typev3.StatusCode, body string, mut *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
+	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+		ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: code}, Body: []byte(body), Headers: mut}}}
+}
+
+func setHeader(kv ...string) *extprocv3.HeaderMutation {
+	m := &extprocv3.HeaderMutation{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.SetHeaders = append(m.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])}})
+	}
+	return m
+}
+
+func lbMeta(t *testing.T, fields map[string]any) *structpb.Struct {
+	t.Helper()
+	st, err := structpb.NewStruct(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
