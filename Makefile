@@ -70,8 +70,8 @@ bench: build envtest
 	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkDirector -benchtime 0.5s -v ./test/bench/parser/ | grep -E 'less than|^ok'
 	$(GO) test -run '^$$' -bench SchedulingCycle -benchtime 5000x ./plugins/tokenledger/
 	$(GO) test -run '^$$' -bench BenchmarkSidecarOverhead -benchtime 2000x ./cmd/sidecar/proxy/
-	$(BIN)/pdgate bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp
-	$(BIN)/pdgate bench memory --quick --bin-dir $(BIN) --out $(BENCH_OUT)/memory
+	$(BIN)/pdgate-bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp
+	$(BIN)/pdgate-bench memory --quick --bin-dir $(BIN) --out $(BENCH_OUT)/memory
 	$(BIN)/pdgate bench routing --quick --bin-dir $(BIN) --azure-conv $(AZURE_TRACE) --out $(BENCH_OUT)/routing
 	$(BIN)/pdgate bench sim --quick --bin-dir $(BIN) --azure-conv $(AZURE_TRACE) --out $(BENCH_OUT)/sim
 

@@ -18,7 +18,8 @@ func newBenchCommand() *cobra.Command {
 		Long: `Each benchmark runs pdgate next to a baseline in the same run and prints ratios, then
 writes <out>/<name>.json, <out>/<name>.md and PNG plots (default out: bench-results/<name>).
 --quick runs the short variant that make bench uses. Results and the exact commands are in
-docs/benchmarks.md.`,
+docs/benchmarks.md. The benchmarks that build stock GIE's EPP at run time (epp, memory) need a
+Go toolchain and a checkout; they are in the developer tool pdgate-bench.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return c.Help() },
 	}

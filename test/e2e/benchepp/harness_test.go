@@ -1,4 +1,4 @@
-// Package benchepp checks the EPP benchmark's process harness and the `pdgate bench epp`
+// Package benchepp checks the EPP benchmark's process harness and the `pdgate-bench epp`
 // command end to end: real EPP processes (stock GIE v1.5.0 and pdgate) against a real
 // kube-apiserver + etcd, fake model servers on loopback addresses, real ext_proc gRPC.
 package benchepp
@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 )
 
 // needAssets skips (or fails under CI) without the envtest control plane.
@@ -99,7 +99,7 @@ func TestHarnessBothKinds(t *testing.T) {
 	}
 }
 
-// TestBenchEPPQuick runs `pdgate bench epp --quick` on one small size with the baseline and
+// TestBenchEPPQuick runs `pdgate-bench epp --quick` on one small size with the baseline and
 // one pdgate config and checks the report: every request routed, CPU measured, the burst
 // counted over the 8 primary pods, files written.
 func TestBenchEPPQuick(t *testing.T) {
@@ -107,12 +107,12 @@ func TestBenchEPPQuick(t *testing.T) {
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pdgate"), "bench", "epp", "--quick", "--sizes", "1k",
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pdgate-bench"), "epp", "--quick", "--sizes", "1k",
 		"--requests", "60", "--burst", "40", "--configs", "gie-default,llmd-pd", "--out", out, "--bin-dir", binDir)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("pdgate bench epp: %v\n%s", err, b)
+		t.Fatalf("pdgate-bench epp: %v\n%s", err, b)
 	}
 	raw, err := os.ReadFile(filepath.Join(out, "epp.json"))
 	if err != nil {

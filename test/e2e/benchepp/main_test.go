@@ -6,8 +6,8 @@ import (
 	"github.com/pdgate/pdgate/test/testbin"
 )
 
-// binDir holds epp and pdgate (make build's bin/ via PDGATE_BIN_DIR, or a fresh build); the
+// binDir holds epp and pdgate-bench (make build's bin/ via PDGATE_BIN_DIR, or a fresh build); the
 // harness builds stock GIE's EPP into it as gie-epp when missing.
 var binDir, root string
 
-func TestMain(m *testing.M) { testbin.Main(m, "benchepp", &binDir, &root, "epp", "pdgate") }
+func TestMain(m *testing.M) { testbin.Main(m, "benchepp", &binDir, &root, "epp", "pdgate-bench") }

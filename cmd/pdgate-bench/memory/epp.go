@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/epp"
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/epp"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 

@@ -10,11 +10,11 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
 
-// Options configure one `pdgate bench epp` run.
+// Options configure one `pdgate-bench epp` run.
 type Options struct {
 	Out   string
 	Quick bool

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
 

@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// NewCommand is `pdgate bench memory`.
+// NewCommand is `pdgate-bench memory`.
 func NewCommand() *cobra.Command {
 	o := DefaultOptions(false)
 	c := &cobra.Command{

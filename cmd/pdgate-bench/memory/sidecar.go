@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 )
 
 // SidecarResult is the sidecar's memory while it proxies concurrent SSE streams.

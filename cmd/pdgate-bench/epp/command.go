@@ -1,4 +1,4 @@
-// Package epp is `pdgate bench epp`: ext_proc throughput, EPP CPU per request, EPP-added
+// Package epp is `pdgate-bench epp`: ext_proc throughput, EPP CPU per request, EPP-added
 // latency, burst spreading and memory of stock GIE v1.5.0's EPP and pdgate's EPP with each
 // pdgate config, as real processes, in one run.
 package epp
@@ -16,7 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
-// NewCommand is `pdgate bench epp`.
+// NewCommand is `pdgate-bench epp`.
 func NewCommand() *cobra.Command {
 	var (
 		o       = DefaultOptions(false)

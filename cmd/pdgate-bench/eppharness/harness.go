@@ -1,6 +1,6 @@
 // Package eppharness starts an Endpoint Picker as a real process, stock GIE v1.5.0's or
 // pdgate's, over the same endpoints, and reports its addresses, CPU time and resident memory,
-// for the EPP benchmarks (pdgate bench epp, the memory figures).
+// for the EPP benchmarks (pdgate-bench epp, the memory figures).
 //
 // Both kinds run in Kubernetes mode against a local kube-apiserver + etcd (the envtest
 // binaries) holding an InferencePool and Ready pods with loopback IPs: the only way stock GIE

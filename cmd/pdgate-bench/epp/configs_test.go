@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
 

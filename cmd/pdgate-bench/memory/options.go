@@ -1,4 +1,4 @@
-// Package memory is `pdgate bench memory`: the resident memory of pdgate's EPP with 512
+// Package memory is `pdgate-bench memory`: the resident memory of pdgate's EPP with 512
 // endpoints, a full session table and a warm prefix index next to stock GIE's EPP on the same
 // endpoints and requests, and of the routing sidecar holding 1,000 concurrent SSE streams.
 package memory

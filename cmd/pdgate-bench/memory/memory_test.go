@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/bench/eppharness"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 )
 
