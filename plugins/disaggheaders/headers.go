@@ -6,22 +6,15 @@ package disaggheaders
 
 import (
 	"context"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
-)
-
-// Labels read from the picked prefill endpoint. The EPP mirrors pod annotations into endpoint
-// labels under protocol.AnnotationLabelPrefix, so the annotation form is read first.
-const (
-	LabelEngine          = "model.aibrix.ai/engine"
-	LabelGIEEngineType   = "inference.networking.k8s.io/engine-type"
-	LabelKVConnectorType = "model.aibrix.ai/kv-connector-type"
-	KeyBootstrapPort     = "model.aibrix.ai/sglang-bootstrap-port"
 )
 
 // Written describes what Write put on the request, for logs and traces.
@@ -33,12 +26,18 @@ type Written struct {
 // Write sets the routing headers from result. Every routing header is first deleted so that a
 // value that reached the map by any path (client, earlier plugin) can never survive: a stage
 // that did not run leaves its header absent, which the EPP's ext_proc server turns into an
-// explicit RemoveHeaders entry. When a prefill endpoint was picked, the first one is written
-// (IPv6 bracketed) together with its SGLang bootstrap port, engine and KV connector when the
-// pod carries them; all encode endpoints are written comma-joined without spaces. The one
-// exception to the deletion is x-data-parallel-host-port: pd-profile-handler owns it and sets it
-// in ProcessResults, before this runs (a client copy never gets here: the EPP's ext_proc server
-// drops every routing header a client sends).
+// explicit RemoveHeaders entry. Every value comes from plugins/podmodel, the one reader of pod
+// labels, so the writer never forwards a value the pod model refused and every leg goes to
+// the pod's model.aibrix.ai/port when it declares one:
+//   - prefill: the first endpoint's host:port (IPv6 bracketed), with its SGLang bootstrap
+//     port, engine and KV connector when the pod declares them, and an alternate of the same
+//     roleset when the profile picked more than one endpoint (the sidecar's one retry);
+//   - encode: every endpoint, comma-joined without spaces;
+//   - the sidecar knobs of the request's model.aibrix.ai/config profile.
+//
+// The one exception to the deletion is x-data-parallel-host-port: pd-profile-handler owns it
+// and sets it in ProcessResults, before this runs (a client copy never gets here: the EPP's
+// ext_proc server drops every routing header a client sends).
 func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, prefillProfile, encodeProfile string) Written {
 	var w Written
 	if request == nil {
@@ -55,25 +54,9 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 	if result == nil {
 		return w
 	}
-	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 && pr.TargetEndpoints[0] != nil {
-		md := pr.TargetEndpoints[0].GetMetadata()
-		if md != nil {
-			w.Prefill = protocol.FormatHostPort(md.Address, md.Port)
-			request.Headers[protocol.HeaderPrefillerHostPort] = w.Prefill
-			if v := labelOrAnnotation(md.Labels, KeyBootstrapPort); v != "" {
-				request.Headers[protocol.HeaderPrefillerBootstrapPort] = v
-			}
-			if v := firstLabel(md.Labels, LabelEngine, protocol.AnnotationLabelPrefix+LabelEngine, LabelGIEEngineType); v != "" {
-				// podmodel's spelling (vllm, sglang, trtllm) when it knows the engine.
-				if e, ok := podmodel.ParseEngine(v); ok {
-					v = string(e)
-				}
-				request.Headers[protocol.HeaderPrefillerEngine] = v
-			}
-			if v := labelOrAnnotation(md.Labels, LabelKVConnectorType); v != "" {
-				request.Headers[protocol.HeaderPrefillerKVConnector] = v
-			}
-		}
+	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 && pr.TargetEndpoints[0] != nil &&
+		pr.TargetEndpoints[0].GetMetadata() != nil {
+		w.Prefill = writePrefill(request.Headers, pr.TargetEndpoints)
 	}
 	if er := result.ProfileResults[encodeProfile]; er != nil && len(er.TargetEndpoints) > 0 {
 		parts := make([]string, 0, len(er.TargetEndpoints))
@@ -81,15 +64,80 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 			if ep == nil || ep.GetMetadata() == nil {
 				continue
 			}
-			parts = append(parts, protocol.FormatHostPort(ep.GetMetadata().Address, ep.GetMetadata().Port))
+			pod := podmodel.FromEndpoint(ep)
+			parts = append(parts, protocol.FormatHostPort(pod.Address, pod.Port))
 		}
 		if len(parts) > 0 {
 			w.Encoders = strings.Join(parts, ",")
 			request.Headers[protocol.HeaderEncoderHostsPorts] = w.Encoders
 		}
 	}
+	if v := sidecarKnobs(request, result); v != "" {
+		request.Headers[protocol.HeaderSidecarKnobs] = v
+	}
 	return w
 }
+
+// writePrefill writes the prefill headers for eps[0] (non-nil, with metadata) and returns its
+// host:port.
+func writePrefill(h map[string]string, eps []fwksched.Endpoint) string {
+	pod := podmodel.FromEndpoint(eps[0])
+	Report(pod)
+	target := protocol.FormatHostPort(pod.Address, pod.Port)
+	h[protocol.HeaderPrefillerHostPort] = target
+	if pod.BootstrapPortDeclared {
+		h[protocol.HeaderPrefillerBootstrapPort] = strconv.Itoa(pod.BootstrapPort)
+	}
+	if pod.EngineDeclared {
+		h[protocol.HeaderPrefillerEngine] = string(pod.Engine)
+	}
+	if pod.KVConnector != "" {
+		h[protocol.HeaderPrefillerKVConnector] = pod.KVConnector
+	}
+	// The alternate must hand KV over the same way: same roleset (AIBrix pairs within one),
+	// same engine, connector and bootstrap port, and a different address.
+	for _, ep := range eps[1:] {
+		if ep == nil || ep.GetMetadata() == nil {
+			continue
+		}
+		alt := podmodel.FromEndpoint(ep)
+		at := protocol.FormatHostPort(alt.Address, alt.Port)
+		if alt.Routable && alt.Roleset == pod.Roleset && alt.Engine == pod.Engine && alt.KVConnector == pod.KVConnector &&
+			alt.BootstrapPort == pod.BootstrapPort && at != target {
+			h[protocol.HeaderPrefillerAlternateHostPort] = at
+			break
+		}
+	}
+	return target
+}
+
+// sidecarKnobs resolves the request's model.aibrix.ai/config profile from the picked pods
+// (the model-level config, as the scheduling plugins read it) and formats the sidecar knobs it
+// sets; "" when none.
+func sidecarKnobs(request *fwksched.LLMRequest, result *fwksched.SchedulingResult) string {
+	var eps []fwksched.Endpoint
+	for _, pr := range result.ProfileResults {
+		if pr != nil {
+			eps = append(eps, pr.TargetEndpoints...)
+		}
+	}
+	cfg := podmodel.ModelConfigOfEndpoints(eps)
+	if cfg == nil {
+		return ""
+	}
+	_, prof := cfg.Resolve(headerFold(request.Headers, protocol.HeaderConfigProfile), podmodel.RequestHints(request))
+	return pdknobs.SidecarOverrides(prof, func(msg string) {
+		logger.Info("AIBrix sidecar knob ignored", "detail", msg)
+	}).String()
+}
+
+// logger is the package's logger: Write is called from PreRequest hooks of two plugins and
+// has no context of its own; each message is logged once per process (podmodel.Report,
+// pdknobs' once-per-value warnings).
+var logger = log.Log.WithName("disaggheaders")
+
+// Report logs a picked pod's invalid labels once per pod and value.
+func Report(pod podmodel.Pod) { podmodel.Report(logger, pod) }
 
 // LogWritten logs the outcome at debug verbosity.
 func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest, w Written) {
@@ -100,13 +148,12 @@ func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest
 		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders)
 }
 
-func labelOrAnnotation(labels map[string]string, key string) string {
-	return firstLabel(labels, protocol.AnnotationLabelPrefix+key, key)
-}
-
-func firstLabel(labels map[string]string, keys ...string) string {
-	for _, k := range keys {
-		if v := strings.TrimSpace(labels[k]); v != "" {
+func headerFold(m map[string]string, key string) string {
+	if v, ok := m[key]; ok {
+		return v
+	}
+	for k, v := range m {
+		if strings.EqualFold(k, key) {
 			return v
 		}
 	}

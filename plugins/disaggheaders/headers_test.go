@@ -10,6 +10,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -61,9 +62,17 @@ func TestPreRequest(t *testing.T) {
 	prefill := ep("10.0.0.1", "8000", nil)
 	v6 := ep("fd00::1", "8000", nil)
 	sglangPrefill := ep("10.0.0.7", "30000", map[string]string{
-		protocol.AnnotationLabelPrefix + KeyBootstrapPort: "8998", LabelEngine: "sglang", LabelKVConnectorType: "mooncake"})
-	giePrefill := ep("10.0.0.8", "8000", map[string]string{LabelGIEEngineType: "trtllm-serve", KeyBootstrapPort: "9000"})
+		protocol.AnnotationLabelPrefix + podmodel.AnnotationBootstrap: "8998", podmodel.LabelEngine: "sglang", podmodel.LabelKVConnectorType: "mooncake"})
+	giePrefill := ep("10.0.0.8", "8000", map[string]string{podmodel.LabelGIEEngineType: "trtllm-serve", podmodel.AnnotationBootstrap: "9000"})
 	enc1, enc2 := ep("10.0.0.5", "8000", nil), ep("10.0.0.6", "8001", nil)
+	rs := func(addr, set string) fwksched.Endpoint {
+		return ep(addr, "8000", map[string]string{podmodel.LabelRolesetName: set})
+	}
+	rs1, rs2, rs1b := rs("10.0.1.1", "a"), rs("10.0.1.2", "b"), rs("10.0.1.3", "a")
+	portPrefill := ep("10.0.0.9", "8000", map[string]string{podmodel.LabelPort: "9001"})
+	portEnc := ep("10.0.0.10", "8000", map[string]string{podmodel.LabelPort: "9002"})
+	badPrefill := ep("10.0.0.11", "8000", map[string]string{podmodel.LabelEngine: "tgi", podmodel.LabelKVConnectorType: "bogus",
+		protocol.AnnotationLabelPrefix + podmodel.AnnotationBootstrap: "70000", podmodel.LabelPort: "0"})
 	spoof := map[string]string{protocol.HeaderPrefillerHostPort: "evil:1", protocol.HeaderEncoderHostsPorts: "evil:2",
 		"X-Pdgate-Prefiller-Engine": "evil"}
 	tests := []struct {
@@ -88,8 +97,16 @@ func TestPreRequest(t *testing.T) {
 		{name: "empty prefill endpoints", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res()}), want: map[string]string{}},
 		{name: "IPv6 bracketed", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(v6)}),
 			want: map[string]string{protocol.HeaderPrefillerHostPort: "[fd00::1]:8000"}},
-		{name: "only the first prefill endpoint", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill, v6)}),
+		{name: "second prefill endpoint of the same roleset is the alternate", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill, v6)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000", protocol.HeaderPrefillerAlternateHostPort: "[fd00::1]:8000"}},
+		{name: "no alternate from another roleset", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(rs1, rs2, rs1b)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.1.1:8000", protocol.HeaderPrefillerAlternateHostPort: "10.0.1.3:8000"}},
+		{name: "no alternate at the same address", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(prefill, prefill)}),
 			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.1:8000"}},
+		{name: "model.aibrix.ai/port decides the prefill and encode ports", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(portPrefill), "encode": res(portEnc, enc2)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.9:9001", protocol.HeaderEncoderHostsPorts: "10.0.0.10:9002,10.0.0.6:8001"}},
+		{name: "values the pod model refuses are not forwarded", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(badPrefill)}),
+			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.11:8000"}},
 		{name: "sglang pod hints", result: result(map[string]*fwksched.ProfileRunResult{"prefill": res(sglangPrefill)}),
 			want: map[string]string{protocol.HeaderPrefillerHostPort: "10.0.0.7:30000", protocol.HeaderPrefillerBootstrapPort: "8998",
 				protocol.HeaderPrefillerEngine: "sglang", protocol.HeaderPrefillerKVConnector: "mooncake"}},
@@ -186,6 +203,56 @@ func TestWriteKeepsProfileHandlersDataParallelHeader(t *testing.T) {
 			}
 			if _, ok := r.Headers[protocol.HeaderEncoderHostsPorts]; ok {
 				t.Errorf("stale encoder header survived: %v", r.Headers)
+			}
+		})
+	}
+}
+
+// The per-profile sidecar knobs of the request's model.aibrix.ai/config profile reach the
+// sidecar in x-pdgate-sidecar-knobs, decode-only requests included; a client copy never
+// survives, and invalid values are left out.
+func TestWriteSidecarKnobs(t *testing.T) {
+	cfg := `{"defaultProfile":"std","profiles":{
+	  "std":{"routingConfig":{"pd":{"prefillRequestTimeout":5,"decodeStreamIdleTimeout":9,"minMatchPct":10}}},
+	  "slow":{"routingConfig":{"pd":{"decodeResponseTimeout":600,"decodeAbortTimeout":-1}}},
+	  "none":{"routingConfig":{}}}}`
+	decode := ep("10.0.0.2", "8000", map[string]string{protocol.AnnotationLabelPrefix + podmodel.AnnotationConfig: cfg})
+	withConfig := func(m map[string]*fwksched.ProfileRunResult) *fwksched.SchedulingResult {
+		r := result(m)
+		r.ProfileResults["decode"] = res(decode)
+		return r
+	}
+	tests := []struct {
+		name    string
+		headers map[string]string
+		result  *fwksched.SchedulingResult
+		want    string
+	}{
+		{name: "default profile, P/D", result: withConfig(map[string]*fwksched.ProfileRunResult{"prefill": res(ep("10.0.0.1", "8000", nil))}),
+			want: "prefillRequestTimeout=5,decodeStreamIdleTimeout=9"},
+		{name: "default profile, decode only", result: withConfig(nil), want: "prefillRequestTimeout=5,decodeStreamIdleTimeout=9"},
+		{name: "config-profile header picks the profile; invalid value left out", headers: map[string]string{"Config-Profile": "slow"},
+			result: withConfig(nil), want: "decodeResponseTimeout=600"},
+		{name: "profile without sidecar knobs clears a client copy", headers: map[string]string{"config-profile": "none", protocol.HeaderSidecarKnobs: "prefillRequestTimeout=3600"},
+			result: withConfig(nil), want: ""},
+		{name: "no config annotation clears a client copy", headers: map[string]string{"X-Pdgate-Sidecar-Knobs": "decodeResponseTimeout=1"},
+			result: result(nil), want: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &fwksched.LLMRequest{Headers: map[string]string{}}
+			for k, v := range tt.headers {
+				r.Headers[k] = v
+			}
+			Write(r, tt.result, "prefill", "encode")
+			got, ok := r.Headers[protocol.HeaderSidecarKnobs]
+			if got != tt.want || (tt.want == "" && ok) {
+				t.Fatalf("knobs header %q (set %v), want %q; headers %v", got, ok, tt.want, r.Headers)
+			}
+			for k := range r.Headers {
+				if strings.EqualFold(k, protocol.HeaderSidecarKnobs) && k != protocol.HeaderSidecarKnobs {
+					t.Fatalf("client copy %s survived", k)
+				}
 			}
 		})
 	}

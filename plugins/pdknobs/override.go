@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // ErrUnknownDecodePolicy is returned for a profile's unknown decodeScorePolicy: AIBrix fails
@@ -137,9 +138,13 @@ func (k *Knobs) applyPD(field string, raw json.RawMessage) error {
 		} else {
 			k.TokenLoadSessionTTLSeconds = &n
 		}
-	case "decodeAbortTimeout", "decodeAbortRetryDelay", "prefillRequestTimeout":
-		// Sidecar knobs: the sidecar reads them from the profile; nothing to do in the EPP.
 	default:
+		if protocol.IsSidecarKnob(field) {
+			// Sidecar knobs: validated here so that an invalid one warns like every other
+			// field; SidecarOverrides carries the valid ones to the sidecar in a header.
+			_, err := sidecarSeconds(field, f)
+			return err
+		}
 		return fmt.Errorf("unknown field")
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/go-logr/logr"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
 
 // Engine is a model server dialect.
@@ -147,4 +148,22 @@ func PromptTokens(req *fwkRequest) int {
 		return 0
 	}
 	return (len(req.Body.PromptText()) + 2) / 4
+}
+
+// RequestHints returns the config-profile: auto facts of a request: PromptTokens, and
+// max_tokens (else max_completion_tokens) from a parsed body, -1 when absent or unreadable.
+func RequestHints(req *fwkRequest) AutoHints {
+	h := AutoHints{PromptTokens: PromptTokens(req), MaxTokens: -1}
+	if req == nil || req.Body == nil {
+		return h
+	}
+	if pm, ok := req.Body.Payload.(fwksched.PayloadMap); ok {
+		for _, key := range []string{"max_tokens", "max_completion_tokens"} {
+			if v, ok := pm[key].(float64); ok {
+				h.MaxTokens = int(v)
+				break
+			}
+		}
+	}
+	return h
 }

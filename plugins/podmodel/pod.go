@@ -27,6 +27,8 @@ const (
 	LabelKVConnectorType = "model.aibrix.ai/kv-connector-type"
 	AnnotationBootstrap  = "model.aibrix.ai/sglang-bootstrap-port"
 	AnnotationConfig     = "model.aibrix.ai/config"
+	// LabelGIEEngineType is GIE's engine label (metrics mapping); an engine when none above is set.
+	LabelGIEEngineType = "inference.networking.k8s.io/engine-type"
 	// LabelModelName is AIBrix's model label; informational here (GIE pools select pods).
 	LabelModelName = "model.aibrix.ai/name"
 )
@@ -81,6 +83,11 @@ type Pod struct {
 	EngineDeclared bool   // a label or annotation named the engine
 	KVConnector    string // lower-cased model.aibrix.ai/kv-connector-type, "" when absent or unknown
 	BootstrapPort  int
+	// BootstrapPortDeclared is true when a valid sglang-bootstrap-port annotation set
+	// BootstrapPort: only then does the EPP tell the sidecar, whose own flag is the default.
+	BootstrapPortDeclared bool
+	// PortDeclared is true when a valid model.aibrix.ai/port label set Port.
+	PortDeclared bool
 
 	// Routable is false for multi-node followers: pods whose pod-group-index is set and not "0".
 	Routable bool
@@ -93,8 +100,10 @@ type Pod struct {
 	Invalid []string
 }
 
-// KnownKVConnectors are the connectors AIBrix knows; others resolve to the default.
-var KnownKVConnectors = map[string]bool{"shfs": true, "nixl": true, "mooncake": true}
+// KnownKVConnectors are the connectors AIBrix knows (shfs, nixl, mooncake) plus the two llm-d
+// protocols pdgate's sidecar speaks (nixlv2, shared-storage), so a pod can select either by
+// label; others resolve to the default.
+var KnownKVConnectors = map[string]bool{"shfs": true, "nixl": true, "mooncake": true, "nixlv2": true, "shared-storage": true}
 
 // FromEndpoint resolves a scheduling endpoint.
 func FromEndpoint(ep fwksched.Endpoint) Pod {
@@ -142,6 +151,10 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 		} else {
 			p.Invalid = append(p.Invalid, LabelEngine+"="+engine)
 		}
+	} else if e, ok := ParseEngine(labels[LabelGIEEngineType]); ok {
+		// GIE's label names the metrics mapping; when it names an engine pdgate speaks, it is
+		// that pod's engine too (other values are left to GIE and are not an error here).
+		p.Engine, p.EngineDeclared = e, true
 	}
 	if p.Engine == "" {
 		p.Engine = EngineVLLM
@@ -149,7 +162,7 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 
 	if port := labels[LabelPort]; port != "" {
 		if n, err := strconv.Atoi(port); err == nil && n > 0 && n <= 65535 {
-			p.Port = strconv.Itoa(n)
+			p.Port, p.PortDeclared = strconv.Itoa(n), true
 		} else {
 			p.Invalid = append(p.Invalid, LabelPort+"="+port)
 		}
@@ -164,10 +177,14 @@ func FromMetadata(meta *fwkdl.EndpointMetadata) Pod {
 	}
 
 	p.BootstrapPort = DefaultBootstrapPort
-	if bp := labels[annotationBootstrap]; bp != "" {
+	bp := labels[annotationBootstrap]
+	if bp == "" {
+		bp = labels[AnnotationBootstrap] // set as a label rather than an annotation
+	}
+	if bp != "" {
 		// AIBrix parses base-10 within 32 bits; a port must also fit 1..65535 to be usable.
 		if n, err := strconv.ParseInt(strings.TrimSpace(bp), 10, 32); err == nil && n > 0 && n <= 65535 {
-			p.BootstrapPort = int(n)
+			p.BootstrapPort, p.BootstrapPortDeclared = int(n), true
 		} else {
 			p.Invalid = append(p.Invalid, AnnotationBootstrap+"="+bp)
 		}

@@ -24,6 +24,16 @@ const (
 	// is rewritten to the primary rank). pdgate's sidecar does not route on it, but an llm-d
 	// sidecar does, so a client must never be able to choose it.
 	HeaderDataParallelHostPort = "x-data-parallel-host-port"
+	// HeaderSidecarKnobs carries the sidecar knobs of the request's resolved
+	// model.aibrix.ai/config profile (routingConfig.pd.prefillRequestTimeout, …): without it a
+	// per-profile timeout would be accepted by the EPP and never reach the sidecar that runs
+	// the legs. Format and rules: knobs.go. pdgate extension.
+	HeaderSidecarKnobs = "x-pdgate-sidecar-knobs"
+	// HeaderPrefillerAlternateHostPort names a second prefill endpoint of the same roleset as
+	// x-prefiller-host-port: the sidecar's one prefill retry goes there instead of back to the
+	// pod that just failed. Written only when the prefill profile picked two endpoints of one
+	// roleset. pdgate extension.
+	HeaderPrefillerAlternateHostPort = "x-pdgate-prefiller-alternate-host-port"
 )
 
 // RoutingHeaders are every request header that steers the sidecar. The EPP clears all of
@@ -35,6 +45,8 @@ var RoutingHeaders = []string{
 	HeaderPrefillerEngine,
 	HeaderPrefillerKVConnector,
 	HeaderDataParallelHostPort,
+	HeaderSidecarKnobs,
+	HeaderPrefillerAlternateHostPort,
 }
 
 // Client request headers with meaning to pdgate.
@@ -63,8 +75,10 @@ const (
 	// HeaderDecision is the compact decision trace the EPP returns when asked.
 	HeaderDecision = "x-pdgate-decision"
 	// HeaderPrefillOutcome is set by the sidecar on the response: "ok", "failed", "skipped",
-	// "fallback-local". The EPP's ledger releases the prefill charge's active part when it
-	// sees the response headers (the prefill leg is over by then in every engine dialect).
+	// "fallback-local", "alternate" (the prefill ran on x-pdgate-prefiller-alternate-host-port,
+	// not on the pod the EPP charged). The EPP's ledger releases the prefill charge's active
+	// part when it sees the response headers (the prefill leg is over by then in every engine
+	// dialect).
 	HeaderPrefillOutcome = "x-pdgate-prefill-outcome"
 	// HeaderPrefillDurationMS is the prefill leg's duration in milliseconds, set by the sidecar.
 	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"

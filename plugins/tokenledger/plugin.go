@@ -26,6 +26,9 @@ const (
 	OutcomeFailed        = "failed"
 	OutcomeSkipped       = "skipped"
 	OutcomeFallbackLocal = "fallback-local"
+	// OutcomeAlternate: the prefill ran on another pod than the one charged (the sidecar's
+	// retry on the EPP's alternate), so the charged pod holds no KV for the request.
+	OutcomeAlternate = "alternate"
 )
 
 // Plugin owns one ledger instance and ties it to the request lifecycle: PreRequest confirms a
@@ -96,7 +99,8 @@ func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwks
 
 // ResponseHeader releases the prefill charge: the active part on "ok" (or when the header is
 // missing: first response headers are an upper bound of the prefill leg's end), both parts when
-// the prefill leg failed, was skipped or fell back to local prefill (no KV stays on the prefill pod).
+// the prefill leg failed, was skipped, fell back to local prefill or ran on the alternate (no KV
+// stays on the charged prefill pod).
 func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
 	id := requestID(req, resp)
 	if id == "" {
@@ -110,7 +114,7 @@ func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, r
 	switch outcome {
 	case OutcomeOK, "":
 		p.tracker.ReleasePrefillActive(id)
-	case OutcomeFailed, OutcomeSkipped, OutcomeFallbackLocal:
+	case OutcomeFailed, OutcomeSkipped, OutcomeFallbackLocal, OutcomeAlternate:
 		p.tracker.ReleasePrefill(id)
 	default:
 		log.FromContext(ctx).V(1).Info("Unknown prefill outcome; releasing the active part only", "requestID", id, "outcome", outcome)

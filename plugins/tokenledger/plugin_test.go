@@ -26,6 +26,7 @@ func TestPluginLifecycle(t *testing.T) {
 		{"prefill failed", map[string]string{protocol.HeaderPrefillOutcome: "failed"}, 0, 0, 40},
 		{"prefill skipped", map[string]string{protocol.HeaderPrefillOutcome: "skipped"}, 0, 0, 40},
 		{"fallback to local prefill", map[string]string{protocol.HeaderPrefillOutcome: "fallback-local"}, 0, 0, 40},
+		{"prefill ran on the alternate: the charged pod holds no KV", map[string]string{protocol.HeaderPrefillOutcome: "alternate"}, 0, 0, 40},
 		{"mixed-case header name and value", map[string]string{"X-PDGate-Prefill-Outcome": " FAILED "}, 0, 0, 40},
 		{"unknown outcome releases active only", map[string]string{protocol.HeaderPrefillOutcome: "weird"}, 0, 100, 40},
 	}
