@@ -45,7 +45,7 @@ func TestValidate(t *testing.T) {
 		{name: "no allow-list", mutate: func(*Options) {}, wantErr: "allow-list is on by default"},
 		{name: "disable conflicts", mutate: func(o *Options) { o.AllowlistDisable = true; o.Allowlist = "10.0.0.1:1" }, wantErr: "conflicts"},
 		{name: "pool and static", mutate: func(o *Options) { o.InferencePool = "p"; o.AllowlistFile = "f" }, wantErr: "--inference-pool conflicts"},
-		{name: "bad env", env: map[string]string{"AIBRIX_DECODE_ABORT_TIMEOUT": "-1"}, mutate: func(o *Options) { o.AllowlistDisable = true }, wantErr: "AIBRIX_DECODE_ABORT_TIMEOUT"},
+		{name: "bad env for every engine", env: map[string]string{"AIBRIX_PREFILL_REQUEST_TIMEOUT": "-1"}, mutate: func(o *Options) { o.AllowlistDisable = true }, wantErr: "AIBRIX_PREFILL_REQUEST_TIMEOUT"},
 		{name: "bad stage", mutate: func(o *Options) { o.AllowlistDisable = true; o.EnableTLS = "prefiller,gpu" }, wantErr: "--enable-tls"},
 		{name: "half tls", mutate: func(o *Options) { o.AllowlistDisable = true; o.TLSCertFile = "c" }, wantErr: "go together"},
 	}
@@ -77,14 +77,17 @@ func TestProxyConfigRejectsBadValues(t *testing.T) {
 	for name, mutate := range map[string]func(o *Options){
 		"--engine":             func(o *Options) { o.Engine = "tgi" },
 		"--kv-connector":       func(o *Options) { o.KVConnector = "mooncake" },
-		"--trt-schedule-style": func(o *Options) { o.TRTSchedule = "both" },
-		"--trt-machine-id":     func(o *Options) { o.TRTMachineID = 1024 },
+		"--trt-schedule-style": func(o *Options) { o.Engine, o.TRTSchedule = "trtllm", "both" },
+		"--trt-machine-id":     func(o *Options) { o.Engine, o.TRTMachineID = "trtllm", 1024 },
 		"--engine-url":         func(o *Options) { o.EngineURL = "ftp://x" },
 	} {
 		o := NewOptions()
 		o.Listen, o.EngineURL, o.AllowlistDisable, o.Logger = "127.0.0.1:0", engine.URL, true, logr.Discard()
 		mutate(o)
-		err := Run(context.Background(), o)
+		// A bounded context: a setting that is wrongly accepted must fail the test, not hang it.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := Run(ctx, o)
+		cancel()
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: err %v", name, err)
 		}

@@ -63,11 +63,79 @@ type Options struct {
 	// connections (tests and the lab use port 0).
 	OnListening func(addr string)
 
+	// PrefillRetryOnce retries a retryable prefill failure once (on the EPP's alternate
+	// prefill pod when named) before the failure policy applies.
+	PrefillRetryOnce bool
+	// AIBrixMetrics also emits AIBrix's metric names next to pdgate's.
+	AIBrixMetrics bool
+
 	envErr error
+	// env records the AIBRIX_*/SGLANG_* variables read for settings that apply to one engine
+	// only, by flag name: checkEngineSettings decides between refusal and warning.
+	env map[string]envValue
+	// warnings are the ignored settings checkEngineSettings found (logged by Run).
+	warnings []string
+}
+
+// envValue is one engine-scoped variable as read: its name, raw text, and the value it
+// parsed to ("" with err set when it did not parse).
+type envValue struct {
+	name, raw, parsed string
+	err               error
 }
 
 // Stages for --enable-tls and --tls-insecure-skip-verify.
 var Stages = []string{"prefiller", "decoder", "encoder"}
+
+// envScopedSeconds is envSeconds for a setting that applies to one engine only: a bad value
+// is recorded for checkEngineSettings instead of failing every engine's start.
+func (o *Options) envScopedSeconds(flagName, name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		o.recordEnv(flagName, name, v, "", errors.New("want a non-negative integer (seconds)"))
+		return def
+	}
+	d := time.Duration(n) * time.Second
+	o.recordEnv(flagName, name, v, d.String(), nil)
+	return d
+}
+
+// envScopedInt reads an engine-scoped integer variable.
+func (o *Options) envScopedInt(flagName, name string, def int) int {
+	v, ok := os.LookupEnv(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		o.recordEnv(flagName, name, v, "", errors.New("want an integer"))
+		return def
+	}
+	o.recordEnv(flagName, name, v, strconv.Itoa(n), nil)
+	return n
+}
+
+// envScopedString reads an engine-scoped string variable (lower-cased).
+func (o *Options) envScopedString(flagName, name, def string) string {
+	v, ok := os.LookupEnv(name)
+	if !ok || strings.TrimSpace(v) == "" {
+		return def
+	}
+	s := strings.ToLower(strings.TrimSpace(v))
+	o.recordEnv(flagName, name, v, s, nil)
+	return s
+}
+
+func (o *Options) recordEnv(flagName, name, raw, parsed string, err error) {
+	if o.env == nil {
+		o.env = map[string]envValue{}
+	}
+	o.env[flagName] = envValue{name: name, raw: raw, parsed: parsed, err: err}
+}
 
 // envSeconds reads an AIBRIX_* variable (non-negative integer seconds) as a default.
 func (o *Options) envSeconds(name string, def time.Duration) time.Duration {
@@ -81,26 +149,6 @@ func (o *Options) envSeconds(name string, def time.Duration) time.Duration {
 		return def
 	}
 	return time.Duration(n) * time.Second
-}
-
-func (o *Options) envInt(name string, def int) int {
-	v, ok := os.LookupEnv(name)
-	if !ok || strings.TrimSpace(v) == "" {
-		return def
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil {
-		o.envErr = errors.Join(o.envErr, fmt.Errorf("environment %s=%q: want an integer", name, v))
-		return def
-	}
-	return n
-}
-
-func envString(name, def string) string {
-	if v, ok := os.LookupEnv(name); ok && strings.TrimSpace(v) != "" {
-		return strings.ToLower(strings.TrimSpace(v))
-	}
-	return def
 }
 
 // NewOptions returns the defaults, with the mirrored environment variables applied.
@@ -119,14 +167,17 @@ func NewOptions() *Options {
 		MaxRequestBytes:     32 << 20,
 		MaxIdleConnsPerHost: 1024,
 		InferencePool:       os.Getenv("INFERENCE_POOL"),
+		PrefillRetryOnce:    true,
 	}
-	o.KVConnector = envString("AIBRIX_KV_CONNECTOR_TYPE", string(proxy.ConnectorNIXLv2))
-	o.TRTSchedule = envString("AIBRIX_TRT_SCHEDULE_STYLE", string(proxy.ContextFirst))
-	o.TRTMachineID = o.envInt("AIBRIX_TRT_MACHINE_ID", 0)
-	o.BootstrapPort = o.envInt("SGLANG_BOOTSTRAP_PORT", 8998)
+	// AIBrix's default connector is shfs (docs/aibrix-knobs.md); AIBrix fleets relying on the
+	// default need its remote_host rewrite.
+	o.KVConnector = o.envScopedString("kv-connector", "AIBRIX_KV_CONNECTOR_TYPE", string(proxy.ConnectorSHFS))
+	o.TRTSchedule = o.envScopedString("trt-schedule-style", "AIBRIX_TRT_SCHEDULE_STYLE", string(proxy.ContextFirst))
+	o.TRTMachineID = o.envScopedInt("trt-machine-id", "AIBRIX_TRT_MACHINE_ID", 0)
+	o.BootstrapPort = o.envScopedInt("sglang-bootstrap-port", "SGLANG_BOOTSTRAP_PORT", 8998)
 	o.PrefillTimeout = o.envSeconds("AIBRIX_PREFILL_REQUEST_TIMEOUT", 30*time.Second)
-	o.AbortTimeout = o.envSeconds("AIBRIX_DECODE_ABORT_TIMEOUT", 3*time.Second)
-	o.AbortRetryDelay = o.envSeconds("AIBRIX_DECODE_ABORT_RETRY_DELAY", 2*time.Second)
+	o.AbortTimeout = o.envScopedSeconds("decode-abort-timeout", "AIBRIX_DECODE_ABORT_TIMEOUT", 3*time.Second)
+	o.AbortRetryDelay = o.envScopedSeconds("decode-abort-retry-delay", "AIBRIX_DECODE_ABORT_RETRY_DELAY", 2*time.Second)
 	o.FirstResponseTimeout = o.envSeconds("AIBRIX_DECODE_FIRST_RESPONSE_TIMEOUT", 60*time.Second)
 	o.ResponseTimeout = o.envSeconds("AIBRIX_DECODE_RESPONSE_TIMEOUT", 0)
 	o.StreamIdleTimeout = o.envSeconds("AIBRIX_DECODE_STREAM_IDLE_TIMEOUT", 120*time.Second)
@@ -146,6 +197,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.FailurePolicy, "prefill-failure-policy", o.FailurePolicy, "on prefill failure: "+proxy.Join(proxy.FailurePolicies))
 	fs.IntVar(&o.PrefillMaxRetries, "prefill-max-retries", o.PrefillMaxRetries, "extra prefill attempts under the retry policy (0..10)")
 	fs.DurationVar(&o.PrefillRetryBackoff, "prefill-retry-backoff", o.PrefillRetryBackoff, "backoff before the first retry, doubled each retry")
+	fs.BoolVar(&o.PrefillRetryOnce, "prefill-retry-once", o.PrefillRetryOnce, "retry a failed prefill once (on the EPP's alternate prefill pod of the same roleset when it names one) before --prefill-failure-policy applies")
+	fs.BoolVar(&o.AIBrixMetrics, "aibrix-metrics", o.AIBrixMetrics, "also emit AIBrix's metric names (gateway_request_model_fail_total{status,status_code}) next to pdgate's")
 	fs.DurationVar(&o.EncodeTimeout, "encode-timeout", o.EncodeTimeout, "deadline of the encode fan-out")
 	fs.DurationVar(&o.AbortTimeout, "decode-abort-timeout", o.AbortTimeout, "timeout of each SGLang /abort_request; 0 disables aborts (env AIBRIX_DECODE_ABORT_TIMEOUT, seconds)")
 	fs.DurationVar(&o.AbortRetryDelay, "decode-abort-retry-delay", o.AbortRetryDelay, "delay before the second /abort_request; 0 sends one (env AIBRIX_DECODE_ABORT_RETRY_DELAY, seconds)")
@@ -175,6 +228,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 func (o *Options) Validate() error {
 	if o.envErr != nil {
 		return o.envErr
+	}
+	if err := o.checkEngineSettings(); err != nil {
+		return err
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-key-file go together")

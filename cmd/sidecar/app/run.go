@@ -39,6 +39,9 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	log := o.Logger
+	for _, w := range o.warnings {
+		log.Info("WARNING: sidecar setting ignored", "detail", w)
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -46,7 +49,11 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := o.proxyConfig(log, checker, proxy.NewMetrics(reg))
+	metrics := proxy.NewMetrics(reg)
+	if o.AIBrixMetrics {
+		metrics.WithAIBrixNames(reg)
+	}
+	cfg, err := o.proxyConfig(log, checker, metrics)
 	if err != nil {
 		return err
 	}
@@ -209,7 +216,7 @@ func (o *Options) proxyConfig(log logr.Logger, checker allowlist.Checker, m *pro
 		TRTSchedule: proxy.ScheduleStyle(o.TRTSchedule), TRTMachineID: o.TRTMachineID,
 		SGLangBootstrapPort: o.BootstrapPort,
 		PrefillTimeout:      o.PrefillTimeout, FailurePolicy: proxy.FailurePolicy(o.FailurePolicy),
-		PrefillMaxRetries: o.PrefillMaxRetries, PrefillRetryBackoff: o.PrefillRetryBackoff,
+		PrefillMaxRetries: o.PrefillMaxRetries, PrefillRetryBackoff: o.PrefillRetryBackoff, SkipPrefillRetryOnce: !o.PrefillRetryOnce,
 		EncodeTimeout: o.EncodeTimeout, AbortTimeout: o.AbortTimeout, AbortRetryDelay: o.AbortRetryDelay,
 		FirstResponseTimeout: o.FirstResponseTimeout, ResponseTimeout: o.ResponseTimeout,
 		StreamIdleTimeout: o.StreamIdleTimeout, MaxRequestBytes: o.MaxRequestBytes,

@@ -90,7 +90,11 @@ type Config struct {
 	FailurePolicy       FailurePolicy
 	PrefillMaxRetries   int
 	PrefillRetryBackoff time.Duration
-	EncodeTimeout       time.Duration
+	// SkipPrefillRetryOnce turns off the one retry every policy makes on a retryable prefill
+	// failure (on the EPP's alternate prefill pod when named, else the same pod). The zero
+	// value retries: silent degradation starts with a single dropped connection otherwise.
+	SkipPrefillRetryOnce bool
+	EncodeTimeout        time.Duration
 
 	AbortTimeout    time.Duration
 	AbortRetryDelay time.Duration

@@ -40,7 +40,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }
 func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body []byte, o decodeOpts) (needPrefill bool) {
 	ctx, cancel := contextWithCancel(r.Context())
 	defer cancel()
-	wd := newWatchdog(p.cfg.FirstResponseTimeout, p.cfg.ResponseTimeout, p.cfg.StreamIdleTimeout, rq.stream, cancel)
+	wd := newWatchdog(rq.t.firstResponse, rq.t.response, rq.t.streamIdle, rq.stream, cancel)
 	defer wd.stop()
 	if o.gate != nil {
 		o.gate.attach(cancel)
@@ -112,7 +112,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if len(chunk) > 0 {
 				if !committed && !commit() {
-					p.writeGateFailure(w, o.gate)
+					p.writeGateFailure(w, rq, o.gate)
 					return false
 				}
 				if _, werr := out.Write(chunk); werr != nil {
@@ -130,7 +130,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if !committed {
 				if !commit() {
-					p.writeGateFailure(w, o.gate)
+					p.writeGateFailure(w, rq, o.gate)
 					return false
 				}
 				if len(pending) > 0 {
@@ -166,6 +166,9 @@ func (p *Proxy) writeDecodeHeaders(w http.ResponseWriter, resp *http.Response, o
 	if o.gate != nil {
 		outcome, dur, end = o.gate.outcome()
 	}
+	if outcome == outcomeOK && rq.onAlternate {
+		outcome = outcomeAlternate
+	}
 	h.Set(protocol.HeaderPrefillOutcome, outcome)
 	if dur > 0 {
 		h.Set(protocol.HeaderPrefillDurationMS, strconv.FormatInt(dur.Milliseconds(), 10))
@@ -187,6 +190,7 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 		p.cfg.Metrics.Watchdog.WithLabelValues(phase, strconv.FormatBool(committed)).Inc()
 		p.cfg.Metrics.Legs.WithLabelValues("decode", engine, "watchdog").Inc()
 		rq.log.Info("pd_decode_watchdog fired", "phase", phase, "headersSent", committed)
+		p.cfg.Metrics.aibrixFailure(aibrixDecodeWatchdog, http.StatusGatewayTimeout)
 		if o.rid != "" {
 			p.abortSGLang(rq, o.rid, "watchdog_"+phase)
 		}
@@ -206,7 +210,7 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 			if committed {
 				panic(http.ErrAbortHandler)
 			}
-			p.writePrefillFailure(w, lerr)
+			p.writePrefillFailure(w, rq, lerr)
 			return
 		}
 	}
@@ -226,11 +230,14 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 	writeError(w, http.StatusBadGateway, "decode leg failed: "+truncate(err.Error(), 256), protocol.HeaderErrorDecode)
 }
 
-func (p *Proxy) writeGateFailure(w http.ResponseWriter, g *gate) {
+func (p *Proxy) writeGateFailure(w http.ResponseWriter, rq *request, g *gate) {
 	if lerr := g.failure(); lerr != nil {
-		p.writePrefillFailure(w, lerr)
+		p.writePrefillFailure(w, rq, lerr)
 		return
 	}
+	p.diverted(rq, outcomeFailed, "unknown")
+	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, http.StatusServiceUnavailable)
+	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
 	writeError(w, http.StatusServiceUnavailable, "prefill leg failed", protocol.HeaderErrorPrefill)
 }
 

@@ -36,13 +36,13 @@ func TestPrefillFailurePolicies(t *testing.T) {
 		wantDecode  int
 		wantErrHdr  bool
 	}{
-		{name: "fail-fast 500 keeps prefiller status", policy: FailFast, prefill: status(500), wantStatus: 500, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		{name: "fail-fast 500 keeps prefiller status after the one retry", policy: FailFast, prefill: status(500), wantStatus: 500, wantOutcome: "failed", wantPrefill: 2, wantErrHdr: true},
 		{name: "fail-fast transport is 503", policy: FailFast, closed: true, wantStatus: 503, wantOutcome: "failed", wantErrHdr: true},
 		{name: "fail-fast bad body is 503", policy: FailFast, prefill: func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
 			_, _ = w.Write([]byte("not json"))
-		}, wantStatus: 503, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		}, wantStatus: 503, wantOutcome: "failed", wantPrefill: 2, wantErrHdr: true},
 		{name: "4xx returned as is under fallback", policy: FallbackLocal, prefill: status(400), wantStatus: 400, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
-		{name: "fallback-local on 503", policy: FallbackLocal, prefill: status(503), wantStatus: 200, wantOutcome: "fallback-local", wantPrefill: 1, wantDecode: 1},
+		{name: "fallback-local on 503 after the one retry", policy: FallbackLocal, prefill: status(503), wantStatus: 200, wantOutcome: "fallback-local", wantPrefill: 2, wantDecode: 1},
 		{name: "fallback-local on transport", policy: FallbackLocal, closed: true, wantStatus: 200, wantOutcome: "fallback-local", wantDecode: 1},
 		{name: "retry then succeed", policy: Retry, prefill: failTwice(), wantStatus: 200, wantOutcome: "ok", wantPrefill: 3, wantDecode: 1},
 		{name: "retry exhausted", policy: Retry, prefill: status(429), wantStatus: 429, wantOutcome: "failed", wantPrefill: 3, wantErrHdr: true},

@@ -21,6 +21,9 @@ const (
 	outcomeFailed   = "failed"
 	outcomeSkipped  = "skipped"
 	outcomeFallback = "fallback-local"
+	// outcomeAlternate: the prefill ran on the EPP's alternate prefill pod after the named
+	// one failed; the EPP's charge on the named pod holds no KV.
+	outcomeAlternate = "alternate"
 
 	classSetup       = "request_setup"
 	classTimeout     = "timeout"
@@ -28,6 +31,17 @@ const (
 	classTransport   = "transport"
 	classHTTP        = "http_status"
 	classBadResponse = "bad_response"
+
+	// Reasons of pdgate_sidecar_prefill_diverted_total beyond the failure classes.
+	reasonAllowlist  = "allowlist"
+	reasonBadHeader  = "bad_header"
+	reasonNoKVParams = "no_kv_params"
+	reasonCacheHit   = "cache_hit"
+
+	// aibrixPrefillFailure and aibrixDecodeWatchdog are AIBrix's status labels of
+	// gateway_request_model_fail_total.
+	aibrixPrefillFailure = "pd_prefill_failure"
+	aibrixDecodeWatchdog = "pd_decode_watchdog"
 )
 
 // maxLegResponse caps a buffered prefill/encode response (prompt_token_ids can be large).
@@ -163,31 +177,51 @@ func (p *Proxy) prefillOnce(ctx context.Context, r *http.Request, rq *request, b
 }
 
 // sequentialPrefill runs the prefill leg of the dialects that wait for it (vLLM, TRT-LLM
-// context_first), retrying under the retry policy within one overall deadline.
+// context_first) within one overall deadline. Every policy retries a retryable failure once
+// (unless SkipPrefillRetryOnce): on the EPP's alternate prefill pod of the same roleset when
+// it named one, else on the same pod; the retry policy adds attempts up to
+// PrefillMaxRetries. A prefill that succeeds on the alternate leaves rq.prefill pointing at
+// it (the KV is there: SHFS's remote_host must name it) and rq.onAlternate set.
 func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*jsonbody.Object, time.Duration, *legError) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.PrefillTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), rq.t.prefill)
 	defer cancel()
-	attempts := 1
-	if p.cfg.FailurePolicy == Retry {
-		attempts += p.cfg.PrefillMaxRetries
+	retries := 0
+	if !p.cfg.SkipPrefillRetryOnce {
+		retries = 1
+	}
+	if p.cfg.FailurePolicy == Retry && p.cfg.PrefillMaxRetries > retries {
+		retries = p.cfg.PrefillMaxRetries
 	}
 	engine := string(p.cfg.Engine)
+	var first *legError
 	for i := 0; ; i++ {
 		obj, lerr := p.prefillOnce(ctx, r, rq, body)
 		if lerr == nil {
 			d := time.Since(start)
 			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
 			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(d.Seconds())
+			if rq.onAlternate {
+				p.diverted(rq, outcomeAlternate, first.class)
+			}
 			return obj, d, nil
+		}
+		if first == nil {
+			first = lerr
 		}
 		p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
 		rq.log.Info("prefill attempt failed", "attempt", i+1, "target", rq.prefill.String(), "err", lerr.Error())
-		if i+1 >= attempts || !lerr.retryable() || ctx.Err() != nil {
+		if i >= retries || !lerr.retryable() || ctx.Err() != nil {
 			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
 			return nil, time.Since(start), lerr
 		}
 		p.cfg.Metrics.PrefillRetries.WithLabelValues(engine).Inc()
+		if i == 0 && rq.alternate != nil {
+			// Another pod: no reason to wait before asking it.
+			rq.log.Info("retrying the prefill on the EPP's alternate prefill pod", "target", rq.alternate.String())
+			rq.prefill, rq.onAlternate = rq.alternate, true
+			continue
+		}
 		t := time.NewTimer(p.cfg.PrefillRetryBackoff << i)
 		select {
 		case <-t.C:
@@ -200,9 +234,12 @@ func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*j
 // prefillFailed applies the failure policy after a sequential prefill leg failed.
 func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
 	if r.Context().Err() != nil {
+		p.diverted(rq, outcomeFailed, classCanceled)
 		return // the client is gone; nobody to answer
 	}
 	if lerr.clientError() {
+		p.diverted(rq, outcomeFailed, lerr.class)
+		p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, lerr.status)
 		h := w.Header()
 		h.Set("Content-Type", lerr.header.Get("Content-Type"))
 		h.Set(protocol.HeaderErrorPrefill, "true")
@@ -213,21 +250,34 @@ func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	if p.cfg.FailurePolicy == FallbackLocal {
 		rq.log.Info("prefill failed; decoding with local prefill", "class", lerr.class)
+		p.diverted(rq, outcomeFallback, lerr.class)
 		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
 		return
 	}
-	p.writePrefillFailure(w, lerr)
+	p.writePrefillFailure(w, rq, lerr)
 }
 
 // writePrefillFailure answers the client for a failed prefill leg: the prefiller's own status
 // for HTTP failures, 503 for every other class.
-func (p *Proxy) writePrefillFailure(w http.ResponseWriter, lerr *legError) {
+func (p *Proxy) writePrefillFailure(w http.ResponseWriter, rq *request, lerr *legError) {
 	code := http.StatusServiceUnavailable
 	if lerr.class == classHTTP && lerr.status >= 400 && lerr.status <= 599 {
 		code = lerr.status
 	}
+	p.diverted(rq, outcomeFailed, lerr.class)
+	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, code)
 	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
 	writeError(w, code, "prefill request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256), protocol.HeaderErrorPrefill)
+}
+
+// diverted counts a request whose prefill did not run where the EPP said (outcome failed,
+// fallback-local, alternate or skipped; reason a failure class or a named cause). Requests
+// the EPP sent without a prefill target are not counted: nothing was diverted.
+func (p *Proxy) diverted(rq *request, outcome, reason string) {
+	if !rq.prefillAsked {
+		return
+	}
+	p.cfg.Metrics.PrefillDiverted.WithLabelValues(string(p.cfg.Engine), outcome, reason).Inc()
 }
 
 // kvKeys are body fields that steer where an engine pulls KV from. A client must not set

@@ -1,6 +1,10 @@
 package proxy
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the sidecar's Prometheus series (documented in cmd/sidecar/README.md).
 type Metrics struct {
@@ -13,6 +17,14 @@ type Metrics struct {
 	AllowlistRejections *prometheus.CounterVec
 	PrefillRetries      *prometheus.CounterVec
 	InFlight            prometheus.Gauge
+	// PrefillDiverted counts every request whose prefill did not run where the EPP said: the
+	// one series an operator alerts on to see a broken prefill tier within one scrape.
+	PrefillDiverted *prometheus.CounterVec
+	// KnobRejections counts x-pdgate-sidecar-knobs values with an invalid item.
+	KnobRejections prometheus.Counter
+	// AIBrixFailures is AIBrix's gateway_request_model_fail_total{status, status_code}, nil
+	// unless the AIBrix-compatible names were asked for (WithAIBrixNames).
+	AIBrixFailures *prometheus.CounterVec
 }
 
 var latencyBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -54,8 +66,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		InFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pdgate_sidecar_inflight_requests", Help: "Inference requests in flight.",
 		}),
+		PrefillDiverted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_prefill_diverted_total",
+			Help: "Requests whose prefill did not run on the pod the EPP named, by engine, outcome (failed, fallback-local, alternate, skipped) and reason.",
+		}, []string{"engine", "outcome", "reason"}),
+		KnobRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_knob_header_rejections_total",
+			Help: "x-pdgate-sidecar-knobs values with an invalid item (the flag applied for that item).",
+		}),
 	}
 	reg.MustRegister(m.Requests, m.Legs, m.PrefillSeconds, m.KVHandoffSeconds, m.Watchdog, m.Aborts,
-		m.AllowlistRejections, m.PrefillRetries, m.InFlight)
+		m.AllowlistRejections, m.PrefillRetries, m.InFlight, m.PrefillDiverted, m.KnobRejections)
 	return m
+}
+
+// WithAIBrixNames also registers AIBrix's failure counter on reg, so that AIBrix dashboards
+// keep working: gateway_request_model_fail_total{status="pd_prefill_failure"|"pd_decode_watchdog",
+// status_code} (AIBrix's gateway emits it; in pdgate the sidecar sees these failures).
+func (m *Metrics) WithAIBrixNames(reg prometheus.Registerer) *Metrics {
+	m.AIBrixFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gateway_request_model_fail_total",
+		Help: "AIBrix-compatible name: requests failed by the P/D path, by status (pd_prefill_failure, pd_decode_watchdog) and status_code.",
+	}, []string{"status", "status_code"})
+	reg.MustRegister(m.AIBrixFailures)
+	return m
+}
+
+// aibrixFailure counts a failure under AIBrix's name when enabled.
+func (m *Metrics) aibrixFailure(status string, code int) {
+	if m.AIBrixFailures != nil {
+		m.AIBrixFailures.WithLabelValues(status, strconv.Itoa(code)).Inc()
+	}
 }

@@ -83,8 +83,16 @@ type request struct {
 	bootstrapPort    string
 	prefillEngine    string
 	prefillConnector string
-	log              logr.Logger
-	start            time.Time
+	// alternate is a second prefill target of the same roleset for the one retry (nil: retry
+	// the same target).
+	alternate *protocol.HostPort
+	// prefillAsked: the EPP named a prefill target (pdgate_sidecar_prefill_diverted_total
+	// counts only such requests); onAlternate: the prefill ran on the alternate.
+	prefillAsked, onAlternate bool
+	// t are the request's timeouts (flags + per-profile sidecar knobs).
+	t     timeouts
+	log   logr.Logger
+	start time.Time
 }
 
 // ServeHTTP implements http.Handler.
@@ -118,6 +126,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 	rq.bootstrapPort = strings.TrimSpace(routing[protocol.HeaderPrefillerBootstrapPort])
 	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])
 	rq.prefillConnector = strings.TrimSpace(routing[protocol.HeaderPrefillerKVConnector])
+	rq.t = p.timeoutsFor(rq, strings.TrimSpace(routing[protocol.HeaderSidecarKnobs]))
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
 	if err != nil {
@@ -132,21 +141,23 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 	rq.raw = body
 
 	if v := routing[protocol.HeaderPrefillerHostPort]; strings.TrimSpace(v) != "" {
+		rq.prefillAsked = true
 		first := strings.Split(v, ",")[0]
 		hp, err := protocol.ParseHostPort(first)
 		if err != nil {
 			rq.log.Info("malformed prefill header", "value", v, "err", err.Error())
-			writeError(w, http.StatusBadRequest, "malformed "+protocol.HeaderPrefillerHostPort+" header", protocol.HeaderErrorPrefill)
+			p.refusePrefill(w, rq, http.StatusBadRequest, "malformed "+protocol.HeaderPrefillerHostPort+" header", reasonBadHeader)
 			return "rejected"
 		}
 		if !p.cfg.Allow.Allowed(hp) {
 			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
 			rq.log.Info("prefill target refused by the allow-list", "target", hp.String(),
 				"client", r.RemoteAddr, "userAgent", r.UserAgent())
-			writeError(w, http.StatusForbidden, "prefill target not allowed", protocol.HeaderErrorPrefill)
+			p.refusePrefill(w, rq, http.StatusForbidden, "prefill target not allowed", reasonAllowlist)
 			return "rejected"
 		}
 		rq.prefill = &hp
+		rq.alternate = p.alternatePrefill(rq, routing[protocol.HeaderPrefillerAlternateHostPort], hp)
 	}
 	if v := routing[protocol.HeaderEncoderHostsPorts]; strings.TrimSpace(v) != "" {
 		rq.encoders = p.allowedEncoders(rq, v)
@@ -234,11 +245,42 @@ func (p *Proxy) setupFailure(w http.ResponseWriter, r *http.Request, rq *request
 	rq.log.Info("prefill leg cannot be set up", "reason", msg)
 	p.cfg.Metrics.Legs.WithLabelValues("prefill", string(p.cfg.Engine), classSetup).Inc()
 	if p.cfg.FailurePolicy == FallbackLocal {
+		p.diverted(rq, outcomeFallback, classSetup)
 		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
 		return
 	}
+	p.refusePrefill(w, rq, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), classSetup)
+}
+
+// refusePrefill answers a request whose prefill leg is refused before it is sent, with the
+// failed outcome, x-error-pd-prefill and the diverted-prefill count.
+func (p *Proxy) refusePrefill(w http.ResponseWriter, rq *request, code int, msg, reason string) {
+	p.diverted(rq, outcomeFailed, reason)
+	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, code)
 	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
-	writeError(w, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), protocol.HeaderErrorPrefill)
+	writeError(w, code, msg, protocol.HeaderErrorPrefill)
+}
+
+// alternatePrefill parses the EPP's alternate prefill target; a malformed or refused one is
+// dropped (logged), and the one retry goes to the first target.
+func (p *Proxy) alternatePrefill(rq *request, v string, first protocol.HostPort) *protocol.HostPort {
+	if strings.TrimSpace(v) == "" {
+		return nil
+	}
+	hp, err := protocol.ParseHostPort(strings.Split(v, ",")[0])
+	if err != nil {
+		rq.log.Info("malformed alternate prefill header ignored", "value", v, "err", err.Error())
+		return nil
+	}
+	if !p.cfg.Allow.Allowed(hp) {
+		p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
+		rq.log.Info("alternate prefill target refused by the allow-list; ignored", "target", hp.String())
+		return nil
+	}
+	if hp == first {
+		return nil
+	}
+	return &hp
 }
 
 // requestID returns the client's x-request-id when it is sane, else a fresh random id.

@@ -64,7 +64,7 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 		if bp := (protocol.HostPort{Host: rq.prefill.Host, Port: v}); v != port && !p.cfg.Allow.Allowed(bp) {
 			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
 			rq.log.Info("bootstrap target refused by the allow-list", "target", bp.String(), "client", r.RemoteAddr)
-			writeError(w, http.StatusForbidden, "bootstrap target not allowed", protocol.HeaderErrorPrefill)
+			p.refusePrefill(w, rq, http.StatusForbidden, "bootstrap target not allowed", reasonAllowlist)
 			return
 		}
 		port = v
@@ -90,7 +90,7 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 // answer. The returned func, deferred by the handler, cancels the leg only when the client
 // went away.
 func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte, g *gate, onFailBefore func()) (done func()) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.cfg.PrefillTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rq.t.prefill)
 	engine := string(p.cfg.Engine)
 	done = func() {
 		// Deferred inside the handler: a cancelled request context here means the client left.
@@ -120,6 +120,8 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 			}
 			return
 		}
+		// Headers are out: only the count can tell the operator.
+		p.diverted(rq, outcomeFailed, lerr.class)
 		rq.log.Info("prefill failed after the decode answer started", "class", lerr.class, "err", lerr.Error())
 	}()
 	return done
@@ -128,7 +130,7 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 // abortSGLang asks the local SGLang engine to drop rid, twice (the engine answers 200 whether
 // or not the rid matched, so the second attempt covers a request that was not yet queued).
 func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
-	if p.cfg.AbortTimeout == 0 {
+	if rq.t.abort == 0 {
 		p.cfg.Metrics.Aborts.WithLabelValues(trigger, "skipped_disabled").Inc()
 		return
 	}
@@ -136,12 +138,12 @@ func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
 	go func() {
 		for attempt := 0; attempt < 2; attempt++ {
 			if attempt == 1 {
-				if p.cfg.AbortRetryDelay == 0 {
+				if rq.t.abortRetry == 0 {
 					return
 				}
-				time.Sleep(p.cfg.AbortRetryDelay)
+				time.Sleep(rq.t.abortRetry)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.AbortTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), rq.t.abort)
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL("/abort_request", nil), bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			result := "ok"

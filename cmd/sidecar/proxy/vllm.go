@@ -57,6 +57,7 @@ func (p *Proxy) runVLLM(w http.ResponseWriter, r *http.Request, rq *request) {
 		if !found {
 			// Without parameters the decode engine prefills by itself.
 			rq.log.Info("prefill response carries no kv_transfer_params; decode prefills locally")
+			p.diverted(rq, outcomeFallback, reasonNoKVParams)
 			outcome = outcomeFallback
 			break
 		}
@@ -102,6 +103,7 @@ func (p *Proxy) runSharedStorage(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	if rq.obj.Has("cache_hit_threshold") {
 		if !p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeSkipped, probe: true}) {
+			p.diverted(rq, outcomeSkipped, reasonCacheHit)
 			return
 		}
 		rq.log.V(1).Info("decode answered cache_threshold; running prefill")
@@ -123,6 +125,7 @@ func (p *Proxy) runSharedStorage(w http.ResponseWriter, r *http.Request, rq *req
 // would answer cache_threshold again.
 func (p *Proxy) prefillFailedSharedStorage(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
 	if p.cfg.FailurePolicy == FallbackLocal && !lerr.clientError() && r.Context().Err() == nil {
+		p.diverted(rq, outcomeFallback, lerr.class)
 		dec := sanitized(rq.obj)
 		dec.SetInt("cache_hit_threshold", 0)
 		p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcomeFallback})
