@@ -61,6 +61,9 @@ type Params struct {
 	// (scheduling failed after a scorer charged); 0 disables.
 	UnconfirmedTimeoutSeconds int         `json:"unconfirmedTimeoutSeconds"`
 	Redis                     RedisParams `json:"redis"`
+	// AIBrixMetricNames also emits the ledger gauges under AIBrix's names (pd_token_load_*),
+	// so AIBrix dashboards keep working next to pdgate's.
+	AIBrixMetricNames bool `json:"aibrixMetricNames"`
 }
 
 // RedisParams configure the shared decode ledger. An empty Address disables sharing.

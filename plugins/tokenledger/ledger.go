@@ -119,6 +119,9 @@ func NewTracker(o Options) *Tracker {
 	if o.Metrics == nil {
 		o.Metrics = defaultMetrics()
 	}
+	if o.Params.AIBrixMetricNames {
+		o.Metrics.EnableAIBrixNames(aibrixRegistry)
+	}
 	now := o.Clock.Now()
 	t := &Tracker{
 		p: o.Params, clock: o.Clock, epoch: now, metrics: o.Metrics, log: o.Logger,

@@ -3,6 +3,7 @@ package tokenledger
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -16,7 +17,44 @@ type Metrics struct {
 	sessionsFull       prometheus.Counter
 	sharedSyncs        *prometheus.CounterVec
 	remoteReplicas     prometheus.Gauge
+
+	// aibrix holds AIBrix's names of the three per-pod gauges (active, kv, decode) once
+	// EnableAIBrixNames ran; nil otherwise. Atomic: the process-wide Metrics is shared by
+	// every ledger, and a config reload may enable the names while another ledger charges.
+	aibrixOnce sync.Once
+	aibrix     atomic.Pointer[[3]*prometheus.GaugeVec]
 }
+
+// AIBrixGaugeNames are AIBrix's ledger gauge names, same labels as pdgate's. The decode one is
+// inferred (AIBrix's constant PDTokenLoadDecodeTokens; its exported name is not documented).
+var AIBrixGaugeNames = [3]string{"pd_token_load_active_tokens", "pd_token_load_kv_tokens", "pd_token_load_decode_tokens"}
+
+// EnableAIBrixNames also emits the per-pod gauges under AIBrix's names on reg (idempotent;
+// already registered collectors are reused).
+func (m *Metrics) EnableAIBrixNames(reg prometheus.Registerer) {
+	m.aibrixOnce.Do(func() {
+		var g [3]*prometheus.GaugeVec
+		for i, name := range AIBrixGaugeNames {
+			g[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name,
+				Help: "AIBrix-compatible name of the matching pdgate_token_load_* gauge."}, podLabels)
+			if reg == nil {
+				continue
+			}
+			if err := reg.Register(g[i]); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if errors.As(err, &are) {
+					g[i] = are.ExistingCollector.(*prometheus.GaugeVec)
+				}
+			}
+		}
+		m.aibrix.Store(&g)
+	})
+}
+
+// both sets two gauges at once: pdgate's name and AIBrix's.
+type both [2]gaugeSetter
+
+func (b both) Set(v float64) { b[0].Set(v); b[1].Set(v) }
 
 type gaugeSetter interface{ Set(float64) }
 
@@ -68,6 +106,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, err
 }
 
+// aibrixRegistry is where EnableAIBrixNames registers for ledgers built by NewTracker: the
+// registry the EPP serves.
+var aibrixRegistry prometheus.Registerer = ctrlmetrics.Registry
+
 var defaultMetrics = sync.OnceValue(func() *Metrics {
 	m, err := NewMetrics(ctrlmetrics.Registry)
 	if err != nil {
@@ -88,7 +130,11 @@ func splitPod(k PodKey) (ns, name string) {
 
 func (m *Metrics) podGauges(k PodKey) (a, kv, d gaugeSetter) {
 	ns, name := splitPod(k)
-	return m.active.WithLabelValues(ns, name), m.kv.WithLabelValues(ns, name), m.decode.WithLabelValues(ns, name)
+	a, kv, d = m.active.WithLabelValues(ns, name), m.kv.WithLabelValues(ns, name), m.decode.WithLabelValues(ns, name)
+	if g := m.aibrix.Load(); g != nil {
+		a, kv, d = both{a, g[0].WithLabelValues(ns, name)}, both{kv, g[1].WithLabelValues(ns, name)}, both{d, g[2].WithLabelValues(ns, name)}
+	}
+	return a, kv, d
 }
 
 func (m *Metrics) deletePod(k PodKey) {
@@ -96,4 +142,9 @@ func (m *Metrics) deletePod(k PodKey) {
 	m.active.DeleteLabelValues(ns, name)
 	m.kv.DeleteLabelValues(ns, name)
 	m.decode.DeleteLabelValues(ns, name)
+	if g := m.aibrix.Load(); g != nil {
+		for _, v := range g {
+			v.DeleteLabelValues(ns, name)
+		}
+	}
 }

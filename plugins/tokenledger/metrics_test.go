@@ -75,3 +75,46 @@ func TestGaugesFollowLedger(t *testing.T) {
 		t.Fatalf("kv after active release = %v", got)
 	}
 }
+
+// With aibrixMetricNames the per-pod gauges also appear under AIBrix's pd_token_load_* names,
+// set and deleted together with pdgate's.
+func TestAIBrixMetricNames(t *testing.T) {
+	for _, enable := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enable {
+			m.EnableAIBrixNames(reg)
+			m.EnableAIBrixNames(reg) // idempotent
+		}
+		a, kv, d := m.podGauges("ns/p")
+		a.Set(3)
+		kv.Set(4)
+		d.Set(5)
+		got := map[string]float64{}
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			for _, mm := range mf.GetMetric() {
+				got[mf.GetName()] = mm.GetGauge().GetValue()
+			}
+		}
+		for i, name := range AIBrixGaugeNames {
+			v, ok := got[name]
+			if ok != enable || (enable && v != float64(i+3)) {
+				t.Fatalf("enable=%v: %s = %v (present %v)", enable, name, v, ok)
+			}
+		}
+		if got["pdgate_token_load_active_tokens"] != 3 {
+			t.Fatalf("pdgate's gauge lost: %v", got)
+		}
+		m.deletePod("ns/p")
+		mfs, _ = reg.Gather()
+		for _, mf := range mfs {
+			if len(mf.GetMetric()) > 0 && (mf.GetName() == AIBrixGaugeNames[0] || mf.GetName() == "pdgate_token_load_active_tokens") {
+				t.Fatalf("%s not deleted with the pod", mf.GetName())
+			}
+		}
+	}
+}

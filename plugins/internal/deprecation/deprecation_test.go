@@ -40,10 +40,21 @@ func TestOnce(t *testing.T) {
 				t.Fatalf("lines %v, want notices for %v", lines, tt.want)
 			}
 			for i, k := range tt.want {
-				if !strings.Contains(lines[i], `"Deprecated: `+k+`"`) || !strings.Contains(lines[i], `"plugin"="`+k+`"`) {
+				if !strings.Contains(lines[i], `"Deprecated: `+k+`;`) || !strings.Contains(lines[i], `"plugin"="`+k+`"`) {
 					t.Errorf("line %d %q, want the notice for %s with its plugin key", i, lines[i], k)
 				}
 			}
 		})
+	}
+}
+
+// Every notice names the release that removes the deprecated name (llm-d: v0.11).
+func TestNoticeNamesRemovalRelease(t *testing.T) {
+	Reset()
+	var lines []string
+	ctx := log.IntoContext(context.Background(), funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{}))
+	Once(ctx, "x", "Deprecated: x is deprecated, use y instead", "plugin", "x")
+	if len(lines) != 1 || !strings.Contains(lines[0], "planned removal: v0.11") || !strings.Contains(lines[0], `"removal"="v0.11"`) {
+		t.Fatalf("notice %q does not name the removal release", lines)
 	}
 }
