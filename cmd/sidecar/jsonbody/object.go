@@ -3,6 +3,12 @@
 // huge numbers and nested key order (prompt_token_ids, tool schemas) reach the engine exactly
 // as the client sent them. Duplicate top-level keys are reported so the sidecar can refuse a
 // body that repeats a key it controls (two parsers could otherwise disagree on its value).
+//
+// Bodies are read with go-json-experiment's jsontext (the future encoding/json/v2 text
+// layer), set to accept what encoding/json accepts (duplicate names, invalid UTF-8 inside
+// strings, nesting up to 10,000 levels): one validating pass that hands out each member's
+// exact bytes. tidwall/gjson and sjson were measured for this and not taken; the README says
+// why.
 package jsonbody
 
 import (
@@ -12,6 +18,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // member is one top-level key and its raw value bytes.
@@ -29,29 +39,47 @@ type Object struct {
 // ErrNotObject is returned when the body is valid JSON but not an object.
 var ErrNotObject = errors.New("body is not a JSON object")
 
-// Parse reads one JSON object. Trailing data after the object is an error.
+// v1Grammar makes jsontext accept exactly what encoding/json accepts (it rejects duplicate
+// names and invalid UTF-8 by default); a package-level slice so Reset allocates nothing.
+var v1Grammar = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
+
+// decoders are reused: a Decoder keeps its state-machine stacks between bodies.
+var decoders = sync.Pool{New: func() any { return new(jsontext.Decoder) }}
+
+// empty is what a pooled decoder reads, so that the pool keeps no body alive.
+var empty = bytes.NewBuffer(nil)
+
+// Parse reads one JSON object. Trailing data after the object is an error. The object does
+// not retain b: it keeps one private copy, which every member's value is a slice of.
 func Parse(b []byte) (*Object, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	tok, err := dec.Token()
-	if err != nil {
+	b = bytes.Clone(b)
+	d := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		d.Reset(empty)
+		decoders.Put(d)
+	}()
+	// A bytes.Buffer makes jsontext parse b in place: ReadValue returns sub-slices of b.
+	d.Reset(bytes.NewBuffer(b), v1Grammar...)
+	switch d.PeekKind() {
+	case '{':
+	case jsontext.KindInvalid:
+		_, err := d.ReadToken()
 		return nil, fmt.Errorf("parse JSON body: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
+	default:
 		return nil, ErrNotObject
 	}
+	if _, err := d.ReadToken(); err != nil {
+		return nil, fmt.Errorf("parse JSON body: %w", err)
+	}
 	o := &Object{}
-	for dec.More() {
-		kt, err := dec.Token()
+	for d.PeekKind() != '}' {
+		name, err := d.ReadValue() // a peek error surfaces here
 		if err != nil {
 			return nil, fmt.Errorf("parse JSON body: %w", err)
 		}
-		key, ok := kt.(string)
-		if !ok {
-			return nil, fmt.Errorf("parse JSON body: object key is %T", kt)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
+		key := unquote(name)
+		raw, err := d.ReadValue()
+		if err != nil {
 			return nil, fmt.Errorf("parse JSON body: value of %q: %w", key, err)
 		}
 		if o.index(key) >= 0 {
@@ -60,15 +88,30 @@ func Parse(b []byte) (*Object, error) {
 			}
 			o.dups[key]++
 		}
-		o.members = append(o.members, member{key: key, raw: raw})
+		o.members = append(o.members, member{key: key, raw: json.RawMessage(raw)})
 	}
-	if _, err := dec.Token(); err != nil {
+	if _, err := d.ReadToken(); err != nil {
 		return nil, fmt.Errorf("parse JSON body: %w", err)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("parse JSON body: trailing data after the object")
+	if _, err := d.ReadToken(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			err = errors.New("trailing data after the object")
+		}
+		return nil, fmt.Errorf("parse JSON body: %w", err)
 	}
 	return o, nil
+}
+
+// unquote decodes a name token the decoder validated, as encoding/json decodes a key: escapes,
+// surrogate pairs (a lone one becomes U+FFFD) and invalid UTF-8 (U+FFFD per bad byte).
+func unquote(tok []byte) string {
+	inner := tok[1 : len(tok)-1]
+	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner)
+	}
+	// The error only reports the U+FFFD substitutions encoding/json also makes.
+	out, _ := jsontext.AppendUnquote(nil, tok)
+	return string(out)
 }
 
 // New returns an empty object.
