@@ -8,6 +8,8 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
+
+	"github.com/pdgate/pdgate/plugins/bodyjson"
 )
 
 // FuzzParseRequest is the differential test against GIE's openai-parser (encoding/json): a
@@ -45,8 +47,12 @@ func FuzzParseRequest(f *testing.F) {
 				if string(v) != body {
 					t.Fatal("raw payload changed the body")
 				}
-				if m, ok := topLevelModel(v); !ok || m != want.Payload.(fwksched.PayloadMap)["model"] {
+				m, ok := topLevelModel(v)
+				if !ok || m != want.Payload.(fwksched.PayloadMap)["model"] {
 					t.Fatalf("raw payload model %q (ok=%v), stock map %v", m, ok, want.Payload.(fwksched.PayloadMap)["model"])
+				}
+				if bm, _, _, err := bodyjson.ModelSpan(v); err != nil || bm != m {
+					t.Fatalf("bodyjson.ModelSpan %q (%v), scanner %q", bm, err, m)
 				}
 			case fwksched.PayloadMap:
 				b, err := json.Marshal(v)
