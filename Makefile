@@ -67,7 +67,7 @@ bench: build envtest
 	$(GO) test -run '^$$' -bench BenchmarkSchedulingCycle -benchtime 400x ./test/bench/scheduler/
 	$(GO) test -run '^$$' -bench BenchmarkBurstSpread -benchtime 1x ./test/bench/scheduler/
 	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkParse -benchtime 0.5s -v ./plugins/fastparser/ | grep -E 'less than|^ok'
-	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkDirector -benchtime 0.5s -v ./test/bench/parser/ | grep -E 'less than|^ok'
+	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkRequestPath -benchtime 200x -v ./test/bench/requestpath/ | grep -E 'efficiency|^ok'
 	$(GO) test -run '^$$' -bench SchedulingCycle -benchtime 5000x ./plugins/tokenledger/
 	$(GO) test -run '^$$' -bench BenchmarkSidecarOverhead -benchtime 2000x ./cmd/sidecar/proxy/
 	$(BIN)/pdgate-bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp

@@ -9,8 +9,11 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 // Plugin type names.
@@ -34,11 +37,11 @@ func PDFactory(name string, _ json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 func (d *PDDecider) TypedName() fwkplugin.TypedName { return d.typedName }
 
 // Disaggregate always approves.
-func (d *PDDecider) Disaggregate(ctx context.Context, request *fwksched.LLMRequest, _ fwksched.Endpoint) (bool, string) {
+func (d *PDDecider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, _ fwksched.Endpoint) contract.Decision {
 	if request != nil {
-		log.FromContext(ctx).V(1).Info("always disaggregate", "plugin", d.typedName.String(), "requestID", request.RequestId)
+		log.FromContext(ctx).V(logutil.DEBUG).Info("always disaggregate", "plugin", d.typedName.String(), "requestID", request.RequestId)
 	}
-	return true, "always disaggregate"
+	return contract.Decision{Run: true, Cause: contract.CauseAlways, Reason: "always disaggregate"}
 }
 
 // MultimodalDecider approves the encode stage for chat requests with multimodal blocks.
@@ -53,17 +56,17 @@ func MultimodalFactory(name string, _ json.RawMessage, _ fwkplugin.Handle) (fwkp
 func (d *MultimodalDecider) TypedName() fwkplugin.TypedName { return d.typedName }
 
 // Disaggregate approves when the chat request carries image_url, video_url or input_audio blocks.
-func (d *MultimodalDecider) Disaggregate(ctx context.Context, request *fwksched.LLMRequest, _ fwksched.Endpoint) (bool, string) {
+func (d *MultimodalDecider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, _ fwksched.Endpoint) contract.Decision {
 	n := CountMultimodal(request)
-	reason := "no multimodal content (image_url, video_url, input_audio)"
+	dec := contract.Decision{Cause: contract.CauseNoMultimodal, Reason: "no multimodal content (image_url, video_url, input_audio)"}
 	if n > 0 {
-		reason = fmt.Sprintf("%d multimodal block(s)", n)
+		dec = contract.Decision{Run: true, Cause: contract.CauseMultimodal, Reason: fmt.Sprintf("%d multimodal block(s)", n)}
 	}
 	if request != nil {
-		log.FromContext(ctx).V(1).Info("multimodal encode decision", "plugin", d.typedName.String(),
+		log.FromContext(ctx).V(logutil.DEBUG).Info("multimodal encode decision", "plugin", d.typedName.String(),
 			"requestID", request.RequestId, "blocks", n)
 	}
-	return n > 0, reason
+	return dec
 }
 
 // HasMultimodalContent reports whether a chat request carries a multimodal block.

@@ -7,6 +7,8 @@ import (
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 func chat(t *testing.T, messages string) *fwksched.LLMRequest {
@@ -54,9 +56,13 @@ func TestMultimodalDecider(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := tt.req(t)
-			got, reason := d.Disaggregate(context.Background(), req, nil)
-			if got != tt.want || HasMultimodalContent(req) != tt.want || reason == "" {
-				t.Fatalf("Disaggregate = %v (%q), want %v", got, reason, tt.want)
+			dec := d.Disaggregate(context.Background(), nil, req, nil)
+			wantCause := contract.CauseNoMultimodal
+			if tt.want {
+				wantCause = contract.CauseMultimodal
+			}
+			if dec.Run != tt.want || HasMultimodalContent(req) != tt.want || dec.Reason == "" || dec.Cause != wantCause {
+				t.Fatalf("Disaggregate = %+v, want run=%v cause=%s", dec, tt.want, wantCause)
 			}
 		})
 	}
@@ -72,7 +78,7 @@ func TestPDDecider(t *testing.T) {
 	}
 	d := p.(*PDDecider)
 	for _, req := range []*fwksched.LLMRequest{nil, {RequestId: "x"}} {
-		if ok, _ := d.Disaggregate(context.Background(), req, nil); !ok {
+		if dec := d.Disaggregate(context.Background(), nil, req, nil); !dec.Run || dec.Cause != contract.CauseAlways {
 			t.Fatal("always-disagg-pd-decider must approve")
 		}
 	}

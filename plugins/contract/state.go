@@ -1,4 +1,4 @@
-package disaggprofile
+package contract
 
 import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -88,7 +88,7 @@ func readStage(cs *fwksched.CycleState, key fwkplugin.StateKey) (*StageResult, b
 	return v, true
 }
 
-func readSkip(cs *fwksched.CycleState, key fwkplugin.StateKey) (string, bool) {
+func ReadSkip(cs *fwksched.CycleState, key fwkplugin.StateKey) (string, bool) {
 	if cs == nil {
 		return "", false
 	}

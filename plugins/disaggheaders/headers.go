@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/pdknobs"
@@ -144,7 +145,7 @@ func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest
 	if request == nil {
 		return
 	}
-	log.FromContext(ctx).V(1).Info("disaggregation headers written", "plugin", plugin,
+	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation headers written", "plugin", plugin,
 		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders)
 }
 

@@ -8,13 +8,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+
+	"github.com/go-logr/logr"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
@@ -26,15 +31,6 @@ const (
 	HandlerType   = "disagg-profile-handler"
 	PDHandlerType = "pd-profile-handler"
 )
-
-// Decider decides per request whether an optional stage (prefill or encode) runs, given the
-// decode endpoint already picked. It returns the decision and a reason with the numbers behind
-// it (recorded in the decision trace). prefix-based-pd-decider, always-disagg-pd-decider and
-// always-disagg-multimodal-decider implement it; any plugin may.
-type Decider interface {
-	fwkplugin.Plugin
-	Disaggregate(ctx context.Context, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) (bool, string)
-}
 
 // RoleLabel is llm-d's role label.
 const RoleLabel = "llm-d.ai/role"
@@ -49,12 +45,12 @@ type Handler struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
 	handle    fwkplugin.Handle
+	log       logr.Logger
 
 	resolveOnce    sync.Once
 	resolveErr     error
-	prefillDecider Decider
-	encodeDecider  Decider
-	gate           ConditionalDecodeGate
+	prefillDecider contract.Decider
+	encodeDecider  contract.Decider
 }
 
 // decisionRecorded marks, per cycle, that the decision metric was counted.
@@ -74,7 +70,7 @@ func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (
 		return nil, err
 	}
 	RegisterMetrics()
-	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p, handle: handle}
+	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p, handle: handle, log: loggerFrom(ctx)}
 	// Validate the references that can be checked now (declared earlier), so a wrong plugin
 	// type fails at startup exactly like llm-d; names not yet declared are resolved later.
 	if handle != nil {
@@ -91,18 +87,12 @@ func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (
 	return h, nil
 }
 
-// WithConditionalDecodeGate sets the conditional-decode gate of a handler built by NewHandler.
-func (h *Handler) WithConditionalDecodeGate(g ConditionalDecodeGate) *Handler {
-	h.gate = g
-	return h
-}
-
 // NewHandler builds a handler from already-parsed parameters and resolved deciders (tests and
 // programmatic assemblies).
-func NewHandler(name string, p Parameters, prefill, encode Decider) *Handler {
+func NewHandler(name string, p Parameters, prefill, encode contract.Decider) *Handler {
 	RegisterMetrics()
 	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p,
-		prefillDecider: prefill, encodeDecider: encode}
+		prefillDecider: prefill, encodeDecider: encode, log: logr.Discard()}
 	h.resolveOnce.Do(func() {})
 	return h
 }
@@ -113,7 +103,7 @@ func (h *Handler) checkDeclared() error {
 			continue
 		}
 		if p := h.handle.Plugin(ref.name); p != nil {
-			if _, ok := p.(Decider); !ok {
+			if _, ok := p.(contract.Decider); !ok {
 				return fmt.Errorf("plugin %s does not implement %sDeciderPlugin", ref.name, ref.stage)
 			}
 		}
@@ -132,9 +122,6 @@ func (h *Handler) ResolveReferences(handle fwkplugin.Handle) error {
 }
 
 func (h *Handler) resolve() error {
-	if h.gate == nil {
-		h.gate = findGate(h.handle)
-	}
 	var err error
 	if h.prefillDecider, err = lookupDecider(h.handle, "prefill", h.params.Deciders.Prefill); err != nil {
 		return err
@@ -145,7 +132,7 @@ func (h *Handler) resolve() error {
 	return nil
 }
 
-func lookupDecider(handle fwkplugin.Handle, stage, name string) (Decider, error) {
+func lookupDecider(handle fwkplugin.Handle, stage, name string) (contract.Decider, error) {
 	if name == "" {
 		return nil, nil
 	}
@@ -156,7 +143,7 @@ func lookupDecider(handle fwkplugin.Handle, stage, name string) (Decider, error)
 	if p == nil {
 		return nil, fmt.Errorf("deciders.%s plugin not found: %s", stage, name)
 	}
-	d, ok := p.(Decider)
+	d, ok := p.(contract.Decider)
 	if !ok {
 		return nil, fmt.Errorf("plugin %s does not implement %sDeciderPlugin", name, stage)
 	}
@@ -169,7 +156,7 @@ func (h *Handler) TypedName() fwkplugin.TypedName { return h.typedName }
 // Params returns the effective parameters.
 func (h *Handler) Params() Parameters { return h.params }
 
-func (h *Handler) deciders(ctx context.Context) (Decider, Decider) {
+func (h *Handler) deciders(ctx context.Context) (contract.Decider, contract.Decider) {
 	if err := h.ResolveReferences(nil); err != nil {
 		// Only reachable when the EPP did not resolve at startup: disable the optional
 		// stages rather than fail every request.
@@ -185,7 +172,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	if request == nil {
 		return map[string]fwksched.SchedulerProfile{}
 	}
-	logger := log.FromContext(ctx).V(1).WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
+	logger := log.FromContext(ctx).V(logutil.DEBUG).WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
 	trace := decisiontrace.FromCycleState(cs)
 	prefillDecider, encodeDecider := h.deciders(ctx)
 	pf := h.params.Profiles
@@ -199,8 +186,8 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 				return only(pf.Prefill, profiles)
 			}
 			if pr := results[pf.Prefill]; pr != nil && len(pr.TargetEndpoints) > 0 {
-				if _, published := PrefillResult(cs); !published && cs != nil {
-					cs.Write(PrefillResultKey, &StageResult{Profile: pf.Prefill, Endpoints: endpoints(pr)})
+				if _, published := contract.PrefillResult(cs); !published && cs != nil {
+					cs.Write(contract.PrefillResultKey, &contract.StageResult{Profile: pf.Prefill, Endpoints: endpoints(pr)})
 				}
 			}
 		}
@@ -221,16 +208,16 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		return map[string]fwksched.SchedulerProfile{}
 	}
 	decodeEp := decodeRes.TargetEndpoints[0]
-	if _, published := DecodeResult(cs); !published {
+	if _, published := contract.DecodeResult(cs); !published {
 		if cs != nil {
-			cs.Write(DecodeResultKey, &StageResult{Profile: pf.Decode, Endpoints: endpoints(decodeRes)})
+			cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: pf.Decode, Endpoints: endpoints(decodeRes)})
 		}
 		trace.Stage("decode", true, "decode is the primary stage: "+endpointName(decodeEp))
 	}
 
 	if _, has := profiles[pf.Encode]; has {
 		if _, evaluated := results[pf.Encode]; !evaluated {
-			run, reason := h.decide(ctx, cs, request, encodeDecider, decodeEp, SkipEncodeKey, "encode", false)
+			run, reason := h.decide(ctx, cs, request, encodeDecider, decodeEp, contract.SkipEncodeKey, "encode", false)
 			logger.Info("encode stage decision", "run", run, "reason", reason)
 			trace.Stage("encode", run, reason)
 			if run {
@@ -244,7 +231,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		pr, evaluated := results[pf.Prefill]
 		ranFirst := h.params.StageOrder == PrefillFirst && evaluated && !h.prefillJudged(cs)
 		if !evaluated || ranFirst {
-			run, reason := h.decide(ctx, cs, request, prefillDecider, decodeEp, SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
+			run, reason := h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
 			if ranFirst {
 				h.markPrefillJudged(cs)
 				if run && (pr == nil || len(pr.TargetEndpoints) == 0) {
@@ -286,12 +273,12 @@ func (h *Handler) markPrefillJudged(cs *fwksched.CycleState) {
 }
 
 // decide runs the stage's gates in order: skip marker, combined decode pod, decider.
-func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, d Decider,
+func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, d contract.Decider,
 	decodeEp fwksched.Endpoint, skipKey fwkplugin.StateKey, stage string, combinedSkips bool) (bool, string) {
 	if d == nil {
 		return false, fmt.Sprintf("no deciders.%s configured: %s disaggregation disabled", stage, stage)
 	}
-	if reason, skip := readSkip(cs, skipKey); skip {
+	if reason, skip := contract.ReadSkip(cs, skipKey); skip {
 		return false, "skip marker in cycle state: " + reason
 	}
 	if combinedSkips {
@@ -299,8 +286,8 @@ func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *
 			return false, reason
 		}
 	}
-	run, reason := d.Disaggregate(ctx, request, decodeEp)
-	return run, d.TypedName().Name + ": " + reason
+	dec := d.Disaggregate(ctx, cs, request, decodeEp)
+	return dec.Run, fmt.Sprintf("%s: %s (%s)", d.TypedName().Name, dec.Reason, dec.Cause)
 }
 
 func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult) {
@@ -314,7 +301,7 @@ func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, r
 	prefillUsed := used(results[h.params.Profiles.Prefill])
 	decision := DecisionType(encodeUsed, prefillUsed)
 	DisaggDecisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
-	log.FromContext(ctx).V(1).Info("disaggregation decision", "plugin", h.typedName.String(),
+	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation decision", "plugin", h.typedName.String(),
 		"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
 }
 
@@ -327,11 +314,6 @@ func (h *Handler) ProcessResults(ctx context.Context, cs *fwksched.CycleState, r
 	if err != nil {
 		return nil, err
 	}
-	_ = h.ResolveReferences(nil)
-	if err := gateAtScheduling(ctx, h.gate, request, out.ProfileResults[h.params.Profiles.Decode].TargetEndpoints[0]); err != nil {
-		decisiontrace.FromCycleState(cs).Stage("conditional-decode", false, ConditionalDecodeMessage)
-		return nil, err
-	}
 	return out, nil
 }
 
@@ -341,7 +323,7 @@ func assemble(request *fwksched.LLMRequest, results map[string]*fwksched.Profile
 	}
 	decode := results[pf.Decode]
 	if !used(decode) {
-		return nil, fmt.Errorf("failed to find available decode workers")
+		return nil, noDecodeEndpoint(pf.Decode)
 	}
 	out := &fwksched.SchedulingResult{PrimaryProfileName: pf.Decode,
 		ProfileResults: map[string]*fwksched.ProfileRunResult{pf.Decode: decode}}
@@ -361,6 +343,13 @@ func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, 
 	}
 	w := disaggheaders.Write(request, result, h.params.Profiles.Prefill, h.params.Profiles.Encode)
 	disaggheaders.LogWritten(ctx, h.typedName.String(), request, w)
+}
+
+// noDecodeEndpoint is the answer when the decode profile found nothing: 503, the truthful
+// status (GIE maps every scheduling error to 429, which clients read as "slow down").
+func noDecodeEndpoint(profile string) error {
+	return contract.NewAnswer(http.StatusServiceUnavailable, contract.CauseNoDecodeEndpoint, "routing_error",
+		fmt.Sprintf("failed to find available decode workers: the %q profile found no endpoint", profile))
 }
 
 func used(r *fwksched.ProfileRunResult) bool { return r != nil && len(r.TargetEndpoints) > 0 }

@@ -2,12 +2,12 @@ package disaggprofile
 
 import (
 	"context"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
@@ -95,7 +95,7 @@ func TestPickSequence(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var pd, ed Decider
+			var pd, ed contract.Decider
 			if tt.prefill != nil {
 				pd = tt.prefill
 			}
@@ -163,12 +163,12 @@ func TestSkipMarkerAndDecodeResultPublished(t *testing.T) {
 	h := NewHandler("h", defaults(), d, nil)
 	cs := fwksched.NewCycleState()
 	// A decode-profile plugin (e.g. a combined-pod picker) asks to skip prefill.
-	MarkSkipPrefill(cs, "combined pod picked by aibrix overflow")
+	contract.MarkSkipPrefill(cs, "combined pod picked by aibrix overflow")
 	got := h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
 	if len(got) != 0 || d.calls != 0 {
 		t.Fatalf("skip marker ignored: %v calls=%d", keys(got), d.calls)
 	}
-	dr, ok := DecodeResult(cs)
+	dr, ok := contract.DecodeResult(cs)
 	if !ok || dr.First() != dEp || dr.Profile != "decode" {
 		t.Fatalf("decode result not published: %+v", dr)
 	}
@@ -216,7 +216,7 @@ func TestPrefillFirst(t *testing.T) {
 				t.Fatalf("second pick = %v", keys(got))
 			}
 			if tt.prefillRes != nil {
-				if pr, ok := PrefillResult(cs); !ok || pr.First() != pEp {
+				if pr, ok := contract.PrefillResult(cs); !ok || pr.First() != pEp {
 					t.Fatal("prefill pick not published before decode")
 				}
 			}
@@ -257,7 +257,7 @@ func TestProcessResults(t *testing.T) {
 			p.Profiles = tt.pf
 			out, err := NewHandler("h", p, nil, nil).ProcessResults(context.Background(), nil, req(), tt.results)
 			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v", err)
 				}
 				return
@@ -347,77 +347,62 @@ func counterValue(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-type fakeGate struct {
-	reject bool
-	calls  int
-}
-
-func (g *fakeGate) TypedName() fwkplugin.TypedName {
-	return fwkplugin.TypedName{Type: "fake-gate", Name: "g"}
-}
-func (g *fakeGate) IsConditionalDecodeGate() bool { return true }
-func (g *fakeGate) CheckConditionalDecode(context.Context, *fwksched.LLMRequest, fwksched.Endpoint) bool {
-	g.calls++
-	return g.reject
-}
-
-func TestConditionalDecodeGateAtScheduling(t *testing.T) {
-	tests := []struct {
-		name      string
-		prefer    string
-		reject    bool
-		wantErr   bool
-		wantCalls int
-	}{
-		{"no Prefer: gate not asked", "", true, false, 0},
-		{"unrelated Prefer: gate not asked", "return=minimal", true, false, 0},
-		{"covered: forwarded", "if-available", false, false, 1},
-		{"miss: 412 before any PreRequest", "If-Available; x=1", true, true, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, pd := range []bool{false, true} {
-				g := &fakeGate{reject: tt.reject}
-				r := req()
-				if tt.prefer != "" {
-					r.Headers["Prefer"] = tt.prefer
-				}
-				results := resultsOf("decode", res(dEp))
-				var err error
-				if pd {
-					h := newPD(t, ``, &fakeDecider{name: "prefix-based-pd-decider"})
-					h.gate = g
-					_, err = h.ProcessResults(context.Background(), nil, r, results)
-				} else {
-					_, err = NewHandler("h", defaults(), nil, nil).WithConditionalDecodeGate(g).ProcessResults(context.Background(), fwksched.NewCycleState(), r, results)
-				}
-				if (err != nil) != tt.wantErr || g.calls != tt.wantCalls {
-					t.Fatalf("pd=%v err=%v calls=%d", pd, err, g.calls)
-				}
-				if tt.wantErr {
-					code, msg, ok := protocol.ParseStatusError(err.Error())
-					if !ok || code != 412 || msg != ConditionalDecodeMessage {
-						t.Fatalf("error %q must carry a 412 marker", err)
-					}
-				}
-				if _, marked := r.Headers[HeaderConditionalDecodeChecked]; marked != (tt.wantCalls == 1) {
-					t.Fatalf("checked marker = %v", marked)
-				}
+// TestNoDecodeEndpointIs503 checks both handlers answer a decode profile that found nothing
+// with a typed 503 (GIE would have mapped the error to 429).
+func TestNoDecodeEndpointIs503(t *testing.T) {
+	empty := resultsOf("decode", nil)
+	for name, process := range map[string]func() error{
+		HandlerType: func() error {
+			_, err := NewHandler("h", defaults(), nil, nil).ProcessResults(context.Background(), fwksched.NewCycleState(), req(), empty)
+			return err
+		},
+		PDHandlerType: func() error {
+			_, err := newPD(t, "", nil).ProcessResults(context.Background(), fwksched.NewCycleState(), req(), empty)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, ok := contract.AnswerOf(process())
+			if !ok || a.Status != 503 || a.Cause != contract.CauseNoDecodeEndpoint {
+				t.Fatalf("answer %+v, want 503 %s", a, contract.CauseNoDecodeEndpoint)
 			}
 		})
 	}
 }
 
-func TestGateFoundInHandle(t *testing.T) {
-	g := &fakeGate{reject: true}
-	handle := newHandle(t, map[string]fwkplugin.Plugin{"g": g})
-	p, err := HandlerFactory("h", nil, handle)
-	if err != nil {
-		t.Fatal(err)
+func TestCheckProfiles(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured []string
+		wantDecode string
+		wantErr    string
+	}{
+		{"decode exists", []string{"decode", "prefill"}, "decode", ""},
+		{"only profile serves as decode (llm-d decode-only example)", []string{"default"}, "default", ""},
+		{"several profiles, none decode", []string{"a", "b"}, "", `decode profile "decode" is not configured (scheduling profiles: a, b)`},
 	}
-	r := req()
-	r.Headers["prefer"] = "if-available"
-	if _, err := p.(*Handler).ProcessResults(context.Background(), nil, r, resultsOf("decode", res(dEp))); err == nil || g.calls != 1 {
-		t.Fatalf("gate from the handle not used: %v calls=%d", err, g.calls)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHandler("h", defaults(), nil, nil)
+			pd := newPD(t, "", nil)
+			for _, c := range []struct {
+				check  func([]string) error
+				decode func() string
+			}{
+				{h.CheckProfiles, func() string { return h.params.Profiles.Decode }},
+				{pd.CheckProfiles, func() string { return pd.params.DecodeProfile }},
+			} {
+				err := c.check(tt.configured)
+				if tt.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("error %v, want %q", err, tt.wantErr)
+					}
+					continue
+				}
+				if err != nil || c.decode() != tt.wantDecode {
+					t.Fatalf("err %v decode %q, want %q", err, c.decode(), tt.wantDecode)
+				}
+			}
+		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 // fakeDecider answers a fixed decision and counts calls.
@@ -21,9 +23,9 @@ func (f *fakeDecider) TypedName() fwkplugin.TypedName {
 	return fwkplugin.TypedName{Type: "fake-decider", Name: f.name}
 }
 
-func (f *fakeDecider) Disaggregate(context.Context, *fwksched.LLMRequest, fwksched.Endpoint) (bool, string) {
+func (f *fakeDecider) Disaggregate(context.Context, *fwksched.CycleState, *fwksched.LLMRequest, fwksched.Endpoint) contract.Decision {
 	f.calls++
-	return f.yes, "fake"
+	return contract.Decision{Run: f.yes, Cause: contract.CauseAlways, Reason: "fake"}
 }
 
 // notDecider is a plugin that is not a decider.

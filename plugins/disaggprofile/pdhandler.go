@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+
+	"github.com/go-logr/logr"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
@@ -84,11 +88,11 @@ type PDHandler struct {
 	typedName fwkplugin.TypedName
 	params    PDParameters
 	handle    fwkplugin.Handle
+	log       logr.Logger
 
 	resolveOnce sync.Once
 	resolveErr  error
-	decider     Decider
-	gate        ConditionalDecodeGate
+	decider     contract.Decider
 }
 
 // PDHandlerFactory creates pd-profile-handler.
@@ -104,10 +108,10 @@ func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle)
 		logger.Info("Deprecated: primaryPort not needed with Istio >= 1.28.1", "plugin", name)
 	}
 	RegisterMetrics()
-	h := &PDHandler{typedName: fwkplugin.TypedName{Type: PDHandlerType, Name: name}, params: p, handle: handle}
+	h := &PDHandler{typedName: fwkplugin.TypedName{Type: PDHandlerType, Name: name}, params: p, handle: handle, log: logger}
 	if handle != nil {
 		if pl := handle.Plugin(p.DeciderPluginName); pl != nil {
-			if _, ok := pl.(Decider); !ok {
+			if _, ok := pl.(contract.Decider); !ok {
 				return nil, fmt.Errorf("decider plugin of type: %s does not implement pdDeciderPlugin", p.DeciderPluginName)
 			}
 		}
@@ -122,9 +126,6 @@ func (h *PDHandler) ResolveReferences(handle fwkplugin.Handle) error {
 		h.handle = handle
 	}
 	h.resolveOnce.Do(func() {
-		if h.gate == nil {
-			h.gate = findGate(h.handle)
-		}
 		if h.handle == nil {
 			h.resolveErr = fmt.Errorf("invalid decider plugin type: %s", h.params.DeciderPluginName)
 			return
@@ -134,7 +135,7 @@ func (h *PDHandler) ResolveReferences(handle fwkplugin.Handle) error {
 			h.resolveErr = fmt.Errorf("invalid decider plugin type: %s", h.params.DeciderPluginName)
 			return
 		}
-		d, ok := pl.(Decider)
+		d, ok := pl.(contract.Decider)
 		if !ok {
 			h.resolveErr = fmt.Errorf("decider plugin of type: %s does not implement pdDeciderPlugin", h.params.DeciderPluginName)
 			return
@@ -174,21 +175,21 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 		return none
 	}
 	decodeEp := decodeRes.TargetEndpoints[0]
-	if _, published := DecodeResult(cs); !published && cs != nil {
-		cs.Write(DecodeResultKey, &StageResult{Profile: h.params.DecodeProfile, Endpoints: endpoints(decodeRes)})
+	if _, published := contract.DecodeResult(cs); !published && cs != nil {
+		cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: h.params.DecodeProfile, Endpoints: endpoints(decodeRes)})
 	}
 	run, reason := false, ""
 	if err := h.ResolveReferences(nil); err != nil {
 		reason = err.Error()
 		log.FromContext(ctx).Error(err, "pd-profile-handler: decider unresolved, P/D disabled")
-	} else if skip, ok := readSkip(cs, SkipPrefillKey); ok {
+	} else if skip, ok := contract.ReadSkip(cs, contract.SkipPrefillKey); ok {
 		reason = "skip marker in cycle state: " + skip
 	} else {
-		run, reason = h.decider.Disaggregate(ctx, request, decodeEp)
-		reason = h.decider.TypedName().Name + ": " + reason
+		dec := h.decider.Disaggregate(ctx, cs, request, decodeEp)
+		run, reason = dec.Run, fmt.Sprintf("%s: %s (%s)", h.decider.TypedName().Name, dec.Reason, dec.Cause)
 	}
 	trace.Stage("prefill", run, reason)
-	log.FromContext(ctx).V(1).Info("prefill stage decision", "plugin", h.typedName.String(), "requestID", request.RequestId,
+	log.FromContext(ctx).V(logutil.DEBUG).Info("prefill stage decision", "plugin", h.typedName.String(), "requestID", request.RequestId,
 		"run", run, "reason", reason)
 	decision := DecisionDecodeOnly
 	if run {
@@ -204,18 +205,14 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 // ProcessResults: decode is primary. With primaryPort, the decode endpoint's original
 // host:port goes into x-data-parallel-host-port and every decode endpoint's port is rewritten
 // to primaryPort (llm-d's data-parallel routing through the primary rank).
-func (h *PDHandler) ProcessResults(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
+func (h *PDHandler) ProcessResults(_ context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest,
 	results map[string]*fwksched.ProfileRunResult) (*fwksched.SchedulingResult, error) {
 	if request == nil {
 		return nil, fmt.Errorf("request is nil")
 	}
 	decode := results[h.params.DecodeProfile]
 	if !used(decode) {
-		return nil, fmt.Errorf("failed to find available decode workers")
-	}
-	_ = h.ResolveReferences(nil)
-	if err := gateAtScheduling(ctx, h.gate, request, decode.TargetEndpoints[0]); err != nil {
-		return nil, err
+		return nil, noDecodeEndpoint(h.params.DecodeProfile)
 	}
 	if h.params.PrimaryPort != 0 {
 		md := decode.TargetEndpoints[0].GetMetadata()

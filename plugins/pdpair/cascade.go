@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decodescorer"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
@@ -132,7 +133,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	if len(combined) > 0 {
 		if pick, why := s.shouldPickCombined(combined, prefill, decode); pick != nil {
 			s.Tracker.Register(in.RequestID, "", pick.Key)
-			d.Decode, d.Combined, d.Reason = *pick, true, why
+			d.Decode, d.Combined, d.Cause, d.Reason = *pick, true, contract.CauseOverflow, why
 			return d, nil
 		} else if why != "" {
 			note("%s", why)
@@ -184,7 +185,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 
 	pScores, maxP := s.scorePrefill(in, prefill, pv, tx, defs, &d)
 	if len(pScores) == 0 {
-		return d, fail(http.StatusServiceUnavailable, "target prefill pod is nil")
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "target prefill pod is nil")
 	}
 	dScores, maxD, err := s.scoreDecode(k, decode, cands, tx)
 	if err != nil {
@@ -199,7 +200,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		}
 	}
 	if len(names) == 0 {
-		return d, fail(http.StatusServiceUnavailable, "target decode pod is nil")
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "target decode pod is nil")
 	}
 	sort.Strings(names)
 	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
@@ -214,7 +215,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		}
 	}
 	if !found {
-		return d, fail(http.StatusServiceUnavailable, "no roleset has a comparable pair score")
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
 	// Copies, not pointers into Input.Pods: the decision outlives the cycle (it is kept until
@@ -223,6 +224,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	d.Prefill, d.Decode, d.Roleset = &prefillPod, *dd.pod, best
 	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
 	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
+	d.Cause = contract.CausePaired
 	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)

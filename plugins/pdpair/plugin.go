@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -19,14 +20,15 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
@@ -52,10 +54,10 @@ type PairState struct {
 func (s *PairState) Clone() fwkplugin.StateData { c := *s; return &c }
 
 var (
-	_ fwksched.Filter       = (*Plugin)(nil)
-	_ disaggprofile.Decider = (*Plugin)(nil)
-	_ fwkrc.ResponseHeader  = (*Plugin)(nil)
-	_ fwkrc.ResponseBody    = (*Plugin)(nil)
+	_ fwksched.Filter      = (*Plugin)(nil)
+	_ contract.Decider     = (*Plugin)(nil)
+	_ fwkrc.ResponseHeader = (*Plugin)(nil)
+	_ fwkrc.ResponseBody   = (*Plugin)(nil)
 )
 
 // Plugin is aibrix-pd-pair.
@@ -65,14 +67,6 @@ type Plugin struct {
 	selector *Selector
 	handle   fwkplugin.Handle
 	log      logr.Logger
-
-	decided   sync.Map // request ID → decidedEntry, for Disaggregate (which has no CycleState)
-	lastSweep atomicTime
-}
-
-type decidedEntry struct {
-	st *PairState
-	at time.Time
 }
 
 // Factory builds the plugin.
@@ -141,47 +135,35 @@ func header(req *fwksched.LLMRequest, name string) string {
 	return ""
 }
 
-// answer asks the EPP to answer the request itself (protocol.HeaderImmediateStatus).
-func answer(req *fwksched.LLMRequest, status int, msg string, extra string) {
-	if req == nil || req.Headers == nil {
-		return
-	}
-	req.Headers[protocol.HeaderImmediateStatus] = strconv.Itoa(status)
-	req.Headers[protocol.HeaderImmediateBody] = string(protocol.ErrorBody(status, "routing_error", msg))
-	if extra != "" {
-		req.Headers[protocol.HeaderImmediateHeaders] = extra
-	}
-}
-
 // Filter runs the whole selection and returns the decode target. When the request cannot be
-// placed it asks the EPP for an immediate answer (503 no bucket/no pods, 400 unknown strategy)
-// and passes the candidates through unchanged, charging nothing.
+// placed it records an early answer for the EPP (contract.Record: 503 no bucket/no pods, 400
+// unknown strategy) and passes the candidates through unchanged, charging nothing.
 func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
 	trace := decisiontrace.FromCycleState(cs)
 	name := p.tn.String()
 	if req == nil || len(eps) == 0 {
 		return eps
 	}
-	if header(req, protocol.HeaderImmediateStatus) != "" {
+	if contract.Recorded(ctx) != nil {
 		trace.Note(name, "request already answered by another plugin; no selection")
 		return eps
 	}
 	logger := log.FromContext(ctx).WithValues("plugin", name, "requestID", req.RequestId)
 	pods := podmodel.FromEndpoints(p.log, eps)
 	if _, err := podmodel.ValidateEngines(pods); err != nil {
-		return p.refuse(req, trace, eps, 503, err.Error(), "")
+		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseEngineMismatch, err.Error(), false)
 	}
 	in := p.input(req, pods)
 	cfg := podmodel.ModelConfigOf(pods)
 	_, prof := cfg.Resolve(in.ProfileHeader, in.Hints)
 	strategy, source := ResolveStrategy(cfg, header(req, protocol.HeaderRoutingStrategy), p.params.HonorHeader(), prof, p.params.DefaultRoutingStrategy)
 	if !contains(KnownStrategies, strategy) {
-		return p.refuse(req, trace, eps, 400, fmt.Sprintf("unknown routing strategy %q (from %s); pdgate supports %s",
-			strategy, source, strings.Join(KnownStrategies, ", ")), "x-error-routing=true")
+		return p.refuse(ctx, req, trace, eps, http.StatusBadRequest, contract.CauseUnknownStrategy, fmt.Sprintf("unknown routing strategy %q (from %s); pdgate supports %s",
+			strategy, source, strings.Join(KnownStrategies, ", ")), true)
 	}
 	knobs, err := p.params.Knobs.ForProfile(prof, func(s string) { p.log.Info("ignoring profile override", "detail", s) })
 	if err != nil {
-		return p.refuse(req, trace, eps, 503, err.Error(), "x-error-routing=true")
+		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseBadProfile, err.Error(), true)
 	}
 	in.Knobs = knobs
 	var d Decision
@@ -191,16 +173,23 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		d, err = p.selector.SelectSingle(in, strategy)
 	}
 	if err != nil {
-		return p.refuse(req, trace, eps, StatusOf(err), err.Error(), "x-error-routing=true")
+		status, cause := StatusOf(err)
+		return p.refuse(ctx, req, trace, eps, status, cause, err.Error(), true)
 	}
 	return p.publish(cs, req, trace, logger, eps, d, strategy)
 }
 
-func (p *Plugin) refuse(req *fwksched.LLMRequest, trace *decisiontrace.Trace, eps []fwksched.Endpoint, status int, msg, extra string) []fwksched.Endpoint {
-	answer(req, status, msg, extra)
+// refuse records the early answer; routingError marks AIBrix's x-error-routing response header.
+func (p *Plugin) refuse(ctx context.Context, req *fwksched.LLMRequest, trace *decisiontrace.Trace, eps []fwksched.Endpoint,
+	status int, cause contract.Cause, msg string, routingError bool) []fwksched.Endpoint {
+	a := contract.NewAnswer(status, cause, "routing_error", msg)
+	if routingError {
+		a.WithHeader("x-error-routing", "true")
+	}
+	contract.Record(ctx, a)
 	selectFailures.WithLabelValues(strconv.Itoa(status)).Inc()
-	trace.Stage("decode", false, fmt.Sprintf("%s: %d %s", p.tn.Name, status, msg))
-	p.log.V(1).Info("request not placed", "requestID", req.RequestId, "status", status, "reason", msg)
+	trace.Stage("decode", false, fmt.Sprintf("%s: %d %s (%s)", p.tn.Name, status, msg, cause))
+	p.log.V(logutil.DEBUG).Info("request not placed", "requestID", req.RequestId, "status", status, "reason", msg)
 	return eps
 }
 
@@ -258,18 +247,13 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	kind := "decode"
 	if d.Combined {
 		kind = "combined"
-		cause := "overflow"
-		switch {
-		case strategy != StrategyPD:
+		cause := string(d.Cause)
+		if d.Cause == contract.CauseStrategy {
 			cause = "strategy_" + strategy
-		case strings.Contains(d.Reason, "fits no complete bucket"):
-			cause = "no_bucket"
-		case strings.Contains(d.Reason, "no complete prefill/decode pair"):
-			cause = "no_pair"
 		}
 		combinedPicks.WithLabelValues(cause).Inc()
 		trace.Stage("combined", true, d.Reason)
-		disaggprofile.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
+		contract.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
 	} else {
 		selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
 		trace.Note(name, "%s", d.Reason)
@@ -286,38 +270,34 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	if cs != nil {
 		cs.Write(StateKey, st)
 	}
-	now := time.Now()
-	p.decided.Store(req.RequestId, decidedEntry{st: st, at: now})
-	p.sweepDecided(now)
-	logger.V(1).Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
+	logger.V(logutil.DEBUG).Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
 	if st.Decode == nil {
 		return eps
 	}
 	return []fwksched.Endpoint{st.Decode}
 }
 
-// Disaggregate implements disaggprofile.Decider: prefill runs exactly when the pair has a
-// prefill pod.
-func (p *Plugin) Disaggregate(_ context.Context, req *fwksched.LLMRequest, _ fwksched.Endpoint) (bool, string) {
+// Disaggregate implements contract.Decider: prefill runs exactly when the pair chosen earlier
+// in this cycle (the decode profile's Filter) has a prefill pod.
+func (p *Plugin) Disaggregate(_ context.Context, cs *fwksched.CycleState, req *fwksched.LLMRequest, _ fwksched.Endpoint) contract.Decision {
 	if req == nil {
-		return false, "no request"
+		return contract.Decision{Cause: contract.CauseNoRequest, Reason: "no request"}
 	}
-	v, ok := p.decided.Load(req.RequestId)
-	if !ok {
-		return false, "no aibrix pair decision for this request"
+	st, err := fwksched.ReadCycleStateKey[*PairState](cs, StateKey)
+	if err != nil || st == nil {
+		return contract.Decision{Cause: contract.CauseDecisionNotFound, Reason: "no aibrix pair decision in this scheduling cycle"}
 	}
-	st := v.(decidedEntry).st
 	if st.Prefill == nil {
-		return false, "combined pick: " + st.Decision.Reason
+		return contract.Decision{Cause: st.Decision.Cause, Reason: "combined pick: " + st.Decision.Reason}
 	}
-	return true, fmt.Sprintf("paired prefill %s in roleset %q", st.Decision.Prefill.Key, st.Decision.Roleset)
+	return contract.Decision{Run: true, Cause: contract.CausePaired,
+		Reason: fmt.Sprintf("paired prefill %s in roleset %q", st.Decision.Prefill.Key, st.Decision.Roleset)}
 }
 
 // ResponseHeader: the prefill leg is over and the decode pod runs the request.
 func (p *Plugin) ResponseHeader(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
 	if id := requestID(req, resp); id != "" {
 		p.selector.Tracker.Started(id)
-		p.decided.Delete(id)
 	}
 }
 
@@ -328,7 +308,6 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 	}
 	if id := requestID(req, resp); id != "" {
 		p.selector.Tracker.Done(id)
-		p.decided.Delete(id)
 	}
 }
 
@@ -340,35 +319,4 @@ func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
 		return resp.RequestId
 	}
 	return ""
-}
-
-// sweepDecided forgets decisions of requests whose response never reached the EPP (immediate
-// answers, lost streams), at most once a second.
-func (p *Plugin) sweepDecided(now time.Time) {
-	if !p.lastSweep.olderThan(now, time.Second) {
-		return
-	}
-	ttl := time.Duration(p.params.TrackerTTLSeconds) * time.Second
-	p.decided.Range(func(k, v any) bool {
-		if now.Sub(v.(decidedEntry).at) > ttl {
-			p.decided.Delete(k)
-		}
-		return true
-	})
-}
-
-type atomicTime struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// olderThan reports whether the stored time is older than d, and if so stores now.
-func (a *atomicTime) olderThan(now time.Time, d time.Duration) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if now.Sub(a.t) < d {
-		return false
-	}
-	a.t = now
-	return true
 }

@@ -10,10 +10,9 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 func newPlugin(t *testing.T, raw string) *Plugin {
@@ -47,9 +46,13 @@ func TestFilterPublishesPairAndPrefillFilterFollows(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		cs := fwksched.NewCycleState()
 		req := request(string(rune('a'+i)), nil, "hello world")
-		out := pl.Filter(context.Background(), cs, req, eps)
+		ctx := contract.WithAnswerSlot(context.Background())
+		out := pl.Filter(ctx, cs, req, eps)
 		if len(out) != 1 {
 			t.Fatalf("decode filter returned %d endpoints", len(out))
+		}
+		if a := contract.Recorded(ctx); a != nil {
+			t.Fatalf("no early answer expected, got %v", a)
 		}
 		decode := podmodel.FromEndpoint(out[0])
 		pre := pf.(*PrefillFilter).Filter(context.Background(), cs, req, eps)
@@ -59,11 +62,11 @@ func TestFilterPublishesPairAndPrefillFilterFollows(t *testing.T) {
 		if p := podmodel.FromEndpoint(pre[0]); p.Roleset != decode.Roleset || !p.ServesPrefill() {
 			t.Fatalf("prefill filter must return the paired prefill pod, got %v", pre)
 		}
-		if run, why := pl.Disaggregate(context.Background(), req, out[0]); !run || !strings.Contains(why, "roleset") {
-			t.Fatalf("decider: %v %s", run, why)
+		if dec := pl.Disaggregate(context.Background(), cs, req, out[0]); !dec.Run || !strings.Contains(dec.Reason, "roleset") || dec.Cause != contract.CausePaired {
+			t.Fatalf("decider: %+v", dec)
 		}
-		if _, ok := req.Headers[protocol.HeaderImmediateStatus]; ok {
-			t.Fatal("no immediate answer expected")
+		if dec := pl.Disaggregate(context.Background(), fwksched.NewCycleState(), req, out[0]); dec.Run || dec.Cause != contract.CauseDecisionNotFound {
+			t.Fatalf("another cycle's decision must not be found: %+v", dec)
 		}
 		// Response headers release the counts.
 		pl.ResponseHeader(context.Background(), req, &fwkrc.Response{RequestId: req.RequestId}, nil)
@@ -83,11 +86,11 @@ func TestFilterCombinedMarksSkipPrefill(t *testing.T) {
 	if len(out) != 1 || podmodel.FromEndpoint(out[0]).Name != "std" {
 		t.Fatalf("out %v", out)
 	}
-	if _, err := fwksched.ReadCycleStateKey[*disaggprofile.Skip](cs, disaggprofile.SkipPrefillKey); err != nil {
+	if _, err := fwksched.ReadCycleStateKey[*contract.Skip](cs, contract.SkipPrefillKey); err != nil {
 		t.Fatal("combined pick must mark the prefill stage skipped")
 	}
-	if run, _ := pl.Disaggregate(context.Background(), req, out[0]); run {
-		t.Fatal("decider must not run prefill for a combined pick")
+	if dec := pl.Disaggregate(context.Background(), cs, req, out[0]); dec.Run || dec.Cause == contract.CausePaired {
+		t.Fatalf("decider must not run prefill for a combined pick: %+v", dec)
 	}
 	pre := (&PrefillFilter{}).Filter(context.Background(), cs, req, eps)
 	if len(pre) != 0 {
@@ -111,15 +114,16 @@ func TestFilterImmediateAnswers(t *testing.T) {
 		cfg     string
 		headers map[string]string
 		prompt  string
-		status  string
+		status  int
+		cause   contract.Cause
 		extra   bool
 		mixed   bool
 	}{
-		{name: "no bucket and no combined → 503", cfg: locked, prompt: strings.Repeat("x", 200), status: "503", extra: true},
-		{name: "unknown strategy header → 400", cfg: plain, headers: map[string]string{"routing-strategy": "magic"}, status: "400", extra: true},
-		{name: "locked strategy beats the header", cfg: locked, headers: map[string]string{"routing-strategy": "magic"}, prompt: "hi", status: ""},
-		{name: "unknown decode policy in profile → 503", cfg: plain, headers: map[string]string{"config-profile": "bad"}, status: "503", extra: true},
-		{name: "engines disagree → 503", cfg: plain, mixed: true, status: "503"},
+		{name: "no bucket and no combined → 503", cfg: locked, prompt: strings.Repeat("x", 200), status: 503, cause: contract.CauseNoBucket, extra: true},
+		{name: "unknown strategy header → 400", cfg: plain, headers: map[string]string{"routing-strategy": "magic"}, status: 400, cause: contract.CauseUnknownStrategy, extra: true},
+		{name: "locked strategy beats the header", cfg: locked, headers: map[string]string{"routing-strategy": "magic"}, prompt: "hi"},
+		{name: "unknown decode policy in profile → 503", cfg: plain, headers: map[string]string{"config-profile": "bad"}, status: 503, cause: contract.CauseBadProfile, extra: true},
+		{name: "engines disagree → 503", cfg: plain, mixed: true, status: 503, cause: contract.CauseEngineMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,25 +134,37 @@ func TestFilterImmediateAnswers(t *testing.T) {
 			_, eps := mkPods(specs...)
 			pl := newPlugin(t, `{}`)
 			req := request("r", tt.headers, tt.prompt)
-			out := pl.Filter(context.Background(), fwksched.NewCycleState(), req, eps)
-			if got := req.Headers[protocol.HeaderImmediateStatus]; got != tt.status {
-				t.Fatalf("status %q want %q (body %s)", got, tt.status, req.Headers[protocol.HeaderImmediateBody])
+			ctx := contract.WithAnswerSlot(context.Background())
+			out := pl.Filter(ctx, fwksched.NewCycleState(), req, eps)
+			a := contract.Recorded(ctx)
+			if tt.status == 0 {
+				if a != nil {
+					t.Fatalf("unexpected answer %v", a)
+				}
+				return
 			}
-			if tt.status != "" {
-				if len(out) != len(eps) || pl.Selector().Tracker.Len() != 0 {
-					t.Fatal("a refused request passes candidates through and registers nothing")
-				}
-				if tt.extra != (req.Headers[protocol.HeaderImmediateHeaders] == "x-error-routing=true") {
-					t.Fatalf("headers %q", req.Headers[protocol.HeaderImmediateHeaders])
-				}
+			if a == nil || a.Status != tt.status || a.Cause != tt.cause {
+				t.Fatalf("answer %+v, want %d %s", a, tt.status, tt.cause)
+			}
+			if len(out) != len(eps) || pl.Selector().Tracker.Len() != 0 {
+				t.Fatal("a refused request passes candidates through and registers nothing")
+			}
+			routingErr := false
+			for _, h := range a.Headers {
+				routingErr = routingErr || (h.Name == "x-error-routing" && h.Value == "true")
+			}
+			if tt.extra != routingErr {
+				t.Fatalf("headers %v", a.Headers)
 			}
 		})
 	}
 	// A request another plugin already answered (rate cap) is not placed.
 	_, eps := mkPods(podSpec{name: "p", role: "prefill", roleset: "a"}, podSpec{name: "d", role: "decode", roleset: "a"})
 	pl := newPlugin(t, `{}`)
-	req := request("r", map[string]string{protocol.HeaderImmediateStatus: "429"}, "hi")
-	if out := pl.Filter(context.Background(), fwksched.NewCycleState(), req, eps); len(out) != 2 || pl.Selector().Tracker.Len() != 0 {
+	req := request("r", nil, "hi")
+	ctx := contract.WithAnswerSlot(context.Background())
+	contract.Record(ctx, contract.NewAnswer(429, contract.CauseRateLimited, "rate_limit_exceeded", "capped"))
+	if out := pl.Filter(ctx, fwksched.NewCycleState(), req, eps); len(out) != 2 || pl.Selector().Tracker.Len() != 0 {
 		t.Fatal("answered request must not be placed")
 	}
 }
@@ -169,8 +185,9 @@ func TestStrategies(t *testing.T) {
 	}
 	noHeader := newPlugin(t, `{"honorRoutingStrategyHeader":false}`)
 	req := request("r3", map[string]string{"routing-strategy": "magic"}, "hi")
-	noHeader.Filter(context.Background(), fwksched.NewCycleState(), req, eps)
-	if req.Headers[protocol.HeaderImmediateStatus] != "" {
+	ctx := contract.WithAnswerSlot(context.Background())
+	noHeader.Filter(ctx, fwksched.NewCycleState(), req, eps)
+	if contract.Recorded(ctx) != nil {
 		t.Fatal("header must be ignored when not honoured")
 	}
 }

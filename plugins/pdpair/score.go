@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decodescorer"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
@@ -78,7 +79,7 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 	}
 	results, maxD := decodescorer.ScoreAll(k.DecodeScorePolicy, cands, k)
 	if len(results) == 0 {
-		return nil, 0, fail(http.StatusServiceUnavailable, "no decode pod could be scored")
+		return nil, 0, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no decode pod could be scored")
 	}
 	out := map[string]scored{}
 	for _, r := range results {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
@@ -37,7 +38,8 @@ type Decision struct {
 	Prefill  *podmodel.Pod
 	Roleset  string
 	Combined bool
-	// Reason says why this shape was chosen, with its numbers.
+	// Cause is why this shape was chosen (metrics label); Reason says it with its numbers.
+	Cause  contract.Cause
 	Reason string
 	// Notes are the intermediate steps (fast paths, band, scores) for the decision trace.
 	Notes                                 []string
@@ -53,25 +55,26 @@ type Decision struct {
 	prefixHolder string
 }
 
-// Error carries the HTTP status the request must be answered with.
+// Error carries the HTTP status the request must be answered with and its typed cause.
 type Error struct {
 	Status int
+	Cause  contract.Cause
 	Msg    string
 }
 
 func (e *Error) Error() string { return e.Msg }
 
-func fail(status int, format string, args ...any) error {
-	return &Error{Status: status, Msg: fmt.Sprintf(format, args...)}
+func fail(status int, cause contract.Cause, format string, args ...any) error {
+	return &Error{Status: status, Cause: cause, Msg: fmt.Sprintf(format, args...)}
 }
 
-// StatusOf returns the HTTP status for a selection error (503 by default).
-func StatusOf(err error) int {
+// StatusOf returns the HTTP status and cause for a selection error (503, no pair, by default).
+func StatusOf(err error) (int, contract.Cause) {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Status
+		return e.Status, e.Cause
 	}
-	return http.StatusServiceUnavailable
+	return http.StatusServiceUnavailable, contract.CauseNoPair
 }
 
 // LedgerSource returns the token ledger, or an error when none is configured.
@@ -178,9 +181,9 @@ func (s *Selector) Select(in Input) (Decision, error) {
 		}
 		if len(bucketed) == 0 {
 			if len(combined) > 0 {
-				return s.pickCombinedRandom(in, d, combined, fmt.Sprintf("prompt length %d fits no complete bucket pair", L))
+				return s.pickCombinedRandom(in, d, combined, contract.CauseNoBucket, fmt.Sprintf("prompt length %d fits no complete bucket pair", L))
 			}
-			return d, fail(http.StatusServiceUnavailable,
+			return d, fail(http.StatusServiceUnavailable, contract.CauseNoBucket,
 				"no prompt-length bucket matches prompt length %d and no combined pods available", L)
 		}
 		if k.BucketServe && L > 0 && s.Planner != nil {
@@ -197,12 +200,12 @@ func (s *Selector) Select(in Input) (Decision, error) {
 		eligible = bucketed
 	} else if len(eligible) == 0 {
 		if len(whole) > 0 {
-			return s.pickCombinedRandom(in, d, whole, "no complete prefill/decode pair")
+			return s.pickCombinedRandom(in, d, whole, contract.CauseNoPair, "no complete prefill/decode pair")
 		}
 		if !anyPrefill {
-			return d, fail(http.StatusServiceUnavailable, "prefill pods are not ready")
+			return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "prefill pods are not ready")
 		}
-		return d, fail(http.StatusServiceUnavailable, "decode pods are not ready")
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "decode pods are not ready")
 	}
 	return s.selectLocked(in, d, eligible, combined)
 }
@@ -221,12 +224,12 @@ func planGroups(eligible []*group, in Input) []bucketplanner.Group {
 	return out
 }
 
-func (s *Selector) pickCombinedRandom(in Input, d Decision, pods []*podmodel.Pod, why string) (Decision, error) {
+func (s *Selector) pickCombinedRandom(in Input, d Decision, pods []*podmodel.Pod, cause contract.Cause, why string) (Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := pods[s.rng.Intn(len(pods))]
 	s.Tracker.Register(in.RequestID, "", p.Key)
-	d.Decode, d.Combined = *p, true
+	d.Decode, d.Combined, d.Cause = *p, true, cause
 	d.Reason = why + fmt.Sprintf(": combined pod %s picked at random among %d", p.Key, len(pods))
 	return d, nil
 }

@@ -95,7 +95,7 @@ func TestBucketingAndCombinedFallback(t *testing.T) {
 			d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, PromptTokens: tt.prompt,
 				Knobs: knobs(func(k *pdknobs.Knobs) { k.PromptLengthBucketing = tt.bucketing })})
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || StatusOf(err) != 503 {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || status(err) != 503 {
 					t.Fatalf("err %v", err)
 				}
 				return
@@ -393,7 +393,9 @@ func TestInfiniteDecodeScoreNeverWinsThePair(t *testing.T) {
 	l2.decode["ns/a-d"], l2.decode["ns/b-d"] = math.Inf(1), math.Inf(1)
 	_, err := newSel(t, l2.source()).Select(Input{RequestID: "r", Pods: pods,
 		Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
-	if err == nil || StatusOf(err) != 503 {
+	if err == nil || status(err) != 503 {
 		t.Fatalf("all-NaN pair scores must fail with 503, got %v", err)
 	}
 }
+
+func status(err error) int { s, _ := StatusOf(err); return s }

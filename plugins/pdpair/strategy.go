@@ -2,8 +2,10 @@ package pdpair
 
 import (
 	"math"
+	"net/http"
 	"strings"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -46,9 +48,9 @@ func nonPDTargets(in Input) []*podmodel.Pod {
 // pending), least-kv-cache (lowest KV usage). No prefill leg is used.
 func (s *Selector) SelectSingle(in Input, strategy string) (Decision, error) {
 	pods := nonPDTargets(in)
-	d := Decision{Combined: true}
+	d := Decision{Combined: true, Cause: contract.CauseStrategy}
 	if len(pods) == 0 {
-		return d, fail(503, "no pod can serve strategy %q without a prefill leg", strategy)
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no pod can serve strategy %q without a prefill leg", strategy)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -12,12 +12,12 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
@@ -43,10 +43,9 @@ type ConditionalDecodeDecider interface {
 }
 
 var (
-	_ disaggprofile.Decider               = &Decider{}
-	_ ConditionalDecodeDecider            = &Decider{}
-	_ disaggprofile.ConditionalDecodeGate = &Decider{}
-	_ fwkrc.PreRequest                    = &Decider{}
+	_ contract.Decider               = &Decider{}
+	_ ConditionalDecodeDecider       = &Decider{}
+	_ contract.ConditionalDecodeGate = &Decider{}
 )
 
 // Decider is prefix-based-pd-decider.
@@ -176,45 +175,52 @@ func ComputeSuffix(request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoin
 	return s, nil
 }
 
-// Disaggregate implements disaggprofile.Decider. It fails open: missing prefix information
-// means no disaggregation.
-func (d *Decider) Disaggregate(ctx context.Context, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) (bool, string) {
-	run, reason := d.disaggregate(request, decodeEndpoint)
-	logger := log.FromContext(ctx)
+// Disaggregate implements contract.Decider. It fails open: missing prefix information means
+// no disaggregation, logged as an error (the specification's choice: a missing producer is a
+// configuration fault the operator must see).
+func (d *Decider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) contract.Decision {
+	dec := d.disaggregate(request, decodeEndpoint)
+	logger := log.FromContext(ctx).WithValues("plugin", d.typedName.String())
 	if request != nil {
 		logger = logger.WithValues("requestID", request.RequestId)
 	}
-	logger.V(1).Info("prefill decision", "plugin", d.typedName.String(), "disaggregate", run, "reason", reason)
-	return run, reason
+	if dec.Cause == contract.CauseNoPrefixInfo {
+		logger.Error(nil, "prefix cache match information missing; prefill stays on the decode pod", "reason", dec.Reason)
+	}
+	logger.V(logutil.DEBUG).Info("prefill decision", "disaggregate", dec.Run, "cause", dec.Cause, "reason", dec.Reason)
+	return dec
 }
 
-func (d *Decider) disaggregate(request *fwksched.LLMRequest, ep fwksched.Endpoint) (bool, string) {
+func (d *Decider) disaggregate(request *fwksched.LLMRequest, ep fwksched.Endpoint) contract.Decision {
+	no := func(c contract.Cause, format string, args ...any) contract.Decision {
+		return contract.Decision{Cause: c, Reason: fmt.Sprintf(format, args...)}
+	}
 	if d.params.NonCachedTokens == 0 {
-		return false, "nonCachedTokens=0 disables prefix-based disaggregation"
+		return no(contract.CauseNoDecider, "nonCachedTokens=0 disables prefix-based disaggregation")
 	}
 	if ep == nil {
-		return false, "no decode endpoint"
+		return no(contract.CauseNoProfile, "no decode endpoint")
 	}
 	n, err := PromptTokenCount(request)
 	if err != nil {
-		return false, "cannot count prompt tokens: " + err.Error()
+		return no(contract.CauseNoRequest, "cannot count prompt tokens: %v", err)
 	}
 	if d.params.PromptTokens > 0 && n < d.params.PromptTokens {
-		return false, fmt.Sprintf("prompt %d tokens < promptTokens %d", n, d.params.PromptTokens)
+		return no(contract.CauseShortPrompt, "prompt %d tokens < promptTokens %d", n, d.params.PromptTokens)
 	}
 	if n < d.params.NonCachedTokens {
-		return false, fmt.Sprintf("prompt %d tokens < nonCachedTokens %d", n, d.params.NonCachedTokens)
+		return no(contract.CauseShortPrompt, "prompt %d tokens < nonCachedTokens %d", n, d.params.NonCachedTokens)
 	}
 	s, err := ComputeSuffix(request, ep)
 	if err != nil {
-		return false, "fail open: " + err.Error()
+		return no(contract.CauseNoPrefixInfo, "fail open: %v", err)
 	}
 	if s.Uncached < d.params.NonCachedTokens {
-		return false, fmt.Sprintf("uncached %d (prompt %d - cached %d×%d) < nonCachedTokens %d",
+		return no(contract.CauseCached, "uncached %d (prompt %d - cached %d×%d) < nonCachedTokens %d",
 			s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens)
 	}
-	return true, fmt.Sprintf("uncached %d (prompt %d - cached %d×%d) >= nonCachedTokens %d",
-		s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens)
+	return contract.Decision{Run: true, Cause: contract.CauseUncached, Reason: fmt.Sprintf("uncached %d (prompt %d - cached %d×%d) >= nonCachedTokens %d",
+		s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens)}
 }
 
 // ShouldRejectConditionalDecode implements the conditional-decode gate. It fails closed:

@@ -12,8 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -93,7 +92,8 @@ func TestDisaggregate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New("d", Parameters{NonCachedTokens: tt.threshold, PromptTokens: tt.gate})
-			got, reason := d.Disaggregate(context.Background(), tt.req, tt.ep)
+			dec := d.Disaggregate(context.Background(), nil, tt.req, tt.ep)
+			got, reason := dec.Run, dec.Reason
 			if got != tt.want || reason == "" {
 				t.Fatalf("Disaggregate = %v (%s), want %v", got, reason, tt.want)
 			}
@@ -101,8 +101,8 @@ func TestDisaggregate(t *testing.T) {
 	}
 	wrong := endpoint(0, 16, false)
 	wrong.Put(attrprefix.PrefixCacheMatchInfoKey, wrongType{})
-	if got, reason := New("d", Parameters{NonCachedTokens: 1}).Disaggregate(context.Background(), tokens(100), wrong); got || !strings.Contains(reason, "wrong type") {
-		t.Fatalf("wrong attribute type: %v %s", got, reason)
+	if dec := New("d", Parameters{NonCachedTokens: 1}).Disaggregate(context.Background(), nil, tokens(100), wrong); dec.Run || !strings.Contains(dec.Reason, "wrong type") || dec.Cause != contract.CauseNoPrefixInfo {
+		t.Fatalf("wrong attribute type: %+v", dec)
 	}
 }
 
@@ -142,39 +142,27 @@ func scheduled(ep fwksched.Endpoint) *fwksched.SchedulingResult {
 	return r
 }
 
-// Director-level cases of llm-d PR #1684 (inputTokens 10, threshold 5), through PreRequest.
+// Director-level cases of llm-d PR #1684 (inputTokens 10, threshold 5). The EPP's request
+// path calls the gate only for Prefer: if-available requests (cmd/epp/extproc tests that part).
 func TestConditionalDecodeGate(t *testing.T) {
 	tests := []struct {
-		name   string
-		prefer string
-		ep     fwksched.Endpoint
-		gate   bool
-		want   bool // 412 asked
+		name string
+		ep   fwksched.Endpoint
+		want bool // 412
 	}{
-		{name: "cached 8 forwards", prefer: "if-available", ep: endpoint(1, 8, true), gate: true, want: false},
-		{name: "cached 5 → 412", prefer: "if-available", ep: endpoint(1, 5, true), gate: true, want: true},
-		{name: "cached 0 → 412", prefer: "If-Available", ep: endpoint(0, 8, true), gate: true, want: true},
-		{name: "no info → 412", prefer: "return=minimal, if-available;x=1", ep: endpoint(0, 8, false), gate: true, want: true},
-		{name: "no decode endpoint → 412", prefer: "if-available", ep: nil, gate: true, want: true},
-		{name: "absent Prefer proceeds", prefer: "", ep: endpoint(0, 8, true), gate: true, want: false},
-		{name: "unrelated Prefer proceeds", prefer: "return=minimal", ep: endpoint(0, 8, true), gate: true, want: false},
-		{name: "not the gate forwards", prefer: "if-available", ep: endpoint(0, 8, true), gate: false, want: false},
+		{name: "cached 8 forwards", ep: endpoint(1, 8, true), want: false},
+		{name: "cached 5 → 412", ep: endpoint(1, 5, true), want: true},
+		{name: "cached 0 → 412", ep: endpoint(0, 8, true), want: true},
+		{name: "no info → 412 (fail closed)", ep: endpoint(0, 8, false), want: true},
+		{name: "no decode endpoint → 412", ep: nil, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := New("d", Parameters{NonCachedTokens: 5})
-			d.gate = tt.gate
 			r := tokens(10)
-			if tt.prefer != "" {
-				r.Headers["Prefer"] = tt.prefer
-			}
-			d.PreRequest(context.Background(), r, scheduled(tt.ep))
-			got := r.Headers[protocol.HeaderImmediateStatus] == "412"
-			if got != tt.want {
-				t.Fatalf("412=%v want %v (%v)", got, tt.want, r.Headers)
-			}
-			if got && r.Headers[protocol.HeaderImmediateBody] != PreconditionFailedBody {
-				t.Fatalf("body %q", r.Headers[protocol.HeaderImmediateBody])
+			r.Headers["Prefer"] = "if-available"
+			if got := d.CheckConditionalDecode(context.Background(), r, tt.ep); got != tt.want {
+				t.Fatalf("412=%v want %v", got, tt.want)
 			}
 		})
 	}
@@ -216,7 +204,7 @@ func TestGateMetric(t *testing.T) {
 		r.TargetModel = tt.model
 		r.Headers["prefer"] = "if-available"
 		before := counterValue(t, tt.model, tt.outcome) // counters are per process
-		New("d", Parameters{NonCachedTokens: tt.threshold}).PreRequest(context.Background(), r, scheduled(tt.ep))
+		New("d", Parameters{NonCachedTokens: tt.threshold}).CheckConditionalDecode(context.Background(), r, tt.ep)
 		if v := counterValue(t, tt.model, tt.outcome) - before; v != 1 {
 			t.Fatalf("%s %s = %v", tt.model, tt.outcome, v)
 		}
@@ -243,28 +231,4 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("accepted negative thresholds: %+v", p)
 		}
 	})
-}
-
-// When the profile handler already ran the gate at scheduling time, PreRequest does not run it
-// again (no double count, no second answer) and removes the marker.
-func TestPreRequestSkipsWhenHandlerChecked(t *testing.T) {
-	d := New("d", Parameters{NonCachedTokens: 5})
-	r := tokens(10)
-	r.TargetModel = "checked-model"
-	r.Headers["prefer"] = "if-available"
-	r.Headers[disaggprofile.HeaderConditionalDecodeChecked] = "true"
-	before := counterValue(t, "checked-model", OutcomeRejected)
-	d.PreRequest(context.Background(), r, scheduled(endpoint(0, 8, true)))
-	if _, asked := r.Headers[protocol.HeaderImmediateStatus]; asked {
-		t.Fatal("PreRequest must not answer again")
-	}
-	if _, left := r.Headers[disaggprofile.HeaderConditionalDecodeChecked]; left {
-		t.Fatal("marker not removed")
-	}
-	if v := counterValue(t, "checked-model", OutcomeRejected) - before; v != 0 {
-		t.Fatalf("double counted: %v", v)
-	}
-	if !d.CheckConditionalDecode(context.Background(), r, endpoint(0, 8, true)) || counterValue(t, "checked-model", OutcomeRejected)-before != 1 {
-		t.Fatal("CheckConditionalDecode must reject and count")
-	}
 }

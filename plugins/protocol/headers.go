@@ -83,18 +83,3 @@ const (
 	// HeaderPrefillDurationMS is the prefill leg's duration in milliseconds, set by the sidecar.
 	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"
 )
-
-// Internal headers: written by EPP plugins into LLMRequest.Headers to ask the EPP's ext_proc
-// server for an immediate response instead of forwarding. The server strips every
-// InternalHeaderPrefix header arriving from a client before the director runs, and never
-// forwards one upstream.
-const (
-	InternalHeaderPrefix = "x-pdgate-internal-"
-	// HeaderImmediateStatus is the HTTP status to answer with (e.g. "412", "429", "503").
-	HeaderImmediateStatus = InternalHeaderPrefix + "immediate-status"
-	// HeaderImmediateBody is the response body (plain text or JSON) for the immediate answer.
-	HeaderImmediateBody = InternalHeaderPrefix + "immediate-body"
-	// HeaderImmediateHeaders is a comma-separated list of name=value response headers to set
-	// on the immediate answer.
-	HeaderImmediateHeaders = InternalHeaderPrefix + "immediate-headers"
-)

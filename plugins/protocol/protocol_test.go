@@ -91,32 +91,6 @@ func FuzzIsConditionalDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) { _ = IsConditionalDecode(s) })
 }
 
-func TestStatusError(t *testing.T) {
-	text := "failed to find target endpoint: " + StatusError(503, "no bucket fits").Error()
-	code, cleaned, ok := ParseStatusError(text)
-	if !ok || code != 503 || cleaned != "failed to find target endpoint: no bucket fits" {
-		t.Fatalf("got %d %q %v", code, cleaned, ok)
-	}
-	if _, _, ok := ParseStatusError("plain error"); ok {
-		t.Fatal("no marker expected")
-	}
-	for _, tc := range []struct {
-		text, body string
-		code       int
-	}{
-		{text, "failed to find target endpoint: no bucket fits", 503},
-		{"inference error: ResourceExhausted - failed to find target endpoint: " + StatusError(412, ConditionalDecodeMessage).Error(), ConditionalDecodeBody, 412},
-	} {
-		code, body, ok := StatusErrorBody(tc.text)
-		if !ok || code != tc.code || body != tc.body {
-			t.Errorf("StatusErrorBody(%q) = %d %q %v, want %d %q", tc.text, code, body, ok, tc.code, tc.body)
-		}
-	}
-	if _, body, ok := StatusErrorBody("plain error"); ok || body != "plain error" {
-		t.Fatal("no marker expected")
-	}
-}
-
 // Every header the EPP writes to steer a sidecar (pdgate's or llm-d's) must be a routing
 // header: the EPP drops client copies and the sidecar strips it before the engine.
 func TestRoutingHeadersCoverSteeringHeaders(t *testing.T) {

@@ -1,13 +1,13 @@
 // Package ratecap is aibrix-rate-cap: the per-model request-rate cap of AIBrix's
 // model.aibrix.ai/config profiles (requestsPerSecond). Requests over the cap are answered 429
-// by the EPP (through protocol.HeaderImmediateStatus) before any scheduling or charge happens.
+// by the EPP (a contract.Answer returned from AdmitRequest) before any scheduling or charge happens.
 package ratecap
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +18,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -42,7 +43,7 @@ type Params struct {
 	DefaultRequestsPerSecond int `json:"defaultRequestsPerSecond"`
 }
 
-// Plugin is aibrix-rate-cap (a PrepareData plugin: it runs before scheduling).
+// Plugin is aibrix-rate-cap (an admission plugin: it runs before scheduling).
 type Plugin struct {
 	tn  fwkplugin.TypedName
 	p   Params
@@ -52,7 +53,7 @@ type Plugin struct {
 	windows map[string][]time.Time // model → admitted request times within the window
 }
 
-var _ fwkrc.PrepareDataPlugin = (*Plugin)(nil)
+var _ fwkrc.AdmissionPlugin = (*Plugin)(nil)
 
 // Factory builds the plugin.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
@@ -79,12 +80,6 @@ func New(name string, p Params, now func() time.Time) *Plugin {
 // TypedName implements fwkplugin.Plugin.
 func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
 
-// Produces implements fwkplugin.ProducerPlugin (nothing: it only answers requests).
-func (p *Plugin) Produces() map[string]any { return map[string]any{} }
-
-// Consumes implements fwkplugin.ConsumerPlugin.
-func (p *Plugin) Consumes() map[string]any { return map[string]any{} }
-
 // Limit returns the cap for a request from its model's resolved profile.
 func (p *Plugin) Limit(req *fwksched.LLMRequest, eps []fwksched.Endpoint) int {
 	hints := podmodel.AutoHints{MaxTokens: -1, PromptTokens: podmodel.PromptTokens(req)}
@@ -95,9 +90,9 @@ func (p *Plugin) Limit(req *fwksched.LLMRequest, eps []fwksched.Endpoint) int {
 	return p.p.DefaultRequestsPerSecond
 }
 
-// PrepareRequestData admits the request or asks the EPP to answer 429.
-func (p *Plugin) PrepareRequestData(_ context.Context, req *fwksched.LLMRequest, eps []fwksched.Endpoint) error {
-	if req == nil || req.Headers == nil || req.Headers[protocol.HeaderImmediateStatus] != "" {
+// AdmitRequest admits the request or returns the 429 answer (with retry-after: 1, AIBrix's).
+func (p *Plugin) AdmitRequest(_ context.Context, req *fwksched.LLMRequest, eps []fwksched.Endpoint) error {
+	if req == nil {
 		return nil
 	}
 	limit := p.Limit(req, eps)
@@ -109,10 +104,8 @@ func (p *Plugin) PrepareRequestData(_ context.Context, req *fwksched.LLMRequest,
 	}
 	rejected.WithLabelValues(req.TargetModel).Inc()
 	msg := fmt.Sprintf("model %q exceeded its rate limit of %d requests per second", req.TargetModel, limit)
-	req.Headers[protocol.HeaderImmediateStatus] = strconv.Itoa(429)
-	req.Headers[protocol.HeaderImmediateBody] = string(protocol.ErrorBody(429, "rate_limit_exceeded", msg))
-	req.Headers[protocol.HeaderImmediateHeaders] = "retry-after=1"
-	return nil
+	return contract.NewAnswer(http.StatusTooManyRequests, contract.CauseRateLimited, "rate_limit_exceeded", msg).
+		WithHeader("retry-after", "1")
 }
 
 // Admit records a request for model if fewer than limit were admitted in the last second.

@@ -10,6 +10,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -44,7 +45,7 @@ func endpoint(cfg string) fwksched.Endpoint {
 	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p"}, PodName: "p", Labels: labels}, fwkdl.NewMetrics(), nil)
 }
 
-func TestPrepareRequestData(t *testing.T) {
+func TestAdmitRequest(t *testing.T) {
 	cfg := `{"profiles":{"default":{"requestsPerSecond":1},"fast":{"requestsPerSecond":3},"open":{}}}`
 	now := time.Unix(100, 0)
 	tests := []struct {
@@ -67,16 +68,15 @@ func TestPrepareRequestData(t *testing.T) {
 			admitted := 0
 			for i := 0; i < 5; i++ {
 				req := &fwksched.LLMRequest{TargetModel: "m", Headers: map[string]string{protocol.HeaderConfigProfile: tt.profile}}
-				if err := p.PrepareRequestData(context.Background(), req, eps); err != nil {
-					t.Fatal(err)
-				}
-				switch req.Headers[protocol.HeaderImmediateStatus] {
-				case "":
+				err := p.AdmitRequest(context.Background(), req, eps)
+				if err == nil {
 					admitted++
-				case "429":
-					if !strings.Contains(req.Headers[protocol.HeaderImmediateBody], "rate limit of") || req.Headers[protocol.HeaderImmediateHeaders] != "retry-after=1" {
-						t.Fatalf("body %s", req.Headers[protocol.HeaderImmediateBody])
-					}
+					continue
+				}
+				a, ok := contract.AnswerOf(err)
+				if !ok || a.Status != 429 || a.Cause != contract.CauseRateLimited || !strings.Contains(string(a.Body), "rate limit of") ||
+					len(a.Headers) != 2 || a.Headers[1] != (contract.Header{Name: "retry-after", Value: "1"}) {
+					t.Fatalf("answer %+v", a)
 				}
 			}
 			if admitted != tt.admitted {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
@@ -120,7 +121,7 @@ func (f *Filter) Filter(ctx context.Context, _ *fwksched.CycleState, request *fw
 			out = append(out, ep)
 		}
 	}
-	if logger := log.FromContext(ctx).V(1); logger.Enabled() {
+	if logger := log.FromContext(ctx).V(logutil.DEBUG); logger.Enabled() {
 		id := ""
 		if request != nil {
 			id = request.RequestId

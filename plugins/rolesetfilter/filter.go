@@ -14,8 +14,8 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -25,7 +25,7 @@ const Type = "aibrix-roleset-filter"
 // Params are the filter's parameters.
 type Params struct {
 	// SameRolesetAsDecode keeps only the decode pick's roleset when the decode stage already
-	// ran (disaggprofile.DecodeResultKey); use it in prefill/encode profiles.
+	// ran (contract.DecodeResultKey); use it in prefill/encode profiles.
 	SameRolesetAsDecode bool `json:"sameRolesetAsDecode"`
 }
 
@@ -65,7 +65,7 @@ func (f *Filter) Filter(_ context.Context, cs *fwksched.CycleState, _ *fwksched.
 	}
 	want := ""
 	if f.p.SameRolesetAsDecode {
-		if res, ok := disaggprofile.DecodeResult(cs); ok && res.First() != nil {
+		if res, ok := contract.DecodeResult(cs); ok && res.First() != nil {
 			want = podmodel.FromEndpoint(res.First()).Roleset
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 func ep(name string, labels map[string]string) fwksched.Endpoint {
@@ -55,7 +55,7 @@ func TestFilter(t *testing.T) {
 			}
 			cs := fwksched.NewCycleState()
 			if tt.decode != nil {
-				cs.Write(disaggprofile.DecodeResultKey, &disaggprofile.StageResult{Profile: "decode", Endpoints: []fwksched.Endpoint{tt.decode}})
+				cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: "decode", Endpoints: []fwksched.Endpoint{tt.decode}})
 			}
 			if got := names(pl.(*Filter).Filter(context.Background(), cs, nil, pods)); got != tt.want {
 				t.Fatalf("got %s want %s", got, tt.want)

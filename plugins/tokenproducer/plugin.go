@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -72,7 +73,7 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 	if request == nil || request.TokenizedPrompt != nil {
 		return nil
 	}
-	logger := log.FromContext(ctx).V(1).WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
+	logger := log.FromContext(ctx).V(logutil.DEBUG).WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
 	est := Estimate(request, p.params.Estimate)
 	request.TokenizedPrompt = est
 	if p.params.Backend != BackendVLLM {

@@ -1,8 +1,8 @@
 // Package inprocepp assembles an EPP in process for the integration suites that drive plugin
 // sets through GIE's real machinery (test/integration/llmd, test/integration/aibrix): a user's
 // config file loaded through pdgate's plugin set, GIE's data layer scraping one metrics server
-// per pod on its own loopback address, GIE's scheduler and director, and GIE's ext_proc
-// StreamingServer wrapped by pdgate's ext_proc server, on a real gRPC listener.
+// per pod on its own loopback address, all assembled by the EPP's one constructor
+// (cmd/epp/core) and served by pdgate's request path on a real gRPC listener.
 package inprocepp
 
 import (
@@ -21,19 +21,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
-	"github.com/pdgate/pdgate/cmd/epp/extproc"
-	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/cmd/epp/core"
 )
 
 // Pod is one model-server pod of the test pool.
@@ -65,7 +59,6 @@ type EPP struct {
 // ends.
 func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 	t.Helper()
-	pluginset.RegisterAll()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	logger := testr.NewWithOptions(t, testr.Options{Verbosity: o.Verbosity})
@@ -76,61 +69,38 @@ func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rawCfg, gates, err := pluginset.LoadRaw(raw, logger)
+	c, err := core.New(ctx, core.Options{
+		Config: raw,
+		Logger: logger,
+		NewDatastore: func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
+			pool := datalayer.NewEndpointPool("default", o.PoolName)
+			pool.TargetPorts = []int{port}
+			var ds datastore.Datastore = datastore.NewDatastore(ctx, factory, 0).WithEndpointPool(pool)
+			if o.WrapDatastore != nil {
+				ds = o.WrapDatastore(ds)
+			}
+			return ds, nil
+		},
+		Standalone: true,
+	})
 	if err != nil {
 		t.Fatalf("load %s: %v", configPath, err)
 	}
-	rt := datalayer.NewRuntime(50 * time.Millisecond)
-	pool := datalayer.NewEndpointPool("default", o.PoolName)
-	pool.TargetPorts = []int{port}
-	var ds datastore.Datastore = datastore.NewDatastore(ctx, rt, 0).WithEndpointPool(pool)
-	if o.WrapDatastore != nil {
-		ds = o.WrapDatastore(ds)
-	}
-	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName {
-		var out []types.NamespacedName
-		for _, ep := range ds.PodList(datastore.AllPodsPredicate) {
-			out = append(out, ep.GetMetadata().NamespacedName)
-		}
-		return out
-	})
-	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
-	if err != nil {
-		t.Fatalf("instantiate %s: %v", configPath, err)
-	}
-	if err := pluginset.ResolveReferences(handle); err != nil {
-		t.Fatalf("resolve %s: %v", configPath, err)
-	}
-	if err := rt.Configure(cfg.DataConfig, !gates[datalayer.EnableLegacyMetricsFeatureGate], "", logger); err != nil {
-		t.Fatal(err)
-	}
+	ds := c.Datastore
 	for _, p := range pods {
 		ds.PodUpdateOrAddIfNotExist(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: "default", Labels: p.Labels, Annotations: p.Annotations},
 			Status:     corev1.PodStatus{PodIP: p.IP},
 		})
 	}
-	reqCfg := requestcontrol.NewConfig()
-	reqCfg.AddPlugins(handle.GetAllPlugins()...)
-	dag, err := datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins())
-	if err != nil {
-		t.Fatalf("data dependencies: %v", err)
-	}
-	reqCfg.OrderPrepareDataPlugins(dag)
-	parser := handlers.NewParser(cfg.ParserConfig)
-	sched := scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig)
-	cands := requestcontrol.NewDatastoreEndpointCandidates(ds)
-	adm := requestcontrol.NewLegacyAdmissionController(cfg.SaturationDetector, cands)
-	dir := requestcontrol.NewDirectorWithConfig(ds, sched, adm, parser, cands, reqCfg)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	// pdgate's ext_proc wrapper (routing-header stripping and removal, immediate answers such
-	// as the conditional-decode 412) around GIE's StreamingServer, as the EPP runs it.
-	extProcPb.RegisterExternalProcessorServer(srv, extproc.New(handlers.NewStreamingServer(ds, dir, parser), extproc.Options{}))
+	// pdgate's request path, built by the EPP's own constructor.
+	extProcPb.RegisterExternalProcessorServer(srv, c.Server)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -138,7 +108,7 @@ func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: handle, DS: ds, Port: port}
+	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: c.Handle, DS: ds, Port: port}
 }
 
 // ServeMetrics runs one HTTP server per pod on its loopback IP, all on one port (GIE pools

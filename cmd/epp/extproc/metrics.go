@@ -12,14 +12,10 @@ var (
 	})
 	immediateAnswers = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_epp_immediate_responses_total",
-		Help: "Requests answered by the EPP itself on a plugin's request (e.g. 412 conditional decode, 429 rate cap), by HTTP status.",
-	}, []string{"status"})
-	statusRewrites = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_epp_error_status_rewrites_total",
-		Help: "GIE error answers whose status was rewritten from a pdgate status marker, by new HTTP status.",
-	}, []string{"status"})
+		Help: "Requests answered by the EPP itself, by HTTP status and cause (a plugin's typed cause such as conditional_decode_miss or rate_limited, or gie_<Code> for GIE's own errors).",
+	}, []string{"status", "cause"})
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(bodyRejected, immediateAnswers, statusRewrites)
+	crmetrics.Registry.MustRegister(bodyRejected, immediateAnswers)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,363 +15,386 @@ import (
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/go-logr/logr/funcr"
-
-	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/fastparser"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
-// fakeDirector stands in for GIE's director; GIE's real StreamingServer runs around it.
-type fakeDirector struct {
-	mu       sync.Mutex
-	seen     map[string]string
-	plugin   func(h map[string]string) error
-	released int // end-of-stream ResponseBody calls (where PreRequest charges are released)
-}
-
-func (d *fakeDirector) HandleRequest(_ context.Context, rc *handlers.RequestContext) (*handlers.RequestContext, error) {
-	d.mu.Lock()
-	d.seen = map[string]string{}
-	for k, v := range rc.Request.Headers {
-		d.seen[k] = v
-	}
-	d.mu.Unlock()
-	rc.TargetEndpoint = "127.0.0.3:8000"
-	rc.TargetPod = &fwkdl.EndpointMetadata{Address: "127.0.0.3", Port: "8000"}
-	if d.plugin != nil {
-		if err := d.plugin(rc.Request.Headers); err != nil {
-			return rc, err
-		}
-	}
-	return rc, nil
-}
-func (d *fakeDirector) HandleResponseHeader(_ context.Context, rc *handlers.RequestContext) *handlers.RequestContext {
-	return rc
-}
-func (d *fakeDirector) HandleResponseBody(_ context.Context, rc *handlers.RequestContext, eos bool) *handlers.RequestContext {
-	if eos {
-		d.mu.Lock()
-		d.released++
-		d.mu.Unlock()
-	}
-	return rc
-}
-func (d *fakeDirector) GetRandomEndpoint() *fwkdl.EndpointMetadata {
-	return &fwkdl.EndpointMetadata{Address: "127.0.0.3", Port: "8000"}
-}
+var decodeEP = fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "d"},
+	Address: "127.0.0.3", Port: "8000"}, fwkdl.NewMetrics(), nil)
 
 type fakeDS struct{}
 
 func (fakeDS) PoolGet() (*datalayer.EndpointPool, error) {
 	return datalayer.NewEndpointPool("ns", "p"), nil
 }
+func (fakeDS) ObjectiveGet(string) *v1alpha2.InferenceObjective { return nil }
+func (fakeDS) PodList(func(fwkdl.Endpoint) bool) []fwkdl.Endpoint {
+	return nil
+}
+func (fakeDS) ModelRewriteGet(string) (*v1alpha2.InferenceModelRewriteRule, string) { return nil, "" }
 
-type fakeTraces struct {
-	mu sync.Mutex
-	m  map[string]*decisiontrace.Trace
+type fakeCandidates struct{}
+
+func (fakeCandidates) Locate(context.Context, map[string]any) []fwkdl.Endpoint {
+	return []fwkdl.Endpoint{fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "d"},
+		Address: "127.0.0.3", Port: "8000"}, fwkdl.NewMetrics())}
 }
 
-func (f *fakeTraces) Take(id string) *decisiontrace.Trace {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	t := f.m[id]
-	delete(f.m, id)
-	return t
+type admitAll struct{}
+
+func (admitAll) Admit(context.Context, *handlers.RequestContext, int) error { return nil }
+
+// fakeScheduler picks decodeEP, or answers through the request's context as a filter would.
+type fakeScheduler struct {
+	record *contract.Answer
+	err    error
+	seen   map[string]string // the headers the scheduling plugins saw
 }
 
-func startServer(t *testing.T, d *fakeDirector, opts Options) extProcPb.ExternalProcessorClient {
+func (s *fakeScheduler) Schedule(ctx context.Context, req *fwksched.LLMRequest, _ []fwksched.Endpoint) (*fwksched.SchedulingResult, error) {
+	s.seen = map[string]string{}
+	for k, v := range req.Headers {
+		s.seen[k] = v
+	}
+	if s.record != nil {
+		contract.Record(ctx, s.record)
+		return nil, errors.New("filtered everything")
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	return &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
+		"decode": {TargetEndpoints: []fwksched.Endpoint{decodeEP}}}}, nil
+}
+
+// hooksPlugin is every request-control hook at once, counting calls.
+type hooksPlugin struct {
+	mu                              sync.Mutex
+	setHeader                       map[string]string // written in PreRequest
+	deny                            error             // AdmitRequest's answer
+	preRequests, eos, respHeaderRun int
+	addResponseHeader               string
+}
+
+func (p *hooksPlugin) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "hooks", Name: "h"}
+}
+func (p *hooksPlugin) AdmitRequest(context.Context, *fwksched.LLMRequest, []fwksched.Endpoint) error {
+	return p.deny
+}
+func (p *hooksPlugin) PreRequest(_ context.Context, r *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.preRequests++
+	for k, v := range p.setHeader {
+		r.Headers[k] = v
+	}
+}
+func (p *hooksPlugin) ResponseHeader(_ context.Context, _ *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.respHeaderRun++
+	if p.addResponseHeader != "" {
+		resp.Headers[p.addResponseHeader] = "yes"
+	}
+}
+func (p *hooksPlugin) ResponseBody(_ context.Context, _ *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	if resp.EndOfStream {
+		p.mu.Lock()
+		p.eos++
+		p.mu.Unlock()
+	}
+}
+func (p *hooksPlugin) counts() (int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.preRequests, p.eos
+}
+
+// fakeGate is the conditional-decode gate.
+type fakeGate struct {
+	reject bool
+	calls  int
+}
+
+func (g *fakeGate) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "gate", Name: "g"}
+}
+func (g *fakeGate) IsConditionalDecodeGate() bool { return true }
+func (g *fakeGate) CheckConditionalDecode(context.Context, *fwksched.LLMRequest, fwksched.Endpoint) bool {
+	g.calls++
+	return g.reject
+}
+
+type fixture struct {
+	sched  *fakeScheduler
+	hooks  *hooksPlugin
+	gate   *fakeGate
+	opts   Options
+	client extProcPb.ExternalProcessorClient
+}
+
+func start(t *testing.T, f *fixture) *fixture {
 	t.Helper()
+	if f.sched == nil {
+		f.sched = &fakeScheduler{}
+	}
+	if f.hooks == nil {
+		f.hooks = &hooksPlugin{}
+	}
+	plugins := []fwkplugin.Plugin{f.hooks}
+	if f.gate != nil {
+		plugins = append(plugins, f.gate)
+	}
+	srv := New(Config{Datastore: fakeDS{}, Scheduler: f.sched, Admission: admitAll{}, Candidates: fakeCandidates{},
+		Parser: fastparser.New("p", fastparser.Params{Payload: fastparser.ModeRaw}), Plugins: plugins}, f.opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	extProcPb.RegisterExternalProcessorServer(srv, New(handlers.NewStreamingServer(fakeDS{}, d, nil), opts))
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
+	g := grpc.NewServer()
+	extProcPb.RegisterExternalProcessorServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return extProcPb.NewExternalProcessorClient(conn)
+	f.client = extProcPb.NewExternalProcessorClient(conn)
+	return f
 }
 
-func headersFrame(kv ...string) *extProcPb.ProcessingRequest {
-	hm := &configPb.HeaderMap{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		hm.Headers = append(hm.Headers, &configPb.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
-	}
-	return &extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extProcPb.HttpHeaders{Headers: hm}}}
+// result is what the EPP answered for the request phase.
+type result struct {
+	immediate int
+	body      string
+	immHdr    map[string]string
+	set       map[string]string
+	removed   map[string]bool
+	frames    []string // request body frames sent back
+	stream    extProcPb.ExternalProcessor_ProcessClient
 }
 
-func bodyFrame(b string, eos bool) *extProcPb.ProcessingRequest {
-	return &extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
-		RequestBody: &extProcPb.HttpBody{Body: []byte(b), EndOfStream: eos}}}
-}
-
-func setHeaders(r *extProcPb.ProcessingResponse) map[string]string {
-	out := map[string]string{}
-	var opts []*configPb.HeaderValueOption
-	switch v := r.Response.(type) {
-	case *extProcPb.ProcessingResponse_RequestHeaders:
-		opts = v.RequestHeaders.GetResponse().GetHeaderMutation().GetSetHeaders()
-	case *extProcPb.ProcessingResponse_ResponseHeaders:
-		opts = v.ResponseHeaders.GetResponse().GetHeaderMutation().GetSetHeaders()
-	case *extProcPb.ProcessingResponse_ImmediateResponse:
-		opts = v.ImmediateResponse.GetHeaders().GetSetHeaders()
+func (f *fixture) run(t *testing.T, headers map[string]string, frames ...string) *result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	stream, err := f.client.Process(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, o := range opts {
-		out[strings.ToLower(o.GetHeader().GetKey())] = headerValue(o.GetHeader())
+	hv := []*configPb.HeaderValue{{Key: ":path", RawValue: []byte("/v1/completions")}}
+	for k, v := range headers {
+		hv = append(hv, &configPb.HeaderValue{Key: k, RawValue: []byte(v)})
 	}
-	return out
-}
-
-const body = `{"model":"m","prompt":"hi"}`
-
-func TestRoutingHeadersAndImmediateAnswers(t *testing.T) {
-	spoof := []string{
-		"x-request-id", "req-1",
-		protocol.HeaderPrefillerHostPort, "10.9.9.9:1",
-		"X-Encoder-Hosts-Ports", "10.9.9.9:2",
-		protocol.HeaderImmediateStatus, "200",
-		"x-keep", "yes",
+	send := func(m *extProcPb.ProcessingRequest) {
+		if err := stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
 	}
-	tests := []struct {
-		name       string
-		plugin     func(h map[string]string) error
-		max        int64
-		headers    []string
-		bodies     []string
-		wantStatus int // 0: forwarded
-		wantSet    map[string]string
-		wantBody   string
-		// wantRelease: GIE's end-of-request hook must still run for a scheduled request
-		// answered by the wrapper.
-		wantRelease bool
-	}{
-		{name: "spoofed headers dropped and removed", headers: spoof,
-			wantSet: map[string]string{"x-keep": "yes", "x-gateway-destination-endpoint": "127.0.0.3:8000"}},
-		{name: "plugin-set routing header forwarded", headers: spoof,
-			plugin: func(h map[string]string) error {
-				h[protocol.HeaderPrefillerHostPort] = "127.0.0.2:8000"
-				h[protocol.HeaderEncoderHostsPorts] = "" // explicit clear
-				return nil
-			},
-			wantSet: map[string]string{protocol.HeaderPrefillerHostPort: "127.0.0.2:8000"}},
-		{name: "plugin asks for 412", headers: spoof,
-			plugin: func(h map[string]string) error {
-				h[protocol.HeaderImmediateStatus] = "412"
-				h[protocol.HeaderImmediateBody] = `{"error":"busy"}`
-				h[protocol.HeaderImmediateHeaders] = "retry-after=1, x-why=a=b"
-				return nil
-			},
-			wantStatus: 412, wantBody: `{"error":"busy"}`, wantRelease: true,
-			wantSet: map[string]string{"retry-after": "1", "x-why": "a=b", "content-type": "application/json"}},
-		{name: "invalid immediate status becomes 500", headers: spoof,
-			plugin:     func(h map[string]string) error { h[protocol.HeaderImmediateStatus] = "abc"; return nil },
-			wantStatus: 500},
-		{name: "status marker rewrites GIE 429", headers: spoof,
-			plugin: func(map[string]string) error {
-				return errcommon.Error{Code: errcommon.ResourceExhausted,
-					Msg: "failed to find target endpoint: " + protocol.StatusError(503, "no bucket fits").Error()}
-			},
-			wantStatus: 503, wantBody: "inference error: ResourceExhausted - failed to find target endpoint: no bucket fits"},
-		{name: "412 marker answers with llm-d's conditional-decode body", headers: spoof,
-			plugin: func(map[string]string) error {
-				return errcommon.Error{Code: errcommon.ResourceExhausted,
-					Msg: "failed to find target endpoint: " + protocol.StatusError(412, protocol.ConditionalDecodeMessage).Error()}
-			},
-			wantStatus: 412, wantBody: protocol.ConditionalDecodeBody},
-		{name: "GIE 429 without marker untouched", headers: spoof,
-			plugin:     func(map[string]string) error { return errcommon.Error{Code: errcommon.ResourceExhausted, Msg: "full"} },
-			wantStatus: 429},
-		{name: "body over limit", headers: spoof, max: 10, bodies: []string{"0123456", "789abc"}, wantStatus: 413},
-		{name: "content-length over limit", headers: append([]string{"content-length", "99"}, spoof...), max: 10, wantStatus: 413},
-		{name: "body at limit passes", headers: spoof, max: int64(len(body)),
-			wantSet: map[string]string{"x-keep": "yes"}},
+	send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
+		RequestHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: hv}, EndOfStream: len(frames) == 0}}})
+	for i, fr := range frames {
+		send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
+			RequestBody: &extProcPb.HttpBody{Body: []byte(fr), EndOfStream: i == len(frames)-1}}})
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := &fakeDirector{plugin: tt.plugin}
-			client := startServer(t, d, Options{MaxRequestBodyBytes: tt.max})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			st, err := client.Process(ctx)
-			if err != nil {
-				t.Fatal(err)
+	r := &result{set: map[string]string{}, removed: map[string]bool{}, immHdr: map[string]string{}, stream: stream}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("recv: %v", err)
+		}
+		if ir := resp.GetImmediateResponse(); ir != nil {
+			r.immediate, r.body = int(ir.GetStatus().GetCode()), string(ir.GetBody())
+			for _, h := range ir.GetHeaders().GetSetHeaders() {
+				r.immHdr[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
 			}
-			if err := st.Send(headersFrame(tt.headers...)); err != nil {
-				t.Fatal(err)
+			return r
+		}
+		if hr := resp.GetRequestHeaders(); hr != nil {
+			for _, h := range hr.GetResponse().GetHeaderMutation().GetSetHeaders() {
+				r.set[strings.ToLower(h.GetHeader().GetKey())] = string(h.GetHeader().GetRawValue())
 			}
-			bodies := tt.bodies
-			if bodies == nil {
-				bodies = []string{body}
+			for _, k := range hr.GetResponse().GetHeaderMutation().GetRemoveHeaders() {
+				r.removed[k] = true
 			}
-			for i, b := range bodies {
-				// The server may already have answered (413): a failed send is fine then.
-				_ = st.Send(bodyFrame(b, i == len(bodies)-1))
-			}
-			resp, err := st.Recv()
-			if err != nil {
-				t.Fatalf("recv: %v", err)
-			}
-			set := setHeaders(resp)
-			if tt.wantStatus != 0 {
-				ir := resp.GetImmediateResponse()
-				if ir == nil {
-					t.Fatalf("want immediate %d, got %v", tt.wantStatus, resp)
-				}
-				if int(ir.GetStatus().GetCode()) != tt.wantStatus {
-					t.Fatalf("status %d, want %d (body %q)", ir.GetStatus().GetCode(), tt.wantStatus, ir.Body)
-				}
-				if tt.wantBody != "" && string(ir.Body) != tt.wantBody {
-					t.Fatalf("body %q, want %q", ir.Body, tt.wantBody)
-				}
-				// Nothing follows an immediate answer.
-				if r, err := st.Recv(); !errors.Is(err, io.EOF) {
-					t.Fatalf("after immediate: %v %v", r, err)
-				}
-			} else {
-				hr := resp.GetRequestHeaders()
-				if hr == nil {
-					t.Fatalf("want header response, got %v", resp)
-				}
-				removed := hr.GetResponse().GetHeaderMutation().GetRemoveHeaders()
-				for _, name := range protocol.RoutingHeaders {
-					_, isSet := set[name]
-					if isSet == contains(removed, name) {
-						t.Errorf("%s: set=%v removed=%v; exactly one expected", name, isSet, removed)
-					}
-				}
-				if b, err := st.Recv(); err != nil || b.GetRequestBody() == nil {
-					t.Fatalf("want body frame, got %v %v", b, err)
-				}
-			}
-			for k, v := range tt.wantSet {
-				if set[k] != v {
-					t.Errorf("header %s = %q, want %q (all %v)", k, set[k], v, set)
-				}
-			}
-			for k := range set {
-				if strings.HasPrefix(k, protocol.InternalHeaderPrefix) {
-					t.Errorf("internal header %s forwarded", k)
-				}
-				if v := set[k]; strings.HasPrefix(v, "10.9.9.9") {
-					t.Errorf("spoofed value forwarded in %s", k)
-				}
-			}
-			// The handler returned before the client saw EOF, so GIE's deferred hook has run.
-			d.mu.Lock()
-			defer d.mu.Unlock()
-			if tt.wantRelease && d.released != 1 {
-				t.Fatalf("end-of-request hook ran %d times, want 1", d.released)
-			}
-			for k := range d.seen {
-				lk := strings.ToLower(k)
-				if isRoutingHeader(lk) || strings.HasPrefix(lk, protocol.InternalHeaderPrefix) {
-					t.Errorf("director saw client header %s", k)
-				}
-			}
-		})
-	}
-}
-
-func TestDecisionTraceHeader(t *testing.T) {
-	tests := []struct {
-		name  string
-		allow bool
-		ask   string
-		want  bool
-	}{
-		{"asked and allowed", true, "1", true},
-		{"asked as true", true, "true", true},
-		{"asked, not allowed", false, "1", false},
-		{"allowed, not asked", true, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tr := &decisiontrace.Trace{}
-			tr.Stage("prefill", false, "short prompt")
-			traces := &fakeTraces{m: map[string]*decisiontrace.Trace{"req-7": tr}}
-			client := startServer(t, &fakeDirector{}, Options{AllowTrace: tt.allow, Traces: traces})
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			st, err := client.Process(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = st.Send(headersFrame("x-request-id", "req-7", protocol.HeaderTrace, tt.ask))
-			_ = st.Send(bodyFrame(body, true))
-			for i := 0; i < 2; i++ {
-				if _, err := st.Recv(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			_ = st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseHeaders{
-				ResponseHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: []*configPb.HeaderValue{
-					{Key: ":status", RawValue: []byte("200")},
-					{Key: protocol.HeaderImmediateStatus, RawValue: []byte("500")},
-				}}}}})
-			resp, err := st.Recv()
-			if err != nil {
-				t.Fatal(err)
-			}
-			set := setHeaders(resp)
-			got, ok := set[protocol.HeaderDecision]
-			if ok != tt.want || (ok && got != "prefill-skipped=short prompt") {
-				t.Fatalf("decision header = %q (present %v), want present %v", got, ok, tt.want)
-			}
-			if _, ok := set[protocol.HeaderImmediateStatus]; ok {
-				t.Fatal("internal header forwarded on the response")
-			}
-			if len(traces.m) != 0 {
-				t.Fatal("trace not taken")
-			}
-		})
-	}
-}
-
-func TestParseHeaderList(t *testing.T) {
-	got := parseHeaderList(" Retry-After=3 ,bad, =x, x-pdgate-internal-a=1, a b=2, x-v=a=b,")
-	var parts []string
-	for _, o := range got {
-		parts = append(parts, o.Header.Key+"="+string(o.Header.RawValue))
-	}
-	if s := strings.Join(parts, ";"); s != "retry-after=3;x-v=a=b" {
-		t.Fatalf("got %q", s)
-	}
-}
-
-func FuzzParseHeaderList(f *testing.F) {
-	f.Add("retry-after=1,x=y")
-	f.Add("=,,==,a=")
-	f.Fuzz(func(t *testing.T, s string) {
-		for _, o := range parseHeaderList(s) {
-			k := o.Header.Key
-			if k == "" || strings.HasPrefix(k, protocol.InternalHeaderPrefix) || strings.ContainsAny(k, " \t:,=") {
-				t.Fatalf("bad header name %q from %q", k, s)
+			if len(frames) == 0 {
+				return r
 			}
 		}
-	})
+		if br := resp.GetRequestBody(); br != nil {
+			sr := br.GetResponse().GetBodyMutation().GetStreamedResponse()
+			r.frames = append(r.frames, string(sr.GetBody()))
+			if sr.GetEndOfStream() {
+				return r
+			}
+		}
+	}
 }
 
-// The logged trace carries the request id, which is how `pdgate lab traces` and a person
-// reading the EPP's log tie it to the request.
-func TestLoggedTraceNamesTheRequest(t *testing.T) {
-	var lines []string
-	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 2})
-	traces := &fakeTraces{m: map[string]*decisiontrace.Trace{"req-7": {Notes: []string{"picked"}}}}
-	st := &stream{s: New(nil, Options{Traces: traces}), logger: logger, requestID: "req-7"}
-	st.takeTrace()
-	if len(lines) != 1 || !strings.Contains(lines[0], `"x-request-id"="req-7"`) || !strings.Contains(lines[0], "Decision trace") {
-		t.Fatalf("logged %q, want one trace line naming x-request-id req-7", lines)
+const completion = `{"model":"m","prompt":"hello world","max_tokens":3}`
+
+func TestRequestPath(t *testing.T) {
+	spoof := map[string]string{protocol.HeaderPrefillerHostPort: "10.6.6.6:80", "X-Encoder-Hosts-Ports": "evil:1"}
+	tests := []struct {
+		name      string
+		f         fixture
+		headers   map[string]string
+		frames    []string
+		immediate int
+		body      string   // immediate body (substring)
+		immHdr    string   // an immediate-response header that must be set
+		frameOut  []string // body frames sent upstream, when routed
+		check     func(t *testing.T, f *fixture, r *result)
+	}{
+		{name: "unchanged body goes back as the frames it came in, routing headers removed",
+			headers: spoof, frames: []string{completion[:10], completion[10:30], completion[30:]},
+			frameOut: []string{completion[:10], completion[10:30], completion[30:]},
+			check: func(t *testing.T, f *fixture, r *result) {
+				if r.set["x-gateway-destination-endpoint"] != "127.0.0.3:8000" || r.set["content-length"] != strconv.Itoa(len(completion)) {
+					t.Fatalf("set %v", r.set)
+				}
+				for _, h := range protocol.RoutingHeaders {
+					if !r.removed[h] {
+						t.Fatalf("%s not removed: %v", h, r.removed)
+					}
+					if _, ok := f.sched.seen[h]; ok {
+						t.Fatalf("plugins saw the client's %s", h)
+					}
+				}
+				if r.set["x-request-id"] == "" {
+					t.Fatal("a generated request id must go upstream")
+				}
+				if _, echoed := r.set[":path"]; echoed {
+					t.Fatal("unchanged headers are not echoed")
+				}
+			}},
+		{name: "a plugin's routing header is set, not removed",
+			f:      fixture{hooks: &hooksPlugin{setHeader: map[string]string{protocol.HeaderPrefillerHostPort: "127.0.0.2:8000"}}},
+			frames: []string{completion}, frameOut: []string{completion},
+			check: func(t *testing.T, f *fixture, r *result) {
+				if r.set[protocol.HeaderPrefillerHostPort] != "127.0.0.2:8000" || r.removed[protocol.HeaderPrefillerHostPort] || !r.removed[protocol.HeaderEncoderHostsPorts] {
+					t.Fatalf("set %v removed %v", r.set, r.removed)
+				}
+			}},
+		{name: "model rewrite changes only the model value",
+			headers: map[string]string{"x-gateway-model-name-rewrite": "big-model"}, frames: []string{completion[:20], completion[20:]},
+			frameOut: []string{`{"model":"big-model","prompt":"hello world","max_tokens":3}`}},
+		{name: "413 from content-length", f: fixture{opts: Options{MaxRequestBodyBytes: 10}},
+			headers: map[string]string{"content-length": "50"}, frames: []string{completion}, immediate: 413, body: "exceeds the EPP limit of 10"},
+		{name: "413 from the body", f: fixture{opts: Options{MaxRequestBodyBytes: 10}},
+			frames: []string{completion[:8], completion[8:]}, immediate: 413, body: "exceeds the EPP limit of 10"},
+		{name: "conditional-decode miss answers llm-d's 412 before PreRequest, and releases",
+			f: fixture{gate: &fakeGate{reject: true}}, headers: map[string]string{"Prefer": "return=minimal, If-Available"},
+			frames: []string{completion}, immediate: 412, body: protocol.ConditionalDecodeBody,
+			check: func(t *testing.T, f *fixture, r *result) {
+				_, _ = r.stream.Recv() // the EPP ended the stream
+				if pre, eos := f.hooks.counts(); pre != 0 || eos != 1 || f.gate.calls != 1 {
+					t.Fatalf("preRequests=%d eos=%d gate=%d", pre, eos, f.gate.calls)
+				}
+			}},
+		{name: "gate not asked without Prefer: if-available", f: fixture{gate: &fakeGate{reject: true}},
+			headers: map[string]string{"prefer": "return=minimal"}, frames: []string{completion}, frameOut: []string{completion},
+			check: func(t *testing.T, f *fixture, r *result) {
+				if f.gate.calls != 0 {
+					t.Fatal("gate asked")
+				}
+			}},
+		{name: "a filter's recorded answer wins over the scheduler's error",
+			f:      fixture{sched: &fakeScheduler{record: contract.NewAnswer(503, contract.CauseNoBucket, "routing_error", "no bucket").WithHeader("x-error-routing", "true")}},
+			frames: []string{completion}, immediate: 503, body: "no bucket", immHdr: "x-error-routing"},
+		{name: "an admission plugin's answer keeps its status and headers",
+			f:      fixture{hooks: &hooksPlugin{deny: contract.NewAnswer(429, contract.CauseRateLimited, "rate_limit_exceeded", "capped").WithHeader("retry-after", "1")}},
+			frames: []string{completion}, immediate: 429, body: "capped", immHdr: "retry-after"},
+		{name: "a plain admission denial is GIE's 500", f: fixture{hooks: &hooksPlugin{deny: errors.New("no")}},
+			frames: []string{completion}, immediate: 500, body: "inference error: Internal - request cannot be admitted"},
+		{name: "a plain scheduling error is GIE's 429", f: fixture{sched: &fakeScheduler{err: errors.New("nothing fits")}},
+			frames: []string{completion}, immediate: 429, body: "inference error: ResourceExhausted - failed to find target endpoint: nothing fits"},
+		{name: "a malformed body is a 400", frames: []string{`{"model":`}, immediate: 400, body: "inference error: BadRequest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := start(t, &tt.f)
+			r := f.run(t, tt.headers, tt.frames...)
+			if r.immediate != tt.immediate || !strings.Contains(r.body, tt.body) {
+				t.Fatalf("immediate %d %q, want %d %q", r.immediate, r.body, tt.immediate, tt.body)
+			}
+			if tt.immHdr != "" && r.immHdr[tt.immHdr] == "" {
+				t.Fatalf("immediate headers %v lack %s", r.immHdr, tt.immHdr)
+			}
+			if tt.immediate == 0 && strings.Join(r.frames, "|") != strings.Join(tt.frameOut, "|") {
+				t.Fatalf("frames %q, want %q", r.frames, tt.frameOut)
+			}
+			if tt.check != nil {
+				tt.check(t, f, r)
+			}
+		})
+	}
+}
+
+func TestHeaderOnlyRequestRemovesRoutingHeaders(t *testing.T) {
+	f := start(t, &fixture{})
+	r := f.run(t, map[string]string{protocol.HeaderPrefillerHostPort: "10.6.6.6:80"})
+	// fakeDS has no pods: GIE answers 500, and so does pdgate.
+	if r.immediate != 500 {
+		t.Fatalf("immediate %d", r.immediate)
+	}
+}
+
+// The response phase: only the plugins' header changes go back (never GIE's debugging header),
+// a non-streaming body is echoed frame by frame, and the end-of-stream hooks run once.
+func TestResponsePath(t *testing.T) {
+	f := start(t, &fixture{hooks: &hooksPlugin{addResponseHeader: "x-added"}})
+	r := f.run(t, nil, completion)
+	send := func(m *extProcPb.ProcessingRequest) {
+		if err := r.stream.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extProcPb.HttpHeaders{
+		Headers: &configPb.HeaderMap{Headers: []*configPb.HeaderValue{{Key: ":status", RawValue: []byte("200")},
+			{Key: "content-type", RawValue: []byte("application/json")}}}}}})
+	resp, err := r.stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := map[string]string{}
+	for _, h := range resp.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
+		set[h.GetHeader().GetKey()] = string(h.GetHeader().GetRawValue())
+	}
+	if set["x-added"] != "yes" || len(set) != 1 {
+		t.Fatalf("response header mutation %v: want only the plugin's header", set)
+	}
+	body := `{"choices":[{"text":"hi"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+	parts := []string{body[:30], body[30:]}
+	for i, p := range parts {
+		send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseBody{
+			ResponseBody: &extProcPb.HttpBody{Body: []byte(p), EndOfStream: i == len(parts)-1}}})
+		resp, err := r.stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sr := resp.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse()
+		if string(sr.GetBody()) != p || sr.GetEndOfStream() != (i == len(parts)-1) {
+			t.Fatalf("frame %d: %q eos=%v", i, sr.GetBody(), sr.GetEndOfStream())
+		}
+	}
+	_ = r.stream.CloseSend()
+	if _, err := r.stream.Recv(); err != io.EOF {
+		t.Fatalf("stream end: %v", err)
+	}
+	if pre, eos := f.hooks.counts(); pre != 1 || eos != 1 {
+		t.Fatalf("preRequests=%d eos=%d", pre, eos)
 	}
 }

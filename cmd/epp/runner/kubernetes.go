@@ -19,7 +19,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/common"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
-	datalayerlogger "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer/logger"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
@@ -39,10 +38,6 @@ func runKubernetes(ctx context.Context, o *Options) error {
 			return fmt.Errorf("kubernetes mode needs a kubeconfig or in-cluster config (or use --endpoints-file): %w", err)
 		}
 	}
-	p, err := loadPhaseOne(o, logger)
-	if err != nil {
-		return err
-	}
 	gknn, err := extractGKNN(o)
 	if err != nil {
 		return err
@@ -52,15 +47,6 @@ func runKubernetes(ctx context.Context, o *Options) error {
 	if err := controllerCfg.PopulateControllerConfig(cfg); err != nil {
 		return fmt.Errorf("controller config: %w", err)
 	}
-	inner := datastore.NewDatastore(ctx, p.factory, int32(o.ModelServerMetricsPort))
-	if !startCRD {
-		pool, err := newSelectorPool(o)
-		if err != nil {
-			return err
-		}
-		inner = inner.WithEndpointPool(pool)
-	}
-	ds := podmeta.WrapDatastore(inner)
 
 	metricsOpts := metricsserver.Options{BindAddress: fmt.Sprintf(":%d", o.MetricsPort)}
 	if o.MetricsEndpointAuth {
@@ -88,16 +74,27 @@ func runKubernetes(ctx context.Context, o *Options) error {
 		leader.Store(true)
 	}
 
-	c, err := buildCore(ctx, o, p, ds, mgr, logger)
+	c, err := buildCore(ctx, o, logger, mgr, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
+		inner := datastore.NewDatastore(ctx, factory, int32(o.ModelServerMetricsPort))
+		if !startCRD {
+			pool, err := newSelectorPool(o)
+			if err != nil {
+				return nil, err
+			}
+			inner = inner.WithEndpointPool(pool)
+		}
+		return podmeta.WrapDatastore(inner), nil
+	})
 	if err != nil {
 		return err
 	}
+	ds := c.Datastore
 	// The runner only registers GIE's reconcilers here; its ext_proc runnable is not used.
 	reconcilers := &runserver.ExtProcServerRunner{GKNN: *gknn, Datastore: ds, ControllerCfg: controllerCfg}
 	if err := reconcilers.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("reconcilers: %w", err)
 	}
-	grpcSrv, err := newExtProcServer(ctx, o, c.server, logger)
+	grpcSrv, err := newExtProcServer(ctx, o, c.Server, logger)
 	if err != nil {
 		return err
 	}
@@ -115,9 +112,7 @@ func runKubernetes(ctx context.Context, o *Options) error {
 	for _, r := range []manager.Runnable{
 		noLeaderElection(func(ctx context.Context) error { return serveGRPC(ctx, health, healthL) }),
 		noLeaderElection(func(ctx context.Context) error {
-			if p.newMetrics {
-				datalayerlogger.StartMetricsLogger(ctx, ds, o.RefreshPrometheusMetricsInterval, o.MetricsStalenessThreshold)
-			}
+			c.StartMetricsLogger(ctx, o.RefreshPrometheusMetricsInterval, o.MetricsStalenessThreshold)
 			return serveGRPC(ctx, grpcSrv, grpcL)
 		}),
 	} {

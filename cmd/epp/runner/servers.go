@@ -27,6 +27,7 @@ import (
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/common"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 )
 
 // listen opens a TCP listener on all interfaces (GIE binds ":port"); port 0 picks a free one.
@@ -186,7 +187,7 @@ func (h *healthServer) Check(_ context.Context, in *healthPb.HealthCheckRequest)
 		if ok {
 			return &healthPb.HealthCheckResponse{Status: healthPb.HealthCheckResponse_SERVING}
 		}
-		h.logger.V(2).Info("gRPC health check not serving", "service", in.Service)
+		h.logger.V(logutil.DEBUG).Info("gRPC health check not serving", "service", in.Service)
 		return &healthPb.HealthCheckResponse{Status: healthPb.HealthCheckResponse_NOT_SERVING}
 	}
 	synced := h.synced()

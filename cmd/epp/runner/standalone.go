@@ -8,7 +8,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
-	datalayerlogger "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer/logger"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 
 	"github.com/pdgate/pdgate/cmd/epp/endpoints"
 )
@@ -20,25 +20,26 @@ func runStandalone(ctx context.Context, o *Options) error {
 	if o.MetricsEndpointAuth {
 		logger.V(1).Info("--metrics-endpoint-auth needs the Kubernetes API; /metrics is served without authentication in standalone mode")
 	}
-	p, err := loadPhaseOne(o, logger)
-	if err != nil {
-		return err
-	}
 	pool := datalayer.NewEndpointPool(o.PoolNamespace, o.PoolName)
-	store := endpoints.NewStore(ctx, p.factory, pool)
-	defer store.Clear()
-
-	c, err := buildCore(ctx, o, p, store, nil, logger)
+	var store *endpoints.Store
+	c, err := buildCore(ctx, o, logger, nil, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
+		store = endpoints.NewStore(ctx, factory, pool)
+		return store, nil
+	})
 	if err != nil {
+		if store != nil {
+			store.Clear()
+		}
 		return err
 	}
+	defer store.Clear()
 	// The first load must succeed: there is no previous endpoint set to keep serving.
 	ld := &endpoints.Loader{Path: o.EndpointsFile, Store: store, Interval: o.EndpointsPollInterval}
 	if err := ld.Load(ctx); err != nil {
 		return err
 	}
 
-	grpcSrv, err := newExtProcServer(ctx, o, c.server, logger)
+	grpcSrv, err := newExtProcServer(ctx, o, c.Server, logger)
 	if err != nil {
 		return err
 	}
@@ -79,9 +80,7 @@ func runStandalone(ctx context.Context, o *Options) error {
 	g.Go("ext-proc", func(ctx context.Context) error { return serveGRPC(ctx, grpcSrv, grpcL) })
 	g.Go("health", func(ctx context.Context) error { return serveGRPC(ctx, health, healthL) })
 	g.Go("metrics", func(ctx context.Context) error { return serveHTTP(ctx, metricsHandler(o.EnablePprof), metricsL) })
-	if p.newMetrics {
-		datalayerlogger.StartMetricsLogger(g.ctx, store, o.RefreshPrometheusMetricsInterval, o.MetricsStalenessThreshold)
-	}
+	c.StartMetricsLogger(g.ctx, o.RefreshPrometheusMetricsInterval, o.MetricsStalenessThreshold)
 	addrs := Addresses{GRPC: addrOf(grpcL), Health: addrOf(healthL), Metrics: addrOf(metricsL)}
 	logger.Info("pdgate EPP serving (standalone)", "endpointsFile", o.EndpointsFile, "endpoints", store.Len(),
 		"extProc", addrs.GRPC, "health", addrs.Health, "metrics", addrs.Metrics, "secureServing", o.SecureServing)

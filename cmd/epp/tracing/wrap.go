@@ -3,16 +3,13 @@ package tracing
 import (
 	"context"
 	"fmt"
-	"strings"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // activeKey marks, in the CycleState, that this cycle is traced; its value is the Trace. The
@@ -20,23 +17,23 @@ import (
 // trace unconditionally, and untraced cycles must not pay for recording.
 const activeKey fwkplugin.StateKey = "pdgate-decision-trace-active"
 
-// logLevel is the verbosity at which untraced requests' traces are still logged by the server.
-const logLevel = 2
+// Recorder traces the requests the request path asks it to (cmd/epp/extproc.TraceSource). A
+// trace lives on the request's context, so nothing is kept per request ID.
+type Recorder struct{}
 
-// Recorder decides per request whether to trace and stores finished traces.
-type Recorder struct {
-	Registry *Registry
-	// AllowHeader lets x-pdgate-trace: 1 turn tracing on for a request.
-	AllowHeader bool
+type slotKey struct{}
+
+// slot is one request's trace: wanted is decided by the request path (the client asked and
+// may, or the log level records every trace); t is filled when the first profile runs.
+type slot struct {
+	wanted bool
+	t      *decisiontrace.Trace
 }
 
-func (r *Recorder) wanted(ctx context.Context, req *fwksched.LLMRequest) bool {
-	if r.AllowHeader && req != nil {
-		if v, ok := req.Headers[protocol.HeaderTrace]; ok && (v == "1" || strings.EqualFold(v, "true")) {
-			return true
-		}
-	}
-	return log.FromContext(ctx).V(logLevel).Enabled()
+// Begin implements extproc.TraceSource.
+func (Recorder) Begin(ctx context.Context, wanted bool) (context.Context, func() *decisiontrace.Trace) {
+	s := &slot{wanted: wanted}
+	return context.WithValue(ctx, slotKey{}, s), func() *decisiontrace.Trace { return s.t }
 }
 
 func active(cs *fwksched.CycleState) *decisiontrace.Trace {
@@ -55,7 +52,7 @@ func active(cs *fwksched.CycleState) *decisiontrace.Trace {
 // config InstantiateAndConfigure completed: it fills in defaults in place) with every filter,
 // scorer and picker of every profile, and the profile handler, wrapped in recorders. The
 // original plugin objects stay in the handle for their request-control roles.
-func WrapSchedulerConfig(raw *configapi.EndpointPickerConfig, handle fwkplugin.Handle, rec *Recorder) (*scheduling.SchedulerConfig, error) {
+func WrapSchedulerConfig(raw *configapi.EndpointPickerConfig, handle fwkplugin.Handle) (*scheduling.SchedulerConfig, error) {
 	profiles := make(map[string]fwksched.SchedulerProfile, len(raw.SchedulingProfiles))
 	for _, p := range raw.SchedulingProfiles {
 		var (
@@ -103,7 +100,7 @@ func WrapSchedulerConfig(raw *configapi.EndpointPickerConfig, handle fwkplugin.H
 	if handler == nil {
 		return nil, fmt.Errorf("no profile handler configured")
 	}
-	return scheduling.NewSchedulerConfig(&profileHandler{inner: handler, rec: rec}, profiles), nil
+	return scheduling.NewSchedulerConfig(&profileHandler{inner: handler}, profiles), nil
 }
 
 type filter struct {
@@ -154,7 +151,6 @@ func (p *pickerW) Pick(ctx context.Context, cs *fwksched.CycleState, scored []*f
 
 type profileHandler struct {
 	inner fwksched.ProfileHandler
-	rec   *Recorder
 }
 
 func (h *profileHandler) TypedName() fwkplugin.TypedName { return h.inner.TypedName() }
@@ -163,11 +159,10 @@ func (h *profileHandler) Pick(ctx context.Context, cs *fwksched.CycleState, req 
 	profiles map[string]fwksched.SchedulerProfile, results map[string]*fwksched.ProfileRunResult) map[string]fwksched.SchedulerProfile {
 	// The first Pick of a cycle decides whether the cycle is traced; the trace is registered
 	// right away so a failed cycle can be explained too.
-	if len(results) == 0 && cs != nil && active(cs) == nil && h.rec.wanted(ctx, req) {
-		t := decisiontrace.FromCycleState(cs)
-		cs.Write(activeKey, t)
-		if req != nil && req.RequestId != "" {
-			h.rec.Registry.Put(req.RequestId, t)
+	if len(results) == 0 && cs != nil && active(cs) == nil {
+		if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.wanted {
+			s.t = decisiontrace.FromCycleState(cs)
+			cs.Write(activeKey, s.t)
 		}
 	}
 	return h.inner.Pick(ctx, cs, req, profiles, results)

@@ -38,7 +38,7 @@ schedulingProfiles:
 `
 
 // load returns the wrapped and the original scheduler of one config instance.
-func load(t testing.TB, rec *Recorder) (wrapped, original *scheduling.Scheduler) {
+func load(t testing.TB) (wrapped, original *scheduling.Scheduler) {
 	t.Helper()
 	raw, _, err := pluginset.LoadRaw([]byte(config), logr.Discard())
 	if err != nil {
@@ -49,7 +49,7 @@ func load(t testing.TB, rec *Recorder) (wrapped, original *scheduling.Scheduler)
 	if err != nil {
 		t.Fatal(err)
 	}
-	wcfg, err := WrapSchedulerConfig(raw, handle, rec)
+	wcfg, err := WrapSchedulerConfig(raw, handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,31 +69,23 @@ func endpoints() []fwksched.Endpoint {
 
 func TestTraceRecording(t *testing.T) {
 	tests := []struct {
-		name      string
-		allow     bool
-		header    string
-		verbose   bool
-		wantTrace bool
+		name   string
+		begin  bool // the request path opened a trace slot
+		wanted bool // and wants the trace
 	}{
-		{name: "requested and allowed", allow: true, header: "1", wantTrace: true},
-		{name: "requested, not allowed", allow: false, header: "1"},
-		{name: "not requested", allow: true},
-		{name: "verbose logging traces everything", verbose: true, wantTrace: true},
+		{name: "wanted", begin: true, wanted: true},
+		{name: "slot but not wanted", begin: true},
+		{name: "no slot (a scheduler driven outside the request path)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reg := NewRegistry(8)
-			sched, _ := load(t, &Recorder{Registry: reg, AllowHeader: tt.allow})
-			ctx := context.Background()
-			if tt.verbose {
-				ctx = log.IntoContext(ctx, logr.New(verboseSink{}))
-			} else {
-				ctx = log.IntoContext(ctx, logr.Discard())
+			sched, _ := load(t)
+			ctx := log.IntoContext(context.Background(), logr.Discard())
+			take := func() *decisiontrace.Trace { return nil }
+			if tt.begin {
+				ctx, take = Recorder{}.Begin(ctx, tt.wanted)
 			}
 			req := &fwksched.LLMRequest{RequestId: "r1", TargetModel: "m", Headers: map[string]string{}}
-			if tt.header != "" {
-				req.Headers["x-pdgate-trace"] = tt.header
-			}
 			res, err := sched.Schedule(ctx, req, endpoints())
 			if err != nil {
 				t.Fatal(err)
@@ -101,9 +93,9 @@ func TestTraceRecording(t *testing.T) {
 			if got := res.ProfileResults["default"].TargetEndpoints[0].GetMetadata().NamespacedName.Name; got != "ep-0" {
 				t.Fatalf("picked %s, want ep-0 (lowest queue)", got)
 			}
-			tr := reg.Take("r1")
-			if (tr != nil) != tt.wantTrace {
-				t.Fatalf("trace present %v, want %v", tr != nil, tt.wantTrace)
+			tr := take()
+			if (tr != nil) != tt.wanted {
+				t.Fatalf("trace present %v, want %v", tr != nil, tt.wanted)
 			}
 			if tr == nil {
 				return
@@ -126,20 +118,20 @@ func TestTraceRecording(t *testing.T) {
 }
 
 func TestSchedulingFailureIsExplained(t *testing.T) {
-	reg := NewRegistry(8)
-	sched, _ := load(t, &Recorder{Registry: reg, AllowHeader: true})
-	req := &fwksched.LLMRequest{RequestId: "r2", Headers: map[string]string{"x-pdgate-trace": "true"}}
-	if _, err := sched.Schedule(log.IntoContext(context.Background(), logr.Discard()), req, nil); err == nil {
+	sched, _ := load(t)
+	ctx, take := Recorder{}.Begin(log.IntoContext(context.Background(), logr.Discard()), true)
+	req := &fwksched.LLMRequest{RequestId: "r2", Headers: map[string]string{}}
+	if _, err := sched.Schedule(ctx, req, nil); err == nil {
 		t.Fatal("want an error with no endpoints")
 	}
-	tr := reg.Take("r2")
+	tr := take()
 	if tr == nil || len(tr.Notes) == 0 || !strings.Contains(strings.Join(tr.Notes, " "), "scheduling failed") {
 		t.Fatalf("trace %+v lacks the failure", tr)
 	}
 }
 
 func TestUntracedPathAddsNoAllocations(t *testing.T) {
-	wrapped, original := load(t, &Recorder{Registry: NewRegistry(8), AllowHeader: true})
+	wrapped, original := load(t)
 	ctx := log.IntoContext(context.Background(), logr.Discard())
 	eps := endpoints()
 	req := &fwksched.LLMRequest{RequestId: "r3", Headers: map[string]string{}}
@@ -155,57 +147,30 @@ func TestUntracedPathAddsNoAllocations(t *testing.T) {
 }
 
 func BenchmarkScheduleWrappedVsOriginal(b *testing.B) {
-	wrapped, original := load(b, &Recorder{Registry: NewRegistry(8), AllowHeader: true})
+	wrapped, original := load(b)
 	ctx := log.IntoContext(context.Background(), logr.Discard())
+	tracedCtx, _ := Recorder{}.Begin(ctx, true)
 	eps := endpoints()
 	req := &fwksched.LLMRequest{RequestId: "r4", Headers: map[string]string{}}
-	tracedReq := &fwksched.LLMRequest{RequestId: "r5", Headers: map[string]string{"x-pdgate-trace": "1"}}
 	// Variants are interleaved in rounds inside one run so that machine noise hits all three
 	// alike; the reported figures are ratios to the unwrapped scheduler.
 	const rounds, perRound = 20, 200
 	var base, untraced, traced time.Duration
-	measure := func(s *scheduling.Scheduler, r *fwksched.LLMRequest) time.Duration {
+	measure := func(s *scheduling.Scheduler, ctx context.Context) time.Duration {
 		start := time.Now()
 		for i := 0; i < perRound; i++ {
-			_, _ = s.Schedule(ctx, r, eps)
+			_, _ = s.Schedule(ctx, req, eps)
 		}
 		return time.Since(start)
 	}
 	for i := 0; i < b.N; i++ {
 		for j := 0; j < rounds; j++ {
-			base += measure(original, req)
-			untraced += measure(wrapped, req)
-			traced += measure(wrapped, tracedReq)
+			base += measure(original, ctx)
+			untraced += measure(wrapped, ctx)
+			traced += measure(wrapped, tracedCtx)
 		}
 	}
 	b.ReportMetric(float64(untraced)/float64(base), "untraced/original")
 	b.ReportMetric(float64(traced)/float64(base), "traced/original")
 	b.ReportMetric(float64(base.Nanoseconds())/float64(b.N*rounds*perRound), "original-ns/op")
 }
-
-func TestRegistryBounded(t *testing.T) {
-	r := NewRegistry(2)
-	for i := 0; i < 5; i++ {
-		r.Put(fmt.Sprint(i), &decisiontrace.Trace{})
-	}
-	if r.Len() != 2 || r.Take("0") != nil || r.Take("4") == nil || r.Take("4") != nil {
-		t.Fatalf("registry not bounded FIFO: len %d", r.Len())
-	}
-	for i := 0; i < 100; i++ { // put/take churn must not grow the order list unboundedly
-		r.Put("x", &decisiontrace.Trace{})
-		r.Take("x")
-	}
-	if len(r.order) > 2*r.cap+16 {
-		t.Fatalf("order grew to %d", len(r.order))
-	}
-}
-
-// verboseSink is a logr sink with every level enabled that drops messages.
-type verboseSink struct{}
-
-func (verboseSink) Init(logr.RuntimeInfo)            {}
-func (verboseSink) Enabled(int) bool                 { return true }
-func (verboseSink) Info(int, string, ...any)         {}
-func (verboseSink) Error(error, string, ...any)      {}
-func (s verboseSink) WithValues(...any) logr.LogSink { return s }
-func (s verboseSink) WithName(string) logr.LogSink   { return s }

@@ -8,12 +8,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/types"
 	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkflowcontrol "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -21,8 +17,7 @@ import (
 	fwkrh "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requesthandling"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/cmd/epp/pluginset"
-	"github.com/pdgate/pdgate/cmd/epp/tracing"
+	"github.com/pdgate/pdgate/cmd/epp/core"
 )
 
 func init() { Register(newValidateCommand) }
@@ -34,8 +29,10 @@ func newValidateCommand() *cobra.Command {
 		Short: "Load an EndpointPickerConfig with every plugin registered and print what it builds",
 		Long: `validate loads an EndpointPickerConfig exactly as the EPP does (GIE's in-tree plugins and
 pdgate's registered; apiVersion inference.networking.x-k8s.io/v1alpha1 or llm-d.ai/v1alpha1),
-instantiates every plugin, applies GIE's defaults, checks the data dependencies, and prints the
-plugin instances and scheduling profiles. It exits 1 with the failing plugin and field on error.`,
+instantiates every plugin, applies GIE's defaults, checks the data dependencies and that every
+profile a handler names exists, and prints the plugin instances and scheduling profiles. It runs
+the EPP's own constructor (cmd/epp/core), so a config it accepts is one the EPP starts with. It
+exits 1 with the failing plugin and field on error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -75,32 +72,18 @@ type PluginInfo struct {
 	Roles      []string
 }
 
-// Validate loads config bytes through the same phases as the EPP without starting anything.
+// Validate loads config bytes through the EPP's constructor without serving anything.
 func Validate(ctx context.Context, data []byte) (*Report, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // plugin factories may start goroutines bound to the handle's context
-	logger := logr.Discard()
-	raw, gates, err := pluginset.LoadRaw(data, logger)
+	c, err := core.New(ctx, core.Options{Config: data, Validate: true})
 	if err != nil {
 		return nil, err
 	}
-	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil })
-	cfg, err := loader.InstantiateAndConfigure(raw, handle, logger)
-	if err != nil {
-		return nil, err
-	}
-	if err := pluginset.ResolveReferences(handle); err != nil {
-		return nil, err
-	}
-	if _, err := datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins()); err != nil {
-		return nil, fmt.Errorf("plugin data dependencies: %w", err)
-	}
-	if _, err := tracing.WrapSchedulerConfig(raw, handle, &tracing.Recorder{Registry: tracing.NewRegistry(1)}); err != nil {
-		return nil, err
-	}
+	raw, gates, handle, cfg := c.Raw, c.Gates, c.Handle, c.Loaded
 	rep := &Report{Profiles: raw.SchedulingProfiles, Saturation: raw.SaturationDetector.PluginRef}
 	if raw.Parser != nil {
 		rep.Parser = raw.Parser.PluginRef

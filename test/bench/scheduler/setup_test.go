@@ -11,16 +11,13 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
-	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	eppcore "github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -93,11 +90,6 @@ func newCycleWith(tb testing.TB, bc benchConfig, n int, idle bool) *cycle {
 		}
 		raw = b
 	}
-	logger := logr.Discard()
-	rawCfg, _, err := pluginset.LoadRaw(raw, logger)
-	if err != nil {
-		tb.Fatalf("%s: %v", bc.name, err)
-	}
 	eps := make([]fwksched.Endpoint, n)
 	names := make([]types.NamespacedName, n)
 	for i := range eps {
@@ -110,28 +102,15 @@ func newCycleWith(tb testing.TB, bc benchConfig, n int, idle bool) *cycle {
 		}
 		eps[i] = fwksched.NewEndpoint(meta, m, nil)
 	}
-	// The handle's context ends with the test, which stops the goroutines plugins start on it.
-	handle := fwkplugin.NewEppHandle(tb.Context(), func() []types.NamespacedName { return names })
-	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
+	// The EPP's own constructor; its context ends with the test, which stops the goroutines
+	// plugins start on it.
+	core, err := eppcore.New(tb.Context(), eppcore.Options{Config: raw, Standalone: true,
+		PodNames: func() []types.NamespacedName { return names }})
 	if err != nil {
 		tb.Fatalf("%s: %v", bc.name, err)
 	}
-	if err := pluginset.ResolveReferences(handle); err != nil {
-		tb.Fatalf("%s: %v", bc.name, err)
-	}
-	c := &cycle{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), endpoints: eps}
-	for _, p := range handle.GetAllPlugins() {
-		if v, ok := p.(fwkrc.PrepareDataPlugin); ok {
-			c.prepare = append(c.prepare, v)
-		}
-		if v, ok := p.(fwkrc.PreRequest); ok {
-			c.pre = append(c.pre, v)
-		}
-		if v, ok := p.(fwkrc.ResponseBody); ok {
-			c.respBody = append(c.respBody, v)
-		}
-	}
-	return c
+	h := core.Server.Hooks()
+	return &cycle{sched: core.Scheduler, endpoints: eps, prepare: h.PrepareData, pre: h.PreRequest, respBody: h.ResponseBody}
 }
 
 // request builds the i-th request: a chat turn sharing a 1.5 KB system prompt, so prefix

@@ -7,13 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/cmd/epp/core"
 )
 
 // TestEPPLoadsShippedConfigs loads every EndpointPickerConfig the chart's ConfigMap can hold
@@ -42,16 +37,10 @@ func TestEPPLoadsShippedConfigs(t *testing.T) {
 	}
 }
 
+// loadLikeEPP builds the config with the EPP's own constructor (what `pdgate validate` runs).
 func loadLikeEPP(text string) error {
-	logger := logr.Discard()
-	raw, _, err := pluginset.LoadRaw([]byte(text), logger)
-	if err != nil {
-		return err
-	}
-	handle := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
-	if _, err := loader.InstantiateAndConfigure(raw, handle, logger); err != nil {
-		return err
-	}
-	_, err = datalayer.ValidateAndOrderDataDependencies(handle.GetAllPlugins())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := core.New(ctx, core.Options{Config: []byte(text), Validate: true})
 	return err
 }

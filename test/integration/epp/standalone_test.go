@@ -96,14 +96,14 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 			protocol.HeaderPrefillerHostPort:      "10.6.6.6:8000",
 			protocol.HeaderEncoderHostsPorts:      "10.6.6.6:8001",
 			protocol.HeaderPrefillerBootstrapPort: "1",
-			protocol.HeaderImmediateStatus:        "412",
-			protocol.HeaderImmediateBody:          "gotcha",
+			"x-pdgate-internal-immediate-status":  "412",
+			"x-pdgate-internal-immediate-body":    "gotcha",
 		}, completion)
 		if r.immediate != nil {
 			t.Fatalf("client-supplied internal header produced an immediate answer: %v", r.immediate)
 		}
 		for k, v := range r.set {
-			if strings.Contains(v, "10.6.6.6") || strings.HasPrefix(k, protocol.InternalHeaderPrefix) {
+			if strings.Contains(v, "10.6.6.6") || strings.HasPrefix(k, "x-pdgate-internal-") {
 				t.Errorf("forwarded %s: %s", k, v)
 			}
 		}

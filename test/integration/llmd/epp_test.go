@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
-	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/protocol"
 	"github.com/pdgate/pdgate/test/inprocepp"
 )
@@ -104,7 +103,7 @@ func TestRealEPPStandalone(t *testing.T) {
 		// The profile handler's conditional-decode gate, through the EPP's scheduler wrappers
 		// and status-marker rewrite.
 		c := e.send(t, "/v1/completions", map[string]string{"prefer": "if-available"}, completionBody(longPrompt("real-epp-412")))
-		if c.immediate != 412 || c.body != prefixdecider.PreconditionFailedBody {
+		if c.immediate != 412 || c.body != protocol.ConditionalDecodeBody {
 			t.Fatalf("412 from the handler through the real EPP: %s", c)
 		}
 		if a.destination != hostPort("127.0.0.102", e.port) && a.destination != hostPort("127.0.0.103", e.port) {
@@ -131,7 +130,7 @@ func TestRealEPPStandalone(t *testing.T) {
 		a := until(t, "EPP answers", func() answer {
 			return e.send(t, "/v1/completions", map[string]string{"prefer": "if-available"}, completionBody(longPrompt("real-412")))
 		}, func(a answer) bool { return a.immediate != 0 && a.immediate != 503 })
-		if a.immediate != 412 || a.body != prefixdecider.PreconditionFailedBody {
+		if a.immediate != 412 || a.body != protocol.ConditionalDecodeBody {
 			t.Fatalf("412 through the real EPP: %s", a)
 		}
 	})

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -17,11 +16,11 @@ func TestConditionalDecode(t *testing.T) {
 	prompt := longPrompt("conditional")
 
 	a := e.send(t, "/v1/completions", prefer, completionBody(prompt))
-	if a.immediate != 412 || a.body != prefixdecider.PreconditionFailedBody {
+	if a.immediate != 412 || a.body != protocol.ConditionalDecodeBody {
 		t.Fatalf("uncached conditional request must get 412: %s", a)
 	}
 	for k := range a.set {
-		if strings.HasPrefix(k, protocol.InternalHeaderPrefix) {
+		if strings.HasPrefix(k, "x-pdgate-internal-") {
 			t.Fatalf("internal header leaked: %s", a)
 		}
 	}
@@ -47,7 +46,7 @@ func TestConditionalDecodeWithPD(t *testing.T) {
 	})
 	prompt := longPrompt("cd-pd")
 	a := e.send(t, "/v1/completions", map[string]string{"Prefer": "if-available"}, completionBody(prompt))
-	if a.immediate != 412 || a.body != prefixdecider.PreconditionFailedBody {
+	if a.immediate != 412 || a.body != protocol.ConditionalDecodeBody {
 		t.Fatalf("P/D config: the decider is also the gate: %s", a)
 	}
 	// The rejected request left no trace: the decode pod is not believed to hold the prompt,
@@ -76,11 +75,11 @@ func TestConditionalDecodeWithoutDeciderForwards(t *testing.T) {
 // nor left in place (RemoveHeaders), whether or not the stage ran.
 func TestSpoofedRoutingHeadersNeverReachUpstream(t *testing.T) {
 	spoof := map[string]string{
-		protocol.HeaderPrefillerHostPort:    "10.66.66.66:8000",
-		"X-Encoder-Hosts-Ports":             "10.66.66.67:8000,10.66.66.68:8000",
-		protocol.HeaderPrefillerEngine:      "evil",
-		protocol.HeaderImmediateStatus:      "200",
-		protocol.InternalHeaderPrefix + "x": "y",
+		protocol.HeaderPrefillerHostPort:     "10.66.66.66:8000",
+		"X-Encoder-Hosts-Ports":              "10.66.66.67:8000,10.66.66.68:8000",
+		protocol.HeaderPrefillerEngine:       "evil",
+		"x-pdgate-internal-immediate-status": "200",
+		"x-pdgate-internal-" + "x":           "y",
 	}
 	check := func(t *testing.T, a answer, wantPrefill string) {
 		t.Helper()
@@ -88,7 +87,7 @@ func TestSpoofedRoutingHeadersNeverReachUpstream(t *testing.T) {
 			t.Fatalf("spoofed internal header must not produce an immediate answer: %s", a)
 		}
 		for k, v := range a.set {
-			if strings.Contains(v, "10.66.66.") || v == "evil" || strings.HasPrefix(k, protocol.InternalHeaderPrefix) {
+			if strings.Contains(v, "10.66.66.") || v == "evil" || strings.HasPrefix(k, "x-pdgate-internal-") {
 				t.Fatalf("spoofed value reached upstream: %s: %s", k, v)
 			}
 		}

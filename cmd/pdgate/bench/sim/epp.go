@@ -6,22 +6,19 @@ import (
 	"os"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
-	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 )
 
-// epp is an EndpointPickerConfig instantiated through the EPP's own plugin registration, with
-// GIE's scheduler and the request-control hooks the director calls.
+// epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), with
+// the scheduler and the request-control hooks the request path calls, driven on virtual time.
 type epp struct {
 	sched    *scheduling.Scheduler
 	prepare  []fwkrc.PrepareDataPlugin
@@ -48,45 +45,23 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 		}
 		raw = b
 	}
-	logger := logr.Discard()
-	rawCfg, _, err := pluginset.LoadRaw(raw, logger)
-	if err != nil {
-		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
-	}
 	names := make([]types.NamespacedName, len(pods))
 	for i, p := range pods {
 		names[i] = types.NamespacedName{Namespace: "default", Name: p.Name}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return names })
-	cfg, err := loader.InstantiateAndConfigure(rawCfg, handle, logger)
+	c, err := core.New(ctx, core.Options{Config: raw, Standalone: true,
+		PodNames: func() []types.NamespacedName { return names }})
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
-	if err := pluginset.ResolveReferences(handle); err != nil {
-		stop()
-		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
-	}
-	e := &epp{sched: scheduling.NewSchedulerWithConfig(cfg.SchedulerConfig), stop: stop}
-	for _, p := range handle.GetAllPlugins() {
+	h := c.Server.Hooks()
+	e := &epp{sched: c.Scheduler, stop: stop, prepare: h.PrepareData, admit: h.Admission, pre: h.PreRequest,
+		respHead: h.ResponseHeader, respBody: h.ResponseBody}
+	for _, p := range c.Handle.GetAllPlugins() {
 		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
-		}
-		if v, ok := p.(fwkrc.PrepareDataPlugin); ok {
-			e.prepare = append(e.prepare, v)
-		}
-		if v, ok := p.(fwkrc.AdmissionPlugin); ok {
-			e.admit = append(e.admit, v)
-		}
-		if v, ok := p.(fwkrc.PreRequest); ok {
-			e.pre = append(e.pre, v)
-		}
-		if v, ok := p.(fwkrc.ResponseHeader); ok {
-			e.respHead = append(e.respHead, v)
-		}
-		if v, ok := p.(fwkrc.ResponseBody); ok {
-			e.respBody = append(e.respBody, v)
 		}
 	}
 	return e, nil

@@ -1,0 +1,417 @@
+package extproc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterPb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
+	envoy "sigs.k8s.io/gateway-api-inference-extension/pkg/common/envoy"
+	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
+	requtil "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/util/request"
+
+	"github.com/pdgate/pdgate/plugins/bodyjson"
+	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// decide runs the request's plugin hooks in GIE's director order (parse, objective,
+// admission, candidates, PrepareData, admission plugins, scheduling, then the
+// conditional-decode gate and PreRequest) and sends the routing decision with the body.
+func (x *exchange) decide(ctx context.Context) error {
+	ctx = contract.WithAnswerSlot(log.IntoContext(ctx, x.logger))
+	if x.s.opts.Traces != nil {
+		ctx, x.takeTrace = x.s.opts.Traces.Begin(ctx, x.returnTrace() || x.logger.V(x.s.opts.TraceLogLevel).Enabled())
+	}
+	body, err := x.schedule(ctx)
+	x.collectTrace()
+	if err != nil {
+		if a, ok := contract.AnswerOf(err); ok {
+			return x.answer(ctx, a)
+		}
+		return x.fail(err)
+	}
+	x.request.Headers = x.headers
+	target := x.targetEndpoints()
+	metrics.RecordRequestCounter(x.incomingModel, x.targetModel, x.priority)
+	metrics.RecordRequestSizes(x.incomingModel, x.targetModel, len(body))
+	common, dyn := x.routing(target, len(body), x.headerMutations())
+	if err := x.sendDecision(common, dyn, body); err != nil {
+		return err
+	}
+	metrics.IncRunningRequests(x.incomingModel)
+	x.running = true
+	return nil
+}
+
+// schedule is the director: it returns the upstream body, or an error that is either a
+// contract.Answer or one of GIE's errcommon errors.
+func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
+	parsed, err := x.s.cfg.Parser.ParseRequest(ctx, x.body, x.headers)
+	if err != nil {
+		return nil, errcommon.Error{Code: errcommon.BadRequest, Msg: err.Error()}
+	}
+	body, err := x.resolveModel(parsed)
+	if err != nil {
+		return nil, err
+	}
+	x.priority = x.objectivePriority()
+	x.request = &fwksched.LLMRequest{
+		RequestId:        x.requestID,
+		TargetModel:      x.targetModel,
+		Body:             parsed,
+		Headers:          x.headers,
+		Objectives:       fwksched.RequestObjectives{Priority: x.priority},
+		RequestSizeBytes: len(x.body),
+	}
+	x.logger = x.logger.WithValues("objectiveKey", x.objectiveKey, "incomingModelName", x.incomingModel,
+		"targetModelName", x.targetModel, "priority", x.priority)
+	ctx = log.IntoContext(ctx, x.logger)
+	if err := x.s.cfg.Admission.Admit(ctx, x.admissionContext(), x.priority); err != nil {
+		return nil, err
+	}
+	candidates := x.s.cfg.Candidates.Locate(ctx, x.metadata)
+	if len(candidates) == 0 {
+		return nil, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}
+	}
+	snapshot := make([]fwksched.Endpoint, len(candidates))
+	for i, ep := range candidates {
+		snapshot[i] = fwksched.NewEndpoint(ep.GetMetadata(), ep.GetMetrics(), ep.GetAttributes())
+	}
+	if err := x.runPrepareData(ctx, snapshot); err != nil {
+		if a, ok := contract.AnswerOf(err); ok {
+			return nil, a
+		}
+		x.logger.Error(err, "failed to prepare per request data")
+	}
+	if a := contract.Recorded(ctx); a != nil {
+		return nil, a
+	}
+	for _, p := range x.s.hooks.Admission {
+		if err := p.AdmitRequest(ctx, x.request, snapshot); err != nil {
+			if a, ok := contract.AnswerOf(err); ok {
+				return nil, a
+			}
+			x.logger.V(logutil.DEBUG).Info("AdmitRequest plugin denied the request", "plugin", p.TypedName(), "reason", err.Error())
+			return nil, errcommon.Error{Code: errcommon.Internal, Msg: "request cannot be admitted"}
+		}
+	}
+	result, err := x.s.cfg.Scheduler.Schedule(ctx, x.request, snapshot)
+	if a := contract.Recorded(ctx); a != nil {
+		return nil, a // a filter or scorer answered: the scheduler's own outcome does not matter
+	}
+	if err != nil {
+		if a, ok := contract.AnswerOf(err); ok {
+			return nil, a
+		}
+		return nil, errcommon.Error{Code: errcommon.ResourceExhausted, Msg: fmt.Errorf("failed to find target endpoint: %w", err).Error()}
+	}
+	if result == nil || len(result.ProfileResults) == 0 || result.ProfileResults[result.PrimaryProfileName] == nil ||
+		len(result.ProfileResults[result.PrimaryProfileName].TargetEndpoints) == 0 {
+		return nil, errcommon.Error{Code: errcommon.Internal, Msg: "results must be greater than zero"}
+	}
+	primary := result.ProfileResults[result.PrimaryProfileName].TargetEndpoints
+	x.targetPod = primary[0].GetMetadata()
+	if a := x.conditionalDecode(ctx, primary[0]); a != nil {
+		return nil, a
+	}
+	x.result = result
+	for _, p := range x.s.hooks.PreRequest {
+		start := time.Now()
+		p.PreRequest(ctx, x.request, result)
+		metrics.RecordPluginProcessingLatency(fwkrc.PreRequestExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+	}
+	if a := contract.Recorded(ctx); a != nil {
+		return nil, a
+	}
+	return body, nil
+}
+
+// conditionalDecode runs the one conditional-decode gate for a Prefer: if-available request,
+// after scheduling and before any PreRequest plugin.
+func (x *exchange) conditionalDecode(ctx context.Context, decode fwksched.Endpoint) *contract.Answer {
+	g := x.s.hooks.Gate
+	if g == nil || !protocol.IsConditionalDecode(headerFold(x.headers, protocol.HeaderPrefer)) {
+		return nil
+	}
+	if !g.CheckConditionalDecode(ctx, x.request, decode) {
+		return nil
+	}
+	if x.trace != nil {
+		x.trace.Stage("conditional-decode", false, protocol.ConditionalDecodeMessage)
+	}
+	return contract.ConditionalDecodeMiss()
+}
+
+// resolveModel finds the incoming and target models and returns the upstream body: the
+// original bytes, or (only on a model rewrite) the original bytes with the model value
+// replaced.
+func (x *exchange) resolveModel(parsed *fwksched.LLMRequestBody) ([]byte, error) {
+	x.targetModel = x.rewriteModel
+	var span [2]int
+	haveSpan := false
+	switch v := parsed.Payload.(type) {
+	case fwksched.PayloadMap:
+		model, ok := v["model"].(string)
+		if !ok {
+			return nil, errcommon.Error{Code: errcommon.BadRequest, Msg: "model not found in request body"}
+		}
+		x.incomingModel = model
+	case fwksched.RawPayload:
+		if model, start, end, err := bodyjson.ModelSpan(x.body); err == nil {
+			x.incomingModel, span, haveSpan = model, [2]int{start, end}, true
+		}
+	case fwksched.PayloadProto:
+		return x.body, nil // protos are not mutated, as in GIE
+	default:
+		return nil, errcommon.Error{Code: errcommon.BadRequest, Msg: "Unsupported llmRequest parsedBody"}
+	}
+	if x.incomingModel == "" {
+		return x.body, nil
+	}
+	if x.targetModel == "" {
+		x.targetModel = x.incomingModel
+	}
+	x.applyWeightedRewrite()
+	if x.targetModel == x.incomingModel {
+		return x.body, nil
+	}
+	if m, ok := parsed.Payload.(fwksched.PayloadMap); ok {
+		m["model"] = x.targetModel
+	}
+	if !haveSpan {
+		model, start, end, err := bodyjson.ModelSpan(x.body)
+		if err != nil || model != x.incomingModel {
+			return nil, errcommon.Error{Code: errcommon.BadRequest, Msg: "model not found in request body"}
+		}
+		span = [2]int{start, end}
+	}
+	quoted, err := json.Marshal(x.targetModel)
+	if err != nil {
+		return nil, errcommon.Error{Code: errcommon.Internal, Msg: "Error marshalling request body"}
+	}
+	out := make([]byte, 0, len(x.body)-(span[1]-span[0])+len(quoted))
+	out = append(append(append(out, x.body[:span[0]]...), quoted...), x.body[span[1]:]...)
+	x.frameEnds = nil // re-chunked on the way out
+	return out, nil
+}
+
+func (x *exchange) applyWeightedRewrite() {
+	rule, name := x.s.cfg.Datastore.ModelRewriteGet(x.incomingModel)
+	if rule == nil || len(rule.Targets) == 0 {
+		return
+	}
+	x.targetModel = pickWeighted(rule.Targets)
+	metrics.RecordInferenceModelRewriteDecision(name, x.incomingModel, x.targetModel)
+}
+
+func pickWeighted(models []v1alpha2.TargetModel) string {
+	var total int32
+	for _, m := range models {
+		total += m.Weight
+	}
+	if total == 0 {
+		return models[rand.IntN(len(models))].ModelRewrite
+	}
+	n := rand.Int32N(total)
+	for _, m := range models {
+		if n < m.Weight {
+			return m.ModelRewrite
+		}
+		n -= m.Weight
+	}
+	return models[len(models)-1].ModelRewrite
+}
+
+func (x *exchange) objectivePriority() int {
+	obj := x.s.cfg.Datastore.ObjectiveGet(x.objectiveKey)
+	if obj == nil || obj.Spec.Priority == nil {
+		return 0
+	}
+	return *obj.Spec.Priority
+}
+
+// admissionContext is the GIE request context its admission controllers read.
+func (x *exchange) admissionContext() *handlers.RequestContext {
+	return &handlers.RequestContext{
+		IncomingModelName:        x.incomingModel,
+		TargetModelName:          x.targetModel,
+		FairnessID:               x.fairnessID,
+		ObjectiveKey:             x.objectiveKey,
+		Priority:                 x.priority,
+		RequestReceivedTimestamp: x.received,
+		RequestSize:              len(x.body),
+		Request:                  &handlers.Request{Headers: x.headers, Metadata: x.metadata},
+		SchedulingRequest:        x.request,
+	}
+}
+
+// runPrepareData runs the PrepareData plugins in data-dependency order under GIE's timeout.
+func (x *exchange) runPrepareData(ctx context.Context, snapshot []fwksched.Endpoint) error {
+	plugins := x.s.hooks.PrepareData
+	if len(plugins) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, prepareDataTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		for _, p := range plugins {
+			if err := p.PrepareRequestData(ctx, x.request, snapshot); err != nil {
+				done <- fmt.Errorf("prepare data plugin %s failed: %w", p.TypedName(), err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return errors.New("prepare data plugin timed out")
+		}
+		return ctx.Err()
+	}
+}
+
+func (x *exchange) targetEndpoints() string {
+	eps := x.result.ProfileResults[x.result.PrimaryProfileName].TargetEndpoints
+	if len(eps) == 1 {
+		md := eps[0].GetMetadata()
+		return net.JoinHostPort(md.GetIPAddress(), md.GetPort())
+	}
+	parts := make([]string, len(eps))
+	for i, ep := range eps {
+		md := ep.GetMetadata()
+		parts[i] = net.JoinHostPort(md.GetIPAddress(), md.GetPort())
+	}
+	return strings.Join(parts, ",")
+}
+
+// headerMutations are the request headers plugins added or changed (the gateway already has
+// the rest), and the removal of every routing header no plugin set: a client's copy was
+// dropped on the way in, and a gateway that merges mutations must not forward it either.
+func (x *exchange) headerMutations() *extProcPb.HeaderMutation {
+	mut := &extProcPb.HeaderMutation{}
+	var set uint64 // bit i: protocol.RoutingHeaders[i] was set by a plugin
+	for k, v := range x.headers {
+		if requtil.IsSystemOwnedHeader(k) {
+			continue
+		}
+		if old, ok := x.sent[k]; ok && old == v {
+			continue
+		}
+		lower := strings.ToLower(k)
+		if i := routingIndex(lower); i >= 0 {
+			if v == "" {
+				continue // an empty value means "clear": left to RemoveHeaders
+			}
+			set |= 1 << uint(i)
+		}
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, v))
+	}
+	for i, name := range protocol.RoutingHeaders {
+		if set&(1<<uint(i)) == 0 {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, name)
+		}
+	}
+	return mut
+}
+
+// routing is the routing decision as GIE's protocol defines it: the destination header and
+// metadata, the new Content-Length, and the plugins' header mutations.
+func (x *exchange) routing(target string, size int, mut *extProcPb.HeaderMutation) (*extProcPb.CommonResponse, *structpb.Struct) {
+	set := make([]*configPb.HeaderValueOption, 0, len(mut.SetHeaders)+2)
+	set = append(set, setHeader(metadata.DestinationEndpointKey, target))
+	if size > 0 {
+		set = append(set, setHeader("Content-Length", strconv.Itoa(size)))
+	}
+	mut.SetHeaders = append(set, mut.SetHeaders...)
+	dyn := &structpb.Struct{Fields: map[string]*structpb.Value{
+		metadata.DestinationEndpointNamespace: structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			metadata.DestinationEndpointKey: structpb.NewStringValue(target),
+		}}),
+	}}
+	return &extProcPb.CommonResponse{ClearRouteCache: true, HeaderMutation: mut}, dyn
+}
+
+// sendDecision sends the routing decision and the upstream body. In full-duplex streaming
+// (Envoy's mode for GIE) the headers response comes first, then the body frames: the frames as
+// they came when the body is unchanged, GIE's 62,000-byte chunks after a rewrite. In buffered
+// mode the headers were answered already and everything rides on the one body response.
+func (x *exchange) sendDecision(common *extProcPb.CommonResponse, dyn *structpb.Struct, body []byte) error {
+	if x.bufferedRequest() {
+		if x.frameEnds == nil { // rewritten
+			common.BodyMutation = &extProcPb.BodyMutation{Mutation: &extProcPb.BodyMutation_Body{Body: body}}
+		}
+		return x.send(&extProcPb.ProcessingResponse{
+			Response:        &extProcPb.ProcessingResponse_RequestBody{RequestBody: &extProcPb.BodyResponse{Response: common}},
+			DynamicMetadata: dyn,
+		})
+	}
+	if err := x.send(&extProcPb.ProcessingResponse{
+		Response:        &extProcPb.ProcessingResponse_RequestHeaders{RequestHeaders: &extProcPb.HeadersResponse{Response: common}},
+		DynamicMetadata: dyn,
+	}); err != nil {
+		return err
+	}
+	if x.frameEnds == nil {
+		for _, c := range envoy.BuildChunkedBodyResponses(body, true) {
+			if err := x.send(&extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_RequestBody{
+				RequestBody: &extProcPb.BodyResponse{Response: c}}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	start := 0
+	for i, end := range x.frameEnds {
+		if err := x.send(streamedRequestBody(body[start:end], i == len(x.frameEnds)-1)); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+func streamedRequestBody(b []byte, eos bool) *extProcPb.ProcessingResponse {
+	return &extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_RequestBody{RequestBody: &extProcPb.BodyResponse{
+		Response: &extProcPb.CommonResponse{BodyMutation: &extProcPb.BodyMutation{
+			Mutation: &extProcPb.BodyMutation_StreamedResponse{StreamedResponse: &extProcPb.StreamedBodyResponse{Body: b, EndOfStream: eos}},
+		}},
+	}}}
+}
+
+func (x *exchange) bufferedRequest() bool {
+	return x.requestBodyMode == filterPb.ProcessingMode_BUFFERED || x.requestBodyMode == filterPb.ProcessingMode_BUFFERED_PARTIAL
+}
+
+func headerFold(h map[string]string, key string) string {
+	if v, ok := h[key]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
+}
