@@ -1,17 +1,20 @@
 // Package runner assembles pdgate's EPP from GIE's exported parts, in Kubernetes mode
 // (InferencePool + Pod reconcilers) or standalone mode (endpoints from a file), and serves
-// ext_proc through pdgate's stream wrapper.
+// ext_proc through pdgate's request path (cmd/epp/extproc, assembled by cmd/epp/core).
 package runner
 
 import (
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
+
+	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
 // DefaultMaxRequestBodyBytes bounds request bodies the EPP buffers (GIE buffers the whole
@@ -43,6 +46,8 @@ type Options struct {
 	ManagerOverrides []func(*ctrl.Options)
 	// OnListening, when set, receives the bound addresses once every listener is open.
 	OnListening func(Addresses)
+
+	envErr error // a malformed environment default, reported by Validate
 }
 
 // Addresses are the bound listener addresses.
@@ -50,13 +55,21 @@ type Addresses struct {
 	GRPC, Health, Metrics string
 }
 
-// NewOptions returns GIE's defaults plus pdgate's.
+// NewOptions returns GIE's defaults plus pdgate's. AIBRIX_POD_METRIC_REFRESH_INTERVAL_MS, when
+// set, is the default of --refresh-metrics-interval (AIBrix's name for the same setting); an
+// explicit flag wins, and a malformed value fails Validate naming the variable.
 func NewOptions() *Options {
-	return &Options{
+	o := &Options{
 		Options:               runserver.NewOptions(),
 		EndpointsPollInterval: time.Second,
 		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
 	}
+	if d, ok, err := pdknobs.RefreshMetricsIntervalFromEnv(os.LookupEnv); err != nil {
+		o.envErr = err
+	} else if ok {
+		o.RefreshMetricsInterval = d
+	}
+	return o
 }
 
 // AddFlags registers GIE's flags and pdgate's on fs.
@@ -89,6 +102,9 @@ func (o *Options) Complete() error {
 
 // Validate checks the options; GIE's checks first.
 func (o *Options) Validate() error {
+	if o.envErr != nil {
+		return o.envErr
+	}
 	if err := o.Options.Validate(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package runner
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -66,6 +67,46 @@ func TestOptions(t *testing.T) {
 				t.Fatal(err)
 			}
 			tt.check(t, o)
+		})
+	}
+}
+
+func TestRefreshIntervalFromAIBrixEnv(t *testing.T) {
+	tests := []struct {
+		name, env string
+		args      []string
+		want      time.Duration
+		wantErr   string
+	}{
+		{name: "unset: GIE's default", want: 50 * time.Millisecond},
+		{name: "AIBrix variable is the default", env: "200", want: 200 * time.Millisecond},
+		{name: "an explicit flag wins", env: "200", args: []string{"--refresh-metrics-interval=75ms"}, want: 75 * time.Millisecond},
+		{name: "malformed value names the variable", env: "fast", wantErr: "AIBRIX_POD_METRIC_REFRESH_INTERVAL_MS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" {
+				t.Setenv("AIBRIX_POD_METRIC_REFRESH_INTERVAL_MS", tt.env)
+			}
+			o := NewOptions()
+			fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--endpoints-file=x.yaml"}, tt.args...)); err != nil {
+				t.Fatal(err)
+			}
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Validate = %v, want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || o.RefreshMetricsInterval != tt.want {
+				t.Fatalf("interval %s err %v, want %s", o.RefreshMetricsInterval, err, tt.want)
+			}
 		})
 	}
 }
