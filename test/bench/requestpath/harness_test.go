@@ -59,6 +59,10 @@ func newPdgate(tb testing.TB, cfg string) processor {
 
 // newStock is GIE v1.5.0's path assembled as GIE's runner does: director and streaming server.
 func newStock(tb testing.TB, cfg string) processor {
+	return newStockOn(tb, cfg, newDatastore)
+}
+
+func newStockOn(tb testing.TB, cfg string, newDS func(context.Context, datalayer.EndpointFactory) datastore.Datastore) processor {
 	tb.Helper()
 	pluginset.RegisterAll()
 	ctx := tb.Context()
@@ -66,7 +70,7 @@ func newStock(tb testing.TB, cfg string) processor {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ds := newDatastore(ctx, datalayer.NewRuntime(time.Hour))
+	ds := newDS(ctx, datalayer.NewRuntime(time.Hour))
 	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil })
 	loaded, err := loader.InstantiateAndConfigure(raw, handle, logr.Discard())
 	if err != nil {
