@@ -6,12 +6,12 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"image"
 	_ "image/gif"  // register decoders for data-URL images
 	_ "image/jpeg" // register decoders for data-URL images
 	_ "image/png"  // register decoders for data-URL images
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -84,10 +84,13 @@ func (p EstimateParams) validate() error {
 
 // estimator packs request bytes into 4-byte pseudo-tokens; multimodal items are aligned to a
 // token boundary and occupy N copies of a token derived from a hash of their content.
+// Text is packed as it arrives (one linear pass, no copy of the prompt): only the up to
+// three bytes of an unfinished token wait in pend until more text or a flush completes it.
 type estimator struct {
 	p        EstimateParams
 	headers  map[string]string
-	pending  []byte
+	pend     [BytesPerToken]byte
+	npend    int
 	tokens   []uint32
 	features []fwksched.MultiModalFeature
 }
@@ -104,7 +107,10 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 	case b.ChatCompletions != nil:
 		if len(b.ChatCompletions.Tools) > 0 {
 			js, _ := json.Marshal(b.ChatCompletions.Tools)
-			e.text(string(js))
+			e.grow(len(js) + chatTextBytes(b.ChatCompletions.Messages))
+			e.bytes(js)
+		} else {
+			e.grow(chatTextBytes(b.ChatCompletions.Messages))
 		}
 		for _, m := range b.ChatCompletions.Messages {
 			e.text(m.Role)
@@ -116,16 +122,21 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 			}
 		}
 	case b.Completions != nil:
-		e.text(b.Completions.Prompt.PlainText())
+		s := b.Completions.Prompt.PlainText()
+		e.grow(len(s))
+		e.text(s)
 	case b.Responses != nil:
 		js, _ := json.Marshal([]map[string]any{{"instructions": b.Responses.Instructions}, {"tools": b.Responses.Tools}, {"input": b.Responses.Input}})
-		e.text(string(js))
+		e.grow(len(js))
+		e.bytes(js)
 	case b.Conversations != nil:
 		js, _ := json.Marshal(b.Conversations.Items)
-		e.text(string(js))
+		e.grow(len(js))
+		e.bytes(js)
 	case b.Embeddings != nil:
 		js, _ := json.Marshal(b.Embeddings.Input)
-		e.text(string(js))
+		e.grow(len(js))
+		e.bytes(js)
 	default:
 		return nil
 	}
@@ -133,16 +144,61 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 	return &fwksched.TokenizedPrompt{TokenIDs: e.tokens, MultiModalFeatures: e.features}
 }
 
-func (e *estimator) text(s string) { e.pending = append(e.pending, s...) }
-
-func (e *estimator) flush() {
-	for len(e.pending) > 0 {
-		var w [BytesPerToken]byte
-		n := copy(w[:], e.pending)
-		e.pending = e.pending[n:]
-		e.tokens = append(e.tokens, binary.LittleEndian.Uint32(w[:]))
+// chatTextBytes is the number of text bytes the chat messages contribute (roles, raw
+// contents, text blocks), used to size the token slice once.
+func chatTextBytes(msgs []fwksched.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content.Raw)
+		for _, blk := range m.Content.Structured {
+			if blk.Type == "text" {
+				n += len(blk.Text)
+			}
+		}
 	}
-	e.pending = e.pending[:0]
+	return n
+}
+
+// grow reserves room for n more bytes of text (nothing when n is 0, so a request without
+// text keeps nil token IDs).
+func (e *estimator) grow(n int) {
+	if n > 0 {
+		e.tokens = slices.Grow(e.tokens, n/BytesPerToken+1)
+	}
+}
+
+func (e *estimator) text(s string) { packText(e, s) }
+
+func (e *estimator) bytes(s []byte) { packText(e, s) }
+
+// packText appends s to the pseudo-token stream: it completes a pending token first, then
+// packs whole 4-byte little-endian words straight from s and keeps the tail pending.
+func packText[S string | []byte](e *estimator, s S) {
+	if e.npend > 0 {
+		n := copy(e.pend[e.npend:], s)
+		e.npend += n
+		s = s[n:]
+		if e.npend < BytesPerToken {
+			return
+		}
+		e.tokens = append(e.tokens, binary.LittleEndian.Uint32(e.pend[:]))
+		e.npend = 0
+	}
+	whole := len(s) &^ (BytesPerToken - 1)
+	for i := 0; i < whole; i += BytesPerToken {
+		e.tokens = append(e.tokens, uint32(s[i])|uint32(s[i+1])<<8|uint32(s[i+2])<<16|uint32(s[i+3])<<24)
+	}
+	e.npend = copy(e.pend[:], s[whole:])
+}
+
+// flush ends the text so far: an unfinished token is padded with zero bytes.
+func (e *estimator) flush() {
+	if e.npend == 0 {
+		return
+	}
+	clear(e.pend[e.npend:])
+	e.tokens = append(e.tokens, binary.LittleEndian.Uint32(e.pend[:]))
+	e.npend = 0
 }
 
 func (e *estimator) block(b fwksched.ContentBlock) {
@@ -160,21 +216,31 @@ func (e *estimator) block(b fwksched.ContentBlock) {
 	default:
 		// Unknown block types (e.g. image_embeds) count by their JSON size.
 		js, _ := json.Marshal(b)
-		e.text(string(js))
+		e.bytes(js)
 	}
 }
 
 func (e *estimator) item(modality, content string, n int) {
 	e.flush()
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(content))
-	sum := h.Sum64()
+	sum := fnv64a(content)
 	tok := uint32(sum) ^ uint32(sum>>32)
 	e.features = append(e.features, fwksched.MultiModalFeature{Modality: fwksched.Modality(modality),
 		Hash: strconv.FormatUint(sum, 16), Offset: len(e.tokens), Length: n})
+	e.tokens = slices.Grow(e.tokens, n)
 	for i := 0; i < n; i++ {
 		e.tokens = append(e.tokens, tok)
 	}
+}
+
+// fnv64a is hash/fnv's 64-bit FNV-1a of s, without copying s into a []byte.
+func fnv64a(s string) uint64 {
+	const offset64, prime64 = 14695981039346656037, 1099511628211
+	h := uint64(offset64)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= prime64
+	}
+	return h
 }
 
 func (e *estimator) imageTokens(w, h int) int {
