@@ -2,9 +2,7 @@ package conformance
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -17,27 +15,21 @@ import (
 	corePb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
-	"github.com/google/uuid"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
-	envoy "sigs.k8s.io/gateway-api-inference-extension/pkg/common/envoy"
-	reqcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/request"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
@@ -45,7 +37,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/giehermetic"
 )
 
 // poolName and namespace are those of GIE's hermetic suite.
@@ -149,36 +141,10 @@ func (w world) datastore(ctx context.Context) datastore.Datastore {
 func prio(p int) *int { return &p }
 
 // hermeticObjectives are the InferenceObjectives of GIE's hermetic manifest.
-func hermeticObjectives() []*v1alpha2.InferenceObjective {
-	obj := func(name string, priority *int) *v1alpha2.InferenceObjective {
-		return &v1alpha2.InferenceObjective{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
-			Spec: v1alpha2.InferenceObjectiveSpec{Priority: priority,
-				PoolRef: v1alpha2.PoolObjectReference{Name: poolName}},
-		}
-	}
-	return []*v1alpha2.InferenceObjective{
-		obj(modelSQLLora, prio(2)),
-		obj(modelSheddable, nil),
-		obj(modelMyModel, prio(2)),
-		obj(modelDirect, prio(2)),
-		obj("inference-objective-with-priority-4", prio(4)),
-	}
-}
+func hermeticObjectives() []*v1alpha2.InferenceObjective { return giehermetic.Objectives(namespace) }
 
 // hermeticRewrite is the manifest's InferenceModelRewrite "rewrite-test".
-func hermeticRewrite() *v1alpha2.InferenceModelRewrite {
-	return &v1alpha2.InferenceModelRewrite{
-		ObjectMeta: metav1.ObjectMeta{Name: "rewrite-test", Namespace: namespace},
-		Spec: v1alpha2.InferenceModelRewriteSpec{
-			PoolRef: &v1alpha2.PoolObjectReference{Name: poolName},
-			Rules: []v1alpha2.InferenceModelRewriteRule{{
-				Matches: []v1alpha2.Match{{Model: &v1alpha2.ModelMatch{Value: modelToBeWritten}}},
-				Targets: []v1alpha2.TargetModel{{ModelRewrite: modelAfterRewrite}},
-			}},
-		},
-	}
-}
+func hermeticRewrite() *v1alpha2.InferenceModelRewrite { return giehermetic.Rewrite(namespace) }
 
 func podListFunc(ds datastore.Datastore) func() []types.NamespacedName {
 	return func() []types.NamespacedName {
@@ -285,192 +251,27 @@ func serve(t *testing.T, srv extProcPb.ExternalProcessorServer) (extProcPb.Exter
 
 // exchange sends every message of reqs on one stream, as GIE's hermetic harness does, closes
 // the sending side as Envoy does at the end of a request, and collects every response until
-// the server ends the stream.
+// the server ends the stream (streamTimeout at most).
 func exchange(client extProcPb.ExternalProcessorClient, reqs []*extProcPb.ProcessingRequest) ([]*extProcPb.ProcessingResponse, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), streamTimeout)
 	defer cancel()
-	stream, err := client.Process(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range reqs {
-		if err := stream.Send(r); err != nil {
-			break // the server ended the stream (an immediate response); collect what it sent
-		}
-	}
-	_ = stream.CloseSend()
-	var out []*extProcPb.ProcessingResponse
-	for {
-		resp, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return out, err
-		}
-		out = append(out, resp)
-	}
+	return giehermetic.Exchange(ctx, client, reqs)
 }
 
 // outcome is what an ext_proc exchange means to the gateway, the client and the model server,
-// after the documented differences are normalised away.
-type outcome struct {
-	// StreamErr is the gRPC status of a stream that did not end cleanly.
-	StreamErr string
-	Immediate *immediate
-	// Routed: a routing decision (request-headers response) was sent.
-	Routed          bool
-	Destination     string
-	LBMetadata      string
-	ClearRouteCache bool
-	// UpstreamHeaders are the request headers the model server gets: the client's headers with
-	// the mutation applied, minus protocol.RoutingHeaders (pdgate removes client copies).
-	UpstreamHeaders map[string]string
-	// UpstreamBody is the concatenation of the request-body frames; UpstreamEOS reports that
-	// the last one ended the stream.
-	UpstreamBody string
-	UpstreamEOS  bool
-	// Response phase: headers the client gets (engine's + mutation, minus GIE's debugging
-	// header), the body frames concatenated, the dynamic metadata of the last frame.
-	RespHeaders  map[string]string
-	RespBody     string
-	RespEOS      bool
-	RespMetadata string
-	Trailers     bool
-	// DebugHeader: the response-header mutation carried GIE's x-went-into-resp-headers.
-	DebugHeader bool
-	// Metrics are GIE's inference_objective_* and inference_extension_* series the exchange
-	// produced: counters and gauges by value, histograms by sample count.
-	Metrics map[string]string
-}
+// after the documented differences are normalised away (shared with test/integration/hermetic).
+type outcome = giehermetic.Outcome
 
-type immediate struct {
-	Status  int
-	Body    string
-	Headers map[string]string
-}
+type immediate = giehermetic.Immediate
 
 // debugResponseHeader is GIE's debugging response header, which pdgate drops on purpose.
-const debugResponseHeader = "x-went-into-resp-headers"
+const debugResponseHeader = giehermetic.DebugResponseHeader
 
-func headerMap(h *extProcPb.HttpHeaders) map[string]string {
-	if h == nil {
-		return nil
-	}
-	out := map[string]string{}
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		out[strings.ToLower(hv.GetKey())] = envoy.GetHeaderValue(hv)
-	}
-	return out
-}
-
-func applyMutation(dst map[string]string, m *extProcPb.HeaderMutation) {
-	for _, h := range m.GetSetHeaders() {
-		dst[strings.ToLower(h.GetHeader().GetKey())] = headerValue(h.GetHeader())
-	}
-	for _, k := range m.GetRemoveHeaders() {
-		delete(dst, strings.ToLower(k))
-	}
-}
-
-func headerValue(h *corePb.HeaderValue) string {
-	if len(h.GetRawValue()) > 0 {
-		return string(h.GetRawValue())
-	}
-	return h.GetValue()
-}
+func headerValue(h *corePb.HeaderValue) string { return giehermetic.HeaderValue(h) }
 
 // normalise turns one exchange into its outcome.
 func normalise(reqs []*extProcPb.ProcessingRequest, resps []*extProcPb.ProcessingResponse, streamErr error) outcome {
-	var o outcome
-	if streamErr != nil {
-		o.StreamErr = status.Code(streamErr).String() + ": " + status.Convert(streamErr).Message()
-	}
-	var reqHeaders, respHeaders map[string]string
-	for _, r := range reqs {
-		switch {
-		case r.GetRequestHeaders() != nil:
-			reqHeaders = headerMap(r.GetRequestHeaders())
-		case r.GetResponseHeaders() != nil:
-			respHeaders = headerMap(r.GetResponseHeaders())
-		}
-	}
-	var upstream, resp strings.Builder
-	for _, r := range resps {
-		switch {
-		case r.GetImmediateResponse() != nil:
-			ir := r.GetImmediateResponse()
-			im := &immediate{Status: int(ir.GetStatus().GetCode()), Body: string(ir.GetBody())}
-			if len(ir.GetHeaders().GetSetHeaders()) > 0 {
-				im.Headers = map[string]string{}
-				applyMutation(im.Headers, ir.GetHeaders())
-			}
-			o.Immediate = im
-		case r.GetRequestHeaders() != nil:
-			common := r.GetRequestHeaders().GetResponse()
-			o.Routed = true
-			o.ClearRouteCache = common.GetClearRouteCache()
-			o.UpstreamHeaders = map[string]string{}
-			for k, v := range reqHeaders {
-				o.UpstreamHeaders[k] = v
-			}
-			applyMutation(o.UpstreamHeaders, common.GetHeaderMutation())
-			o.Destination = o.UpstreamHeaders[metadata.DestinationEndpointKey]
-			if md := r.GetDynamicMetadata(); md != nil {
-				b, _ := protojson.MarshalOptions{Multiline: false}.Marshal(md)
-				o.LBMetadata = canonicalJSON(b)
-			}
-		case r.GetRequestBody() != nil:
-			common := r.GetRequestBody().GetResponse()
-			if sr := common.GetBodyMutation().GetStreamedResponse(); sr != nil {
-				upstream.Write(sr.GetBody())
-				o.UpstreamEOS = sr.GetEndOfStream()
-			} else if b := common.GetBodyMutation().GetBody(); b != nil {
-				upstream.Write(b)
-				o.UpstreamEOS = true
-			}
-		case r.GetResponseHeaders() != nil:
-			o.RespHeaders = map[string]string{}
-			for k, v := range respHeaders {
-				o.RespHeaders[k] = v
-			}
-			applyMutation(o.RespHeaders, r.GetResponseHeaders().GetResponse().GetHeaderMutation())
-			_, o.DebugHeader = o.RespHeaders[debugResponseHeader]
-			delete(o.RespHeaders, debugResponseHeader)
-		case r.GetResponseBody() != nil:
-			if sr := r.GetResponseBody().GetResponse().GetBodyMutation().GetStreamedResponse(); sr != nil {
-				resp.Write(sr.GetBody())
-				o.RespEOS = sr.GetEndOfStream()
-			}
-			if md := r.GetDynamicMetadata(); md != nil {
-				b, _ := protojson.Marshal(md)
-				o.RespMetadata = canonicalJSON(b)
-			}
-		case r.GetResponseTrailers() != nil:
-			o.Trailers = true
-		}
-	}
-	o.UpstreamBody, o.RespBody = upstream.String(), resp.String()
-	if o.UpstreamHeaders != nil {
-		for _, h := range protocol.RoutingHeaders {
-			delete(o.UpstreamHeaders, h) // pdgate removes client copies on purpose
-		}
-		// A request without x-request-id gets a generated one on both paths; only its
-		// presence and form can match.
-		if _, had := reqHeaders[reqcommon.RequestIdHeaderKey]; !had {
-			if id, ok := o.UpstreamHeaders[reqcommon.RequestIdHeaderKey]; ok {
-				if _, err := uuid.Parse(id); err == nil {
-					o.UpstreamHeaders[reqcommon.RequestIdHeaderKey] = "<generated uuid>"
-				}
-			}
-		}
-	}
-	return o
-}
-
-// canonicalJSON re-renders protojson output, whose whitespace is deliberately unstable.
-func canonicalJSON(b []byte) string {
-	return strings.Join(strings.Fields(string(b)), "")
+	return giehermetic.Normalise(reqs, resps, streamErr)
 }
 
 // metricFamilies are the GIE families compared.

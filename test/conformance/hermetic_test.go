@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	corePb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,62 +17,29 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/test/integration"
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
+	"github.com/pdgate/pdgate/test/giehermetic"
 )
 
 // Model names of GIE's hermetic suite.
 const (
-	modelMyModel       = "my-model"
-	modelMyModelTarget = "my-model-12345"
-	modelSQLLora       = "sql-lora"
-	modelSQLLoraTarget = "sql-lora-1fdg2"
-	modelSheddable     = "sql-lora-sheddable"
-	modelSheddableTgt  = "sql-lora-1fdg3"
-	modelDirect        = "direct-model"
-	modelToBeWritten   = "model-to-be-rewritten"
-	modelAfterRewrite  = "rewritten-model"
+	modelMyModel       = giehermetic.ModelMyModel
+	modelMyModelTarget = giehermetic.ModelMyModelTarget
+	modelSQLLora       = giehermetic.ModelSQLLora
+	modelSQLLoraTarget = giehermetic.ModelSQLLoraTarget
+	modelSheddable     = giehermetic.ModelSheddable
+	modelSheddableTgt  = giehermetic.ModelSheddableTarget
+	modelDirect        = giehermetic.ModelDirect
+	modelToBeWritten   = giehermetic.ModelToBeWritten
+	modelAfterRewrite  = giehermetic.ModelAfterRewrite
 	modelShedNegative  = "shed-me" // an objective with negative priority (sheddable), not in GIE's manifest
 )
 
 // gieTestConfig is GIE v1.5.0's hermetic default config (test/integration/epp/testdata/
 // default-config.yaml in the GIE module).
-const gieTestConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-  - type: queue-scorer
-  - type: kv-cache-utilization-scorer
-  - type: prefix-cache-scorer
-  - type: lora-affinity-scorer
-  - type: openai-parser
-schedulingProfiles:
-  - name: default
-    plugins:
-      - pluginRef: queue-scorer
-      - pluginRef: kv-cache-utilization-scorer
-      - pluginRef: prefix-cache-scorer
-      - pluginRef: lora-affinity-scorer
-parser:
-  pluginRef: openai-parser
-featureGates:
-  - enableLegacyMetrics
-`
+const gieTestConfig = giehermetic.DefaultConfig
 
 // passthroughConfig is the hermetic "passthrough parser success" case's config.
-const passthroughConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-  - type: queue-scorer
-  - type: kv-cache-utilization-scorer
-  - type: passthrough-parser
-schedulingProfiles:
-  - name: default
-    plugins:
-      - pluginRef: queue-scorer
-      - pluginRef: kv-cache-utilization-scorer
-parser:
-  pluginRef: passthrough-parser
-featureGates:
-  - enableLegacyMetrics
-`
+const passthroughConfig = giehermetic.PassthroughConfig
 
 // conformanceCase is one request sequence run through both paths.
 type conformanceCase struct {
@@ -296,21 +262,9 @@ func objective(name string, priority int) *v1alpha2.InferenceObjective {
 	}
 }
 
-// responseOnly is the response phase as Envoy sends it to ext_proc: response headers (as raw
-// values, which GIE's streaming server reads), then the body frames, the last one ending the
-// stream.
+// responseOnly is the response phase as Envoy sends it to ext_proc (GIE's ReqResponseOnly).
 func responseOnly(headers map[string]string, chunks ...string) []*extProcPb.ProcessingRequest {
-	hs := &corePb.HeaderMap{}
-	for k, v := range headers {
-		hs.Headers = append(hs.Headers, &corePb.HeaderValue{Key: k, RawValue: []byte(v)})
-	}
-	out := []*extProcPb.ProcessingRequest{{Request: &extProcPb.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extProcPb.HttpHeaders{Headers: hs}}}}
-	for i, c := range chunks {
-		out = append(out, &extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseBody{
-			ResponseBody: &extProcPb.HttpBody{Body: []byte(c), EndOfStream: i == len(chunks)-1}}})
-	}
-	return out
+	return giehermetic.ResponseOnly(headers, chunks...)
 }
 
 // pair is one case's two EPPs over equal datastores.
