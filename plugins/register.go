@@ -19,6 +19,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/promptbucket"
 	"github.com/pdgate/pdgate/plugins/ratecap"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
@@ -54,6 +55,7 @@ var registrations = []registration{
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
 	{typeName: tokenledger.Type, factory: tokenledger.Factory},
+	{typeName: prefixproducer.Type, factory: prefixproducer.Factory},
 	{typeName: fastparser.Type, factory: fastparser.Factory},
 	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
 	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},

@@ -3,31 +3,34 @@ package pluginset
 import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
+
+	"github.com/pdgate/pdgate/plugins/prefixproducer"
 )
 
-// ensurePrefixProducer makes sure an approx-prefix-cache-producer exists for the plugins that
-// read PrefixCacheMatchInfo (llm-d registers it as the default producer of that key; GIE v1.5.0
-// only auto-creates it for prefix-cache-scorer). It runs once the whole plugin list is
-// instantiated, so a declared producer, or the one GIE's loader created with
+// ensurePrefixProducer makes sure a producer of PrefixCacheMatchInfo exists for the plugins
+// that read it (llm-d registers approx-prefix-cache-producer as the default producer of that
+// key; GIE v1.5.0 only auto-creates it for prefix-cache-scorer). The default pdgate adds is
+// pdgate-prefix-cache-producer: GIE's producer's parameters, defaults, index and matching,
+// hashing the prompt without re-marshalling the chat messages. It runs once the whole plugin
+// list is instantiated, so a declared producer of the key (GIE's approx-prefix-cache-producer
+// included: users' configs are honoured), or the one GIE's loader created with
 // prefix-cache-scorer's parameters, is found wherever it is declared; then it does nothing.
 func ensurePrefixProducer(handle fwkplugin.Handle) {
 	if handle == nil {
 		return
 	}
 	for _, p := range handle.GetAllPlugins() {
-		switch p.TypedName().Type {
-		case approximateprefix.ApproxPrefixCachePluginType, prefix.PrefixCacheScorerPluginType:
+		if p.TypedName().Type == prefix.PrefixCacheScorerPluginType {
 			return
 		}
+		if pr, ok := p.(fwkplugin.ProducerPlugin); ok {
+			if _, ok := pr.Produces()[attrprefix.PrefixCacheMatchInfoKey]; ok {
+				return
+			}
+		}
 	}
-	p, err := approximateprefix.ApproxPrefixCacheFactory(approximateprefix.ApproxPrefixCachePluginType, nil, handle)
-	if err != nil {
-		// Defaults cannot fail validation; log rather than fail the consumer.
-		log.FromContext(handle.Context()).Error(err, "could not auto-create approx-prefix-cache-producer")
-		return
-	}
-	handle.AddPlugin(approximateprefix.ApproxPrefixCachePluginType, p)
-	log.FromContext(handle.Context()).V(1).Info("auto-created approx-prefix-cache-producer for PrefixCacheMatchInfo consumers")
+	handle.AddPlugin(prefixproducer.AutoName, prefixproducer.New(prefixproducer.AutoName, prefixproducer.DefaultParameters(), handle))
+	log.FromContext(handle.Context()).V(1).Info("auto-created pdgate-prefix-cache-producer for PrefixCacheMatchInfo consumers")
 }

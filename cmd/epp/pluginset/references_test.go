@@ -11,6 +11,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
 
+	"github.com/pdgate/pdgate/plugins/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -27,16 +28,19 @@ func TestResolveReferencesAddsDefaultProducers(t *testing.T) {
 	tests := []struct {
 		name, plugins         string
 		prefix, tokens        int
-		prefixBlockSizeTokens int // of the producer, 0 = not checked
+		prefixType            string // the prefix producer's type, "" = none
+		prefixBlockSizeTokens int    // of the producer, 0 = not checked
 	}{
-		{"always-disagg handler", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters: {deciders: {prefill: always-disagg-pd-decider}}\n", 0, 0, 0},
-		{"prefix-based decider", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler, 1, 1, 0},
+		{"always-disagg handler", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: always-disagg-pd-decider\n- type: disagg-profile-handler\n  parameters: {deciders: {prefill: always-disagg-pd-decider}}\n", 0, 0, "", 0},
+		{"prefix-based decider", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler, 1, 1, prefixproducer.Type, defaultBlockSizeTokens},
 		{"declared producers after the decider are the only ones", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler +
-			"- type: token-producer\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 32}\n", 1, 1, 32},
+			"- type: token-producer\n- type: approx-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 32}\n", 1, 1, approximateprefix.ApproxPrefixCachePluginType, 32},
+		{"declared pdgate producer is the only one", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler +
+			"- type: pdgate-prefix-cache-producer\n  parameters: {autoTune: false, blockSizeTokens: 24}\n", 1, 1, prefixproducer.Type, 24},
 		{"prefix-cache-scorer after the decider keeps its parameters", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-based-pd-decider\n" + handler +
-			"- type: prefix-cache-scorer\n  parameters: {autoTune: false, blockSizeTokens: 48}\n", 1, 1, 48},
-		{"GIE prefix-cache-affinity filter alone", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-cache-affinity-filter\n- type: single-profile-handler\n", 1, 0, 0},
-		{"aibrix-prefill-scorer", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: aibrix-prefill-scorer\n- type: single-profile-handler\n", 1, 0, 0},
+			"- type: prefix-cache-scorer\n  parameters: {autoTune: false, blockSizeTokens: 48}\n", 1, 1, approximateprefix.ApproxPrefixCachePluginType, 48},
+		{"GIE prefix-cache-affinity filter alone", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: prefix-cache-affinity-filter\n- type: single-profile-handler\n", 1, 0, prefixproducer.Type, 0},
+		{"aibrix-prefill-scorer", "plugins:\n- type: decode-filter\n- type: max-score-picker\n- type: aibrix-prefill-scorer\n- type: single-profile-handler\n", 1, 0, prefixproducer.Type, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,8 +58,11 @@ func TestResolveReferencesAddsDefaultProducers(t *testing.T) {
 			prefix, tokens := 0, 0
 			for _, p := range h.GetAllPlugins() {
 				switch p.TypedName().Type {
-				case approximateprefix.ApproxPrefixCachePluginType:
+				case approximateprefix.ApproxPrefixCachePluginType, prefixproducer.Type:
 					prefix++
+					if p.TypedName().Type != tt.prefixType {
+						t.Errorf("prefix producer %s, want %s", p.TypedName(), tt.prefixType)
+					}
 					if tt.prefixBlockSizeTokens != 0 {
 						if got := blockSizeTokens(t, p); got != tt.prefixBlockSizeTokens {
 							t.Errorf("producer blockSizeTokens %d, want %d (the declared parameters)", got, tt.prefixBlockSizeTokens)
@@ -66,15 +73,21 @@ func TestResolveReferencesAddsDefaultProducers(t *testing.T) {
 				}
 			}
 			if prefix != tt.prefix || tokens != tt.tokens {
-				t.Fatalf("approx-prefix-cache-producer %d, token-producer %d; want %d, %d", prefix, tokens, tt.prefix, tt.tokens)
+				t.Fatalf("prefix producers %d, token-producer %d; want %d, %d", prefix, tokens, tt.prefix, tt.tokens)
 			}
 		})
 	}
 }
 
-// blockSizeTokens reads GIE's producer's configured block size (no endpoints: no auto-tune).
+// defaultBlockSizeTokens is GIE's default block size, the auto-added producer's.
+const defaultBlockSizeTokens = prefixproducer.DefaultBlockSizeTokens
+
+// blockSizeTokens reads a prefix producer's configured block size (no endpoints: no auto-tune).
 func blockSizeTokens(t *testing.T, p fwkplugin.Plugin) int {
 	t.Helper()
+	if pp, ok := p.(*prefixproducer.Producer); ok {
+		return pp.BlockSize(nil)
+	}
 	b, ok := p.(interface {
 		GetBlockSize([]fwksched.Endpoint) int
 	})
@@ -84,13 +97,13 @@ func blockSizeTokens(t *testing.T, p fwkplugin.Plugin) int {
 	return b.GetBlockSize(nil)
 }
 
-// ensurePrefixProducer adds one producer and is idempotent.
+// ensurePrefixProducer adds one pdgate-prefix-cache-producer and is idempotent.
 func TestEnsurePrefixProducerOnce(t *testing.T) {
 	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
 	count := func() int {
 		n := 0
 		for _, p := range h.GetAllPlugins() {
-			if p.TypedName().Type == approximateprefix.ApproxPrefixCachePluginType {
+			if p.TypedName().Type == prefixproducer.Type {
 				n++
 			}
 		}
@@ -99,6 +112,6 @@ func TestEnsurePrefixProducerOnce(t *testing.T) {
 	ensurePrefixProducer(h)
 	ensurePrefixProducer(h)
 	if got := count(); got != 1 {
-		t.Fatalf("%d approx-prefix-cache-producers after two calls, want 1", got)
+		t.Fatalf("%d pdgate-prefix-cache-producers after two calls, want 1", got)
 	}
 }

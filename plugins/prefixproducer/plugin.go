@@ -1,0 +1,211 @@
+// Package prefixproducer implements pdgate-prefix-cache-producer: GIE v1.5.0's
+// approx-prefix-cache-producer (same parameters, same PrefixCacheMatchInfo attribute, same
+// index and matching) hashing the prompt text where it lies instead of re-marshalling the
+// chat messages to JSON first.
+package prefixproducer
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
+
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+)
+
+// Type is the plugin type name.
+const Type = "pdgate-prefix-cache-producer"
+
+// AutoName is the instance name of the producer the EPP adds for PrefixCacheMatchInfo
+// consumers when the configuration declares no producer of that key.
+const AutoName = Type
+
+// prefillProfile is the profile whose pick is also recorded (GIE's
+// experimentalDefaultPrefillProfile).
+const prefillProfile = "prefill"
+
+// podActiveCheckInterval is how often servers no longer in the pool leave the index (GIE's).
+const podActiveCheckInterval = 2 * time.Minute
+
+var (
+	_ fwkrc.PrepareDataPlugin = &Producer{}
+	_ fwkrc.PreRequest        = &Producer{}
+)
+
+// Producer is pdgate-prefix-cache-producer.
+type Producer struct {
+	typedName fwkplugin.TypedName
+	params    Parameters
+	idx       *index
+	states    sync.Map // request ID → *state, from PrepareRequestData to PreRequest
+	wg        sync.WaitGroup
+}
+
+// state is what PreRequest needs of PrepareRequestData.
+type state struct {
+	hashes  []blockHash
+	matches map[serverID]int
+	at      time.Time
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (p *Producer) TypedName() fwkplugin.TypedName { return p.typedName }
+
+// Params returns the effective parameters.
+func (p *Producer) Params() Parameters { return p.params }
+
+// Produces implements fwkplugin.ProducerPlugin: GIE's prefix match attribute.
+func (p *Producer) Produces() map[string]any {
+	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
+}
+
+// Consumes implements fwkplugin.ConsumerPlugin (nothing).
+func (p *Producer) Consumes() map[string]any { return map[string]any{} }
+
+// BlockSize is the block size in tokens: the first endpoint's CacheBlockSize when autoTune is
+// on and the metric is known, else blockSizeTokens.
+func (p *Producer) BlockSize(endpoints []fwksched.Endpoint) int {
+	if !p.params.AutoTune || len(endpoints) == 0 {
+		return p.params.BlockSizeTokens
+	}
+	if m := endpoints[0].GetMetrics(); m != nil && m.CacheBlockSize > 0 {
+		return m.CacheBlockSize
+	}
+	return p.params.BlockSizeTokens
+}
+
+// PrepareRequestData hashes the prompt, matches it against the index and puts each
+// endpoint's PrefixCacheMatchInfo (matched blocks, total blocks, block size).
+func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLMRequest, endpoints []fwksched.Endpoint) error {
+	blockSize := p.BlockSize(endpoints)
+	maxBlocks := p.params.MaxPrefixBlocksToMatch
+	if p.params.MaxPrefixTokensToMatch > 0 && blockSize > 0 {
+		maxBlocks = p.params.MaxPrefixTokensToMatch / blockSize
+	}
+	hashes := hashPrompt(request, blockSize, maxBlocks)
+	matches := p.idx.matchLongestPrefix(hashes)
+	for _, ep := range endpoints {
+		ep.Put(attrprefix.PrefixCacheMatchInfoKey,
+			attrprefix.NewPrefixCacheMatchInfo(matches[ep.GetMetadata().NamespacedName], len(hashes), blockSize))
+	}
+	if request != nil {
+		p.states.Store(request.RequestId, &state{hashes: hashes, matches: matches, at: time.Now()})
+	}
+	return nil
+}
+
+// PreRequest records the request's blocks for the picked endpoint of the primary profile and
+// of the "prefill" profile, asynchronously, and records GIE's prefix indexer hit metrics.
+func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
+	if request == nil {
+		return
+	}
+	v, ok := p.states.LoadAndDelete(request.RequestId)
+	if result == nil {
+		return
+	}
+	primary := result.ProfileResults[result.PrimaryProfileName]
+	if primary == nil || len(primary.TargetEndpoints) == 0 {
+		return
+	}
+	if !ok {
+		log.FromContext(ctx).V(logutil.DEFAULT).Info("no prefix state for the request", "plugin", p.typedName.String(), "requestID", request.RequestId)
+		return
+	}
+	st := v.(*state)
+	target := primary.TargetEndpoints[0]
+	type srv struct {
+		id     serverID
+		blocks int
+	}
+	servers := []srv{{target.GetMetadata().NamespacedName, p.gpuBlocks(target)}}
+	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 {
+		servers = append(servers, srv{pr.TargetEndpoints[0].GetMetadata().NamespacedName, p.gpuBlocks(pr.TargetEndpoints[0])})
+	}
+	p.wg.Go(func() {
+		for _, s := range servers {
+			p.idx.add(st.hashes, s.id, s.blocks)
+		}
+	})
+	total := len(st.hashes)
+	blockSize := p.BlockSize(primary.TargetEndpoints)
+	metrics.RecordPrefixCacheMatch(st.matches[target.GetMetadata().NamespacedName]*blockSize*CharactersPerToken,
+		total*blockSize*CharactersPerToken)
+}
+
+// gpuBlocks is a new server's index capacity: its CacheNumBlocks with autoTune, else GIE's
+// default capacity (GIE uses its default here, not lruCapacityPerServer).
+func (p *Producer) gpuBlocks(ep fwksched.Endpoint) int {
+	if p.params.AutoTune {
+		if m := ep.GetMetrics(); m != nil && m.CacheNumBlocks > 0 {
+			return m.CacheNumBlocks
+		}
+	}
+	return DefaultLRUCapacityPerServer
+}
+
+// run keeps the index to the pool's servers, reports the index size each second (GIE's
+// prefix_indexer_size) and drops request states older than a minute (a request that never
+// reached PreRequest).
+func (p *Producer) run(ctx context.Context, handle fwkplugin.Handle) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastCheck := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			metrics.RecordPrefixCacheSize(int64(p.idx.size()))
+			p.states.Range(func(k, v any) bool {
+				if now.Sub(v.(*state).at) > time.Minute {
+					p.states.Delete(k)
+				}
+				return true
+			})
+			if handle == nil || now.Sub(lastCheck) < podActiveCheckInterval {
+				continue
+			}
+			lastCheck = now
+			active := map[serverID]struct{}{}
+			for _, n := range handle.PodList() {
+				active[n] = struct{}{}
+			}
+			for _, s := range p.idx.pods() {
+				if _, ok := active[s]; !ok {
+					p.idx.removePod(s)
+				}
+			}
+		}
+	}
+}
+
+// New builds a producer named name; with a handle it also starts its background loop, bound
+// to the handle's context.
+func New(name string, params Parameters, handle fwkplugin.Handle) *Producer {
+	p := &Producer{typedName: fwkplugin.TypedName{Type: Type, Name: name}, params: params, idx: newIndex(params.LRUCapacityPerServer)}
+	if handle != nil {
+		go p.run(handlectx.Of(handle), handle)
+	}
+	return p
+}
+
+// Factory creates pdgate-prefix-cache-producer.
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	params, err := ParseParameters(raw)
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name = Type
+	}
+	return New(name, params, handle), nil
+}
