@@ -34,7 +34,19 @@ const (
 	// pod that just failed. Written only when the prefill profile picked two endpoints of one
 	// roleset. pdgate extension.
 	HeaderPrefillerAlternateHostPort = "x-pdgate-prefiller-alternate-host-port"
+	// HeaderPrefillRelease carries the EPP's prefill-release callback for the request:
+	// http://<host:port>/pdgate/v1/prefill-released?id=<request id>&sig=<hex HMAC-SHA256>
+	// (PrefillReleasePath). The sidecar POSTs to it when the prefill leg returns, so the
+	// prefill pod's active-token charge ends then, not when the first response headers reach
+	// the EPP (the end of generation for a non-streaming request). Written only when the EPP
+	// runs with --prefill-release-address and the request has a prefill target. pdgate
+	// extension.
+	HeaderPrefillRelease = "x-pdgate-prefill-release"
 )
+
+// PrefillReleasePath is the path of the EPP's prefill-release callback (HeaderPrefillRelease);
+// the sidecar calls no other path through that header.
+const PrefillReleasePath = "/pdgate/v1/prefill-released"
 
 // RoutingHeaders are every request header that steers the sidecar. The EPP clears all of
 // them on the way in and the sidecar removes all of them before the engine sees the request.
@@ -47,6 +59,7 @@ var RoutingHeaders = []string{
 	HeaderDataParallelHostPort,
 	HeaderSidecarKnobs,
 	HeaderPrefillerAlternateHostPort,
+	HeaderPrefillRelease,
 }
 
 // Client request headers with meaning to pdgate.
@@ -78,7 +91,7 @@ const (
 	// "fallback-local", "alternate" (the prefill ran on x-pdgate-prefiller-alternate-host-port,
 	// not on the pod the EPP charged). The EPP's ledger releases the prefill charge's active
 	// part when it sees the response headers (the prefill leg is over by then in every engine
-	// dialect).
+	// dialect) unless the sidecar's HeaderPrefillRelease callback released it earlier.
 	HeaderPrefillOutcome = "x-pdgate-prefill-outcome"
 	// HeaderPrefillDurationMS is the prefill leg's duration in milliseconds, set by the sidecar.
 	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"

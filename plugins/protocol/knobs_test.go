@@ -54,9 +54,9 @@ func TestParseSidecarKnobs(t *testing.T) {
 }
 
 // The EPP clears and removes every RoutingHeaders entry a plugin did not set, so both new
-// EPP→sidecar headers must be on the list or a client could choose their values.
+// EPP→sidecar headers (and the prefill-release callback) must be on the list or a client could choose their values.
 func TestNewRoutingHeadersListed(t *testing.T) {
-	for _, h := range []string{HeaderSidecarKnobs, HeaderPrefillerAlternateHostPort} {
+	for _, h := range []string{HeaderSidecarKnobs, HeaderPrefillerAlternateHostPort, HeaderPrefillRelease} {
 		found := false
 		for _, r := range RoutingHeaders {
 			found = found || r == h

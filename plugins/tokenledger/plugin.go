@@ -14,6 +14,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -33,8 +34,11 @@ const (
 )
 
 // Plugin owns one ledger instance and ties it to the request lifecycle: PreRequest confirms a
-// scheduled request, ResponseHeader releases the prefill charge (the sidecar's prefill leg is
-// over once response headers arrive), ResponseBody at end of stream releases everything.
+// scheduled request, the sidecar's prefill-release callback (contract.PrefillReleaser, with
+// the EPP's --prefill-release-address) releases the prefill charge's active part when the
+// prefill leg returns, ResponseHeader releases the prefill charge (the sidecar's prefill leg is
+// over once response headers arrive; a release the callback made already is not repeated),
+// ResponseBody at end of stream releases everything.
 type Plugin struct {
 	tn      fwkplugin.TypedName
 	tracker *Tracker
@@ -45,6 +49,8 @@ var (
 	_ fwkrc.ResponseHeader = (*Plugin)(nil)
 	_ fwkrc.ResponseBody   = (*Plugin)(nil)
 	_ Provider             = (*Plugin)(nil)
+
+	_ contract.PrefillReleaser = (*Plugin)(nil)
 )
 
 // Factory builds the plugin from its parameters (environment variables are the defaults) and
@@ -95,6 +101,15 @@ func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
 func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
 	if req != nil {
 		p.tracker.Confirm(req.RequestId)
+	}
+}
+
+// ReleasePrefillActive implements contract.PrefillReleaser: the sidecar reported that the
+// request's prefill leg returned. Each part is released at most once, so ResponseHeader's
+// later release of the same part (and a callback for a request already gone) is a no-op.
+func (p *Plugin) ReleasePrefillActive(requestID string) {
+	if requestID != "" {
+		p.tracker.ReleasePrefillActive(requestID)
 	}
 }
 

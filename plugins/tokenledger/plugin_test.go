@@ -131,3 +131,43 @@ func TestFactory(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The prefill-release callback (contract.PrefillReleaser) ends the prefill charge's active part
+// while the request is still in flight; repeating it, the response headers' release that
+// follows and a callback for an unknown request change nothing else, and another request's
+// charge on the same pod is untouched.
+func TestPluginPrefillReleaseCallback(t *testing.T) {
+	const p, d = PodKey("ns/p"), PodKey("ns/d")
+	for _, outcome := range []string{"ok", "failed"} {
+		t.Run(outcome, func(t *testing.T) {
+			tr, _, _ := newTestTracker(t, func(pp *Params) { pp.DecodeOutputGrowth = false })
+			pl := New("ledger", tr)
+			req := &fwksched.LLMRequest{RequestId: "r1"}
+			chargeBoth(tr, "r1", p, d, 100, 40)
+			chargeBoth(tr, "r2", p, d, 30, 10)
+			pl.PreRequest(context.Background(), req, nil)
+			for i := 0; i < 3; i++ {
+				pl.ReleasePrefillActive("r1")
+			}
+			pl.ReleasePrefillActive("unknown")
+			pl.ReleasePrefillActive("")
+			if got := prefillOf(tr, p); got.ActiveTokens != 30 || got.KVTokens != 130 || decodeOf(tr, d, nil) != 50 {
+				t.Fatalf("after the callback: %+v decode=%v", got, decodeOf(tr, d, nil))
+			}
+			pl.ResponseHeader(context.Background(), req, &fwkrc.Response{RequestId: "r1",
+				Headers: map[string]string{protocol.HeaderPrefillOutcome: outcome}}, nil)
+			wantKV := 130.0
+			if outcome == "failed" {
+				wantKV = 30
+			}
+			if got := prefillOf(tr, p); got.ActiveTokens != 30 || got.KVTokens != wantKV {
+				t.Fatalf("after headers: %+v", got)
+			}
+			pl.ResponseBody(context.Background(), req, &fwkrc.Response{RequestId: "r1", EndOfStream: true}, nil)
+			pl.ReleasePrefillActive("r1") // a late callback after the end
+			if got := prefillOf(tr, p); got.ActiveTokens != 30 || got.KVTokens != 30 || decodeOf(tr, d, nil) != 10 {
+				t.Fatalf("after end of stream: %+v decode=%v", got, decodeOf(tr, d, nil))
+			}
+		})
+	}
+}

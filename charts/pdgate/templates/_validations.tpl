@@ -24,7 +24,7 @@ Cross-field checks values.schema.json cannot express. Each message names the val
 {{- end -}}
 {{- /* GIE v1.5.0 refuses these flags at startup; the chart sets the others itself. */ -}}
 {{- $deprecated := list "total-queued-requests-metric" "total-running-requests-metric" "kv-cache-usage-percentage-metric" "lora-info-metric" "cache-info-metric" -}}
-{{- $owned := list "pool-name" "pool-namespace" "pool-group" "config-file" "config-text" "grpc-port" "grpc-health-port" "metrics-port" "secure-serving" "ha-enable-leader-election" "cert-path" "max-request-body-bytes" "decision-trace" "endpoints-file" "endpoint-selector" -}}
+{{- $owned := list "pool-name" "pool-namespace" "pool-group" "config-file" "config-text" "grpc-port" "grpc-health-port" "metrics-port" "secure-serving" "ha-enable-leader-election" "cert-path" "max-request-body-bytes" "decision-trace" "endpoints-file" "endpoint-selector" "prefill-release-address" -}}
 {{- range $k, $_ := $ie.flags -}}
 {{- if has $k $deprecated -}}
 {{- fail (printf "inferenceExtension.flags.%s: GIE v1.5.0 rejects this deprecated flag; metric names come from the engine mapping (label inference.networking.k8s.io/engine-type or inferencePool.modelServerType)" $k) -}}

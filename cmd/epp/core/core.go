@@ -35,6 +35,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/cmd/epp/tracing"
 	"github.com/pdgate/pdgate/plugins/contract"
 )
@@ -66,6 +67,11 @@ type Options struct {
 	DisableEndpointSubsetFilter bool
 	// Request path options (body limit, decision traces).
 	Path extproc.Options
+	// PrefillRelease, when set (--prefill-release-address), releases the prefill charges of
+	// the configured contract.PrefillReleasers when a sidecar reports the prefill leg
+	// returned; New installs the releasers and has the request path add the callback header.
+	// With no releaser configured the callback stays off (logged).
+	PrefillRelease *prefillrelease.Callback
 }
 
 // Core is an assembled EPP.
@@ -153,6 +159,14 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	candidates, admission, err := c.admission(ctx, o, logger)
 	if err != nil {
 		return nil, err
+	}
+	if o.PrefillRelease != nil && !o.Validate {
+		if n := o.PrefillRelease.SetReleasers(contract.PrefillReleasers(c.Handle.GetAllPlugins())); n > 0 {
+			o.Path.PrefillRelease = o.PrefillRelease.HeaderValue
+			logger.Info("Prefill-release callback on: sidecars release prefill charges when the prefill leg returns", "releasers", n)
+		} else {
+			logger.Info("--prefill-release-address is set but no configured plugin holds prefill charges (pd-token-ledger); the callback is off")
+		}
 	}
 	if o.Path.Traces == nil {
 		o.Path.Traces = tracing.Recorder{}

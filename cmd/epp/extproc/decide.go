@@ -49,6 +49,9 @@ func (x *exchange) decide(ctx context.Context) error {
 		return x.fail(err)
 	}
 	x.request.Headers = x.headers
+	if f := x.s.opts.PrefillRelease; f != nil && headerFold(x.headers, protocol.HeaderPrefillerHostPort) != "" {
+		x.headers[protocol.HeaderPrefillRelease] = f(x.requestID)
+	}
 	target := x.targetEndpoints()
 	metrics.RecordRequestCounter(x.incomingModel, x.targetModel, x.priority)
 	metrics.RecordRequestSizes(x.incomingModel, x.targetModel, len(body))

@@ -75,6 +75,10 @@ type Options struct {
 	// TraceLogLevel is the verbosity at which every decision trace is logged (GIE's DEBUG by
 	// default); a trace a client asked for is logged one level lower.
 	TraceLogLevel int
+	// PrefillRelease, when set, gives the value of protocol.HeaderPrefillRelease (the EPP's
+	// signed prefill-release callback) for a request id; the header is added to every request
+	// leaving with a prefill target (cmd/epp/prefillrelease).
+	PrefillRelease func(requestID string) string
 }
 
 // Config is everything the request path drives.

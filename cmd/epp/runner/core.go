@@ -16,7 +16,17 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
+	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 )
+
+// prefillCallback builds the prefill-release callback of --prefill-release-address (nil when
+// the flag is empty).
+func prefillCallback(o *Options) (*prefillrelease.Callback, error) {
+	if o.PrefillReleaseAddress == "" {
+		return nil, nil
+	}
+	return prefillrelease.New(o.PrefillReleaseAddress)
+}
 
 // configBytes reads the config from --config-text or --config-file.
 func configBytes(o *Options) ([]byte, error) {
@@ -35,7 +45,7 @@ func configBytes(o *Options) ([]byte, error) {
 
 // buildCore assembles the EPP core (cmd/epp/core, the one constructor) from the flags, and
 // registers GIE's metrics as GIE's runner does.
-func buildCore(ctx context.Context, o *Options, logger logr.Logger, mgr ctrl.Manager,
+func buildCore(ctx context.Context, o *Options, logger logr.Logger, mgr ctrl.Manager, release *prefillrelease.Callback,
 	newDS func(context.Context, datalayer.EndpointFactory) (datastore.Datastore, error)) (*core.Core, error) {
 	cfg, err := configBytes(o)
 	if err != nil {
@@ -60,6 +70,7 @@ func buildCore(ctx context.Context, o *Options, logger logr.Logger, mgr ctrl.Man
 		Standalone:                  mgr == nil,
 		PoolName:                    o.PoolName,
 		DisableEndpointSubsetFilter: o.DisableEndpointSubsetFilter,
+		PrefillRelease:              release,
 		Path: extproc.Options{
 			MaxRequestBodyBytes: o.MaxRequestBodyBytes,
 			AllowTrace:          o.DecisionTrace,

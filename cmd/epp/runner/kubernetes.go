@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -23,6 +24,7 @@ import (
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
 	"github.com/pdgate/pdgate/cmd/epp/podmeta"
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // runKubernetes serves the pool of an InferencePool (or an --endpoint-selector) watched through
@@ -48,12 +50,27 @@ func runKubernetes(ctx context.Context, o *Options) error {
 		return fmt.Errorf("controller config: %w", err)
 	}
 
-	metricsOpts := metricsserver.Options{BindAddress: fmt.Sprintf(":%d", o.MetricsPort)}
+	release, err := prefillCallback(o)
+	if err != nil {
+		return err
+	}
+	metricsOpts := metricsserver.Options{BindAddress: fmt.Sprintf(":%d", o.MetricsPort), ExtraHandlers: map[string]http.Handler{}}
 	if o.MetricsEndpointAuth {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		if release != nil {
+			metricsOpts.FilterProvider = func(c *rest.Config, hc *http.Client) (metricsserver.Filter, error) {
+				inner, err := filters.WithAuthenticationAndAuthorization(c, hc)
+				if err != nil {
+					return nil, err
+				}
+				return exceptPrefillRelease(inner), nil
+			}
+		}
+	}
+	if release != nil {
+		metricsOpts.ExtraHandlers[protocol.PrefillReleasePath] = release
 	}
 	if o.EnablePprof {
-		metricsOpts.ExtraHandlers = map[string]http.Handler{}
 		addPprof(func(path string, h http.Handler) { metricsOpts.ExtraHandlers[path] = h })
 	}
 	mgr, err := runserver.NewDefaultManager(controllerCfg, *gknn, cfg, metricsOpts, o.EnableLeaderElection, o.ManagerOverrides...)
@@ -74,7 +91,7 @@ func runKubernetes(ctx context.Context, o *Options) error {
 		leader.Store(true)
 	}
 
-	c, err := buildCore(ctx, o, logger, mgr, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
+	c, err := buildCore(ctx, o, logger, mgr, release, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
 		inner := datastore.NewDatastore(ctx, factory, int32(o.ModelServerMetricsPort))
 		if !startCRD {
 			pool, err := newSelectorPool(o)

@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
+	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	MaxRequestBodyBytes int64
 	// DecisionTrace lets clients ask for x-pdgate-decision with x-pdgate-trace: 1.
 	DecisionTrace bool
+	// PrefillReleaseAddress is host:port at which sidecars reach this replica's metrics HTTP
+	// server for the prefill-release callback ("" disables it).
+	PrefillReleaseAddress string
 
 	// Programmatic knobs (tests, the lab).
 
@@ -84,6 +88,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DecisionTrace, "decision-trace", o.DecisionTrace,
 		"Return the scheduling decision in the x-pdgate-decision response header to requests carrying x-pdgate-trace: 1.")
 	fs.BoolVar(&o.DecisionTrace, "allow-decision-trace", o.DecisionTrace, "Alias of --decision-trace.")
+	fs.StringVar(&o.PrefillReleaseAddress, "prefill-release-address", o.PrefillReleaseAddress,
+		"host:port at which sidecars reach this EPP replica's metrics HTTP server (e.g. $(POD_IP):9090). When set, requests with a prefill target carry a signed "+
+			"x-pdgate-prefill-release URL and the sidecar calls it when the prefill leg returns, releasing the prefill pod's active-token charge then. Empty disables it.")
 }
 
 // Standalone reports whether the endpoints come from a file.
@@ -116,6 +123,11 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxRequestBodyBytes < 0 {
 		return fmt.Errorf("--max-request-body-bytes %d: want >= 0", o.MaxRequestBodyBytes)
+	}
+	if o.PrefillReleaseAddress != "" {
+		if err := prefillrelease.CheckAddress(o.PrefillReleaseAddress); err != nil {
+			return err
+		}
 	}
 	if o.EndpointsPollInterval <= 0 {
 		return fmt.Errorf("--endpoints-poll-interval %s: want > 0", o.EndpointsPollInterval)

@@ -26,8 +26,12 @@ import (
 	"google.golang.org/grpc/health"
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/common"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+
+	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // listen opens a TCP listener on all interfaces (GIE binds ":port"); port 0 picks a free one.
@@ -129,16 +133,40 @@ func serveGRPC(ctx context.Context, s *grpc.Server, l net.Listener) error {
 	}
 }
 
-// metricsHandler serves controller-runtime's registry (GIE's and pdgate's EPP metrics) and,
-// when enabled, pprof. Profiling rates are left at Go's defaults: GIE's helper sets block and
-// mutex profiling to every event, which costs the request path.
-func metricsHandler(enablePprof bool) http.Handler {
+// metricsHandler serves controller-runtime's registry (GIE's and pdgate's EPP metrics), the
+// prefill-release callback when enabled, and, when enabled, pprof. Profiling rates are left at
+// Go's defaults: GIE's helper sets block and mutex profiling to every event, which costs the
+// request path.
+func metricsHandler(enablePprof bool, release *prefillrelease.Callback) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	if release != nil {
+		mux.Handle(protocol.PrefillReleasePath, release)
+	}
 	if enablePprof {
 		addPprof(mux.Handle)
 	}
 	return mux
+}
+
+// exceptPrefillRelease wraps the metrics server's authentication filter (Kubernetes mode,
+// --metrics-endpoint-auth) so that the prefill-release callback bypasses it: sidecars hold no
+// token the TokenReview would accept, and the callback authenticates itself (an HMAC under a
+// per-process key). Every other path stays filtered.
+func exceptPrefillRelease(inner metricsserver.Filter) metricsserver.Filter {
+	return func(log logr.Logger, h http.Handler) (http.Handler, error) {
+		filtered, err := inner(log, h)
+		if err != nil {
+			return nil, err
+		}
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == protocol.PrefillReleasePath {
+				h.ServeHTTP(w, r)
+				return
+			}
+			filtered.ServeHTTP(w, r)
+		}), nil
+	}
 }
 
 func addPprof(handle func(string, http.Handler)) {

@@ -21,8 +21,12 @@ func runStandalone(ctx context.Context, o *Options) error {
 		logger.V(1).Info("--metrics-endpoint-auth needs the Kubernetes API; /metrics is served without authentication in standalone mode")
 	}
 	pool := datalayer.NewEndpointPool(o.PoolNamespace, o.PoolName)
+	release, err := prefillCallback(o)
+	if err != nil {
+		return err
+	}
 	var store *endpoints.Store
-	c, err := buildCore(ctx, o, logger, nil, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
+	c, err := buildCore(ctx, o, logger, nil, release, func(ctx context.Context, factory datalayer.EndpointFactory) (datastore.Datastore, error) {
 		store = endpoints.NewStore(ctx, factory, pool)
 		return store, nil
 	})
@@ -79,7 +83,9 @@ func runStandalone(ctx context.Context, o *Options) error {
 	g.Go("endpoints-watch", func(ctx context.Context) error { ld.Watch(ctx); return nil })
 	g.Go("ext-proc", func(ctx context.Context) error { return serveGRPC(ctx, grpcSrv, grpcL) })
 	g.Go("health", func(ctx context.Context) error { return serveGRPC(ctx, health, healthL) })
-	g.Go("metrics", func(ctx context.Context) error { return serveHTTP(ctx, metricsHandler(o.EnablePprof), metricsL) })
+	g.Go("metrics", func(ctx context.Context) error {
+		return serveHTTP(ctx, metricsHandler(o.EnablePprof, release), metricsL)
+	})
 	c.StartMetricsLogger(g.ctx, o.RefreshPrometheusMetricsInterval, o.MetricsStalenessThreshold)
 	addrs := Addresses{GRPC: addrOf(grpcL), Health: addrOf(healthL), Metrics: addrOf(metricsL)}
 	logger.Info("pdgate EPP serving (standalone)", "endpointsFile", o.EndpointsFile, "endpoints", store.Len(),

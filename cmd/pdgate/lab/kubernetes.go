@@ -201,6 +201,9 @@ func (p *Plan) kubeEPPArgs() []string {
 		"--grpc-port", strconv.Itoa(p.EPPGRPCPort), "--grpc-health-port", strconv.Itoa(p.EPPHealthPort),
 		"--metrics-port", strconv.Itoa(p.EPPMetricsPort), "--secure-serving=" + strconv.FormatBool(p.EPPTLS),
 		"--allow-decision-trace=true",
+		// Sidecars report the end of each prefill leg here, so the ledger's prefill charge
+		// ends with the leg (not with the response headers).
+		"--prefill-release-address=" + p.PrefillReleaseAddress(),
 	}
 	return append(args, t.EPPArgs...)
 }

@@ -139,7 +139,8 @@ func TestKubernetesEPPArgs(t *testing.T) {
 			t.Errorf("epp args %v lack %s %s", epp.Args, pair[0], pair[1])
 		}
 	}
-	if slices.Contains(epp.Args, "--endpoints-file") || !slices.Contains(epp.Args, "--v=2") || !slices.Contains(epp.Args, "--allow-decision-trace=true") {
+	if slices.Contains(epp.Args, "--endpoints-file") || !slices.Contains(epp.Args, "--v=2") || !slices.Contains(epp.Args, "--allow-decision-trace=true") ||
+		!slices.Contains(epp.Args, "--prefill-release-address="+plan.PrefillReleaseAddress()) {
 		t.Errorf("epp args %v", epp.Args)
 	}
 	if !slices.Contains(epp.Env, "KUBECONFIG=/run/kubeconfig") {

@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -94,7 +95,8 @@ func TestProcs(t *testing.T) {
 		}
 	}
 	epp := strings.Join(procs[8].Args, " ")
-	if !strings.Contains(epp, "--endpoints-file /run/endpoints.yaml") || !strings.Contains(epp, "--secure-serving=true") {
+	if !strings.Contains(epp, "--endpoints-file /run/endpoints.yaml") || !strings.Contains(epp, "--secure-serving=true") ||
+		!strings.Contains(epp, fmt.Sprintf("--prefill-release-address=127.0.0.1:%d", plan.EPPMetricsPort)) {
 		t.Errorf("epp args %q", epp)
 	}
 	if procs[0].Binary != "/bin-dir/sim" || procs[9].Health == "" {

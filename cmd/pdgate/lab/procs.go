@@ -73,6 +73,9 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 		"--grpc-port", strconv.Itoa(p.EPPGRPCPort), "--grpc-health-port", strconv.Itoa(p.EPPHealthPort),
 		"--metrics-port", strconv.Itoa(p.EPPMetricsPort), "--secure-serving=" + strconv.FormatBool(p.EPPTLS),
 		"--allow-decision-trace=true",
+		// Sidecars report the end of each prefill leg here, so the ledger's prefill charge
+		// ends with the leg (not with the response headers).
+		"--prefill-release-address=" + p.PrefillReleaseAddress(),
 	}
 	eppArgs = append(eppArgs, t.EPPArgs...)
 	out = append(out, ProcSpec{Name: "epp", Binary: bin("epp"), Args: eppArgs})
@@ -91,4 +94,10 @@ func (s ProcSpec) String() string {
 		out += " " + strconv.Quote(a)
 	}
 	return fmt.Sprintf("%s: %s", s.Name, out)
+}
+
+// PrefillReleaseAddress is where the lab's sidecars reach the EPP's prefill-release callback:
+// the EPP's metrics server on loopback.
+func (p *Plan) PrefillReleaseAddress() string {
+	return "127.0.0.1:" + strconv.Itoa(p.EPPMetricsPort)
 }

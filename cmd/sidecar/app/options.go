@@ -31,6 +31,8 @@ type Options struct {
 	PrefillMaxRetries   int
 	PrefillRetryBackoff time.Duration
 	EncodeTimeout       time.Duration
+	// PrefillReleaseTimeout bounds the callback telling the EPP a prefill leg returned.
+	PrefillReleaseTimeout time.Duration
 
 	AbortTimeout         time.Duration
 	AbortRetryDelay      time.Duration
@@ -154,20 +156,21 @@ func (o *Options) envSeconds(name string, def time.Duration) time.Duration {
 // NewOptions returns the defaults, with the mirrored environment variables applied.
 func NewOptions() *Options {
 	o := &Options{
-		Listen:              ":8000",
-		EngineURL:           "http://127.0.0.1:8001",
-		Engine:              string(proxy.EngineVLLM),
-		FailurePolicy:       string(proxy.FallbackLocal),
-		PrefillMaxRetries:   2,
-		PrefillRetryBackoff: 200 * time.Millisecond,
-		EncodeTimeout:       30 * time.Second,
-		ReadHeaderTimeout:   30 * time.Second,
-		IdleTimeout:         300 * time.Second,
-		ShutdownTimeout:     60 * time.Second,
-		MaxRequestBytes:     32 << 20,
-		MaxIdleConnsPerHost: 1024,
-		InferencePool:       os.Getenv("INFERENCE_POOL"),
-		PrefillRetryOnce:    true,
+		Listen:                ":8000",
+		EngineURL:             "http://127.0.0.1:8001",
+		Engine:                string(proxy.EngineVLLM),
+		FailurePolicy:         string(proxy.FallbackLocal),
+		PrefillMaxRetries:     2,
+		PrefillRetryBackoff:   200 * time.Millisecond,
+		EncodeTimeout:         30 * time.Second,
+		PrefillReleaseTimeout: proxy.DefaultPrefillReleaseTimeout,
+		ReadHeaderTimeout:     30 * time.Second,
+		IdleTimeout:           300 * time.Second,
+		ShutdownTimeout:       60 * time.Second,
+		MaxRequestBytes:       32 << 20,
+		MaxIdleConnsPerHost:   1024,
+		InferencePool:         os.Getenv("INFERENCE_POOL"),
+		PrefillRetryOnce:      true,
 	}
 	// AIBrix's default connector is shfs (docs/aibrix-knobs.md); AIBrix fleets relying on the
 	// default need its remote_host rewrite.
@@ -200,6 +203,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.PrefillRetryOnce, "prefill-retry-once", o.PrefillRetryOnce, "retry a failed prefill once (on the EPP's alternate prefill pod of the same roleset when it names one) before --prefill-failure-policy applies")
 	fs.BoolVar(&o.AIBrixMetrics, "aibrix-metrics", o.AIBrixMetrics, "also emit AIBrix's metric names (gateway_request_model_fail_total{status,status_code}) next to pdgate's")
 	fs.DurationVar(&o.EncodeTimeout, "encode-timeout", o.EncodeTimeout, "deadline of the encode fan-out")
+	fs.DurationVar(&o.PrefillReleaseTimeout, "prefill-release-timeout", o.PrefillReleaseTimeout, "deadline of the background POST to the EPP's x-pdgate-prefill-release callback made when a prefill leg returns; 0 disables the callback")
 	fs.DurationVar(&o.AbortTimeout, "decode-abort-timeout", o.AbortTimeout, "timeout of each SGLang /abort_request; 0 disables aborts (env AIBRIX_DECODE_ABORT_TIMEOUT, seconds)")
 	fs.DurationVar(&o.AbortRetryDelay, "decode-abort-retry-delay", o.AbortRetryDelay, "delay before the second /abort_request; 0 sends one (env AIBRIX_DECODE_ABORT_RETRY_DELAY, seconds)")
 	fs.DurationVar(&o.FirstResponseTimeout, "decode-first-response-timeout", o.FirstResponseTimeout, "streaming decode: time to the first body chunk; 0 disables (env AIBRIX_DECODE_FIRST_RESPONSE_TIMEOUT, seconds)")

@@ -27,6 +27,7 @@ Timeouts and their defaults:
   --decode-abort-timeout           3s    (AIBRIX_DECODE_ABORT_TIMEOUT)
   --decode-abort-retry-delay       2s    (AIBRIX_DECODE_ABORT_RETRY_DELAY)
   --encode-timeout                 30s
+  --prefill-release-timeout        500ms (0 = no callback to the EPP)
   --prefill-retry-backoff          200ms
   --read-header-timeout            30s
   --idle-timeout                   300s

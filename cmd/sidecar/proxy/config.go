@@ -108,6 +108,12 @@ type Config struct {
 
 	MaxRequestBytes int64
 
+	// PrefillReleaseTimeout bounds the background POST to the EPP's prefill-release callback
+	// (x-pdgate-prefill-release) made when a prefill leg returns; 0 disables the callback.
+	PrefillReleaseTimeout time.Duration
+	// PrefillReleaseClient makes that POST (default: no proxy, no redirects).
+	PrefillReleaseClient *http.Client
+
 	// PrefillScheme and EncodeScheme are "http" or "https" (per-stage TLS).
 	PrefillScheme, EncodeScheme string
 	PrefillClient, DecodeClient *http.Client
@@ -159,6 +165,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%s must be >= 0 (0 disables)", name)
 		}
 	}
+	if c.PrefillReleaseTimeout < 0 {
+		return fmt.Errorf("--prefill-release-timeout must be >= 0 (0 disables the callback)")
+	}
 	if c.MaxRequestBytes <= 0 {
 		return fmt.Errorf("--max-request-bytes must be > 0")
 	}
@@ -180,6 +189,12 @@ func (c *Config) withDefaults() {
 	}
 	if c.ServerInfoTTL == 0 {
 		c.ServerInfoTTL = time.Minute
+	}
+	if c.PrefillReleaseClient == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.Proxy = nil
+		c.PrefillReleaseClient = &http.Client{Transport: tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 }
 

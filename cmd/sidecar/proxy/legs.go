@@ -181,8 +181,10 @@ func (p *Proxy) prefillOnce(ctx context.Context, r *http.Request, rq *request, b
 // (unless SkipPrefillRetryOnce): on the EPP's alternate prefill pod of the same roleset when
 // it named one, else on the same pod; the retry policy adds attempts up to
 // PrefillMaxRetries. A prefill that succeeds on the alternate leaves rq.prefill pointing at
-// it (the KV is there: SHFS's remote_host must name it) and rq.onAlternate set.
+// it (the KV is there: SHFS's remote_host must name it) and rq.onAlternate set. When it
+// returns, the EPP's prefill-release callback fires (prefillReturned).
 func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*jsonbody.Object, time.Duration, *legError) {
+	defer p.prefillReturned(rq) // every way out: the leg's result is known
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), rq.t.prefill)
 	defer cancel()

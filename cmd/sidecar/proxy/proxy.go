@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -89,6 +90,10 @@ type request struct {
 	// prefillAsked: the EPP named a prefill target (pdgate_sidecar_prefill_diverted_total
 	// counts only such requests); onAlternate: the prefill ran on the alternate.
 	prefillAsked, onAlternate bool
+	// releaseURL is the EPP's prefill-release callback (x-pdgate-prefill-release), checked;
+	// releaseOnce makes the callback fire once however the prefill leg ends.
+	releaseURL  string
+	releaseOnce sync.Once
 	// t are the request's timeouts (flags + per-profile sidecar knobs).
 	t     timeouts
 	log   logr.Logger
@@ -158,6 +163,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 		}
 		rq.prefill = &hp
 		rq.alternate = p.alternatePrefill(rq, routing[protocol.HeaderPrefillerAlternateHostPort], hp)
+		p.setPrefillRelease(rq, strings.TrimSpace(routing[protocol.HeaderPrefillRelease]))
 	}
 	if v := routing[protocol.HeaderEncoderHostsPorts]; strings.TrimSpace(v) != "" {
 		rq.encoders = p.allowedEncoders(rq, v)

@@ -102,6 +102,7 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 		defer cancel()
 		start := time.Now()
 		_, lerr := p.prefillOnce(ctx, r, rq, body)
+		p.prefillReturned(rq) // the leg's result is known: the EPP's charge may end
 		if lerr == nil || !lerr.terminal() {
 			if lerr != nil {
 				rq.log.V(1).Info("prefill answered an unparseable body; KV transfer completed", "err", lerr.Error())

@@ -1,0 +1,102 @@
+package proxy
+
+import (
+	"context"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+// Results of pdgate_sidecar_prefill_release_callbacks_total.
+const (
+	releaseOK         = "ok"
+	releaseHTTPError  = "http_error"
+	releaseTransport  = "transport_error"
+	releaseInvalidURL = "invalid_url"
+)
+
+// DefaultPrefillReleaseTimeout bounds one prefill-release callback.
+const DefaultPrefillReleaseTimeout = 500 * time.Millisecond
+
+// prefillReleaseURL checks an x-pdgate-prefill-release value and returns the URL to call. The
+// EPP overwrites the header on every request it routes, so a client cannot choose it through
+// the gateway; the shape is still checked so that the header can never make the sidecar call
+// anything but an EPP's callback: http only, no credentials, an explicit port, exactly
+// protocol.PrefillReleasePath, exactly one id and one 64-hex-digit sig, nothing else.
+func prefillReleaseURL(v string) (string, bool) {
+	if v == "" || len(v) > 2048 {
+		return "", false
+	}
+	u, err := url.Parse(v)
+	if err != nil || u.Scheme != "http" || u.User != nil || u.Opaque != "" || u.Fragment != "" || u.RawFragment != "" ||
+		u.Hostname() == "" || u.Port() == "" || u.Path != protocol.PrefillReleasePath || (u.RawPath != "" && u.RawPath != u.Path) {
+		return "", false
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil || len(q) != 2 || len(q["id"]) != 1 || len(q["sig"]) != 1 || q["id"][0] == "" {
+		return "", false
+	}
+	if sig, err := hex.DecodeString(q["sig"][0]); err != nil || len(sig) != 32 {
+		return "", false
+	}
+	out := url.URL{Scheme: "http", Host: u.Host, Path: protocol.PrefillReleasePath,
+		RawQuery: url.Values{"id": q["id"], "sig": q["sig"]}.Encode()}
+	return out.String(), true
+}
+
+// setPrefillRelease records the request's callback from the routing header (invalid values
+// are counted and dropped: the EPP releases at the response headers, as without it).
+func (p *Proxy) setPrefillRelease(rq *request, v string) {
+	if v == "" || p.cfg.PrefillReleaseTimeout <= 0 {
+		return
+	}
+	u, ok := prefillReleaseURL(v)
+	if !ok {
+		p.cfg.Metrics.PrefillReleases.WithLabelValues(releaseInvalidURL).Inc()
+		rq.log.Info("malformed prefill-release header ignored", "value", truncate(v, 256))
+		return
+	}
+	rq.releaseURL = u
+}
+
+// prefillReturned tells the EPP, once per request and in the background, that the prefill leg
+// returned (success or failure): its ledger releases the prefill pod's active-token charge now
+// instead of when the response headers reach it. It never blocks or fails the request.
+func (p *Proxy) prefillReturned(rq *request) {
+	if rq.releaseURL == "" {
+		return
+	}
+	rq.releaseOnce.Do(func() {
+		u := rq.releaseURL
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PrefillReleaseTimeout)
+			defer cancel()
+			result := p.postRelease(ctx, u)
+			p.cfg.Metrics.PrefillReleases.WithLabelValues(result).Inc()
+			if result != releaseOK {
+				rq.log.V(1).Info("prefill-release callback failed; the EPP releases at the response headers", "result", result)
+			}
+		}()
+	})
+}
+
+func (p *Proxy) postRelease(ctx context.Context, u string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, http.NoBody)
+	if err != nil {
+		return releaseInvalidURL
+	}
+	resp, err := p.cfg.PrefillReleaseClient.Do(req)
+	if err != nil {
+		return releaseTransport
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return releaseHTTPError
+	}
+	return releaseOK
+}
