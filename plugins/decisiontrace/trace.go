@@ -63,16 +63,30 @@ type Trace struct {
 // cycle must write into the same record.
 func (t *Trace) Clone() fwkplugin.StateData { return t }
 
-// FromCycleState returns the request's trace, creating it on first use. A nil CycleState
-// yields a detached trace so callers never need a nil check.
+// FromCycleState returns the request's trace, or nil when the cycle is not traced. Every
+// method of a nil *Trace does nothing, so plugins record unconditionally and an untraced
+// request (the common case) pays no formatting or allocation for it.
 func FromCycleState(cs *fwksched.CycleState) *Trace {
 	if cs == nil {
-		return &Trace{}
+		return nil
 	}
 	if v, err := cs.Read(StateKey); err == nil {
 		if t, ok := v.(*Trace); ok {
 			return t
 		}
+	}
+	return nil
+}
+
+// Start traces the cycle: it returns the cycle's trace, creating it on first use. The EPP's
+// tracing wrapper calls it for the requests it traces; a nil CycleState yields a detached
+// trace.
+func Start(cs *fwksched.CycleState) *Trace {
+	if cs == nil {
+		return &Trace{}
+	}
+	if t := FromCycleState(cs); t != nil {
+		return t
 	}
 	t := &Trace{}
 	cs.Write(StateKey, t)
@@ -81,6 +95,9 @@ func FromCycleState(cs *fwksched.CycleState) *Trace {
 
 // Stage records whether a stage ran and why (with the numbers that decided it).
 func (t *Trace) Stage(stage string, ran bool, reason string) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.Stages = append(t.Stages, StageDecision{Stage: stage, Ran: ran, Reason: reason})
@@ -88,6 +105,9 @@ func (t *Trace) Stage(stage string, ran bool, reason string) {
 
 // Note records a free-form line attributed to a plugin.
 func (t *Trace) Note(plugin, format string, args ...any) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.Notes = append(t.Notes, plugin+": "+fmt.Sprintf(format, args...))
@@ -95,6 +115,9 @@ func (t *Trace) Note(plugin, format string, args ...any) {
 
 // Filter records a filter's effect.
 func (t *Trace) Filter(profile, filter string, in, out int) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.Filters = append(t.Filters, FilterStep{Profile: profile, Filter: filter, In: in, Out: out})
@@ -102,6 +125,9 @@ func (t *Trace) Filter(profile, filter string, in, out int) {
 
 // Score records one scorer's raw scores.
 func (t *Trace) Score(profile, scorer string, scores map[fwksched.Endpoint]float64) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for ep, v := range scores {
@@ -111,6 +137,9 @@ func (t *Trace) Score(profile, scorer string, scores map[fwksched.Endpoint]float
 
 // Picked records a profile's result.
 func (t *Trace) Picked(profile string, endpoints []fwksched.Endpoint) {
+	if t == nil {
+		return
+	}
 	names := make([]string, 0, len(endpoints))
 	for _, ep := range endpoints {
 		names = append(names, endpointName(ep))
@@ -123,6 +152,9 @@ func (t *Trace) Picked(profile string, endpoints []fwksched.Endpoint) {
 // Compact renders the header form: "decode=a;prefill=b;encode=c,d;prefill-skipped=<reason>".
 // Reasons are sanitised to stay a valid header value.
 func (t *Trace) Compact() string {
+	if t == nil {
+		return ""
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var parts []string

@@ -9,6 +9,19 @@ import (
 
 func TestFromCycleStateSharesOneTrace(t *testing.T) {
 	cs := fwksched.NewCycleState()
+	if FromCycleState(cs) != nil {
+		t.Fatal("an untraced cycle has no trace")
+	}
+	var untraced *Trace // every method of a nil trace is a no-op
+	untraced.Stage("prefill", false, "x")
+	untraced.Note("p", "%d", 1)
+	untraced.Filter("p", "f", 1, 1)
+	untraced.Score("p", "s", nil)
+	untraced.Picked("p", nil)
+	if untraced.Compact() != "" {
+		t.Fatal("nil trace compact")
+	}
+	Start(cs)
 	FromCycleState(cs).Stage("prefill", false, "uncached 12 < 256; ok")
 	FromCycleState(cs).Note("x", "n=%d", 3)
 	tr := FromCycleState(cs)
@@ -19,7 +32,7 @@ func TestFromCycleStateSharesOneTrace(t *testing.T) {
 	if !strings.Contains(got, "prefill-skipped=uncached 12 < 256  ok") {
 		t.Fatalf("compact = %q", got)
 	}
-	if FromCycleState(nil) == nil {
-		t.Fatal("nil cycle state must give a detached trace")
+	if Start(nil) == nil || FromCycleState(nil) != nil {
+		t.Fatal("Start(nil) gives a detached trace; FromCycleState(nil) none")
 	}
 }

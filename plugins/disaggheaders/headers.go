@@ -126,7 +126,7 @@ func sidecarKnobs(request *fwksched.LLMRequest, result *fwksched.SchedulingResul
 	if cfg == nil {
 		return ""
 	}
-	_, prof := cfg.Resolve(headerFold(request.Headers, protocol.HeaderConfigProfile), podmodel.RequestHints(request))
+	_, prof := cfg.Resolve(protocol.HeaderValue(request.Headers, protocol.HeaderConfigProfile), podmodel.RequestHints(request))
 	return pdknobs.SidecarOverrides(prof, func(msg string) {
 		logger.Info("AIBrix sidecar knob ignored", "detail", msg)
 	}).String()
@@ -147,18 +147,6 @@ func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest
 	}
 	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation headers written", "plugin", plugin,
 		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders)
-}
-
-func headerFold(m map[string]string, key string) string {
-	if v, ok := m[key]; ok {
-		return v
-	}
-	for k, v := range m {
-		if strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return ""
 }
 
 // deleteFold removes key from m in any letter case: header maps built from client requests

@@ -2,7 +2,6 @@ package disaggprofile
 
 import (
 	"fmt"
-	"strings"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -25,7 +24,7 @@ func combinedPod(request *fwksched.LLMRequest, ep fwksched.Endpoint) (string, bo
 	if pod.Config != nil {
 		hints = autoHints(request)
 	}
-	if !pod.IsCombined(headerFold(headers, protocol.HeaderConfigProfile), hints) {
+	if !pod.IsCombined(protocol.HeaderValue(headers, protocol.HeaderConfigProfile), hints) {
 		return "", false
 	}
 	if pod.RoleSource == podmodel.SourceLLMD {
@@ -56,16 +55,4 @@ func autoHints(request *fwksched.LLMRequest) podmodel.AutoHints {
 		}
 	}
 	return h
-}
-
-func headerFold(h map[string]string, key string) string {
-	if v, ok := h[key]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return ""
 }

@@ -172,7 +172,11 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	if request == nil {
 		return map[string]fwksched.SchedulerProfile{}
 	}
-	logger := log.FromContext(ctx).V(logutil.DEBUG).WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
+	// The debug logger gets its values only when enabled: WithValues allocates on every call.
+	logger := log.FromContext(ctx).V(logutil.DEBUG)
+	if logger.Enabled() {
+		logger = logger.WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
+	}
 	trace := decisiontrace.FromCycleState(cs)
 	prefillDecider, encodeDecider := h.deciders(ctx)
 	pf := h.params.Profiles

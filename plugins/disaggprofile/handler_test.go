@@ -162,6 +162,7 @@ func TestSkipMarkerAndDecodeResultPublished(t *testing.T) {
 	d := &fakeDecider{yes: true}
 	h := NewHandler("h", defaults(), d, nil)
 	cs := fwksched.NewCycleState()
+	decisiontrace.Start(cs)
 	// A decode-profile plugin (e.g. a combined-pod picker) asks to skip prefill.
 	contract.MarkSkipPrefill(cs, "combined pod picked by aibrix overflow")
 	got := h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))

@@ -124,15 +124,7 @@ func header(req *fwksched.LLMRequest, name string) string {
 	if req == nil {
 		return ""
 	}
-	if v, ok := req.Headers[name]; ok {
-		return v
-	}
-	for k, v := range req.Headers {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
+	return protocol.HeaderValue(req.Headers, name)
 }
 
 // Filter runs the whole selection and returns the decode target. When the request cannot be
@@ -148,7 +140,11 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		trace.Note(name, "request already answered by another plugin; no selection")
 		return eps
 	}
-	logger := log.FromContext(ctx).WithValues("plugin", name, "requestID", req.RequestId)
+	// The debug logger gets its values only when enabled: WithValues allocates on every call.
+	logger := log.FromContext(ctx).V(logutil.DEBUG)
+	if logger.Enabled() {
+		logger = logger.WithValues("plugin", name, "requestID", req.RequestId)
+	}
 	pods := podmodel.FromEndpoints(p.log, eps)
 	if _, err := podmodel.ValidateEngines(pods); err != nil {
 		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseEngineMismatch, err.Error(), false)
@@ -270,7 +266,7 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	if cs != nil {
 		cs.Write(StateKey, st)
 	}
-	logger.V(logutil.DEBUG).Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
+	logger.Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
 	if st.Decode == nil {
 		return eps
 	}

@@ -81,6 +81,7 @@ func TestFilterCombinedMarksSkipPrefill(t *testing.T) {
 		podSpec{name: "std", role: "all", config: bucketCfg(0, 0, true)})
 	pl := newPlugin(t, `{}`)
 	cs := fwksched.NewCycleState()
+	decisiontrace.Start(cs) // a traced cycle (the EPP traces on request)
 	req := request("r", nil, "hi")
 	out := pl.Filter(context.Background(), cs, req, eps)
 	if len(out) != 1 || podmodel.FromEndpoint(out[0]).Name != "std" {

@@ -180,14 +180,18 @@ func ComputeSuffix(request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoin
 // configuration fault the operator must see).
 func (d *Decider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoint) contract.Decision {
 	dec := d.disaggregate(request, decodeEndpoint)
-	logger := log.FromContext(ctx).WithValues("plugin", d.typedName.String())
+	id := ""
 	if request != nil {
-		logger = logger.WithValues("requestID", request.RequestId)
+		id = request.RequestId
 	}
+	logger := log.FromContext(ctx)
 	if dec.Cause == contract.CauseNoPrefixInfo {
-		logger.Error(nil, "prefix cache match information missing; prefill stays on the decode pod", "reason", dec.Reason)
+		logger.Error(nil, "prefix cache match information missing; prefill stays on the decode pod",
+			"plugin", d.typedName.String(), "requestID", id, "reason", dec.Reason)
 	}
-	logger.V(logutil.DEBUG).Info("prefill decision", "disaggregate", dec.Run, "cause", dec.Cause, "reason", dec.Reason)
+	if dbg := logger.V(logutil.DEBUG); dbg.Enabled() {
+		dbg.Info("prefill decision", "plugin", d.typedName.String(), "requestID", id, "disaggregate", dec.Run, "cause", dec.Cause, "reason", dec.Reason)
+	}
 	return dec
 }
 

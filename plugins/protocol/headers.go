@@ -4,6 +4,8 @@
 // sidecar can use it without pulling the EPP framework in.
 package protocol
 
+import "strings"
+
 // Headers the EPP writes for the sidecar. The EPP overwrites or clears each of them on every
 // request it schedules, so a client can never choose where prefill or encode traffic goes.
 const (
@@ -96,3 +98,17 @@ const (
 	// HeaderPrefillDurationMS is the prefill leg's duration in milliseconds, set by the sidecar.
 	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"
 )
+
+// HeaderValue looks a header up in a request's header map exactly, then in any letter case:
+// Envoy lower-cases names, other gateways and tests may not.
+func HeaderValue(h map[string]string, name string) string {
+	if v, ok := h[name]; ok {
+		return v
+	}
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}

@@ -73,7 +73,11 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 	if request == nil || request.TokenizedPrompt != nil {
 		return nil
 	}
-	logger := log.FromContext(ctx).V(logutil.DEBUG).WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
+	// The debug logger gets its values only when enabled: WithValues allocates on every call.
+	logger := log.FromContext(ctx).V(logutil.DEBUG)
+	if logger.Enabled() {
+		logger = logger.WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
+	}
 	est := Estimate(request, p.params.Estimate)
 	request.TokenizedPrompt = est
 	if p.params.Backend != BackendVLLM {

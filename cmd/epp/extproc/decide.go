@@ -49,7 +49,7 @@ func (x *exchange) decide(ctx context.Context) error {
 		return x.fail(err)
 	}
 	x.request.Headers = x.headers
-	if f := x.s.opts.PrefillRelease; f != nil && headerFold(x.headers, protocol.HeaderPrefillerHostPort) != "" {
+	if f := x.s.opts.PrefillRelease; f != nil && protocol.HeaderValue(x.headers, protocol.HeaderPrefillerHostPort) != "" {
 		x.headers[protocol.HeaderPrefillRelease] = f(x.requestID)
 	}
 	target := x.targetEndpoints()
@@ -84,9 +84,12 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 		Objectives:       fwksched.RequestObjectives{Priority: x.priority},
 		RequestSizeBytes: len(x.body),
 	}
-	x.logger = x.logger.WithValues("objectiveKey", x.objectiveKey, "incomingModelName", x.incomingModel,
-		"targetModelName", x.targetModel, "priority", x.priority)
-	ctx = log.IntoContext(ctx, x.logger)
+	if dbg := x.logger.V(logutil.DEBUG); dbg.Enabled() {
+		// GIE's request logger carries these; WithValues allocates, so only when debugging.
+		x.logger = x.logger.WithValues("objectiveKey", x.objectiveKey, "incomingModelName", x.incomingModel,
+			"targetModelName", x.targetModel, "priority", x.priority)
+		ctx = log.IntoContext(ctx, x.logger)
+	}
 	if err := x.s.cfg.Admission.Admit(ctx, x.admissionContext(), x.priority); err != nil {
 		return nil, err
 	}
@@ -151,7 +154,7 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 // after scheduling and before any PreRequest plugin.
 func (x *exchange) conditionalDecode(ctx context.Context, decode fwksched.Endpoint) *contract.Answer {
 	g := x.s.hooks.Gate
-	if g == nil || !protocol.IsConditionalDecode(headerFold(x.headers, protocol.HeaderPrefer)) {
+	if g == nil || !protocol.IsConditionalDecode(protocol.HeaderValue(x.headers, protocol.HeaderPrefer)) {
 		return nil
 	}
 	if !g.CheckConditionalDecode(ctx, x.request, decode) {
@@ -405,16 +408,4 @@ func streamedRequestBody(b []byte, eos bool) *extProcPb.ProcessingResponse {
 
 func (x *exchange) bufferedRequest() bool {
 	return x.requestBodyMode == filterPb.ProcessingMode_BUFFERED || x.requestBodyMode == filterPb.ProcessingMode_BUFFERED_PARTIAL
-}
-
-func headerFold(h map[string]string, key string) string {
-	if v, ok := h[key]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return ""
 }

@@ -161,7 +161,7 @@ func (h *profileHandler) Pick(ctx context.Context, cs *fwksched.CycleState, req 
 	// right away so a failed cycle can be explained too.
 	if len(results) == 0 && cs != nil && active(cs) == nil {
 		if s, _ := ctx.Value(slotKey{}).(*slot); s != nil && s.wanted {
-			s.t = decisiontrace.FromCycleState(cs)
+			s.t = decisiontrace.Start(cs)
 			cs.Write(activeKey, s.t)
 		}
 	}
