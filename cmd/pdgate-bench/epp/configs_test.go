@@ -222,7 +222,7 @@ func TestGoalsAndReport(t *testing.T) {
 		cfg      string
 		measured float64
 		met      bool
-	}{{"llmd-pd", 50.0 / 60, true}, {"llmd-pd", 10, true}, {"recommended", 0.5, false}, {"recommended", 2, false}, {"recommended", 2, false}}
+	}{{"llmd-pd", 50.0 / 60, false}, {"llmd-pd", 10, true}, {"recommended", 0.5, false}, {"recommended", 2, false}, {"recommended", 2, false}}
 	if len(goals) != len(want) {
 		t.Fatalf("goals %+v", goals)
 	}
