@@ -70,19 +70,37 @@ func (t *PrefixTable) Hashes(prompt string) []uint64 {
 	out := make([]uint64, 0, n)
 	var prev uint64
 	buf := make([]byte, 8, 8+4*t.blockSize)
-	d := xxhash.New()
 	rest := prompt
 	for i := 0; i < n; i++ {
 		buf = buf[:8]
 		binary.LittleEndian.PutUint64(buf, prev)
+		// A block of valid UTF-8 is its own bytes: copy them. An invalid byte decodes to
+		// U+FFFD, whose encoding differs from the byte, so such a block is re-encoded rune by
+		// rune (what AIBrix's string-of-runes hashing sees).
+		j, valid := 0, true
 		for k := 0; k < t.blockSize; k++ {
-			r, size := utf8.DecodeRuneInString(rest)
-			rest = rest[size:]
-			buf = utf8.AppendRune(buf, r)
+			if c := rest[j]; c < utf8.RuneSelf {
+				j++
+				continue
+			}
+			r, size := utf8.DecodeRuneInString(rest[j:])
+			if r == utf8.RuneError && size == 1 {
+				valid = false
+				break
+			}
+			j += size
 		}
-		d.Reset()
-		_, _ = d.Write(buf)
-		prev = d.Sum64()
+		if valid {
+			buf = append(buf, rest[:j]...)
+			rest = rest[j:]
+		} else {
+			for k := 0; k < t.blockSize; k++ {
+				r, size := utf8.DecodeRuneInString(rest)
+				rest = rest[size:]
+				buf = utf8.AppendRune(buf, r)
+			}
+		}
+		prev = xxhash.Sum64(buf)
 		out = append(out, prev)
 	}
 	return out
