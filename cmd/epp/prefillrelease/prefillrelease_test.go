@@ -21,7 +21,9 @@ type recorder struct {
 	ids []string
 }
 
-func (r *recorder) TypedName() fwkplugin.TypedName { return fwkplugin.TypedName{Type: "rec", Name: "r"} }
+func (r *recorder) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "rec", Name: "r"}
+}
 func (r *recorder) ReleasePrefillActive(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-
 	"github.com/pdgate/pdgate/cmd/epp/core"
 )
 
