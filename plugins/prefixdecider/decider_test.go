@@ -134,14 +134,6 @@ func TestShouldRejectConditionalDecode(t *testing.T) {
 	}
 }
 
-func scheduled(ep fwksched.Endpoint) *fwksched.SchedulingResult {
-	r := &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{}}
-	if ep != nil {
-		r.ProfileResults["decode"] = &fwksched.ProfileRunResult{TargetEndpoints: []fwksched.Endpoint{ep}}
-	}
-	return r
-}
-
 // Director-level cases of llm-d PR #1684 (inputTokens 10, threshold 5). The EPP's request
 // path calls the gate only for Prefer: if-available requests (cmd/epp/extproc tests that part).
 func TestConditionalDecodeGate(t *testing.T) {
