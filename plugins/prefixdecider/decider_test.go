@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -223,4 +227,36 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("accepted negative thresholds: %+v", p)
 		}
 	})
+}
+
+// The specification calls a missing PrefixCacheMatchInfo an error log (fail open): it is
+// logged at error level, not only at a debug verbosity.
+func TestMissingPrefixInfoIsAnErrorLog(t *testing.T) {
+	var errs []string
+	logger := funcr.New(func(prefix, args string) {}, funcr.Options{})
+	logger = logr.New(&errorSink{LogSink: logger.GetSink(), errs: &errs})
+	ctx := log.IntoContext(context.Background(), logger)
+	dec := New("d", Parameters{NonCachedTokens: 1}).Disaggregate(ctx, nil, tokens(100), endpoint(0, 16, false))
+	if dec.Run || dec.Cause != contract.CauseNoPrefixInfo || len(errs) != 1 || !strings.Contains(errs[0], "prefix cache match information missing") {
+		t.Fatalf("decision %+v, error logs %q", dec, errs)
+	}
+}
+
+// errorSink records the messages of Error calls.
+type errorSink struct {
+	logr.LogSink
+	errs *[]string
+}
+
+func (s *errorSink) Error(err error, msg string, kv ...any) {
+	*s.errs = append(*s.errs, msg)
+	s.LogSink.Error(err, msg, kv...)
+}
+
+func (s *errorSink) WithValues(kv ...any) logr.LogSink {
+	return &errorSink{LogSink: s.LogSink.WithValues(kv...), errs: s.errs}
+}
+
+func (s *errorSink) WithName(name string) logr.LogSink {
+	return &errorSink{LogSink: s.LogSink.WithName(name), errs: s.errs}
 }
