@@ -1,7 +1,8 @@
 // Package disaggheaders writes the routing headers the decode pod's sidecar reads
-// (x-prefiller-host-port, x-encoder-hosts-ports and pdgate's prefill-pod hints) from a
-// scheduling result. It holds the shared writer used by disagg-profile-handler, and the two
-// deprecated llm-d PreRequest plugins disagg-headers-handler and prefill-header-handler.
+// (x-prefiller-host-port, x-encoder-hosts-ports, x-pdgate-decoder-port and pdgate's
+// prefill-pod hints) from a scheduling result. It holds the shared writer used by
+// disagg-profile-handler, and the two deprecated llm-d PreRequest plugins
+// disagg-headers-handler and prefill-header-handler.
 package disaggheaders
 
 import (
@@ -22,6 +23,7 @@ import (
 type Written struct {
 	Prefill  string // host:port of the prefill endpoint, "" when the stage did not run
 	Encoders string // comma-joined host:port list, "" when the stage did not run
+	Decoder  string // the decode pick's declared engine port, "" when it declares none
 }
 
 // Write sets the routing headers from result. Every routing header is first deleted so that a
@@ -34,6 +36,10 @@ type Written struct {
 //     port, engine and KV connector when the pod declares them, and an alternate of the same
 //     roleset when the profile picked more than one endpoint (the sidecar's one retry);
 //   - encode: every endpoint, comma-joined without spaces;
+//   - decode: the primary profile's first endpoint's engine port (x-pdgate-decoder-port) when
+//     the pod declares a valid model.aibrix.ai/port other than the endpoint's port; the EPP
+//     still routes the request to the endpoint's port (the sidecar), which sends its decode
+//     leg to this port;
 //   - the sidecar knobs of the request's model.aibrix.ai/config profile.
 //
 // The one exception to the deletion is x-data-parallel-host-port: pd-profile-handler owns it
@@ -58,6 +64,10 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 && pr.TargetEndpoints[0] != nil &&
 		pr.TargetEndpoints[0].GetMetadata() != nil {
 		w.Prefill = writePrefill(request.Headers, pr.TargetEndpoints)
+	}
+	if port := decoderPort(result); port != "" {
+		w.Decoder = port
+		request.Headers[protocol.HeaderDecoderPort] = port
 	}
 	if er := result.ProfileResults[encodeProfile]; er != nil && len(er.TargetEndpoints) > 0 {
 		parts := make([]string, 0, len(er.TargetEndpoints))
@@ -112,6 +122,25 @@ func writePrefill(h map[string]string, eps []fwksched.Endpoint) string {
 	return target
 }
 
+// decoderPort is the engine port the decode pick (the primary profile's first endpoint: every
+// profile handler makes decode primary) declares in model.aibrix.ai/port, "" when it declares
+// none or an invalid one (podmodel refuses it, and Report logs it once).
+func decoderPort(result *fwksched.SchedulingResult) string {
+	dr := result.ProfileResults[result.PrimaryProfileName]
+	if dr == nil || len(dr.TargetEndpoints) == 0 || dr.TargetEndpoints[0] == nil || dr.TargetEndpoints[0].GetMetadata() == nil {
+		return ""
+	}
+	pod := podmodel.FromEndpoint(dr.TargetEndpoints[0])
+	Report(pod)
+	// A label naming the port the request is already routed to (the pool's target port: the
+	// sidecar, or an engine without one; the chart labels pods so) redirects nothing, and
+	// sent on it would make the sidecar call itself.
+	if !pod.PortDeclared || pod.Port == dr.TargetEndpoints[0].GetMetadata().Port {
+		return ""
+	}
+	return pod.Port
+}
+
 // sidecarKnobs resolves the request's model.aibrix.ai/config profile from the picked pods
 // (the model-level config, as the scheduling plugins read it) and formats the sidecar knobs it
 // sets; "" when none.
@@ -146,7 +175,7 @@ func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest
 		return
 	}
 	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation headers written", "plugin", plugin,
-		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders)
+		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders, "decoderPort", w.Decoder)
 }
 
 // deleteFold removes key from m in any letter case: header maps built from client requests

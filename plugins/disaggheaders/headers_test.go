@@ -257,3 +257,65 @@ func TestWriteSidecarKnobs(t *testing.T) {
 		})
 	}
 }
+
+// x-pdgate-decoder-port carries the decode pick's model.aibrix.ai/port (the pod model's
+// validated value) and nothing else: absent without a valid label, and a client copy (any
+// letter case) never survives.
+func TestWriteDecoderPort(t *testing.T) {
+	decode := func(labels map[string]string) map[string]*fwksched.ProfileRunResult {
+		return map[string]*fwksched.ProfileRunResult{"decode": res(ep("10.0.0.2", "8000", labels))}
+	}
+	port := func(v string) map[string]string { return map[string]string{podmodel.LabelPort: v} }
+	spoof := map[string]string{protocol.HeaderDecoderPort: "22", "X-Pdgate-Decoder-Port": "23"}
+	tests := []struct {
+		name    string
+		result  *fwksched.SchedulingResult
+		headers map[string]string
+		want    string // "" = absent
+	}{
+		{name: "label decides the decode port", result: result(decode(port("9100"))), want: "9100"},
+		{name: "label with prefill", result: result(map[string]*fwksched.ProfileRunResult{
+			"decode": res(ep("10.0.0.2", "8000", port("9100"))), "prefill": res(ep("10.0.0.1", "8000", port("9001")))}), want: "9100"},
+		{name: "first decode endpoint only", result: result(map[string]*fwksched.ProfileRunResult{
+			"decode": res(ep("10.0.0.2", "8000", nil), ep("10.0.0.3", "8000", port("9100")))})},
+		{name: "no label", result: result(decode(nil))},
+		{name: "label naming the routed port (the sidecar's) redirects nothing", result: result(decode(port("8000")))},
+		{name: "label naming the routed port, written differently", result: result(decode(port("08000")))},
+		{name: "prefill pod's label is not the decode port", result: result(map[string]*fwksched.ProfileRunResult{
+			"prefill": res(ep("10.0.0.1", "8000", port("9001")))})},
+		{name: "port 0 refused", result: result(decode(port("0")))},
+		{name: "port above 65535 refused", result: result(decode(port("65536")))},
+		{name: "non-numeric refused", result: result(decode(port("http")))},
+		{name: "client copy dropped without a label", headers: spoof, result: result(decode(nil))},
+		{name: "client copy replaced by the label", headers: spoof, result: result(decode(port("9100"))), want: "9100"},
+		{name: "client copy dropped without a result", headers: spoof},
+		{name: "client copy dropped without a decode endpoint", headers: spoof,
+			result: &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{"decode": res()}}},
+		{name: "custom decode profile name", result: &fwksched.SchedulingResult{PrimaryProfileName: "my-decode",
+			ProfileResults: map[string]*fwksched.ProfileRunResult{"my-decode": res(ep("10.0.0.2", "8000", port("9100")))}}, want: "9100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &fwksched.LLMRequest{Headers: map[string]string{}}
+			for k, v := range tt.headers {
+				r.Headers[k] = v
+			}
+			w := Write(r, tt.result, "prefill", "encode")
+			var got []string
+			for k, v := range r.Headers {
+				if strings.EqualFold(k, protocol.HeaderDecoderPort) {
+					got = append(got, k+"="+v)
+				}
+			}
+			switch {
+			case tt.want == "" && len(got) > 0:
+				t.Fatalf("decoder port header %v, want none", got)
+			case tt.want != "" && (len(got) != 1 || r.Headers[protocol.HeaderDecoderPort] != tt.want):
+				t.Fatalf("decoder port header %v, want %s=%s", got, protocol.HeaderDecoderPort, tt.want)
+			}
+			if w.Decoder != tt.want {
+				t.Fatalf("Written.Decoder %q, want %q", w.Decoder, tt.want)
+			}
+		})
+	}
+}

@@ -44,6 +44,13 @@ const (
 	// runs with --prefill-release-address and the request has a prefill target. pdgate
 	// extension.
 	HeaderPrefillRelease = "x-pdgate-prefill-release"
+	// HeaderDecoderPort carries the engine port of the picked decode pod when the pod declares
+	// one (model.aibrix.ai/port, validated by plugins/podmodel: a decimal in 1..65535) other
+	// than the endpoint's port. The EPP still routes the request to the endpoint's port (the
+	// pool's target port, where the decode pod's sidecar listens); the sidecar sends that
+	// request's decode leg to this port on its configured engine host (--engine-url's host:
+	// only the port changes). Absent: --engine-url as configured. pdgate extension.
+	HeaderDecoderPort = "x-pdgate-decoder-port"
 )
 
 // PrefillReleasePath is the path of the EPP's prefill-release callback (HeaderPrefillRelease);
@@ -62,6 +69,7 @@ var RoutingHeaders = []string{
 	HeaderSidecarKnobs,
 	HeaderPrefillerAlternateHostPort,
 	HeaderPrefillRelease,
+	HeaderDecoderPort,
 }
 
 // Client request headers with meaning to pdgate.

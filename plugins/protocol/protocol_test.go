@@ -101,6 +101,7 @@ func TestRoutingHeadersCoverSteeringHeaders(t *testing.T) {
 		"x-pdgate-prefiller-engine",
 		"x-pdgate-prefiller-kv-connector",
 		"x-data-parallel-host-port", // llm-d's sidecar routes on it (pd-profile-handler primaryPort)
+		"x-pdgate-decoder-port",     // the sidecar's decode leg goes to this port of its engine host
 	} {
 		found := false
 		for _, h := range RoutingHeaders {

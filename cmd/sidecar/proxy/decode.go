@@ -54,7 +54,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 	} else {
 		wd.start()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.path, r), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.decoderPort, rq.path, r), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "building decode request: "+err.Error(), protocol.HeaderErrorDecode)
 		return false

@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -154,8 +157,11 @@ func (p *Proxy) prefillURL(rq *request, r *http.Request) string {
 	return u
 }
 
-func (p *Proxy) engineURL(path string, r *http.Request) string {
-	u := *p.cfg.EngineURL
+// engineURL is the local decode engine's URL for path: --engine-url, with the port of
+// x-pdgate-decoder-port when the EPP sent a valid one (port, from decoderPort; the host is
+// always the configured one).
+func (p *Proxy) engineURL(port, path string, r *http.Request) string {
+	u := *engineTarget(p.cfg.EngineURL, port)
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	if r != nil {
 		u.RawQuery = r.URL.RawQuery
@@ -338,3 +344,30 @@ func rejectDuplicates(w http.ResponseWriter, rq *request, keys ...string) bool {
 }
 
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+// engineTarget is base with its port replaced by port ("" keeps base). Only the port
+// changes: the host (IPv6 brackets re-added), scheme, path and user info stay.
+func engineTarget(base *url.URL, port string) *url.URL {
+	if port == "" {
+		return base
+	}
+	u := *base
+	u.Host = net.JoinHostPort(base.Hostname(), port)
+	return &u
+}
+
+// decoderPort validates x-pdgate-decoder-port: "" when absent; a decimal port in 1..65535,
+// else "" with the value logged and counted (the --engine-url port applies).
+func (p *Proxy) decoderPort(v string) string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n == 0 {
+		p.cfg.Metrics.DecoderPortRejections.Inc()
+		p.cfg.Log.Info("ignoring invalid "+protocol.HeaderDecoderPort+"; the --engine-url port applies", "value", truncate(v, 64))
+		return ""
+	}
+	return strconv.FormatUint(n, 10)
+}

@@ -22,6 +22,9 @@ type Metrics struct {
 	PrefillDiverted *prometheus.CounterVec
 	// KnobRejections counts x-pdgate-sidecar-knobs values with an invalid item.
 	KnobRejections prometheus.Counter
+	// DecoderPortRejections counts x-pdgate-decoder-port values that are not a port in
+	// 1..65535 (the --engine-url port applied).
+	DecoderPortRejections prometheus.Counter
 	// PrefillReleases counts prefill-release callbacks to the EPP by result.
 	PrefillReleases *prometheus.CounterVec
 	// AIBrixFailures is AIBrix's gateway_request_model_fail_total{status, status_code}, nil
@@ -76,13 +79,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pdgate_sidecar_knob_header_rejections_total",
 			Help: "x-pdgate-sidecar-knobs values with an invalid item (the flag applied for that item).",
 		}),
+		DecoderPortRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pdgate_sidecar_decoder_port_header_rejections_total",
+			Help: "x-pdgate-decoder-port values that are not a port in 1..65535 (the --engine-url port applied).",
+		}),
 		PrefillReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pdgate_sidecar_prefill_release_callbacks_total",
 			Help: "Prefill-release callbacks to the EPP (x-pdgate-prefill-release) made when a prefill leg returned, by result (ok, http_error, transport_error, invalid_url).",
 		}, []string{"result"}),
 	}
 	reg.MustRegister(m.Requests, m.Legs, m.PrefillSeconds, m.KVHandoffSeconds, m.Watchdog, m.Aborts,
-		m.AllowlistRejections, m.PrefillRetries, m.InFlight, m.PrefillDiverted, m.KnobRejections, m.PrefillReleases)
+		m.AllowlistRejections, m.PrefillRetries, m.InFlight, m.PrefillDiverted, m.KnobRejections, m.PrefillReleases,
+		m.DecoderPortRejections)
 	return m
 }
 

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -54,7 +55,8 @@ func New(cfg Config) (*Proxy, error) {
 	target := cfg.EngineURL
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(target)
+			port, _ := pr.In.Context().Value(decoderPortKey{}).(string)
+			pr.SetURL(engineTarget(target, port))
 			pr.Out.Host = pr.In.Host
 		},
 		Transport:     cfg.DecodeClient.Transport,
@@ -68,6 +70,10 @@ func New(cfg Config) (*Proxy, error) {
 	p.snow = newSnowflake(cfg.TRTMachineID, time.Now)
 	return p, nil
 }
+
+// decoderPortKey carries a passthrough request's validated x-pdgate-decoder-port to the
+// reverse proxy's Rewrite.
+type decoderPortKey struct{}
 
 // request is the per-request state shared by the dialects.
 type request struct {
@@ -94,6 +100,9 @@ type request struct {
 	// releaseOnce makes the callback fire once however the prefill leg ends.
 	releaseURL  string
 	releaseOnce sync.Once
+	// decoderPort is the engine port of this request's decode leg (x-pdgate-decoder-port,
+	// validated): "" keeps --engine-url's port; the host is always --engine-url's.
+	decoderPort string
 	// t are the request's timeouts (flags + per-profile sidecar knobs).
 	t     timeouts
 	log   logr.Logger
@@ -107,8 +116,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		routing[h] = strings.Join(r.Header.Values(h), ",")
 		r.Header.Del(h)
 	}
+	port := p.decoderPort(routing[protocol.HeaderDecoderPort])
 	api, inference := apiByPath[r.URL.Path]
 	if !inference || r.Method != http.MethodPost {
+		if port != "" {
+			r = r.WithContext(context.WithValue(r.Context(), decoderPortKey{}, port))
+		}
 		p.passthrough.ServeHTTP(w, r)
 		return
 	}
@@ -121,12 +134,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			panic(v)
 		}
 	}()
-	mode := p.handle(rec, r, api, routing)
+	mode := p.handle(rec, r, api, routing, port)
 	p.cfg.Metrics.Requests.WithLabelValues(string(p.cfg.Engine), mode, fmt.Sprint(rec.code())).Inc()
 }
 
-func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing map[string]string) (mode string) {
-	rq := &request{id: requestID(r.Header), path: r.URL.Path, api: api, header: r.Header, start: time.Now()}
+func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing map[string]string, decoderPort string) (mode string) {
+	rq := &request{id: requestID(r.Header), path: r.URL.Path, api: api, header: r.Header, start: time.Now(), decoderPort: decoderPort}
 	rq.log = p.cfg.Log.WithValues("requestID", rq.id, "path", rq.path)
 	rq.bootstrapPort = strings.TrimSpace(routing[protocol.HeaderPrefillerBootstrapPort])
 	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])

@@ -145,7 +145,7 @@ func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
 				time.Sleep(rq.t.abortRetry)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), rq.t.abort)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL("/abort_request", nil), bytes.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.decoderPort, "/abort_request", nil), bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			result := "ok"
 			resp, err := p.cfg.DecodeClient.Do(req)
