@@ -1,6 +1,7 @@
 // Package epp holds the EPP's integration suites: the standalone EPP with a hot-reloaded
 // endpoints file, and the Kubernetes-mode EPP against a real kube-apiserver + etcd (envtest).
-// Both run the EPP in-process and talk to it over real gRPC ext_proc streams; the model
+// Both run the EPP in-process and talk to it over real gRPC ext_proc streams through pdgate's
+// ext_proc client (cmd/gateway/extprocclient, as the dev gateway does); the model
 // servers are small HTTP fakes on loopback aliases exposing vLLM metrics.
 package epp
 
@@ -21,6 +22,7 @@ import (
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 )
 
 // fakeVLLM serves /metrics in vLLM's names on addr.
@@ -106,72 +108,62 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
+// dialEPP opens pdgate's ext_proc client (the one the dev gateway uses) on the EPP's gRPC
+// port; it is closed when the test ends.
+func dialEPP(t *testing.T, addr string) *extprocclient.Client {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(addr)
+	c, err := extprocclient.Dial("127.0.0.1:"+port, extprocclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // result is what one ext_proc exchange produced.
 type result struct {
 	immediate *extProcPb.ImmediateResponse
-	set       map[string]string
+	set       map[string]string // request phase, lower-case names
 	removed   []string
 	respSet   map[string]string // response-headers phase
 }
 
-// exchange drives one request through ext_proc: headers, body, then the response headers.
-func exchange(t *testing.T, conn *grpc.ClientConn, headers map[string]string, body string) result {
+// exchange drives one request through ext_proc with pdgate's client: headers and body, then
+// (unless the EPP answered immediately) the response headers, and finally the end of the
+// stream, which must be clean.
+func exchange(t *testing.T, c *extprocclient.Client, headers map[string]string, body string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := extProcPb.NewExternalProcessorClient(conn).Process(ctx)
+	st, err := c.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hm := &configPb.HeaderMap{Headers: []*configPb.HeaderValue{
-		{Key: ":method", RawValue: []byte("POST")},
-		{Key: ":path", RawValue: []byte("/v1/completions")},
-		{Key: "content-type", RawValue: []byte("application/json")},
-	}}
+	defer st.Close()
+	h := map[string]string{":method": "POST", ":path": "/v1/completions", "content-type": "application/json"}
 	for k, v := range headers {
-		hm.Headers = append(hm.Headers, &configPb.HeaderValue{Key: k, RawValue: []byte(v)})
+		h[k] = v
 	}
-	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extProcPb.HttpHeaders{Headers: hm}}}); err != nil {
-		t.Fatal(err)
-	}
-	_ = st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
-		RequestBody: &extProcPb.HttpBody{Body: []byte(body), EndOfStream: true}}})
-	var r result
-	first, err := st.Recv()
+	rt, err := st.Route(ctx, extprocclient.HeaderMap(h), []byte(body))
 	if err != nil {
-		t.Fatalf("ext_proc recv: %v", err)
+		t.Fatalf("ext_proc request phase: %v", err)
 	}
-	if ir := first.GetImmediateResponse(); ir != nil {
-		r.immediate = ir
-		return r
+	if rt.Immediate != nil {
+		return result{immediate: rt.Immediate}
 	}
-	mut := first.GetRequestHeaders().GetResponse().GetHeaderMutation()
-	r.set = toMap(mut.GetSetHeaders())
-	r.removed = mut.GetRemoveHeaders()
-	for {
-		b, err := st.Recv()
-		if err != nil {
-			t.Fatalf("ext_proc body recv: %v", err)
-		}
-		if b.GetRequestBody().GetResponse().GetBodyMutation().GetStreamedResponse().GetEndOfStream() {
-			break
-		}
-	}
-	_ = st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_ResponseHeaders{
-		ResponseHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: []*configPb.HeaderValue{
-			{Key: ":status", RawValue: []byte("200")}, {Key: "content-type", RawValue: []byte("application/json")},
-		}}}}})
-	rh, err := st.Recv()
+	r := result{set: rt.SetHeaders(), removed: rt.RemovedHeaders()}
+	hr, err := st.ResponseHeaders(ctx, extprocclient.HeaderMap(map[string]string{
+		":status": "200", "content-type": "application/json"}), "", false)
 	if err != nil {
-		t.Fatalf("ext_proc response-headers recv: %v", err)
+		t.Fatalf("ext_proc response headers: %v", err)
 	}
-	r.respSet = toMap(rh.GetResponseHeaders().GetResponse().GetHeaderMutation().GetSetHeaders())
-	_ = st.CloseSend()
-	for i := 0; i < 4; i++ { // drain to EOF
-		if _, err := st.Recv(); err != nil {
-			break // io.EOF once the server ended the stream
-		}
+	if hr.Immediate != nil {
+		t.Fatalf("ext_proc: immediate response %d to the response headers", extprocclient.ImmediateStatus(hr.Immediate))
+	}
+	r.respSet = toMap(hr.Mutation.GetSetHeaders())
+	if err := st.Finish(ctx); err != nil {
+		t.Fatalf("ext_proc end of stream: %v", err)
 	}
 	return r
 }
@@ -179,11 +171,7 @@ func exchange(t *testing.T, conn *grpc.ClientConn, headers map[string]string, bo
 func toMap(opts []*configPb.HeaderValueOption) map[string]string {
 	m := map[string]string{}
 	for _, o := range opts {
-		v := string(o.GetHeader().GetRawValue())
-		if v == "" {
-			v = o.GetHeader().GetValue()
-		}
-		m[strings.ToLower(o.GetHeader().GetKey())] = v
+		m[strings.ToLower(o.GetHeader().GetKey())] = extprocclient.HeaderValue(o.GetHeader())
 	}
 	return m
 }
@@ -191,12 +179,12 @@ func toMap(opts []*configPb.HeaderValueOption) map[string]string {
 const completion = `{"model":"m","prompt":"hello there","max_tokens":4}`
 
 // waitDestination sends requests until the destination equals want (bounded in count and time).
-func waitDestination(t *testing.T, conn *grpc.ClientConn, want string) {
+func waitDestination(t *testing.T, c *extprocclient.Client, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	last := ""
 	for i := 0; i < 300 && time.Now().Before(deadline); i++ {
-		r := exchange(t, conn, nil, completion)
+		r := exchange(t, c, nil, completion)
 		if r.immediate == nil {
 			last = r.set["x-gateway-destination-endpoint"]
 			if last == want {
@@ -211,12 +199,12 @@ func waitDestination(t *testing.T, conn *grpc.ClientConn, want string) {
 }
 
 // waitOnlyDestination waits (30 s at most) until n consecutive requests go to want.
-func waitOnlyDestination(t *testing.T, conn *grpc.ClientConn, want string, n int) {
+func waitOnlyDestination(t *testing.T, c *extprocclient.Client, want string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	run, last := 0, ""
 	for time.Now().Before(deadline) {
-		r := exchange(t, conn, nil, completion)
+		r := exchange(t, c, nil, completion)
 		if r.immediate == nil {
 			last = r.set["x-gateway-destination-endpoint"]
 		} else {

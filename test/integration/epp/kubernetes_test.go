@@ -139,7 +139,7 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 		mo.HealthProbeBindAddress = "0"
 	}}
 	addrs := startEPP(t, o)
-	conn := dial(t, addrs.GRPC)
+	epp := dialEPP(t, addrs.GRPC)
 	a := "127.0.0.2:" + strconv.Itoa(port)
 	b := "127.0.0.3:" + strconv.Itoa(port)
 
@@ -151,16 +151,16 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	waitDestination(t, conn, a)
+	waitDestination(t, epp, a)
 
 	// Readiness flips: a becomes unready, then b ready. Once b is picked ten times in a row the
 	// EPP has seen both updates (b ready alone could be picked while a's update is still in
 	// flight: CI saw that), and from then on every pick must be b.
 	setReady(t, c, podA, "127.0.0.2", false)
 	setReady(t, c, podB, "127.0.0.3", true)
-	waitOnlyDestination(t, conn, b, 10)
+	waitOnlyDestination(t, epp, b, 10)
 	for i := 0; i < 5; i++ {
-		if got := exchange(t, conn, nil, completion).set["x-gateway-destination-endpoint"]; got != b {
+		if got := exchange(t, epp, nil, completion).set["x-gateway-destination-endpoint"]; got != b {
 			t.Fatalf("destination %q after a went unready, want %s", got, b)
 		}
 	}
@@ -171,7 +171,7 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		r := exchange(t, conn, nil, completion)
+		r := exchange(t, epp, nil, completion)
 		if r.immediate != nil && r.immediate.GetStatus().GetCode() == 503 {
 			break
 		}
@@ -183,8 +183,8 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 
 	// a comes back.
 	setReady(t, c, podA, "127.0.0.2", true)
-	waitDestination(t, conn, a)
-	r := exchange(t, conn, map[string]string{"x-pdgate-trace": "1"}, completion)
+	waitDestination(t, epp, a)
+	r := exchange(t, epp, map[string]string{"x-pdgate-trace": "1"}, completion)
 	if got := r.respSet["x-pdgate-decision"]; got != "default=pod-a-rank-0" {
 		t.Fatalf("decision trace %q, want default=pod-a-rank-0", got)
 	}

@@ -71,28 +71,28 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 		"--secure-serving=false", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0",
 		"--decision-trace", "--max-request-body-bytes", "4096")
 	addrs := startEPP(t, o)
-	conn := dial(t, addrs.GRPC)
+	epp := dialEPP(t, addrs.GRPC)
 	a := "127.0.0.2:" + strconv.Itoa(port)
 	b := "127.0.0.3:" + strconv.Itoa(port)
 
 	if s := healthStatus(t, addrs.Health, ""); s != healthPb.HealthCheckResponse_SERVING {
 		t.Fatalf("health = %v, want SERVING", s)
 	}
-	waitDestination(t, conn, a)
+	waitDestination(t, epp, a)
 
 	t.Run("decision trace header", func(t *testing.T) {
-		r := exchange(t, conn, map[string]string{protocol.HeaderTrace: "1"}, completion)
+		r := exchange(t, epp, map[string]string{protocol.HeaderTrace: "1"}, completion)
 		if got := r.respSet[protocol.HeaderDecision]; got != "default=pod-a" {
 			t.Fatalf("x-pdgate-decision = %q, want default=pod-a (headers %v)", got, r.respSet)
 		}
-		r = exchange(t, conn, nil, completion)
+		r = exchange(t, epp, nil, completion)
 		if _, ok := r.respSet[protocol.HeaderDecision]; ok {
 			t.Fatal("decision header returned without x-pdgate-trace")
 		}
 	})
 
 	t.Run("spoofed routing and internal headers never forwarded", func(t *testing.T) {
-		r := exchange(t, conn, map[string]string{
+		r := exchange(t, epp, map[string]string{
 			protocol.HeaderPrefillerHostPort:      "10.6.6.6:8000",
 			protocol.HeaderEncoderHostsPorts:      "10.6.6.6:8001",
 			protocol.HeaderPrefillerBootstrapPort: "1",
@@ -120,7 +120,7 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 
 	t.Run("body over the limit is answered 413", func(t *testing.T) {
 		big := `{"model":"m","prompt":"` + strings.Repeat("x", 5000) + `"}`
-		r := exchange(t, conn, nil, big)
+		r := exchange(t, epp, nil, big)
 		if r.immediate == nil || r.immediate.GetStatus().GetCode() != 413 {
 			t.Fatalf("want 413, got %+v", r)
 		}
@@ -128,7 +128,7 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 
 	// Hot reload: swap a for b without restart.
 	writeFile(t, file, endpointsYAML(port, "b"))
-	waitDestination(t, conn, b)
+	waitDestination(t, epp, b)
 
 	// A malformed file is rejected; b stays in service.
 	rejectedBefore := metricValue(t, addrs.Metrics, `pdgate_epp_endpoints_file_reloads_total{result="rejected"}`)
@@ -141,7 +141,7 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	for i := 0; i < 5; i++ {
-		r := exchange(t, conn, nil, completion)
+		r := exchange(t, epp, nil, completion)
 		if r.immediate != nil || r.set["x-gateway-destination-endpoint"] != b {
 			t.Fatalf("after a rejected file: %+v, want destination %s", r, b)
 		}

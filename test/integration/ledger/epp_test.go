@@ -18,10 +18,7 @@ import (
 	"testing"
 	"time"
 
-	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 )
 
 // vllmMetrics serves vLLM metrics for a fake pod; finished requests grow per scrape so the
@@ -119,7 +116,7 @@ func (s *syncBuffer) String() string {
 // eppProc is a real EPP process in standalone mode plus an ext_proc client.
 type eppProc struct {
 	name    string
-	client  extProcPb.ExternalProcessorClient
+	client  *extprocclient.Client
 	out     *syncBuffer
 	metrics string // URL of the EPP's /metrics
 	byAddr  map[string]string
@@ -207,18 +204,18 @@ func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod)
 	if err != nil {
 		t.Fatalf("EPP %s printed a bad address %q", name, addr)
 	}
-	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, err := extprocclient.Dial("127.0.0.1:"+port, extprocclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	t.Cleanup(client.Close)
 	var murl string
 	select {
 	case murl = <-metricsURL:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("EPP %s printed no metrics address:\n%s", name, out.String())
 	}
-	return &eppProc{name: name, client: extProcPb.NewExternalProcessorClient(conn), out: out, byAddr: byAddr, metrics: murl}
+	return &eppProc{name: name, client: client, out: out, byAddr: byAddr, metrics: murl}
 }
 
 // pick is what the EPP answered for one request.
@@ -234,54 +231,37 @@ func completionBody(tokens int) string {
 	return string(b)
 }
 
-// open sends one request over a real ext_proc stream and leaves the stream open (the response
-// is "in flight", so the ledger holds its charges) until the returned func is called; closing
-// the stream runs GIE's final end-of-stream hook, which releases the charges.
+// open sends one request over a real ext_proc stream with pdgate's ext_proc client (the one
+// the dev gateway uses) and leaves the stream open (the response is "in flight", so the
+// ledger holds its charges) until the returned func is called; closing the stream runs GIE's
+// final end-of-stream hook, which releases the charges.
 func (e *eppProc) open(t *testing.T, body string) (pickResult, func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	st, err := e.client.Process(ctx)
+	st, err := e.client.Open(ctx)
 	if err != nil {
 		cancel()
 		t.Fatalf("%s: %v", e.name, err)
 	}
+	closeFn := func() { st.Close(); cancel() }
 	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
-	hv := []*configPb.HeaderValue{
-		{Key: ":path", RawValue: []byte("/v1/completions")}, {Key: ":method", RawValue: []byte("POST")},
-		{Key: "content-type", RawValue: []byte("application/json")}, {Key: "x-request-id", RawValue: []byte(id)},
-	}
-	closeFn := func() { _ = st.CloseSend(); cancel() }
-	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestHeaders{
-		RequestHeaders: &extProcPb.HttpHeaders{Headers: &configPb.HeaderMap{Headers: hv}}}}); err != nil {
-		closeFn()
-		t.Fatalf("%s: send headers: %v", e.name, err)
-	}
-	if err := st.Send(&extProcPb.ProcessingRequest{Request: &extProcPb.ProcessingRequest_RequestBody{
-		RequestBody: &extProcPb.HttpBody{Body: []byte(body), EndOfStream: true}}}); err != nil {
-		closeFn()
-		t.Fatalf("%s: send body: %v", e.name, err)
-	}
-	resp, err := st.Recv()
+	rt, err := st.Route(ctx, extprocclient.HeaderMap(map[string]string{
+		":path": "/v1/completions", ":method": "POST", "content-type": "application/json", "x-request-id": id,
+	}), []byte(body))
 	if err != nil {
 		closeFn()
-		t.Fatalf("%s: recv: %v", e.name, err)
+		t.Fatalf("%s: %v", e.name, err)
 	}
 	var r pickResult
-	if ir := resp.GetImmediateResponse(); ir != nil {
-		r.status, r.body = int(ir.GetStatus().GetCode()), string(ir.GetBody())
+	if rt.Immediate != nil {
+		r.status, r.body = rt.Status(), string(rt.Immediate.GetBody())
 		return r, closeFn
 	}
-	for _, h := range resp.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders() {
-		v := string(h.GetHeader().GetRawValue())
-		if v == "" {
-			v = h.GetHeader().GetValue()
-		}
-		switch strings.ToLower(h.GetHeader().GetKey()) {
-		case "x-gateway-destination-endpoint":
-			r.decode = e.byAddr[v]
-		case "x-prefiller-host-port":
-			r.prefill = e.byAddr[v]
-		}
+	if v, ok := rt.Header("x-gateway-destination-endpoint"); ok {
+		r.decode = e.byAddr[v]
+	}
+	if v, ok := rt.Header("x-prefiller-host-port"); ok {
+		r.prefill = e.byAddr[v]
 	}
 	return r, closeFn
 }
