@@ -31,6 +31,9 @@ type Stream struct {
 	sent        [][]byte  // the request body frames, by reference, for a reply that keeps the body
 	ended       time.Time // when the request's last frame went out (or failed to)
 	closeOnce   sync.Once
+	// sendMu serialises Send and CloseSend, which gRPC forbids concurrently: RelayResponseBody's
+	// sender may still be sending when the caller gives up and closes the stream.
+	sendMu sync.Mutex
 }
 
 func (s *Stream) recvLoop(ctx context.Context) {
@@ -51,6 +54,8 @@ func (s *Stream) recvLoop(ctx context.Context) {
 }
 
 func (s *Stream) send(req *extprocv3.ProcessingRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
 	if err := s.stream.Send(req); err != nil {
 		if errors.Is(err, io.EOF) {
 			// The server closed the stream; the reason is on the Recv side.
@@ -110,7 +115,13 @@ func (s *Stream) next(ctx context.Context, armed <-chan struct{}) (*extprocv3.Pr
 // EPP runs its end-of-request hooks). It is safe to call more than once.
 func (s *Stream) Close() {
 	s.closeOnce.Do(func() {
+		if !s.sendMu.TryLock() {
+			// A send is in flight (possibly blocked by flow control): cancelling ends it.
+			s.cancel()
+			s.sendMu.Lock()
+		}
 		_ = s.stream.CloseSend()
+		s.sendMu.Unlock()
 		s.cancel()
 	})
 }
@@ -119,7 +130,10 @@ func (s *Stream) Close() {
 // its end-of-request work is done when Finish returns; then it releases the stream.
 func (s *Stream) Finish(ctx context.Context) error {
 	defer s.Close()
-	if err := s.stream.CloseSend(); err != nil {
+	s.sendMu.Lock()
+	err := s.stream.CloseSend()
+	s.sendMu.Unlock()
+	if err != nil {
 		return eppErr("half-close: %v", err)
 	}
 	m, err := s.recv(ctx, armedNow)
