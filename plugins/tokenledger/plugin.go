@@ -126,7 +126,7 @@ func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, r
 	if resp != nil {
 		headers = resp.Headers
 	}
-	outcome := strings.ToLower(strings.TrimSpace(headerValue(headers, protocol.HeaderPrefillOutcome)))
+	outcome := strings.ToLower(strings.TrimSpace(protocol.HeaderValue(headers, protocol.HeaderPrefillOutcome)))
 	switch outcome {
 	case OutcomeOK, "":
 		p.tracker.ReleasePrefillActive(id)
@@ -147,20 +147,6 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 	if id := requestID(req, resp); id != "" {
 		p.tracker.ReleaseAll(id)
 	}
-}
-
-// headerValue looks a header up exactly, then case-insensitively (Envoy lower-cases names;
-// other gateways may not).
-func headerValue(h map[string]string, name string) string {
-	if v, ok := h[name]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
 }
 
 // Lookup finds the ledger owner named name among the handle's plugins. Scorers call it lazily at

@@ -16,6 +16,8 @@ import (
 	"strings"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // BytesPerToken is the estimate backend's token width (llm-d's value).
@@ -268,14 +270,14 @@ func (e *estimator) imageSize(url string) (int, int) {
 
 func (e *estimator) videoTokens() int {
 	fps, dur := e.p.VideoFPS, e.p.VideoDurationSeconds
-	if v, err := strconv.ParseFloat(header(e.headers, HeaderVideoFPS), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+	if v, err := strconv.ParseFloat(protocol.HeaderValue(e.headers, HeaderVideoFPS), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
 		fps = v
 	}
-	if v, err := strconv.ParseFloat(header(e.headers, HeaderVideoDuration), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
+	if v, err := strconv.ParseFloat(protocol.HeaderValue(e.headers, HeaderVideoDuration), 64); err == nil && v > 0 && !math.IsInf(v, 0) {
 		dur = v
 	}
 	w, h := e.p.DefaultWidth, e.p.DefaultHeight
-	if ww, hh, ok := parseResolution(header(e.headers, HeaderVideoResolution)); ok {
+	if ww, hh, ok := parseResolution(protocol.HeaderValue(e.headers, HeaderVideoResolution)); ok {
 		w, h = ww, hh
 	}
 	frames := math.Ceil(fps * dur)
@@ -296,16 +298,4 @@ func parseResolution(s string) (int, int, bool) {
 		return 0, 0, false
 	}
 	return w, h, true
-}
-
-func header(h map[string]string, key string) string {
-	if v, ok := h[key]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, key) {
-			return v
-		}
-	}
-	return ""
 }
