@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,6 +64,9 @@ const headerOnlyCase = "protocol: simple GET (header only)"
 //
 // GIE's OpenTelemetry span expectation (wantSpans of the first case) is not asserted: pdgate
 // documents that its request path emits no spans.
+// runID numbers the namespaces of every case run in this process.
+var runID atomic.Int64
+
 func TestGIEHermeticCases(t *testing.T) {
 	needControlPlane(t)
 	for i, c := range giehermetic.Cases(giehermetic.GIEAddress) {
@@ -72,7 +76,9 @@ func TestGIEHermeticCases(t *testing.T) {
 			defer cancel()
 			port, fakes := servePods(t, c.Pods)
 			tc := giehermetic.Cases(func(idx int) string { return podIP(idx) + ":" + strconv.Itoa(port) })[i]
-			ns := fmt.Sprintf("gie-hermetic-%02d", i)
+			// One namespace per case and run: a repeated run (-count) on the same control plane
+			// must not meet the previous run's namespaces while they terminate.
+			ns := fmt.Sprintf("gie-hermetic-%02d-%d", i, runID.Add(1))
 			createWorld(ctx, t, ns, port, tc.Pods)
 			e := startEPP(t, ns, tc.Config())
 			waitSynced(t, e, fakes, len(tc.Pods))
