@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -153,9 +154,23 @@ func TestPrefillReleaseCallbackNeverHurtsTheRequest(t *testing.T) {
 	}))
 	t.Cleanup(slow.Close)
 	failing := newFakeEPP(t, http.StatusForbidden)
-	closed := httptest.NewServer(http.NotFoundHandler())
-	closedURL := closed.URL
-	closed.Close()
+	// An EPP that accepts and drops every connection: a transport error on a port this test
+	// keeps, so no other server can take it over (a closed server's port can be reused).
+	dropping, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dropping.Close() })
+	go func() {
+		for {
+			c, err := dropping.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	closedURL := "http://" + dropping.Addr().String()
 	elsewhere := newFakeEPP(t, http.StatusNoContent)
 	tests := []struct {
 		name, header, result string
