@@ -16,16 +16,21 @@ import (
 	"github.com/pdgate/pdgate/plugins/fastparser"
 	"github.com/pdgate/pdgate/plugins/inflightscorer"
 	"github.com/pdgate/pdgate/plugins/labelselector"
+	"github.com/pdgate/pdgate/plugins/loadawarescorer"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/prefixproducer"
+	"github.com/pdgate/pdgate/plugins/probabilisticadmitter"
 	"github.com/pdgate/pdgate/plugins/promptbucket"
 	"github.com/pdgate/pdgate/plugins/ratecap"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
 	"github.com/pdgate/pdgate/plugins/rolesetfilter"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/topologyextractor"
+	"github.com/pdgate/pdgate/plugins/topologyfilter"
+	"github.com/pdgate/pdgate/plugins/topologyscorer"
 )
 
 // registration pairs a plugin type name with its factory.
@@ -63,6 +68,11 @@ var registrations = []registration{
 	{typeName: promptbucket.Type, factory: promptbucket.Factory},
 	{typeName: tokenproducer.Type, factory: tokenproducer.Factory},
 	{typeName: tokenproducer.LegacyType, factory: tokenproducer.LegacyFactory},
+	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},
+	{typeName: probabilisticadmitter.Type, factory: probabilisticadmitter.Factory},
+	{typeName: topologyextractor.Type, factory: topologyextractor.Factory},
+	{typeName: topologyfilter.Type, factory: topologyfilter.Factory},
+	{typeName: topologyscorer.Type, factory: topologyscorer.Factory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.

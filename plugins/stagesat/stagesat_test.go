@@ -1,0 +1,49 @@
+package stagesat
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+func ep(role string, q int) fwksched.Endpoint {
+	labels := map[string]string{}
+	if role != "" {
+		labels["llm-d.ai/role"] = role
+	}
+	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: role}, Labels: labels}, &fwkdl.Metrics{WaitingQueueSize: q}, nil)
+}
+
+// mean queue / 10
+func measure(eps []fwksched.Endpoint) float64 {
+	s := 0.0
+	for _, e := range eps {
+		s += float64(e.GetMetrics().WaitingQueueSize)
+	}
+	return s / float64(len(eps)) / 10
+}
+
+func TestSaturation(t *testing.T) {
+	tests := []struct {
+		name     string
+		eps      []fwksched.Endpoint
+		want     float64
+		limiting string
+	}{
+		{"prefill tier saturated, decode idle", []fwksched.Endpoint{ep("prefill", 12), ep("prefill", 10), ep("decode", 0), ep("decode", 0)}, 1.1, StagePrefill},
+		{"decode tier limits", []fwksched.Endpoint{ep("prefill", 1), ep("decode", 5)}, 0.5, StageDecode},
+		{"unlabelled pods are decode", []fwksched.Endpoint{ep("", 3), ep("encode-prefill", 1)}, 0.3, StageDecode},
+		{"combined-only pool: whole pool", []fwksched.Endpoint{ep("prefill-decode", 4), ep("both", 6)}, 0.5, StageEffective},
+		{"encode pods count in neither tier", []fwksched.Endpoint{ep("encode", 50), ep("decode", 2)}, 0.2, StageDecode},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Saturation(tt.eps, measure)
+			if r.Effective < tt.want-1e-9 || r.Effective > tt.want+1e-9 || r.Limiting != tt.limiting {
+				t.Fatalf("got %+v, want %v by %s", r, tt.want, tt.limiting)
+			}
+		})
+	}
+}
