@@ -1,0 +1,326 @@
+package kvevents
+
+import (
+	"context"
+	"encoding/binary"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-zeromq/zmq4"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// seqTokens returns n tokens starting at from.
+func seqTokens(from, n int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(from + i)
+	}
+	return out
+}
+
+// stored is a BlockStored of tokens in blocks of bs, with engine hashes base+1, base+2, ...
+// and the given parent engine hash (0 = first block).
+func stored(tokens []uint32, bs int, base, parent uint64, medium string) Event {
+	n := len(tokens) / bs
+	hs := make([]uint64, n)
+	for i := range hs {
+		hs[i] = base + uint64(i) + 1
+	}
+	return Event{Kind: KindStored, Hashes: hs, Parent: parent, HasParent: parent != 0, Tokens: tokens[:n*bs], BlockSize: bs, Medium: medium}
+}
+
+var (
+	podA = SourceKey{Endpoint: "10.0.0.1:8000"}
+	podB = SourceKey{Endpoint: "10.0.0.2:8000"}
+)
+
+func TestIndexLookup(t *testing.T) {
+	prompt := seqTokens(1, 64) // 4 blocks of 16
+	tests := []struct {
+		name      string
+		cfg       IndexConfig
+		events    map[SourceKey][][]Event // per source, batches in order
+		salt      string
+		model     string
+		wantA     Match
+		wantBlkB  int
+		wantSkips map[string]float64
+	}{
+		{
+			name:   "stored prefix matches, the other pod holds nothing",
+			events: map[SourceKey][][]Event{podA: {{stored(prompt[:48], 16, 100, 0, "GPU")}}},
+			wantA:  Match{Blocks: 3, Weighted: 3, ByTier: map[string]int{"gpu": 3}},
+		},
+		{
+			name: "a continuation store chains from its parent",
+			events: map[SourceKey][][]Event{podA: {
+				{stored(prompt[:16], 16, 100, 0, "GPU")},
+				{stored(prompt[16:64], 16, 200, 101, "GPU")},
+			}},
+			wantA: Match{Blocks: 4, Weighted: 4, ByTier: map[string]int{"gpu": 4}},
+		},
+		{
+			name: "a removed middle block ends the prefix there",
+			events: map[SourceKey][][]Event{podA: {
+				{stored(prompt, 16, 100, 0, "GPU")},
+				{{Kind: KindRemoved, Hashes: []uint64{102}, Medium: "GPU"}},
+			}},
+			wantA: Match{Blocks: 1, Weighted: 1, ByTier: map[string]int{"gpu": 1}},
+		},
+		{
+			name:   "AllBlocksCleared forgets the pod",
+			events: map[SourceKey][][]Event{podA: {{stored(prompt, 16, 100, 0, "GPU")}, {{Kind: KindCleared}}}},
+			wantA:  Match{},
+		},
+		{
+			name:      "unknown parent is skipped",
+			events:    map[SourceKey][][]Event{podA: {{stored(prompt[16:], 16, 200, 999, "GPU")}}},
+			wantA:     Match{},
+			wantSkips: map[string]float64{SkipUnknownParent: 1},
+		},
+		{
+			name: "CPU tier weighs 0.8, a GPU copy of the same block weighs 1",
+			cfg:  IndexConfig{TierWeights: map[string]float64{"gpu": 1, "cpu": 0.8}},
+			events: map[SourceKey][][]Event{podA: {
+				{stored(prompt[:32], 16, 100, 0, "CPU")},
+				{stored(prompt[:16], 16, 100, 0, "GPU")},
+			}},
+			wantA: Match{Blocks: 2, Weighted: 1.8, ByTier: map[string]int{"gpu": 1, "cpu": 1}},
+		},
+		{
+			name: "removing the GPU copy keeps the CPU one",
+			cfg:  IndexConfig{TierWeights: map[string]float64{"gpu": 1, "cpu": 0.5}},
+			events: map[SourceKey][][]Event{podA: {
+				{stored(prompt[:16], 16, 100, 0, "CPU")},
+				{stored(prompt[:16], 16, 100, 0, "GPU")},
+				{{Kind: KindRemoved, Hashes: []uint64{101}, Medium: "GPU"}},
+			}},
+			wantA: Match{Blocks: 1, Weighted: 0.5, ByTier: map[string]int{"cpu": 1}},
+		},
+		{
+			name:   "engine blocks of 32 index as canonical blocks of 16",
+			events: map[SourceKey][][]Event{podA: {{stored(prompt, 32, 100, 0, "GPU")}}},
+			wantA:  Match{Blocks: 4, Weighted: 4, ByTier: map[string]int{"gpu": 4}},
+		},
+		{
+			name:      "an engine block size the canonical size does not divide is skipped",
+			events:    map[SourceKey][][]Event{podA: {{stored(prompt[:60], 12, 100, 0, "GPU")}}},
+			wantA:     Match{},
+			wantSkips: map[string]float64{SkipBlockSize: 1},
+		},
+		{
+			name: "cache_salt in block 0's extra keys matches a salted request only",
+			events: map[SourceKey][][]Event{podA: {{func() Event {
+				e := stored(prompt[:32], 16, 100, 0, "GPU")
+				e.Extra = [][]string{{"s3cret"}, nil}
+				return e
+			}()}}},
+			salt:  "s3cret",
+			wantA: Match{Blocks: 2, Weighted: 2, ByTier: map[string]int{"gpu": 2}},
+		},
+		{
+			name: "a salted store does not match an unsalted request",
+			events: map[SourceKey][][]Event{podA: {{func() Event {
+				e := stored(prompt[:32], 16, 100, 0, "GPU")
+				e.Extra = [][]string{{"s3cret"}, nil}
+				return e
+			}()}}},
+			wantA: Match{},
+		},
+		{
+			name: "LoRA blocks key in the adapter's namespace",
+			events: map[SourceKey][][]Event{podA: {{func() Event {
+				e := stored(prompt[:32], 16, 100, 0, "GPU")
+				e.LoraName = "adapter-1"
+				e.Extra = [][]string{{"adapter-1"}, {"adapter-1"}}
+				return e
+			}()}}},
+			model: "adapter-1",
+			wantA: Match{Blocks: 2, Weighted: 2, ByTier: map[string]int{"gpu": 2}},
+		},
+		{
+			name: "hybrid model: a sliding-window group is not indexed",
+			events: map[SourceKey][][]Event{podA: {{func() Event {
+				e := stored(prompt[:32], 16, 100, 0, "GPU")
+				e.HasGroup, e.GroupIdx, e.SpecKind = true, 1, "sliding_window"
+				return e
+			}()}}},
+			wantA:     Match{},
+			wantSkips: map[string]float64{SkipGroupKind: 1},
+		},
+		{
+			name: "per-endpoint bound evicts the oldest blocks",
+			cfg:  IndexConfig{MaxBlocksPerEndpoint: 2},
+			events: map[SourceKey][][]Event{
+				podA: {{stored(prompt, 16, 100, 0, "GPU")}},
+				podB: {{stored(prompt[:16], 16, 500, 0, "GPU")}},
+			},
+			wantA:    Match{}, // blocks 1 and 2 evicted: no leading block left
+			wantBlkB: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.BlockSize = 16
+			m := newMetrics()
+			ix := NewIndex(cfg, m)
+			for src, batches := range tc.events {
+				for _, b := range batches {
+					ix.Apply(src, b)
+				}
+			}
+			keys := ix.Keyer().RequestKeys(nil, ix.Namespace(tc.model), prompt, tc.salt, 0)
+			got := ix.Lookup(keys, []SourceKey{podA, podB, {Endpoint: "never-seen:1"}})
+			if got[0].Blocks != tc.wantA.Blocks || got[0].Weighted != tc.wantA.Weighted || len(got[0].ByTier) != len(tc.wantA.ByTier) {
+				t.Fatalf("pod A = %+v, want %+v", got[0], tc.wantA)
+			}
+			for k, v := range tc.wantA.ByTier {
+				if got[0].ByTier[k] != v {
+					t.Fatalf("pod A by tier = %v, want %v", got[0].ByTier, tc.wantA.ByTier)
+				}
+			}
+			if got[1].Blocks != tc.wantBlkB {
+				t.Fatalf("pod B = %+v, want %d blocks", got[1], tc.wantBlkB)
+			}
+			if got[2].Blocks != 0 {
+				t.Fatalf("unknown pod matched %+v", got[2])
+			}
+			for reason, want := range tc.wantSkips {
+				if v := testutil.ToFloat64(m.StoresSkipped.WithLabelValues(reason)); v != want {
+					t.Errorf("skipped{%s} = %v, want %v", reason, v, want)
+				}
+			}
+		})
+	}
+}
+
+func TestIndexBoundsHostileStream(t *testing.T) {
+	ix := NewIndex(IndexConfig{BlockSize: 1, MaxKeys: 1000, MaxBlocksPerEndpoint: 500}, nil)
+	for i := 0; i < 200; i++ {
+		src := SourceKey{Endpoint: "10.0.0.1:8000", Rank: i % 3}
+		ix.Apply(src, []Event{stored(seqTokens(i*100, 100), 1, uint64(i)*1000, 0, "GPU")})
+	}
+	blocks, keys := ix.Size()
+	if keys > 1000+100 || blocks > 3*500 {
+		t.Fatalf("index grew past its bounds: %d blocks, %d keys", blocks, keys)
+	}
+	for _, s := range ix.Sources() {
+		ix.Forget(s)
+	}
+	if b, k := ix.Size(); b != 0 || k != 0 {
+		t.Fatalf("after forgetting every source: %d blocks, %d keys", b, k)
+	}
+}
+
+func TestDeliverSequenceRules(t *testing.T) {
+	prompt := seqTokens(1, 32)
+	tests := []struct {
+		name       string
+		seqs       []uint64
+		wantBlocks int
+		wantGaps   float64
+		wantReason string
+	}{
+		{"in order", []uint64{0, 1}, 2, 0, ""},
+		{"duplicate dropped", []uint64{0, 0}, 1, 0, ""},
+		{"gap drops what was held", []uint64{0, 5}, 1, 1, ResyncGap},
+		{"restart (sequence goes back) drops what was held", []uint64{7, 0}, 1, 0, ResyncReset},
+		{"joining mid-stream is accepted", []uint64{41, 42}, 2, 0, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMetrics()
+			ix := NewIndex(IndexConfig{BlockSize: 16}, m)
+			s := NewSubscribers(context.Background(), SubscriberConfig{}, ix, m, logr.Discard())
+			// Two batches storing one block each; the second chains from the first when both apply.
+			batches := []Batch{
+				{Events: []Event{stored(prompt[:16], 16, 100, 0, "GPU")}},
+				{Events: []Event{stored(prompt[16:], 16, 200, 101, "GPU")}},
+			}
+			if tc.wantReason != "" {
+				// After a resync the second batch's parent is gone: make it self-contained.
+				batches[1] = Batch{Events: []Event{stored(prompt[16:], 16, 200, 0, "GPU")}}
+			}
+			for i, seq := range tc.seqs {
+				s.Deliver(podA, seq, batches[i], nil)
+			}
+			if got := ix.Holds(podA); got != tc.wantBlocks {
+				t.Fatalf("holds %d blocks, want %d", got, tc.wantBlocks)
+			}
+			if g := testutil.ToFloat64(m.Gaps); g != tc.wantGaps {
+				t.Fatalf("gaps = %v, want %v", g, tc.wantGaps)
+			}
+			if tc.wantReason != "" && testutil.ToFloat64(m.Resyncs.WithLabelValues(tc.wantReason)) != 1 {
+				t.Fatalf("resyncs{%s} not counted", tc.wantReason)
+			}
+		})
+	}
+}
+
+// A real zmq4 PUB publishing vLLM-framed messages to a dialled SUB: blocks arrive in the
+// index; when the publisher goes away its blocks are dropped.
+func TestSubscriberOverZeroMQ(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pub := zmq4.NewPub(ctx)
+	if err := pub.Listen("tcp://127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	addr := pub.Addr().String()
+	host, port := splitHostPort(t, addr)
+	m := newMetrics()
+	ix := NewIndex(IndexConfig{BlockSize: 16}, m)
+	subs := NewSubscribers(ctx, SubscriberConfig{TopicFilter: "kv@", SocketPort: port, ReconnectDelay: 100 * time.Millisecond}, ix, m, logr.Discard())
+	src := SourceKey{Endpoint: host + ":8000"}
+	subs.Ensure(src.Endpoint, host, 0)
+
+	prompt := seqTokens(1, 32)
+	payload, err := EncodeBatch(Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: []Event{stored(prompt, 16, 100, 0, "GPU")}}, FormatMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for seq := uint64(0); ix.Holds(src) < 2; seq++ {
+		if time.Now().After(deadline) {
+			t.Fatal("no blocks arrived over ZeroMQ")
+		}
+		var b [8]byte
+		putBE(b[:], seq)
+		// Publishing repeatedly rides out ZeroMQ's slow-joiner window; repeats are duplicates
+		// only when the sequence number repeats, so each is a fresh one.
+		if err := pub.Send(zmq4.NewMsgFrom([]byte("kv@"+src.Endpoint+"@m"), b[:], payload)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := testutil.ToFloat64(m.Messages.WithLabelValues(ResultApplied)); got < 1 {
+		t.Fatalf("applied messages = %v", got)
+	}
+	_ = pub.Close()
+	for ix.Holds(src) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("blocks of a departed publisher were kept")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func splitHostPort(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, port
+}
+
+func putBE(b []byte, v uint64) { binary.BigEndian.PutUint64(b, v) }

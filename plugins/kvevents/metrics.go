@@ -1,0 +1,93 @@
+package kvevents
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the KV-event pipeline's collectors. One set exists per process (Default); the
+// series carry no per-endpoint label, so their number does not grow with the pool.
+type Metrics struct {
+	Messages      *prometheus.CounterVec
+	Events        *prometheus.CounterVec
+	StoresSkipped *prometheus.CounterVec
+	Gaps          prometheus.Counter
+	Resyncs       *prometheus.CounterVec
+	Lag           prometheus.Histogram
+	IndexBlocks   prometheus.Gauge
+	IndexKeys     prometheus.Gauge
+	Evictions     prometheus.Counter
+	Subscribers   *prometheus.GaugeVec
+	Reconnects    prometheus.Counter
+	Lookups       prometheus.Counter
+}
+
+// Message results (label values of pdgate_kv_events_messages_total).
+const (
+	ResultApplied   = "applied"
+	ResultDuplicate = "duplicate"
+	ResultMalformed = "malformed"
+)
+
+// Resync reasons (label values of pdgate_kv_events_resyncs_total): why an endpoint's blocks
+// were dropped until its stream proves itself again.
+const (
+	ResyncGap        = "gap"
+	ResyncReset      = "sequence_reset"
+	ResyncDisconnect = "disconnect"
+	ResyncRemoved    = "endpoint_removed"
+)
+
+var (
+	defaultOnce    sync.Once
+	defaultMetrics *Metrics
+)
+
+// DefaultMetrics returns the process's collectors, registered with controller-runtime's
+// registry (the EPP's /metrics) on first use.
+func DefaultMetrics() *Metrics {
+	defaultOnce.Do(func() {
+		defaultMetrics = newMetrics()
+		for _, c := range defaultMetrics.collectors() {
+			crmetrics.Registry.MustRegister(c)
+		}
+	})
+	return defaultMetrics
+}
+
+func newMetrics() *Metrics {
+	return &Metrics{
+		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_messages_total",
+			Help: "KV-event messages received from engines, by result (applied, duplicate, malformed)."}, []string{"result"}),
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_events_total",
+			Help: "KV-cache events applied to the index, by type (BlockStored, BlockRemoved, AllBlocksCleared)."}, []string{"type"}),
+		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_stores_skipped_total",
+			Help: "BlockStored events (or their blocks) not indexed, by reason (block_size, not_dense, unknown_parent, group_kind, unknown_block)."}, []string{"reason"}),
+		Gaps: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_sequence_gaps_total",
+			Help: "Sequence-number gaps detected in engines' event streams (messages lost)."}),
+		Resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_resyncs_total",
+			Help: "Times an endpoint's indexed blocks were dropped because its stream could no longer be trusted, by reason (gap, sequence_reset, disconnect, endpoint_removed)."}, []string{"reason"}),
+		Lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdgate_kv_events_lag_seconds",
+			Help:    "Time from an engine publishing a batch (its ts) to the EPP applying it.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}}),
+		IndexBlocks: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_kv_events_index_blocks",
+			Help: "Engine blocks held by the KV-event index, all endpoints together."}),
+		IndexKeys: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_kv_events_index_keys",
+			Help: "Distinct request keys held by the KV-event index."}),
+		Evictions: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_index_evictions_total",
+			Help: "Blocks evicted from the KV-event index to stay within its bounds."}),
+		Subscribers: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_kv_events_subscribers",
+			Help: "KV-event subscriber sockets, by state (connected, connecting)."}, []string{"state"}),
+		Reconnects: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_subscriber_reconnects_total",
+			Help: "Times a KV-event subscriber socket was rebuilt after an error."}),
+		Lookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_lookups_total",
+			Help: "Prefix lookups served by the KV-event index (one per request)."}),
+	}
+}
+
+func (m *Metrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.Messages, m.Events, m.StoresSkipped, m.Gaps, m.Resyncs, m.Lag, m.IndexBlocks,
+		m.IndexKeys, m.Evictions, m.Subscribers, m.Reconnects, m.Lookups}
+}
