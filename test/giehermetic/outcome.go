@@ -76,6 +76,10 @@ type Outcome struct {
 	Metrics map[string]string
 }
 
+// DroppedReasonHeader is llm-d's drop-reason header, which pdgate's admission adds to GIE's
+// saturation and flow-control answers.
+const DroppedReasonHeader = "x-llm-d-request-dropped-reason"
+
 // Immediate is an immediate response: status, body, headers set.
 type Immediate struct {
 	Status  int
@@ -137,6 +141,12 @@ func Normalise(reqs []*extProcPb.ProcessingRequest, resps []*extProcPb.Processin
 			if len(ir.GetHeaders().GetSetHeaders()) > 0 {
 				im.Headers = map[string]string{}
 				ApplyMutation(im.Headers, ir.GetHeaders())
+				// Documented difference: pdgate's admission adds llm-d's drop-reason header to
+				// the answers GIE gives without one (cmd/epp/admission).
+				delete(im.Headers, DroppedReasonHeader)
+				if len(im.Headers) == 0 {
+					im.Headers = nil
+				}
 			}
 			o.Immediate = im
 		case r.GetRequestHeaders() != nil:

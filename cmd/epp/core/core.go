@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
+	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
@@ -231,8 +232,11 @@ func (c *Core) configureDataLayer(ctx context.Context, o Options, logger logr.Lo
 func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (contracts.EndpointCandidates, requestcontrol.AdmissionController, error) {
 	var candidates contracts.EndpointCandidates = requestcontrol.NewDatastoreEndpointCandidates(c.Datastore,
 		requestcontrol.WithDisableEndpointSubsetFilter(o.DisableEndpointSubsetFilter))
+	// Saturation is measured per P/D stage (max of prefill and decode), and refusals carry
+	// llm-d's reason header: 429 when shedding, 503 when there is no capacity.
+	detector := admission.StageAware(c.Loaded.SaturationDetector)
 	if !c.Gates[flowcontrol.FeatureGate] {
-		return candidates, requestcontrol.NewLegacyAdmissionController(c.Loaded.SaturationDetector, candidates), nil
+		return candidates, admission.WithReasons(requestcontrol.NewLegacyAdmissionController(detector, candidates), candidates), nil
 	}
 	if c.Loaded.FlowControlConfig == nil {
 		return nil, nil, errors.New("flowControl feature gate set but no flow control config was built")
@@ -244,7 +248,7 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	}
 	fc, err := fccontroller.NewFlowController(ctx, o.PoolName, c.Loaded.FlowControlConfig.Controller, fccontroller.Deps{
 		Registry:           registry,
-		SaturationDetector: c.Loaded.SaturationDetector,
+		SaturationDetector: detector,
 		EndpointCandidates: candidates,
 		UsageLimitPolicy:   c.Loaded.FlowControlConfig.UsageLimitPolicy,
 	})
@@ -254,7 +258,7 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	if !o.Validate {
 		go registry.Run(ctx)
 	}
-	return candidates, requestcontrol.NewFlowControlAdmissionController(fc, o.PoolName), nil
+	return candidates, admission.WithReasons(requestcontrol.NewFlowControlAdmissionController(fc, o.PoolName), candidates), nil
 }
 
 // StartMetricsLogger starts GIE's pool-metrics refresher (inference_pool_* gauges) and debug

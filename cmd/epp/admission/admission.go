@@ -1,0 +1,183 @@
+// Package admission is the EPP's stage-aware admission (issue 24): the saturation detector
+// GIE's admission controllers and flow control read is measured per P/D stage (the larger of
+// the prefill and the decode tier's saturation, plugins/stagesat), and their refusals become
+// typed answers with llm-d's reason header: 429 when shedding (the pool is saturated, the
+// request waited out its queue TTL), 503 when there is no capacity at all (no endpoint, the
+// client left).
+package admission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkfc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
+
+	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/stagesat"
+)
+
+// DroppedReasonHeader is llm-d's drop-reason response header; the Reason* constants are its
+// values.
+const (
+	DroppedReasonHeader       = "x-llm-d-request-dropped-reason"
+	ReasonSaturated           = "rejected-saturated"
+	ReasonNoEndpoints         = "rejected-no-endpoints"
+	ReasonTTLExpired          = "rejected-ttl-expired"
+	ReasonContextCancelled    = "rejected-context-cancelled"
+	CauseSaturated            = contract.Cause("saturated")
+	CauseNoCapacity           = contract.Cause("no_capacity")
+	CauseQueueTTL             = contract.Cause("queue_ttl_expired")
+	CauseClientGone           = contract.Cause("client_cancelled")
+	stageLabel                = "stage"
+	saturationMetricName      = "pdgate_pool_saturation"
+	rejectionsMetricName      = "pdgate_admission_rejected_total"
+	rejectionsMetricReasonKey = "reason"
+)
+
+var (
+	saturation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: saturationMetricName,
+		Help: "Last saturation the EPP's admission measured, by P/D stage (prefill, decode) and the effective value admission used (the larger of the two, or the whole pool's when it has no P/D roles); 1.0 is saturated.",
+	}, []string{stageLabel})
+	rejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: rejectionsMetricName,
+		Help: "Requests the EPP's admission (legacy saturation check or flow control) refused, by llm-d's drop reason.",
+	}, []string{rejectionsMetricReasonKey})
+	registerOnce sync.Once
+)
+
+func registerMetrics() {
+	registerOnce.Do(func() { crmetrics.Registry.MustRegister(saturation, rejections) })
+}
+
+// Detector is a stage-aware saturation detector: the wrapped detector measured over each P/D
+// tier separately, the larger value returned.
+type Detector struct {
+	inner fwkfc.SaturationDetector
+}
+
+var _ fwkfc.SaturationDetector = (*Detector)(nil)
+
+// StageAware wraps d. A nil d stays nil.
+func StageAware(d fwkfc.SaturationDetector) fwkfc.SaturationDetector {
+	if d == nil {
+		return nil
+	}
+	registerMetrics()
+	return &Detector{inner: d}
+}
+
+// TypedName is the wrapped detector's: configs and logs name the plugin the user configured.
+func (d *Detector) TypedName() fwkplugin.TypedName { return d.inner.TypedName() }
+
+// Inner returns the wrapped detector.
+func (d *Detector) Inner() fwkfc.SaturationDetector { return d.inner }
+
+// Saturation implements fwkfc.SaturationDetector.
+func (d *Detector) Saturation(ctx context.Context, eps []fwkdl.Endpoint) float64 {
+	r := d.Measure(ctx, eps)
+	return r.Effective
+}
+
+// Measure returns the per-stage evaluation and records it in pdgate_pool_saturation.
+func (d *Detector) Measure(ctx context.Context, eps []fwkdl.Endpoint) stagesat.Result {
+	r := stagesat.Saturation(eps, func(set []fwkdl.Endpoint) float64 { return d.inner.Saturation(ctx, set) })
+	if r.HasPrefill {
+		saturation.WithLabelValues(stagesat.StagePrefill).Set(r.Prefill)
+	}
+	if r.HasDecode {
+		saturation.WithLabelValues(stagesat.StageDecode).Set(r.Decode)
+	}
+	saturation.WithLabelValues(stagesat.StageEffective).Set(r.Effective)
+	return r
+}
+
+// Controller turns an admission controller's refusals into typed answers with llm-d's reason
+// header.
+type Controller struct {
+	inner      requestcontrol.AdmissionController
+	candidates contracts.EndpointCandidates
+}
+
+// WithReasons wraps inner; candidates tells "no capacity" (an empty pool) from shedding.
+func WithReasons(inner requestcontrol.AdmissionController, candidates contracts.EndpointCandidates) *Controller {
+	registerMetrics()
+	return &Controller{inner: inner, candidates: candidates}
+}
+
+// Admit implements requestcontrol.AdmissionController.
+func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext, priority int) error {
+	err := c.inner.Admit(ctx, reqCtx, priority)
+	if err == nil {
+		return nil
+	}
+	if a := c.Translate(ctx, reqCtx, err); a != nil {
+		return a
+	}
+	return err
+}
+
+// Translate maps GIE's admission errors (legacy and flow control) to answers, as llm-d does;
+// nil leaves err as it is (GIE's 500 for internal flow-control errors).
+func (c *Controller) Translate(ctx context.Context, reqCtx *handlers.RequestContext, err error) *contract.Answer {
+	var e errcommon.Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	switch e.Code {
+	case errcommon.ResourceExhausted:
+		if c.poolEmpty(ctx, reqCtx) {
+			return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, errcommon.ServiceUnavailable, "no endpoints to serve the request: "+e.Msg)
+		}
+		return answer(http.StatusTooManyRequests, ReasonSaturated, CauseSaturated, e.Code, e.Msg)
+	case errcommon.ServiceUnavailable:
+		switch {
+		case strings.HasPrefix(e.Msg, "client disconnected"):
+			return answer(http.StatusServiceUnavailable, ReasonContextCancelled, CauseClientGone, e.Code, e.Msg)
+		case strings.HasPrefix(e.Msg, "request timed out in queue"):
+			if c.poolEmpty(ctx, reqCtx) {
+				return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Code, e.Msg)
+			}
+			return answer(http.StatusTooManyRequests, ReasonTTLExpired, CauseQueueTTL, errcommon.ResourceExhausted, e.Msg)
+		}
+		return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Code, e.Msg)
+	}
+	return nil
+}
+
+func (c *Controller) poolEmpty(ctx context.Context, reqCtx *handlers.RequestContext) bool {
+	if c.candidates == nil {
+		return false
+	}
+	var md map[string]any
+	if reqCtx != nil && reqCtx.Request != nil {
+		md = reqCtx.Request.Metadata
+	}
+	return len(c.candidates.Locate(ctx, md)) == 0
+}
+
+// answer keeps GIE's error body ("inference error: <Code> - <msg>", what GIE's clients and
+// conformance suites read) and adds the reason header.
+func answer(status int, reason string, cause contract.Cause, code, msg string) *contract.Answer {
+	rejections.WithLabelValues(reason).Inc()
+	body := errcommon.Error{Code: code, Msg: msg}.Error()
+	return &contract.Answer{
+		Status:  status,
+		Body:    []byte(body),
+		Headers: []contract.Header{{Name: DroppedReasonHeader, Value: reason}},
+		Cause:   cause,
+		Message: fmt.Sprintf("%s (%s)", msg, reason),
+	}
+}
