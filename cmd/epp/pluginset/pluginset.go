@@ -24,6 +24,9 @@ import (
 const (
 	GIEAPIVersion  = "inference.networking.x-k8s.io/v1alpha1"
 	LLMDAPIVersion = "llm-d.ai/v1alpha1"
+	// LLMDV1APIVersion is the apiVersion llm-d's deploy configs carry since they left alpha;
+	// the schema is the same.
+	LLMDV1APIVersion = "llm-d.ai/v1"
 )
 
 var once sync.Once
@@ -51,15 +54,24 @@ func InTreeTypeNames() []string {
 	return out
 }
 
-var apiVersionLine = regexp.MustCompile(`("?apiVersion"?\s*:\s*)(["']?)llm-d\.ai/v1alpha1(["']?)`)
+var apiVersionLine = regexp.MustCompile(`("?apiVersion"?\s*:\s*)(["']?)llm-d\.ai/v1(?:alpha1)?(["']?)`)
 
 // LoadRaw decodes a config (phase one of GIE's loader). llm-d's apiVersion is rewritten to
-// GIE's before decoding; everything else stays under GIE's strict decoder. An empty input
-// yields GIE's default config.
+// GIE's and llm-d's newer keys are mapped onto GIE's schema (adaptSchema, llmdschema.go)
+// before decoding; everything else stays under GIE's strict decoder. An empty input yields
+// GIE's default config.
 func LoadRaw(configBytes []byte, logger logr.Logger) (*configapi.EndpointPickerConfig, map[string]bool, error) {
 	RegisterAll()
+	llmd := false
+	if len(configBytes) > 0 {
+		v := apiVersionOf(configBytes)
+		llmd = v == LLMDAPIVersion || v == LLMDV1APIVersion
+	}
 	rewritten, err := normalizeAPIVersion(configBytes)
 	if err != nil {
+		return nil, nil, err
+	}
+	if rewritten, err = adaptSchema(rewritten, llmd, logger); err != nil {
 		return nil, nil, err
 	}
 	raw, gates, err := loader.LoadRawConfig(rewritten, logger)
@@ -81,7 +93,7 @@ func normalizeAPIVersion(b []byte) ([]byte, error) {
 	switch head.APIVersion {
 	case GIEAPIVersion, "":
 		return b, nil
-	case LLMDAPIVersion:
+	case LLMDAPIVersion, LLMDV1APIVersion:
 		// Rewrite the occurrence that is the document's apiVersion: the text may also appear
 		// inside a string or a plugin parameter, which must stay untouched.
 		for _, loc := range apiVersionLine.FindAllSubmatchIndex(b, -1) {
@@ -95,9 +107,9 @@ func normalizeAPIVersion(b []byte) ([]byte, error) {
 				return out, nil
 			}
 		}
-		return nil, fmt.Errorf("config: apiVersion %s found but not rewritable; write it as a plain 'apiVersion: %s' line", LLMDAPIVersion, LLMDAPIVersion)
+		return nil, fmt.Errorf("config: apiVersion %s found but not rewritable; write it as a plain 'apiVersion: %s' line", head.APIVersion, head.APIVersion)
 	default:
-		return nil, fmt.Errorf("config: apiVersion %q is not supported; use %s or %s", head.APIVersion, GIEAPIVersion, LLMDAPIVersion)
+		return nil, fmt.Errorf("config: apiVersion %q is not supported; use %s, %s or %s", head.APIVersion, GIEAPIVersion, LLMDAPIVersion, LLMDV1APIVersion)
 	}
 }
 
