@@ -18,6 +18,8 @@ import (
 	"github.com/pdgate/pdgate/plugins/labelselector"
 	"github.com/pdgate/pdgate/plugins/loadawarescorer"
 	"github.com/pdgate/pdgate/plugins/pdpair"
+	"github.com/pdgate/pdgate/plugins/preciseproducer"
+	"github.com/pdgate/pdgate/plugins/precisescorer"
 	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/prefixproducer"
@@ -65,6 +67,8 @@ var registrations = []registration{
 	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
 	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},
 	{typeName: prefixdecider.Type, factory: prefixdecider.Factory},
+	{typeName: preciseproducer.Type, factory: preciseproducer.Factory},
+	{typeName: precisescorer.Type, factory: precisescorer.Factory},
 	{typeName: promptbucket.Type, factory: promptbucket.Factory},
 	{typeName: tokenproducer.Type, factory: tokenproducer.Factory},
 	{typeName: tokenproducer.LegacyType, factory: tokenproducer.LegacyFactory},
