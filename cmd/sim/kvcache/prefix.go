@@ -90,3 +90,37 @@ func (c *PrefixCache) Len() int {
 	defer c.mu.Unlock()
 	return c.order.Len()
 }
+
+// Op is one change InsertObserved made, in order: a block of hashes added (Index is its
+// position in hashes) or a cached block evicted (Evicted is its hash).
+type Op struct {
+	Added   bool
+	Index   int
+	Evicted uint64
+}
+
+// InsertObserved is Insert, also returning the changes in the order they happened (the
+// simulator publishes them as KV events).
+func (c *PrefixCache) InsertObserved(hashes []uint64) []Op {
+	if c.capacity <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ops []Op
+	for i, h := range hashes {
+		if e, ok := c.blocks[h]; ok {
+			c.order.MoveToFront(e)
+			continue
+		}
+		for c.order.Len() >= c.capacity {
+			last := c.order.Back()
+			c.order.Remove(last)
+			delete(c.blocks, last.Value.(uint64))
+			ops = append(ops, Op{Evicted: last.Value.(uint64)})
+		}
+		c.blocks[h] = c.order.PushFront(h)
+		ops = append(ops, Op{Added: true, Index: i})
+	}
+	return ops
+}

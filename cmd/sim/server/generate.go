@@ -248,7 +248,7 @@ func (x *exchange) writeTokens(from, to int) {
 // fail) the handoff of a prefill leg.
 func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 	in := x.in
-	in.cache.Insert(hashes)
+	in.cacheInsert(hashes, x.req.tokens)
 	if in.storage != nil {
 		if err := in.storage.store(hashes); err != nil {
 			in.log.Error(err, "shared storage")

@@ -28,6 +28,7 @@ type Instance struct {
 	cache    *kvcache.PrefixCache
 	store    *handoffStore
 	storage  *sharedStorage
+	kv       *kvPublisher
 	ec       *ecCache
 	m        *simMetrics
 	log      logr.Logger
@@ -91,6 +92,10 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 	}
 	in.opts.Port = in.ln.Addr().(*net.TCPAddr).Port
 	in.engineID = fmt.Sprintf("sim-%s-%s-%d", opts.Dialect, opts.AdvertiseHost, in.opts.Port)
+	if in.kv, err = newKVPublisher(in); err != nil {
+		_ = in.ln.Close()
+		return nil, fmt.Errorf("sim %s: %w", opts.Name, err)
+	}
 	in.srv = &http.Server{Handler: in.routes(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 300 * time.Second}
 	in.serve(in.srv, in.ln)
 
@@ -153,6 +158,7 @@ func (in *Instance) Close() {
 			}
 		}
 		in.wg.Wait()
+		in.kv.close()
 		in.client.CloseIdleConnections()
 	})
 }

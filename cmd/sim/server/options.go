@@ -79,6 +79,10 @@ type Options struct {
 	KVTTL                Duration `json:"kvTTL,omitempty"`
 	KVWaitTimeout        Duration `json:"kvWaitTimeout,omitempty"`
 	SharedStorageDir     string   `json:"sharedStorageDir,omitempty"`
+	// KV-cache events (vLLM's --kv-events-config): off unless an endpoint is set.
+	KVEventsEndpoint string `json:"kvEventsEndpoint,omitempty"`
+	KVEventsTopic    string `json:"kvEventsTopic,omitempty"`
+	KVEventsFormat   string `json:"kvEventsFormat,omitempty"`
 
 	Fault5xxRate            float64  `json:"fault5xxRate,omitempty"`
 	FaultPrefillFailRate    float64  `json:"faultPrefillFailRate,omitempty"`
@@ -122,6 +126,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.KVTTL.Duration, "kv-ttl", 120*time.Second, "how long produced KV can be pulled (model time)")
 	fs.DurationVar(&o.KVWaitTimeout.Duration, "kv-wait-timeout", 30*time.Second, "how long a decode waits for KV not yet produced (model time)")
 	fs.StringVar(&o.SharedStorageDir, "shared-storage-dir", "", "shared KV store and EC cache directory")
+	fs.StringVar(&o.KVEventsEndpoint, "kv-events-endpoint", "", "publish KV-cache events on this ZeroMQ endpoint (tcp://*:5557 binds, tcp://host:port connects); off when empty")
+	fs.StringVar(&o.KVEventsTopic, "kv-events-topic", "", "KV-event topic (default kv@<advertise-host>:<port>@<model>)")
+	fs.StringVar(&o.KVEventsFormat, "kv-events-format", KVEventsFormatMap, "map (vLLM >= 0.24) or array (vLLM <= 0.23, SGLang) events")
 	fs.Float64Var(&o.Fault5xxRate, "fault-5xx-rate", 0, "fraction of requests answered 500 (seeded)")
 	fs.Float64Var(&o.FaultPrefillFailRate, "fault-prefill-fail-rate", 0, "fraction of prefills that fail")
 	fs.DurationVar(&o.FaultPrefillSlow.Duration, "fault-prefill-slow", 0, "extra model time added to every prefill")
@@ -221,6 +228,9 @@ func (o *Options) complete() (*costmodel.Profile, error) {
 		if v < 0 || v > 1 || v != v {
 			errs = append(errs, fmt.Errorf("%s must be in [0,1], got %v", name, v))
 		}
+	}
+	if err := validKVEventsOptions(o); err != nil {
+		errs = append(errs, err)
 	}
 	if o.FaultStallAfter < 0 {
 		errs = append(errs, fmt.Errorf("faultStallAfter must be >= 0, got %d", o.FaultStallAfter))

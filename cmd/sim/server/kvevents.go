@@ -1,0 +1,165 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-zeromq/zmq4"
+
+	"github.com/pdgate/pdgate/cmd/sim/kvcache"
+	"github.com/pdgate/pdgate/plugins/kvevents"
+)
+
+// KV-event formats (--kv-events-format).
+const (
+	KVEventsFormatMap   = "map"   // vLLM >= v0.24: events are maps with a "type" key
+	KVEventsFormatArray = "array" // vLLM <= v0.23 and SGLang: tagged arrays
+)
+
+// kvPublisher publishes the instance's KV-cache changes as vLLM does: a ZeroMQ PUB socket
+// sending [topic, seq (8 bytes big-endian, from 0), msgpack batch], one batch per change of
+// the prefix cache (a "scheduler step"), never an empty one. The socket binds when the
+// endpoint contains "*" or "::" or is ipc:// (vLLM's rule) and connects otherwise.
+type kvPublisher struct {
+	sock   zmq4.Socket
+	topic  []byte
+	format kvevents.EventFormat
+	ch     chan []kvevents.Event
+	done   chan struct{}
+	cancel context.CancelFunc
+	log    logr.Logger
+	m      *simMetrics
+}
+
+func validKVEventsOptions(o *Options) error {
+	switch o.KVEventsFormat {
+	case "", KVEventsFormatMap, KVEventsFormatArray:
+	default:
+		return fmt.Errorf("kvEventsFormat must be map or array, got %q", o.KVEventsFormat)
+	}
+	if e := o.KVEventsEndpoint; e != "" && !strings.HasPrefix(e, "tcp://") && !strings.HasPrefix(e, "ipc://") {
+		return fmt.Errorf("kvEventsEndpoint must be tcp://host:port or ipc://path, got %q", e)
+	}
+	return nil
+}
+
+// newKVPublisher starts the publisher of in (nil when KV events are off).
+func newKVPublisher(in *Instance) (*kvPublisher, error) {
+	o := in.opts
+	if o.KVEventsEndpoint == "" {
+		return nil, nil
+	}
+	topic := o.KVEventsTopic
+	if topic == "" {
+		topic = "kv@" + in.advertised() + "@" + o.Model
+	}
+	format := kvevents.FormatMap
+	if o.KVEventsFormat == KVEventsFormatArray {
+		format = kvevents.FormatArray
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sock := zmq4.NewPub(ctx, zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerRetry(time.Second))
+	ep := o.KVEventsEndpoint
+	var err error
+	if strings.Contains(ep, "*") || strings.Contains(ep, "::") || strings.HasPrefix(ep, "ipc://") {
+		err = sock.Listen(strings.Replace(ep, "*", "0.0.0.0", 1))
+	} else {
+		err = sock.Dial(ep)
+	}
+	if err != nil {
+		cancel()
+		_ = sock.Close()
+		return nil, fmt.Errorf("kvEventsEndpoint %s: %w", ep, err)
+	}
+	p := &kvPublisher{sock: sock, topic: []byte(topic), format: format, ch: make(chan []kvevents.Event, 4096),
+		done: make(chan struct{}), cancel: cancel, log: in.log.WithValues("kvEvents", ep, "topic", topic), m: in.m}
+	go p.run()
+	// A restarted engine starts from an empty cache: say so first (seq 0).
+	p.publish([]kvevents.Event{{Kind: kvevents.KindCleared}})
+	p.log.Info("publishing KV-cache events")
+	return p, nil
+}
+
+func (p *kvPublisher) run() {
+	defer close(p.done)
+	var seq uint64
+	for events := range p.ch {
+		payload, err := kvevents.EncodeBatch(kvevents.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: events}, p.format)
+		if err != nil {
+			p.log.Error(err, "encoding a KV-event batch")
+			continue
+		}
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], seq)
+		seq++
+		if err := p.sock.Send(zmq4.NewMsgFrom(p.topic, b[:], payload)); err != nil {
+			p.log.V(1).Info("KV-event batch not sent", "err", err.Error())
+		}
+	}
+}
+
+// publish queues one batch; when the queue is full the batch is dropped and the sequence
+// number it would have had is never used, so subscribers see no gap they could not see
+// anyway (as a libzmq PUB past its high-water mark).
+func (p *kvPublisher) publish(events []kvevents.Event) {
+	if p == nil || len(events) == 0 {
+		return
+	}
+	select {
+	case p.ch <- events:
+	default:
+		p.log.V(1).Info("KV-event queue full; batch dropped")
+	}
+}
+
+func (p *kvPublisher) close() {
+	if p == nil {
+		return
+	}
+	close(p.ch)
+	<-p.done
+	p.cancel()
+	_ = p.sock.Close()
+}
+
+// kvEventsOf turns the cache changes of one insert of a prompt into vLLM's events: a
+// BlockStored per run of consecutive new blocks (chained to the block before it), a
+// BlockRemoved per evicted block, in the order they happened.
+func kvEventsOf(ops []kvcache.Op, hashes []uint64, tokens []uint32, blockSize int) []kvevents.Event {
+	var out []kvevents.Event
+	for i := 0; i < len(ops); {
+		op := ops[i]
+		if !op.Added {
+			out = append(out, kvevents.Event{Kind: kvevents.KindRemoved, Hashes: []uint64{op.Evicted}, Medium: "GPU"})
+			i++
+			continue
+		}
+		j := i
+		for j+1 < len(ops) && ops[j+1].Added && ops[j+1].Index == ops[j].Index+1 {
+			j++
+		}
+		first, last := ops[i].Index, ops[j].Index
+		ev := kvevents.Event{Kind: kvevents.KindStored, Hashes: append([]uint64(nil), hashes[first:last+1]...),
+			Tokens: append([]uint32(nil), tokens[first*blockSize:(last+1)*blockSize]...), BlockSize: blockSize, Medium: "GPU"}
+		if first > 0 {
+			ev.Parent, ev.HasParent = hashes[first-1], true
+		}
+		out = append(out, ev)
+		i = j + 1
+	}
+	return out
+}
+
+// cacheInsert records a prompt's blocks in the prefix cache and publishes what changed.
+func (in *Instance) cacheInsert(hashes []uint64, tokens []uint32) {
+	if in.kv == nil {
+		in.cache.Insert(hashes)
+		return
+	}
+	ops := in.cache.InsertObserved(hashes)
+	in.kv.publish(kvEventsOf(ops, hashes, tokens, in.prof.BlockSize))
+}

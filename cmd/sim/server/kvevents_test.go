@@ -1,0 +1,98 @@
+package server
+
+import (
+	"context"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/pdgate/pdgate/cmd/sim/kvcache"
+	"github.com/pdgate/pdgate/plugins/kvevents"
+)
+
+func TestKVEventsOf(t *testing.T) {
+	hashes := []uint64{11, 12, 13}
+	tokens := []uint32{1, 2, 3, 4, 5, 6}
+	tests := []struct {
+		name string
+		ops  []kvcache.Op
+		want []kvevents.Event
+	}{
+		{name: "all new: one store, no parent", ops: []kvcache.Op{{Added: true, Index: 0}, {Added: true, Index: 1}, {Added: true, Index: 2}},
+			want: []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{11, 12, 13}, Tokens: tokens, BlockSize: 2, Medium: "GPU"}}},
+		{name: "prefix cached: the store chains to it", ops: []kvcache.Op{{Added: true, Index: 2}},
+			want: []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{13}, Parent: 12, HasParent: true, Tokens: tokens[4:], BlockSize: 2, Medium: "GPU"}}},
+		{name: "eviction between stores keeps the order", ops: []kvcache.Op{{Added: true, Index: 0}, {Evicted: 99}, {Added: true, Index: 1}},
+			want: []kvevents.Event{
+				{Kind: kvevents.KindStored, Hashes: []uint64{11}, Tokens: tokens[:2], BlockSize: 2, Medium: "GPU"},
+				{Kind: kvevents.KindRemoved, Hashes: []uint64{99}, Medium: "GPU"},
+				{Kind: kvevents.KindStored, Hashes: []uint64{12}, Parent: 11, HasParent: true, Tokens: tokens[2:4], BlockSize: 2, Medium: "GPU"},
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := kvEventsOf(tc.ops, hashes, tokens, 2); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// A real simulator publishes its prefix cache over ZeroMQ: a subscriber's index learns the
+// prompt's blocks after a request, and forgets them when the cache evicts them.
+func TestSimPublishesKVEvents(t *testing.T) {
+	clk := newPump(t)
+	zport := freePort(t)
+	// 8 blocks of 16 tokens of capacity: the second prompt of 5 blocks evicts the first's
+	// leading blocks.
+	in := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleCombined, KVCapacityTokens: 128,
+		KVEventsEndpoint: "tcp://*:" + strconv.Itoa(zport), Model: "m"})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ix := kvevents.NewIndex(kvevents.IndexConfig{BlockSize: 16}, nil)
+	subs := kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: "kv@", SocketPort: zport, ReconnectDelay: 100 * time.Millisecond}, ix, nil, logr.Discard())
+	src := kvevents.SourceKey{Endpoint: in.Addr()}
+	subs.Ensure(src.Endpoint, "127.0.0.1", 0)
+
+	promptA := strings.Repeat("a", 4*16*5) // 80 tokens of 4 bytes: 5 blocks
+	promptB := strings.Repeat("b", 4*16*5)
+	keys := func(p string) []uint64 {
+		return ix.Keyer().RequestKeys(nil, "", bytesToTokens(nil, []byte(p)), "", 0)
+	}
+	matched := func(p string) int { return ix.Lookup(keys(p), []kvevents.SourceKey{src})[0].Blocks }
+	deadline := time.Now().Add(15 * time.Second)
+	// The subscriber may join after the first batches (ZeroMQ's slow joiner): resend until seen.
+	for matched(promptA) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("blocks of prompt A never arrived (index holds %d)", ix.Holds(src))
+		}
+		if r := post(t, "http://"+in.Addr()+"/v1/completions", map[string]any{"model": "m", "prompt": promptA, "max_tokens": 1}, nil); r.status != 200 {
+			t.Fatalf("completion: %d %s", r.status, r.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r := post(t, "http://"+in.Addr()+"/v1/completions", map[string]any{"model": "m", "prompt": promptB, "max_tokens": 1}, nil); r.status != 200 {
+		t.Fatalf("completion: %d %s", r.status, r.raw)
+	}
+	for matched(promptB) != 5 || matched(promptA) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after eviction: A %d blocks, B %d blocks (want 0, 5)", matched(promptA), matched(promptB))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
