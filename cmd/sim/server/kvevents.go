@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -33,6 +34,17 @@ type kvPublisher struct {
 	cancel context.CancelFunc
 	log    logr.Logger
 	m      *simMetrics
+}
+
+// bindsKVEvents is vLLM's rule (bind when the endpoint contains "*" or "::" or is ipc://,
+// connect otherwise) plus one for simulators sharing a machine: an endpoint on the instance's
+// own --host binds, as a pod's wildcard bind covers only the pod's own address.
+func bindsKVEvents(ep, host string) bool {
+	if strings.Contains(ep, "*") || strings.Contains(ep, "::") || strings.HasPrefix(ep, "ipc://") {
+		return true
+	}
+	h, _, err := net.SplitHostPort(strings.TrimPrefix(ep, "tcp://"))
+	return err == nil && h == host
 }
 
 func validKVEventsOptions(o *Options) error {
@@ -65,7 +77,7 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 	sock := zmq4.NewPub(ctx, zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerRetry(time.Second))
 	ep := o.KVEventsEndpoint
 	var err error
-	if strings.Contains(ep, "*") || strings.Contains(ep, "::") || strings.HasPrefix(ep, "ipc://") {
+	if bindsKVEvents(ep, o.Host) {
 		err = sock.Listen(strings.Replace(ep, "*", "0.0.0.0", 1))
 	} else {
 		err = sock.Dial(ep)

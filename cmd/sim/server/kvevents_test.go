@@ -43,6 +43,25 @@ func TestKVEventsOf(t *testing.T) {
 	}
 }
 
+func TestBindsKVEvents(t *testing.T) {
+	tests := []struct {
+		ep, host string
+		want     bool
+	}{
+		{"tcp://*:5557", "127.0.0.1", true},
+		{"tcp://[::]:5557", "127.0.0.1", true},
+		{"ipc:///tmp/kv", "127.0.0.1", true},
+		{"tcp://127.0.0.2:5557", "127.0.0.2", true},
+		{"tcp://0.0.0.0:5557", "127.0.0.1", false}, // vLLM connects to 0.0.0.0
+		{"tcp://epp:5557", "127.0.0.1", false},
+	}
+	for _, tc := range tests {
+		if got := bindsKVEvents(tc.ep, tc.host); got != tc.want {
+			t.Errorf("bindsKVEvents(%q, %q) = %v, want %v", tc.ep, tc.host, got, tc.want)
+		}
+	}
+}
+
 func freePort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
