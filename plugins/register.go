@@ -9,9 +9,13 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/dataparallelprofile"
+	"github.com/pdgate/pdgate/plugins/dcgmsource"
 	"github.com/pdgate/pdgate/plugins/decodescorer"
 	"github.com/pdgate/pdgate/plugins/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/endpointattrfilter"
+	"github.com/pdgate/pdgate/plugins/endpointattrscorer"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/fastparser"
 	"github.com/pdgate/pdgate/plugins/inflightscorer"
@@ -24,10 +28,12 @@ import (
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/probabilisticadmitter"
+	"github.com/pdgate/pdgate/plugins/programawarefairness"
 	"github.com/pdgate/pdgate/plugins/promptbucket"
 	"github.com/pdgate/pdgate/plugins/ratecap"
 	"github.com/pdgate/pdgate/plugins/rolefilter"
 	"github.com/pdgate/pdgate/plugins/rolesetfilter"
+	"github.com/pdgate/pdgate/plugins/softreflectiveceiling"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 	"github.com/pdgate/pdgate/plugins/topologyextractor"
@@ -77,6 +83,13 @@ var registrations = []registration{
 	{typeName: topologyextractor.Type, factory: topologyextractor.Factory},
 	{typeName: topologyfilter.Type, factory: topologyfilter.Factory},
 	{typeName: topologyscorer.Type, factory: topologyscorer.Factory},
+	{typeName: dataparallelprofile.Type, factory: dataparallelprofile.Factory},
+	{typeName: dcgmsource.SourceType, factory: dcgmsource.SourceFactory},
+	{typeName: dcgmsource.ExtractorType, factory: dcgmsource.ExtractorFactory},
+	{typeName: endpointattrfilter.Type, factory: endpointattrfilter.Factory},
+	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
+	{typeName: programawarefairness.Type, factory: programawarefairness.Factory},
+	{typeName: softreflectiveceiling.Type, factory: softreflectiveceiling.Factory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.
