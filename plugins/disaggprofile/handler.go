@@ -181,9 +181,10 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	prefillDecider, encodeDecider := h.deciders(ctx)
 	pf := h.params.Profiles
 
-	// prefill-first: pick the prefill endpoint before decode (only when prefill can be used at
-	// all); the decider still judges it once decode is known.
-	if h.params.StageOrder == PrefillFirst && prefillDecider != nil {
+	// prefill-first: pick the prefill endpoint before decode, so decode's plugins (topology
+	// affinity) can follow it. Without a decider prefill always runs (llm-d's prefill-first);
+	// with one (pdgate's extension) the decider still judges it once decode is known.
+	if h.params.StageOrder == PrefillFirst {
 		if _, has := profiles[pf.Prefill]; has {
 			if _, ran := results[pf.Prefill]; !ran {
 				logger.Info("running prefill profile first", "stageOrder", PrefillFirst)
@@ -235,7 +236,13 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		pr, evaluated := results[pf.Prefill]
 		ranFirst := h.params.StageOrder == PrefillFirst && evaluated && !h.prefillJudged(cs)
 		if !evaluated || ranFirst {
-			run, reason := h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
+			var run bool
+			var reason string
+			if ranFirst && prefillDecider == nil {
+				run, reason = h.prefillFirstUndecided(request, decodeEp)
+			} else {
+				run, reason = h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
+			}
 			if ranFirst {
 				h.markPrefillJudged(cs)
 				if run && (pr == nil || len(pr.TargetEndpoints) == 0) {
@@ -258,6 +265,18 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 
 	h.recordDecision(ctx, cs, request, results)
 	return map[string]fwksched.SchedulerProfile{}
+}
+
+// prefillFirstUndecided is llm-d's prefill-first without a decider: the prefill stage always
+// runs, unless the decode pick is a combined pod that prefills locally
+// (combinedDecodeSkipsPrefill).
+func (h *Handler) prefillFirstUndecided(request *fwksched.LLMRequest, decodeEp fwksched.Endpoint) (bool, string) {
+	if h.params.CombinedDecodeSkipsPrefill {
+		if reason, combined := combinedPod(request, decodeEp); combined {
+			return false, reason
+		}
+	}
+	return true, "stageOrder prefill-first without deciders.prefill: prefill always runs"
 }
 
 const prefillJudgedKey fwkplugin.StateKey = "pdgate.io/disagg/prefill-judged"

@@ -407,3 +407,43 @@ func TestCheckProfiles(t *testing.T) {
 		})
 	}
 }
+
+// llm-d's prefill-first (no decider): prefill always runs first, its pick is published before
+// decode runs, and the request is P/D unless the prefill profile found nothing.
+func TestPrefillFirstWithoutDecider(t *testing.T) {
+	p := defaults()
+	p.StageOrder = PrefillFirst
+	for _, tt := range []struct {
+		name       string
+		prefillRes *fwksched.ProfileRunResult
+		wantUsed   bool
+	}{{"prefill found", res(pEp), true}, {"prefill found nothing", nil, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHandler("h", p, nil, nil)
+			cs := fwksched.NewCycleState()
+			profiles := profilesOf("decode", "prefill")
+			results := resultsOf()
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "prefill" {
+				t.Fatalf("first pick = %v", keys(got))
+			}
+			results["prefill"] = tt.prefillRes
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "decode" {
+				t.Fatalf("second pick = %v", keys(got))
+			}
+			if _, ok := contract.PrefillResult(cs); ok != tt.wantUsed {
+				t.Fatalf("prefill pick published = %v", ok)
+			}
+			results["decode"] = res(dEp)
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
+				t.Fatalf("third pick = %v", keys(got))
+			}
+			out, err := h.ProcessResults(context.Background(), cs, req(), results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed {
+				t.Fatalf("prefill used=%v want %v", used, tt.wantUsed)
+			}
+		})
+	}
+}
