@@ -122,6 +122,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --record-lab")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
 	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
+	cmd.AddCommand(NewGoodputCommand())
 	return cmd
 }
 
