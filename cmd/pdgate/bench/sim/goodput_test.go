@@ -22,7 +22,7 @@ func TestUnloadedPrefillPaysOverheadPerChunk(t *testing.T) {
 		n    int
 		want time.Duration
 	}{
-		{1000, 15 * time.Millisecond},   // 1 chunk: 5 + 10
+		{1000, 15 * time.Millisecond},    // 1 chunk: 5 + 10
 		{2048, 25480 * time.Microsecond}, // 1 chunk: 5 + 20.48
 		{4096, 50960 * time.Microsecond}, // 2 chunks: 10 + 40.96
 		{4097, 55970 * time.Microsecond}, // 3 chunks: 15 + 40.97
