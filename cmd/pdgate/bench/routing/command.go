@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 )
 
@@ -30,6 +31,7 @@ var (
 func NewCommand() *cobra.Command {
 	o := DefaultOptions
 	o.Loads = append([]float64(nil), DefaultOptions.Loads...)
+	var slos string
 	cmd := &cobra.Command{
 		Use:   "routing",
 		Short: "Routing quality: every policy on the lab replaying the Azure trace at 50/80/100 % load and a synthetic mix",
@@ -51,6 +53,13 @@ at 80 % load only.`,
 				if !f.Changed("loads") {
 					o.Loads = []float64{0.8}
 				}
+			}
+			if slos != "" {
+				s, err := report.ParseSLOs(slos)
+				if err != nil {
+					return fmt.Errorf("--slos: %w", err)
+				}
+				o.SLOs = s
 			}
 			o.Err = cmd.ErrOrStderr()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -79,6 +88,7 @@ at 80 % load only.`,
 	f.DurationVar(&o.Gap, "phase-gap", o.Gap, "idle model time after each phase")
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput's time-to-first-token objective (model time)")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput's time-per-output-token objective (model time)")
+	f.StringVar(&slos, "slos", "", "named goodput SLOs, name=TTFT/TPOT,... (default: interactive and relaxed derived from the cost profile)")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of prompts and arrivals")
 	f.StringVar(&o.Subnet, "subnet", o.Subnet, "first three octets of the labs' loopback addresses")
 	return cmd

@@ -75,6 +75,7 @@ func BuildReport(res *Results) *report.Report {
 	}
 	r.Add(setupSection(res))
 	r.Add(resultsSection(res))
+	r.Add(goodputSection(res))
 	r.Add(goalsSection(res))
 	r.Add(plotsSection(res))
 	return r
@@ -87,7 +88,7 @@ func setupSection(res *Results) report.Section {
 		"= wall time × %g, so the lab's own CPU overhead is scaled up with it. Azure phases replay trace rows [%d, %d) with the trace's "+
 		"inter-arrival shape compressed to the target rate; the mix is short chat, long RAG and 6-turn sessions in turn, Poisson arrivals. "+
 		"Load = share of the P/D fleet's capacity; the combined-only fleet gets the same absolute rate. "+
-		"Goodput = share of a phase's requests that succeeded with TTFT ≤ %s and TPOT ≤ %s (model time).\n\n",
+		"The goodput column of the results = share of a phase's requests that succeeded with TTFT ≤ %s and TPOT ≤ %s (model time); goodput per GPU under named SLOs follows the results.\n\n",
 		res.FleetGPUs[FleetPD], res.FleetGPUs[FleetCombined], res.TimeScale, res.TimeScale, res.TraceSlice[0], res.TraceSlice[1],
 		res.SLO.TTFT, res.SLO.TPOT)
 	b.WriteString("Capacity is derived from the cost model, not measured through the lab: the simulator's own batching scheduler " +

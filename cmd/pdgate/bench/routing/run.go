@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
@@ -44,8 +45,11 @@ type Options struct {
 	// TimeScale is the simulators' model seconds per wall second.
 	TimeScale float64
 	// Gap is the idle model time after each phase.
-	Gap  time.Duration
-	SLO  SLO
+	Gap time.Duration
+	SLO SLO
+	// SLOs are the named goodput SLOs (attainment and goodput per GPU); empty = the
+	// interactive and relaxed SLOs derived from the cost profile.
+	SLOs []report.SLO
 	Seed int64
 	// Subnet is the labs' loopback subnet ("127.x.y").
 	Subnet string
@@ -95,6 +99,7 @@ type Results struct {
 	Started       time.Time      `json:"started"`
 	TimeScale     float64        `json:"timeScale"`
 	SLO           SLO            `json:"slo"`
+	SLOs          []report.SLO   `json:"slos"`
 	TraceSlice    [2]int         `json:"traceSlice"`
 	AzureCapacity Capacity       `json:"azureCapacity"`
 	MixedCapacity Capacity       `json:"mixedCapacity"`
@@ -117,6 +122,8 @@ type PolicyResult struct {
 	CPUByBinary map[string]float64 `json:"cpuByBinary"`
 	Requests    int                `json:"requests"`
 	WallSeconds float64            `json:"wallSeconds"`
+	// Goodput is the highest azure rate per GPU with >= 90 % attainment, by SLO name.
+	Goodput map[string]report.MaxRate `json:"goodputPerGpu,omitempty"`
 	// LoadAverage is the machine's 1-minute load average when the policy's phases ended
 	// (other programs' load slows the simulated GPUs down: see the README).
 	LoadAverage string `json:"loadAverage"`
@@ -137,6 +144,12 @@ func Run(ctx context.Context, o Options) (string, error) {
 		return "", err
 	}
 	res.Started = started
+	o.SLOs = res.SLOs
+	var sloNames []string
+	for _, s := range res.SLOs {
+		sloNames = append(sloNames, s.String())
+	}
+	fmt.Fprintf(o.Err, "goodput SLOs: %s\n", strings.Join(sloNames, "; "))
 	fmt.Fprintf(o.Err, "capacity (cost model, model time): azure slice %.1f req/s P/D, %.1f combined; mix %.1f P/D, %.1f combined\n",
 		res.AzureCapacity.PDRPS, res.AzureCapacity.CombinedRPS, res.MixedCapacity.PDRPS, res.MixedCapacity.CombinedRPS)
 	reqs, _ := Schedule(phases, o.Gap, o.TimeScale)
@@ -152,6 +165,12 @@ func Run(ctx context.Context, o Options) (string, error) {
 		} else if c, ok := pr.Cells[phases[0].Name]; ok {
 			fmt.Fprintf(o.Err, "policy %s: %s p99 TTFT %.0f ms, goodput %.2f; lab CPU %.1f ms/request\n", p.Name, phases[0].Name,
 				c.TTFT.P99, c.Goodput, 1000*pr.LabCPUSeconds/float64(max(pr.Requests, 1)))
+		}
+		pr.Goodput = GoodputPerGPU(res, pr)
+		for _, s := range res.SLOs {
+			if m, ok := pr.Goodput[s.Name]; ok {
+				fmt.Fprintf(o.Err, "policy %s: goodput %s %s req/s per GPU\n", p.Name, s.Name, m)
+			}
 		}
 		res.Policies = append(res.Policies, pr)
 	}
@@ -197,11 +216,15 @@ func Prepare(o Options) (*Results, []Phase, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("--trace-offset/--requests: %w", err)
 	}
-	res := &Results{TimeScale: o.TimeScale, SLO: o.SLO, TraceSlice: [2]int{o.TraceOffset, o.TraceOffset + o.Requests},
+	res := &Results{TimeScale: o.TimeScale, SLO: o.SLO, SLOs: o.SLOs, TraceSlice: [2]int{o.TraceOffset, o.TraceOffset + o.Requests},
 		FleetGPUs: map[string]int{FleetPD: gpusPD, FleetCombined: gpusComb}}
 	nP, nD := roles[lab.RolePrefill], roles[lab.RoleDecode]
 	if res.AzureCapacity, err = FleetCapacity(prof, AzureJobs(slice), nP, nD, gpusComb); err != nil {
 		return nil, nil, err
+	}
+	if len(res.SLOs) == 0 {
+		med, out := jobMedians(AzureJobs(slice))
+		res.SLOs = DeriveSLOs(prof, med, out)
 	}
 	var phases []Phase
 	if o.MixedLoad > 0 {
@@ -277,7 +300,9 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 		}
 	}
 	for _, ph := range phases {
-		pr.Cells[ph.Name] = Summarize(r.Samples, ph.Name, o.TimeScale, o.SLO)
+		c := Summarize(r.Samples, ph.Name, o.TimeScale, o.SLO)
+		c.Attainment = attainments(r.Samples, ph.Name, o.TimeScale, o.SLOs)
+		pr.Cells[ph.Name] = c
 	}
 	return pr
 }

@@ -31,8 +31,10 @@ type CellStats struct {
 	TPOT Quantiles `json:"tpotMs"`
 	E2E  Quantiles `json:"e2eMs"`
 	// Goodput is the share of the phase's requests that succeeded within both SLOs.
-	Goodput   float64        `json:"goodput"`
-	Decisions map[string]int `json:"decisions"`
+	Goodput float64 `json:"goodput"`
+	// Attainment is the same share for each named goodput SLO (Results.SLOs).
+	Attainment map[string]float64 `json:"attainment,omitempty"`
+	Decisions  map[string]int     `json:"decisions"`
 	// TTFTs are the successful requests' TTFTs (model ms), for the CDF plot.
 	TTFTs []float64 `json:"-"`
 }
