@@ -9,6 +9,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/burstprefix"
 	"github.com/pdgate/pdgate/plugins/dataparallelprofile"
 	"github.com/pdgate/pdgate/plugins/dcgmsource"
 	"github.com/pdgate/pdgate/plugins/decodescorer"
@@ -21,6 +22,9 @@ import (
 	"github.com/pdgate/pdgate/plugins/inflightscorer"
 	"github.com/pdgate/pdgate/plugins/labelselector"
 	"github.com/pdgate/pdgate/plugins/loadawarescorer"
+	"github.com/pdgate/pdgate/plugins/mmcacheproducer"
+	"github.com/pdgate/pdgate/plugins/mmcachescorer"
+	"github.com/pdgate/pdgate/plugins/nohitlru"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 	"github.com/pdgate/pdgate/plugins/preciseproducer"
 	"github.com/pdgate/pdgate/plugins/precisescorer"
@@ -90,6 +94,10 @@ var registrations = []registration{
 	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
 	{typeName: programawarefairness.Type, factory: programawarefairness.Factory},
 	{typeName: softreflectiveceiling.Type, factory: softreflectiveceiling.Factory},
+	{typeName: burstprefix.Type, factory: burstprefix.Factory},
+	{typeName: mmcacheproducer.Type, factory: mmcacheproducer.Factory},
+	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
+	{typeName: nohitlru.Type, factory: nohitlru.Factory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.
