@@ -51,10 +51,12 @@ type GoodputOptions struct {
 	// GPU; Extend bounds the extra points added above or below when the crossing lies outside.
 	Fractions []float64
 	Extend    int
-	Target    float64
-	Scrape    time.Duration
-	Parallel  int
-	Stdout    io.Writer
+	// Refine bisects each SLO's crossing that many times after the sweep.
+	Refine   int
+	Target   float64
+	Scrape   time.Duration
+	Parallel int
+	Stdout   io.Writer
 }
 
 // GoodputDefaults are the full run's settings.
@@ -63,7 +65,7 @@ func GoodputDefaults() GoodputOptions {
 		Workloads: []string{WorkloadAzure, WorkloadSessions, WorkloadRAG}, Cells: DefaultGoodputCells,
 		Azure: workload.DefaultAzureConvPath, Seed: 1,
 		InteractiveTTFTx: 5, InteractiveTPOTx: 1.5, RelaxedTTFTx: 25, RelaxedTPOTx: 7,
-		Fractions: []float64{0.25, 0.5, 0.75, 1.0, 1.5, 2.0}, Extend: 3, Target: report.GoodputTarget,
+		Fractions: []float64{0.25, 0.5, 0.75, 1.0, 1.5, 2.0}, Extend: 3, Refine: 1, Target: report.GoodputTarget,
 		Scrape: 50 * time.Millisecond, Parallel: 2}
 }
 
@@ -230,6 +232,7 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	f.Float64Var(&o.RelaxedTPOTx, "relaxed-tpot-x", o.RelaxedTPOTx, "relaxed TPOT = x × unloaded decode step")
 	f.StringVar(&fractions, "rates", "0.25,0.5,0.75,1,1.5,2", "sweep rates as fractions of the workload's estimated capacity per GPU")
 	f.IntVar(&o.Extend, "extend", o.Extend, "extra rate points above (×1.5) or below (÷2) the sweep when the 90 % crossing lies outside it")
+	f.IntVar(&o.Refine, "refine", o.Refine, "bisection steps per SLO between the two rate points around its 90 % crossing")
 	f.Float64Var(&o.Target, "target", o.Target, "attainment that defines goodput")
 	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
@@ -483,11 +486,39 @@ func sweepCell(ctx context.Context, o GoodputOptions, prof *costmodel.Profile, r
 		}
 		low = p
 	}
-	sort.Slice(out.Points, func(i, j int) bool { return out.Points[i].RatePerGPU < out.Points[j].RatePerGPU })
+	sortPoints := func() {
+		sort.Slice(out.Points, func(i, j int) bool { return out.Points[i].RatePerGPU < out.Points[j].RatePerGPU })
+	}
+	sortPoints()
+	for range o.Refine {
+		for _, s := range wl.SLOs {
+			lo, hi, ok := crossing(attainmentCurve(out.Points, s.Name), o.Target)
+			if !ok || hi < lo*1.05 {
+				continue
+			}
+			if _, err := run((lo + hi) / 2); err != nil {
+				return out, err
+			}
+			sortPoints()
+		}
+	}
 	for _, s := range wl.SLOs {
 		out.MaxRate[s.Name] = report.MaxRateAt(attainmentCurve(out.Points, s.Name), o.Target)
 	}
 	return out, nil
+}
+
+// crossing returns the rates around the first fall below target (sorted points).
+func crossing(pts []report.RatePoint, target float64) (lo, hi float64, ok bool) {
+	for i := 1; i < len(pts); i++ {
+		if pts[i-1].Attainment >= target && pts[i].Attainment < target {
+			return pts[i-1].Rate, pts[i].Rate, true
+		}
+		if pts[i-1].Attainment < target {
+			return 0, 0, false
+		}
+	}
+	return 0, 0, false
 }
 
 func attainmentCurve(points []GoodputPoint, slo string) []report.RatePoint {

@@ -126,3 +126,29 @@ func TestSessionsRateAndOrder(t *testing.T) {
 		t.Errorf("%d sessions for %d turns: conversations do not continue", len(keys), n)
 	}
 }
+
+func TestCrossing(t *testing.T) {
+	pts := func(xy ...float64) []report.RatePoint {
+		var out []report.RatePoint
+		for i := 0; i < len(xy); i += 2 {
+			out = append(out, report.RatePoint{Rate: xy[i], Attainment: xy[i+1]})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		pts    []report.RatePoint
+		lo, hi float64
+		ok     bool
+	}{
+		{"bracket", pts(1, 1, 2, 0.95, 3, 0.5), 2, 3, true},
+		{"first crossing", pts(1, 1, 2, 0.5, 3, 0.95, 4, 0.1), 1, 2, true},
+		{"below at the start", pts(1, 0.5, 2, 0.4), 0, 0, false},
+		{"never below", pts(1, 1, 2, 0.9), 0, 0, false},
+	} {
+		lo, hi, ok := crossing(tc.pts, 0.9)
+		if lo != tc.lo || hi != tc.hi || ok != tc.ok {
+			t.Errorf("%s: crossing = %v, %v, %v", tc.name, lo, hi, ok)
+		}
+	}
+}
