@@ -95,12 +95,12 @@ type batch struct {
 
 // Producer is burst-prefix-cache-producer.
 type Producer struct {
-	tn  fwkplugin.TypedName
-	p   Parameters
+	tn fwkplugin.TypedName
+	p  Parameters
 
-	mu    sync.Mutex
-	cur   *batch
-	held  map[string]map[uint64]struct{} // replica → block hashes placed there (bounded)
+	mu   sync.Mutex
+	cur  *batch
+	held map[string]map[uint64]struct{} // replica → block hashes placed there (bounded)
 }
 
 var _ fwkrc.PrepareDataPlugin = (*Producer)(nil)

@@ -18,7 +18,9 @@ import (
 // queueDetector: saturation = mean waiting queue / 10.
 type queueDetector struct{}
 
-func (queueDetector) TypedName() fwkplugin.TypedName { return fwkplugin.TypedName{Type: "q", Name: "q"} }
+func (queueDetector) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "q", Name: "q"}
+}
 func (queueDetector) Saturation(_ context.Context, eps []fwkdl.Endpoint) float64 {
 	if len(eps) == 0 {
 		return 1
