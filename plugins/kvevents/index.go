@@ -387,7 +387,9 @@ func (ix *Index) Namespace(model string) string {
 }
 
 // Lookup returns, per candidate, the longest run of leading keys it holds. Candidates the
-// index has never heard of match nothing.
+// index has never heard of match nothing. Only the sources holding the first key can match,
+// at most podCacheSize of them, so the cost is one pass over the candidates plus, per key, a
+// scan of at most podCacheSize holders.
 func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 	out := make([]Match, len(cands))
 	if len(keys) == 0 || len(cands) == 0 {
@@ -395,41 +397,63 @@ func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	pos := make(map[*source]int, len(cands))
-	active := make([]int, 0, len(cands))
-	for i, c := range cands {
-		if s := ix.srcs[c]; s != nil && len(s.blocks) > 0 {
-			pos[s] = i
-			active = append(active, i)
+	first := ix.keys[keys[0]]
+	if len(first) == 0 {
+		return out
+	}
+	type active struct {
+		src   *source
+		cands []int
+	}
+	acts := make([]active, 0, len(first))
+	for _, h := range first {
+		if h.tiers != 0 {
+			acts = append(acts, active{src: h.src})
 		}
 	}
-	best := make([]uint16, len(cands))
-	seen := make([]int, len(cands))
-	for j, k := range keys {
-		if len(active) == 0 {
+	for i, c := range cands {
+		for a := range acts {
+			if acts[a].src.key == c {
+				acts[a].cands = append(acts[a].cands, i)
+				break
+			}
+		}
+	}
+	live := acts[:0]
+	for _, a := range acts {
+		if len(a.cands) > 0 {
+			live = append(live, a)
+		}
+	}
+	for _, k := range keys {
+		if len(live) == 0 {
 			break
 		}
-		for _, h := range ix.keys[k] {
-			if i, ok := pos[h.src]; ok && h.tiers != 0 {
-				seen[i] = j + 1
-				best[i] = h.tiers
+		hs := ix.keys[k]
+		next := live[:0]
+		for _, a := range live {
+			var tiers uint16
+			for _, h := range hs {
+				if h.src == a.src {
+					tiers = h.tiers
+					break
+				}
 			}
-		}
-		next := active[:0]
-		for _, i := range active {
-			if seen[i] != j+1 {
+			if tiers == 0 {
 				continue
 			}
-			next = append(next, i)
-			tier, w := ix.bestTier(best[i])
-			out[i].Blocks++
-			out[i].Weighted += w
-			if out[i].ByTier == nil {
-				out[i].ByTier = map[string]int{}
+			next = append(next, a)
+			tier, w := ix.bestTier(tiers)
+			for _, i := range a.cands {
+				out[i].Blocks++
+				out[i].Weighted += w
+				if out[i].ByTier == nil {
+					out[i].ByTier = map[string]int{}
+				}
+				out[i].ByTier[tier]++
 			}
-			out[i].ByTier[tier]++
 		}
-		active = next
+		live = next
 	}
 	return out
 }
