@@ -18,13 +18,16 @@ import (
 
 // Options are the sidecar's settings; NewOptions fills in defaults (and environment).
 type Options struct {
-	Listen        string
-	EngineURL     string
-	Engine        string
-	KVConnector   string
-	TRTSchedule   string
-	TRTMachineID  int
-	BootstrapPort int
+	Listen    string
+	EngineURL string
+	// DataParallelSize and KVSideChannelPortStride: the local engine's DP ranks.
+	DataParallelSize        int
+	KVSideChannelPortStride int
+	Engine                  string
+	KVConnector             string
+	TRTSchedule             string
+	TRTMachineID            int
+	BootstrapPort           int
 
 	PrefillTimeout      time.Duration
 	FailurePolicy       string
@@ -190,6 +193,8 @@ func NewOptions() *Options {
 // BindFlags registers every flag on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", o.Listen, "address the sidecar listens on (host:port)")
+	fs.IntVar(&o.DataParallelSize, "data-parallel-size", 1, "data-parallel ranks of the local decode engine (rank r on the --engine-url port + r); the decode leg goes to the rank the prefill reports (remote_dp_rank), else the one x-data-parallel-host-port names (--listen port + r)")
+	fs.IntVar(&o.KVSideChannelPortStride, "kv-side-channel-port-stride", 0, "with --data-parallel-size > 1: offset the prefill's reported KV side-channel port (remote_port) by its rank × this stride (0 = off)")
 	fs.StringVar(&o.EngineURL, "engine-url", o.EngineURL, "URL of the local decode engine")
 	fs.StringVar(&o.Engine, "engine", o.Engine, "decode engine dialect: "+proxy.Join(proxy.Engines))
 	fs.StringVar(&o.KVConnector, "kv-connector", o.KVConnector, "vLLM KV connector: "+proxy.Join(proxy.Connectors)+" (env AIBRIX_KV_CONNECTOR_TYPE)")

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -224,5 +225,16 @@ func (o *Options) proxyConfig(log logr.Logger, checker allowlist.Checker, m *pro
 		PrefillScheme: scheme("prefiller"), EncodeScheme: scheme("encoder"),
 		PrefillClient: client("prefiller"), DecodeClient: client("decoder"), EncodeClient: client("encoder"),
 		Allow: checker, Metrics: m, Log: log,
+		DataParallel: proxy.DataParallel{Size: o.DataParallelSize, ListenPort: listenPort(o.Listen), SideChannelStride: o.KVSideChannelPortStride},
 	}, nil
+}
+
+// listenPort is the port of a --listen address (0 when it has none).
+func listenPort(addr string) int {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
 }

@@ -119,6 +119,9 @@ type Config struct {
 	PrefillClient, DecodeClient *http.Client
 	EncodeClient                *http.Client
 
+	// DataParallel: the local decode engine's data-parallel ranks (dataparallel.go).
+	DataParallel DataParallel
+
 	Allow   allowlist.Checker
 	Metrics *Metrics
 	Log     logr.Logger
@@ -134,6 +137,12 @@ func (c *Config) Validate() error {
 	}
 	if !oneOf(c.TRTSchedule, ScheduleStyles) {
 		return fmt.Errorf("--trt-schedule-style %q: must be one of %s", c.TRTSchedule, join(ScheduleStyles))
+	}
+	if c.DataParallel.Size < 0 || c.DataParallel.Size > 1024 {
+		return fmt.Errorf("--data-parallel-size %d: must be in 1..1024", c.DataParallel.Size)
+	}
+	if c.DataParallel.SideChannelStride < 0 {
+		return fmt.Errorf("--kv-side-channel-port-stride %d: must be >= 0", c.DataParallel.SideChannelStride)
 	}
 	if !oneOf(c.FailurePolicy, FailurePolicies) {
 		return fmt.Errorf("--prefill-failure-policy %q: must be one of %s", c.FailurePolicy, join(FailurePolicies))

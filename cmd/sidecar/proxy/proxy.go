@@ -145,6 +145,9 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])
 	rq.prefillConnector = strings.TrimSpace(routing[protocol.HeaderPrefillerKVConnector])
 	rq.t = p.timeoutsFor(rq, strings.TrimSpace(routing[protocol.HeaderSidecarKnobs]))
+	if rq.decoderPort == "" {
+		rq.decoderPort = p.rankFromHeader(routing[protocol.HeaderDataParallelHostPort])
+	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
 	if err != nil {

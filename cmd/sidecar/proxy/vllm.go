@@ -64,6 +64,7 @@ func (p *Proxy) runVLLM(w http.ResponseWriter, r *http.Request, rq *request) {
 		if conn == ConnectorSHFS {
 			_ = params.Set("remote_host", rq.prefill.Host)
 		}
+		p.pinToPrefillRank(rq, params)
 		dec.SetObject("kv_transfer_params", params)
 	}
 	cached := cachedTokens(resp)
