@@ -13,8 +13,10 @@ type decoded struct {
 	body    *fwksched.LLMRequestBody
 	model   string // the last top-level "model" (exact key, as the director's map lookup)
 	modelOK bool   // ... and it is a JSON string
-	stream  bool   // the last top-level "stream" is true
-	members []member
+	// modelStart and modelEnd are that string's span in the body, quotes included.
+	modelStart, modelEnd int
+	stream               bool // the last top-level "stream" is true
+	members              []member
 }
 
 // member is one top-level key token and the span of its value in the body.
@@ -151,6 +153,7 @@ func decodeFast(body []byte, api string) (*decoded, error) {
 		case keyIs(tok, plain, "model"):
 			dc.d.modelOK = v[0] == '"'
 			dc.d.model = ""
+			dc.d.modelStart, dc.d.modelEnd = start, dc.s.i
 			if dc.d.modelOK {
 				dc.d.model = unquote(v, false)
 			}

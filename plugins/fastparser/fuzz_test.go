@@ -29,7 +29,7 @@ func FuzzParseRequest(f *testing.F) {
 		h := map[string]string{":path": path}
 		want, stockErr := stock.ParseRequest(context.Background(), []byte(body), h)
 		for _, p := range parsers {
-			got, err := p.ParseRequest(context.Background(), []byte(body), h)
+			got, span, err := p.ParseRequestLocatingModel(context.Background(), []byte(body), h)
 			if (err == nil) != (stockErr == nil) {
 				t.Fatalf("%s: accept mismatch: stock %v, fast %v", p.p.Payload, stockErr, err)
 			}
@@ -51,10 +51,17 @@ func FuzzParseRequest(f *testing.F) {
 				if !ok || m != want.Payload.(fwksched.PayloadMap)["model"] {
 					t.Fatalf("raw payload model %q (ok=%v), stock map %v", m, ok, want.Payload.(fwksched.PayloadMap)["model"])
 				}
-				if bm, _, _, err := bodyjson.ModelSpan(v); err != nil || bm != m {
+				bm, start, end, err := bodyjson.ModelSpan(v)
+				if err != nil || bm != m {
 					t.Fatalf("bodyjson.ModelSpan %q (%v), scanner %q", bm, err, m)
 				}
+				if !span.Found() || span.Model != bm || span.Start != start || span.End != end {
+					t.Fatalf("located model %+v, bodyjson.ModelSpan %q [%d:%d]", span, bm, start, end)
+				}
 			case fwksched.PayloadMap:
+				if span.Found() {
+					t.Fatalf("a map payload must not locate a model span: %+v", span)
+				}
 				b, err := json.Marshal(v)
 				if err != nil || !json.Valid(b) {
 					t.Fatalf("payload map does not marshal: %v", err)

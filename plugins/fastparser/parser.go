@@ -25,6 +25,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 // Type is the plugin type name.
@@ -98,39 +100,59 @@ type embeddingsEnv struct {
 }
 
 // ParseRequest implements fwkrh.Parser.
-func (p *Parser) ParseRequest(_ context.Context, body []byte, headers map[string]string) (*fwksched.LLMRequestBody, error) {
+func (p *Parser) ParseRequest(ctx context.Context, body []byte, headers map[string]string) (*fwksched.LLMRequestBody, error) {
+	out, _, err := p.ParseRequestLocatingModel(ctx, body, headers)
+	return out, err
+}
+
+// ParseRequestLocatingModel implements contract.ModelLocatingParser: for a raw payload it also
+// returns where the model string lies, found in the same pass.
+func (p *Parser) ParseRequestLocatingModel(_ context.Context, body []byte, headers map[string]string) (*fwksched.LLMRequestBody, contract.ModelSpan, error) {
+	out, d, err := p.parse(body, headers)
+	if err != nil || d == nil {
+		return out, contract.ModelSpan{}, err
+	}
+	if _, raw := out.Payload.(fwksched.RawPayload); raw {
+		return out, contract.ModelSpan{Model: d.model, Start: d.modelStart, End: d.modelEnd}, nil
+	}
+	return out, contract.ModelSpan{}, nil
+}
+
+// parse is ParseRequest, also returning the pass's result (nil when encoding/json decided).
+func (p *Parser) parse(body []byte, headers map[string]string) (*fwksched.LLMRequestBody, *decoded, error) {
 	api := apiType(requestPath(headers))
 	d, err := decodeFast(body, api)
 	switch {
 	case errors.Is(err, errNotObject), errors.Is(err, errSyntax):
 		if mapErr := bodyMapError(body); mapErr != nil {
-			return nil, mapErr
+			return nil, nil, mapErr
 		}
 		if errors.Is(err, errSyntax) {
 			// encoding/json accepts what the scanner rejected: never seen (the differential
 			// fuzz test guards it), but agreeing with GIE matters more than speed here.
-			return p.parseStd(body, headers)
+			out, err := p.parseStd(body, headers)
+			return out, nil, err
 		}
-		return nil, apiError(api) // a null body
+		return nil, nil, apiError(api) // a null body
 	case err != nil:
-		return nil, apiError(api)
+		return nil, nil, apiError(api)
 	case !checkAPI(d.body):
-		return nil, apiError(api)
+		return nil, nil, apiError(api)
 	}
 	out := d.body
 	out.Stream = d.stream
 	if p.p.Payload == ModeRaw && d.modelOK && !rewriteWanted(headers, d.model) {
 		out.Payload = fwksched.RawPayload(body)
-		return out, nil
+		return out, d, nil
 	}
 	// Map mode, or a raw-mode request whose model is rewritten by header or is missing: the
 	// director must see a PayloadMap to rewrite the model (or answer its "model not found").
 	m, err := p.payloadMap(d.members)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out.Payload = m
-	return out, nil
+	return out, d, nil
 }
 
 // parseStd is the encoding/json path (decode the API struct, split the object); kept only as

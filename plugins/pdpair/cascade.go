@@ -149,6 +149,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		pick := prefill[idx[s.rng.Intn(len(idx))]]
 		prefill = []*podmodel.Pod{pick}
 		decode = inRoleset(decode, pick.Roleset)
+		d.PrefillFastPath = true
 		note("prefill fast path: %s → %s", why, pick.Key)
 	}
 
@@ -166,6 +167,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			if pf := inRoleset(prefill, pick.Roleset); len(pf) > 0 {
 				prefill = pf
 			}
+			d.DecodeFastPath = true
 			note("decode fast path: %s → %s", why, pick.Key)
 		}
 	}

@@ -198,7 +198,7 @@ func (p *Plugin) input(req *fwksched.LLMRequest, pods []podmodel.Pod) Input {
 	}
 	in.Hints.MaxTokens = -1
 	if req.Body != nil {
-		in.PromptText = req.Body.PromptText()
+		in.PromptText = podmodel.PromptText(req.Body)
 		if pm, ok := req.Body.Payload.(fwksched.PayloadMap); ok {
 			for _, key := range []string{"max_tokens", "max_completion_tokens"} {
 				if v, ok := pm[key].(float64); ok {
@@ -254,13 +254,11 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
 		trace.Note(name, "%s", d.Reason)
 	}
-	for _, n := range d.Notes {
-		switch {
-		case strings.HasPrefix(n, "prefill fast path"):
-			fastPaths.WithLabelValues("prefill").Inc()
-		case strings.HasPrefix(n, "decode fast path:"):
-			fastPaths.WithLabelValues("decode").Inc()
-		}
+	if d.PrefillFastPath {
+		fastPaths.WithLabelValues("prefill").Inc()
+	}
+	if d.DecodeFastPath {
+		fastPaths.WithLabelValues("decode").Inc()
 	}
 	selectedDecode.WithLabelValues(d.Decode.Key, d.Roleset, kind).Inc()
 	if cs != nil {

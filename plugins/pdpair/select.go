@@ -49,6 +49,9 @@ type Decision struct {
 	FallbackPrefillPolicy, LedgerMissing  bool
 	BandRoleset                           string
 	BandMax                               int
+	// PrefillFastPath and DecodeFastPath say which load-imbalance fast paths narrowed the
+	// candidates (metrics).
+	PrefillFastPath, DecodeFastPath bool
 
 	// prefixHolder is the prefill pod the prompt's blocks are recorded for once the selection
 	// lock is released ("" = nothing to record).

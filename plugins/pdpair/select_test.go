@@ -188,7 +188,7 @@ func TestPrefillFastPathNarrowsToRoleset(t *testing.T) {
 		for _, n := range d.Notes {
 			fired = fired || strings.HasPrefix(n, "prefill fast path")
 		}
-		if fired != tt.wantFP || d.Roleset != "b" {
+		if fired != tt.wantFP || d.PrefillFastPath != tt.wantFP || d.Roleset != "b" {
 			t.Fatalf("load %d: fast path %v, roleset %s, notes %v", tt.load, fired, d.Roleset, d.Notes)
 		}
 	}
@@ -201,14 +201,15 @@ func TestDecodeFastPathAndTokenLoadIgnoresIt(t *testing.T) {
 		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: run(4)},
 	)
 	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
-	if err != nil || d.Decode.Name != "b-d" || d.Prefill.Name != "b-p" || !strings.Contains(strings.Join(d.Notes, "|"), "decode fast path: decode count spread 16 >= 16") {
+	if err != nil || d.Decode.Name != "b-d" || d.Prefill.Name != "b-p" || !d.DecodeFastPath ||
+		!strings.Contains(strings.Join(d.Notes, "|"), "decode fast path: decode count spread 16 >= 16") {
 		t.Fatalf("%+v %v", d, err)
 	}
 	l := newFakeLedger()
 	l.decode["ns/b-d"] = 1e6 // the fast path would pick b-d; token_load must ignore it
 	d, err = newSel(t, l.source()).Select(Input{RequestID: "r2", Pods: pods, BodyTokens: 10,
 		Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
-	if err != nil || d.Decode.Name != "a-d" || !strings.Contains(strings.Join(d.Notes, "|"), "ignored under token_load") {
+	if err != nil || d.Decode.Name != "a-d" || d.DecodeFastPath || !strings.Contains(strings.Join(d.Notes, "|"), "ignored under token_load") {
 		t.Fatalf("%+v %v", d, err)
 	}
 }

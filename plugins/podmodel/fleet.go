@@ -147,7 +147,7 @@ func PromptTokens(req *fwkRequest) int {
 	if req.Body == nil {
 		return 0
 	}
-	return (len(req.Body.PromptText()) + 2) / 4
+	return (PromptTextLen(req.Body) + 2) / 4
 }
 
 // RequestHints returns the config-profile: auto facts of a request: PromptTokens, and

@@ -2,6 +2,7 @@ package prefillscorer
 
 import (
 	"encoding/binary"
+	"sort"
 	"sync"
 	"unicode/utf8"
 
@@ -66,6 +67,9 @@ func Tokens(prompt string) int { return utf8.RuneCountInString(prompt) }
 // Hashes returns the chained block hashes of a prompt (an incomplete tail is not hashed).
 // Each block hashes the previous hash (little endian) and the block's runes as UTF-8.
 func (t *PrefixTable) Hashes(prompt string) []uint64 {
+	if t.blockSize <= maxASCIIBlock && isASCII(prompt) {
+		return hashesASCII(prompt, t.blockSize)
+	}
 	n := utf8.RuneCountInString(prompt) / t.blockSize
 	out := make([]uint64, 0, n)
 	var prev uint64
@@ -106,7 +110,47 @@ func (t *PrefixTable) Hashes(prompt string) []uint64 {
 	return out
 }
 
+// maxASCIIBlock is the largest block size the ASCII fast path hashes from a stack buffer.
+const maxASCIIBlock = 32
+
+// hashesASCII is Hashes for an ASCII prompt, where a rune is a byte: the same chain, without
+// decoding runes (most prompts; a 220 KB prompt is 55,000 blocks).
+func hashesASCII(prompt string, blockSize int) []uint64 {
+	n := len(prompt) / blockSize
+	out := make([]uint64, n)
+	var buf [8 + maxASCIIBlock]byte
+	var prev uint64
+	for i := range out {
+		binary.LittleEndian.PutUint64(buf[:8], prev)
+		copy(buf[8:], prompt[i*blockSize:(i+1)*blockSize])
+		prev = xxhash.Sum64(buf[:8+blockSize])
+		out[i] = prev
+	}
+	return out
+}
+
+// isASCII reports whether s is all ASCII, eight bytes at a time.
+func isASCII(s string) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64([]byte(s[i:i+8]))&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
 // Match returns each pod's match percent for the hashes.
+//
+// A block hash chains every block before it, and Add records a prompt's whole chain, so a pod
+// holding block i holds blocks 0..i-1 too (up to a 2^-64 hash collision): a pod's matched
+// length is found by binary search, in O(log blocks) lookups instead of one per block (a 220
+// KB prompt is 55,000 blocks).
 func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 	out := map[string]float64{}
 	if len(hashes) == 0 {
@@ -114,32 +158,12 @@ func (t *PrefixTable) Match(hashes []uint64) map[string]float64 {
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	// The set of pods matching every block so far only shrinks: filter one slice in place,
-	// and write a pod's score once, when it drops out.
-	alive := make([]uint32, 0, len(t.holders))
 	for id := range t.holders {
-		if t.has(hashes[0], id) {
-			alive = append(alive, id)
+		if !t.has(hashes[0], id) {
+			continue
 		}
-	}
-	prev := 0.0
-	for i, h := range hashes {
-		kept := alive[:0]
-		for _, id := range alive {
-			if t.has(h, id) {
-				kept = append(kept, id)
-			} else {
-				out[t.names[id]] = prev
-			}
-		}
-		alive = kept
-		if len(alive) == 0 {
-			break
-		}
-		prev = float64((i + 1) * 100 / len(hashes))
-	}
-	for _, id := range alive {
-		out[t.names[id]] = prev
+		n := sort.Search(len(hashes), func(i int) bool { return !t.has(hashes[i], id) })
+		out[t.names[id]] = float64(n * 100 / len(hashes))
 	}
 	return out
 }
@@ -170,7 +194,13 @@ func (t *PrefixTable) Add(pod string, hashes []uint64) {
 	}
 	id := t.id(pod)
 	t.holders[id] = t.epoch
-	for _, h := range hashes {
+	// The leading blocks recent already holds for the pod were recorded with their whole
+	// chain: only the rest is written, so recent keeps every chain whole.
+	held := sort.Search(len(hashes), func(i int) bool {
+		_, ok := t.recent[blockKey(hashes[i], id)]
+		return !ok
+	})
+	for _, h := range hashes[held:] {
 		t.recent[blockKey(h, id)] = struct{}{}
 	}
 }

@@ -26,8 +26,10 @@ func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
 	return out
 }
 
-// TestPrefixTableMatchAgreesWithReference checks the in-place filtering Match against the
-// reference on random tables with pods holding prefixes of different lengths.
+// TestPrefixTableMatchAgreesWithReference checks the binary-searching Match against the
+// reference on random tables with pods holding prefixes of different lengths, of prompts that
+// branch from the asked one at random blocks (chained hashes: a branch shares only the blocks
+// before it), over generations that rotate and drop.
 func TestPrefixTableMatchAgreesWithReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 200; round++ {
@@ -39,11 +41,15 @@ func TestPrefixTableMatchAgreesWithReference(t *testing.T) {
 			hashes[i] = rng.Uint64()
 		}
 		for p := 0; p < 1+rng.Intn(10); p++ {
-			held := hashes[:rng.Intn(blocks+1)]
-			if rng.Intn(3) == 0 && len(held) > 1 { // a hole after the first block
-				held = append([]uint64{held[0]}, held[2:]...)
+			held := append([]uint64(nil), hashes[:rng.Intn(blocks+1)]...)
+			if rng.Intn(3) == 0 && len(held) > 1 { // another prompt, branching at block k
+				k := rng.Intn(len(held))
+				for i := k; i < len(held); i++ {
+					held[i] = rng.Uint64()
+				}
 			}
-			pt.Add(string(rune('a'+p)), held)
+			pod := string(rune('a' + rng.Intn(6)))
+			pt.Add(pod, held)
 		}
 		if got, want := pt.Match(hashes), matchReference(pt, hashes); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: Match %v, reference %v", round, got, want)

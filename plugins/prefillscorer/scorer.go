@@ -85,7 +85,7 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 			k = kk
 		}
 		if req.Body != nil {
-			prompt = req.Body.PromptText()
+			prompt = podmodel.PromptText(req.Body)
 		}
 	}
 	counts := make([]float64, len(eps))

@@ -5,13 +5,16 @@
 package prefixproducer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -23,6 +26,10 @@ import (
 
 // Type is the plugin type name.
 const Type = "pdgate-prefix-cache-producer"
+
+// GIEType is GIE v1.5.0's approx-prefix-cache-producer type, under which the EPP runs this
+// producer in place of the one GIE's loader creates for prefix-cache-scorer.
+const GIEType = "approx-prefix-cache-producer"
 
 // AutoName is the instance name of the producer the EPP adds for PrefixCacheMatchInfo
 // consumers when the configuration declares no producer of that key.
@@ -45,16 +52,23 @@ type Producer struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
 	idx       *index
-	states    sync.Map // request ID → *state, from PrepareRequestData to PreRequest
-	wg        sync.WaitGroup
+	// requestKey is the endpoint attribute that carries this producer's request blocks from
+	// PrepareRequestData to PreRequest on the request's own endpoint snapshots, so no table
+	// keyed by request ID outlives a request.
+	requestKey string
+	wg         sync.WaitGroup
 }
 
-// state is what PreRequest needs of PrepareRequestData.
-type state struct {
+// requestBlocks is what PreRequest needs of PrepareRequestData: the request's block hashes
+// and each server's matched blocks. One value is shared by every endpoint of the request and
+// never changed after it is put, so cloning it is sharing it.
+type requestBlocks struct {
 	hashes  []blockHash
 	matches map[serverID]int
-	at      time.Time
 }
+
+// Clone implements datalayer.Cloneable.
+func (r *requestBlocks) Clone() fwkdl.Cloneable { return r }
 
 // TypedName implements fwkplugin.Plugin.
 func (p *Producer) TypedName() fwkplugin.TypedName { return p.typedName }
@@ -96,8 +110,9 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 		ep.Put(attrprefix.PrefixCacheMatchInfoKey,
 			attrprefix.NewPrefixCacheMatchInfo(matches[ep.GetMetadata().NamespacedName], len(hashes), blockSize))
 	}
-	if request != nil {
-		p.states.Store(request.RequestId, &state{hashes: hashes, matches: matches, at: time.Now()})
+	rb := &requestBlocks{hashes: hashes, matches: matches}
+	for _, ep := range endpoints {
+		ep.Put(p.requestKey, rb)
 	}
 	return nil
 }
@@ -105,23 +120,20 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 // PreRequest records the request's blocks for the picked endpoint of the primary profile and
 // of the "prefill" profile, asynchronously, and records GIE's prefix indexer hit metrics.
 func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
-	if request == nil {
-		return
-	}
-	v, ok := p.states.LoadAndDelete(request.RequestId)
-	if result == nil {
+	if request == nil || result == nil {
 		return
 	}
 	primary := result.ProfileResults[result.PrimaryProfileName]
 	if primary == nil || len(primary.TargetEndpoints) == 0 {
 		return
 	}
-	if !ok {
-		log.FromContext(ctx).V(logutil.DEFAULT).Info("no prefix state for the request", "plugin", p.typedName.String(), "requestID", request.RequestId)
+	target := primary.TargetEndpoints[0]
+	v, ok := target.Get(p.requestKey)
+	st, _ := v.(*requestBlocks)
+	if !ok || st == nil {
+		log.FromContext(ctx).V(logutil.DEFAULT).Info("no prefix blocks on the picked endpoint", "plugin", p.typedName.String(), "requestID", request.RequestId)
 		return
 	}
-	st := v.(*state)
-	target := primary.TargetEndpoints[0]
 	type srv struct {
 		id     serverID
 		blocks int
@@ -153,8 +165,7 @@ func (p *Producer) gpuBlocks(ep fwksched.Endpoint) int {
 }
 
 // run keeps the index to the pool's servers, reports the index size each second (GIE's
-// prefix_indexer_size) and drops request states older than a minute (a request that never
-// reached PreRequest).
+// prefix_indexer_size).
 func (p *Producer) run(ctx context.Context, handle fwkplugin.Handle) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -165,12 +176,6 @@ func (p *Producer) run(ctx context.Context, handle fwkplugin.Handle) {
 			return
 		case now := <-tick.C:
 			metrics.RecordPrefixCacheSize(int64(p.idx.size()))
-			p.states.Range(func(k, v any) bool {
-				if now.Sub(v.(*state).at) > time.Minute {
-					p.states.Delete(k)
-				}
-				return true
-			})
 			if handle == nil || now.Sub(lastCheck) < podActiveCheckInterval {
 				continue
 			}
@@ -191,7 +196,31 @@ func (p *Producer) run(ctx context.Context, handle fwkplugin.Handle) {
 // New builds a producer named name; with a handle it also starts its background loop, bound
 // to the handle's context.
 func New(name string, params Parameters, handle fwkplugin.Handle) *Producer {
-	p := &Producer{typedName: fwkplugin.TypedName{Type: Type, Name: name}, params: params, idx: newIndex(params.LRUCapacityPerServer)}
+	return newProducer(fwkplugin.TypedName{Type: Type, Name: name}, params, handle)
+}
+
+// NewPrefixCacheScorerProducer builds the producer GIE's loader adds for prefix-cache-scorer,
+// under GIE's type and name (approx-prefix-cache-producer), from the scorer's parameters read
+// as GIE reads them (unknown fields ignored). The EPP adds it before the loader runs, so the
+// loader finds a producer of that type and does not create GIE's, which JSON-marshals the
+// chat messages of every request (most of the EPP's CPU on long prompts); plugin metrics keep
+// GIE's type label.
+func NewPrefixCacheScorerProducer(raw json.RawMessage, handle fwkplugin.Handle) (*Producer, error) {
+	params := DefaultParameters()
+	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
+		if err := json.Unmarshal(t, &params); err != nil {
+			return nil, fmt.Errorf("%s (for prefix-cache-scorer): failed to unmarshal prefix cache parameters: %w", GIEType, err)
+		}
+	}
+	if err := params.validate(); err != nil {
+		return nil, fmt.Errorf("%s (for prefix-cache-scorer): %w", GIEType, err)
+	}
+	return newProducer(fwkplugin.TypedName{Type: GIEType, Name: GIEType}, params, handle), nil
+}
+
+func newProducer(name fwkplugin.TypedName, params Parameters, handle fwkplugin.Handle) *Producer {
+	p := &Producer{typedName: name, params: params, idx: newIndex(params.LRUCapacityPerServer),
+		requestKey: "pdgate/prefix-request-blocks/" + name.Name}
 	if handle != nil {
 		go p.run(handlectx.Of(handle), handle)
 	}

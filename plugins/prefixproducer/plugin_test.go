@@ -249,12 +249,50 @@ func TestPreRequestWithoutPicksOrState(t *testing.T) {
 	e := newEP("p0", nil)
 	_ = p.PrepareRequestData(context.Background(), r, []fwksched.Endpoint{e})
 	p.PreRequest(context.Background(), r, &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{}})
-	if _, ok := p.states.Load("x"); ok {
-		t.Fatal("the request's state must be dropped in PreRequest")
-	}
+	// A pick whose snapshot this producer never prepared carries no blocks: nothing recorded.
+	p.PreRequest(context.Background(), r, result("decode", map[string]*ep{"decode": newEP("p1", nil)}))
 	p.wg.Wait()
 	if p.idx.size() != 0 {
-		t.Fatal("nothing is recorded without a pick")
+		t.Fatal("nothing is recorded without a pick or without the request's blocks")
+	}
+	p.PreRequest(context.Background(), r, result("decode", map[string]*ep{"decode": e}))
+	p.wg.Wait()
+	if p.idx.size() == 0 {
+		t.Fatal("the prepared pick's blocks must be recorded")
+	}
+}
+
+func TestPrefixCacheScorerProducer(t *testing.T) {
+	cases := []struct {
+		name, raw string
+		wantErr   string
+		wantBlock int
+	}{
+		{"defaults", "", "", DefaultBlockSizeTokens},
+		{"null", "null", "", DefaultBlockSizeTokens},
+		{"scorer parameters, unknown fields ignored as GIE does", `{"blockSizeTokens": 32, "hashBlockSize": 5}`, "", 32},
+		{"deprecated blockSize alone", `{"blockSize": 64, "blockSizeTokens": 0}`, "BlockSize (64) is deprecated", 0},
+		{"not JSON", `{"blockSizeTokens": "x"}`, "failed to unmarshal", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPrefixCacheScorerProducer(json.RawMessage(tc.raw), nil)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "prefix-cache-scorer") {
+					t.Fatalf("error %v, want one naming prefix-cache-scorer and %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.TypedName(); got.Type != GIEType || got.Name != GIEType {
+				t.Fatalf("typed name %v, want GIE's %s/%s", got, GIEType, GIEType)
+			}
+			if p.Params().BlockSizeTokens != tc.wantBlock {
+				t.Fatalf("blockSizeTokens %d, want %d", p.Params().BlockSizeTokens, tc.wantBlock)
+			}
+		})
 	}
 }
 

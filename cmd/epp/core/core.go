@@ -136,6 +136,9 @@ func New(ctx context.Context, o Options) (*Core, error) {
 		}
 	}
 	c.Handle = fwkplugin.NewEppHandle(ctx, podNames)
+	if err := pluginset.AddPrefixCacheScorerProducer(raw, c.Handle); err != nil {
+		return nil, fmt.Errorf("failed to load the configuration: %w", err)
+	}
 	if c.Loaded, err = loader.InstantiateAndConfigure(raw, c.Handle, logger); err != nil {
 		return nil, fmt.Errorf("failed to load the configuration: %w", err)
 	}

@@ -67,11 +67,20 @@ func (x *exchange) decide(ctx context.Context) error {
 // schedule is the director: it returns the upstream body, or an error that is either a
 // contract.Answer or one of GIE's errcommon errors.
 func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
-	parsed, err := x.s.cfg.Parser.ParseRequest(ctx, x.body, x.headers)
+	var (
+		parsed *fwksched.LLMRequestBody
+		span   contract.ModelSpan
+		err    error
+	)
+	if lp, ok := x.s.cfg.Parser.(contract.ModelLocatingParser); ok {
+		parsed, span, err = lp.ParseRequestLocatingModel(ctx, x.body, x.headers)
+	} else {
+		parsed, err = x.s.cfg.Parser.ParseRequest(ctx, x.body, x.headers)
+	}
 	if err != nil {
 		return nil, errcommon.Error{Code: errcommon.BadRequest, Msg: err.Error()}
 	}
-	body, err := x.resolveModel(parsed)
+	body, err := x.resolveModel(parsed, span)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +108,7 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	}
 	snapshot := make([]fwksched.Endpoint, len(candidates))
 	for i, ep := range candidates {
-		snapshot[i] = fwksched.NewEndpoint(ep.GetMetadata(), ep.GetMetrics(), ep.GetAttributes())
+		snapshot[i] = newSnapshotEndpoint(ep)
 	}
 	if err := x.runPrepareData(ctx, snapshot); err != nil {
 		if a, ok := contract.AnswerOf(err); ok {
@@ -169,7 +178,7 @@ func (x *exchange) conditionalDecode(ctx context.Context, decode fwksched.Endpoi
 // resolveModel finds the incoming and target models and returns the upstream body: the
 // original bytes, or (only on a model rewrite) the original bytes with the model value
 // replaced.
-func (x *exchange) resolveModel(parsed *fwksched.LLMRequestBody) ([]byte, error) {
+func (x *exchange) resolveModel(parsed *fwksched.LLMRequestBody, located contract.ModelSpan) ([]byte, error) {
 	x.targetModel = x.rewriteModel
 	var span [2]int
 	haveSpan := false
@@ -181,7 +190,9 @@ func (x *exchange) resolveModel(parsed *fwksched.LLMRequestBody) ([]byte, error)
 		}
 		x.incomingModel = model
 	case fwksched.RawPayload:
-		if model, start, end, err := bodyjson.ModelSpan(x.body); err == nil {
+		if located.Found() {
+			x.incomingModel, span, haveSpan = located.Model, [2]int{located.Start, located.End}, true
+		} else if model, start, end, err := bodyjson.ModelSpan(x.body); err == nil {
 			x.incomingModel, span, haveSpan = model, [2]int{start, end}, true
 		}
 	case fwksched.PayloadProto:

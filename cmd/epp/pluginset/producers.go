@@ -1,7 +1,10 @@
 package pluginset
 
 import (
+	"fmt"
+
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
@@ -33,4 +36,34 @@ func ensurePrefixProducer(handle fwkplugin.Handle) {
 	}
 	handle.AddPlugin(prefixproducer.AutoName, prefixproducer.New(prefixproducer.AutoName, prefixproducer.DefaultParameters(), handle))
 	log.FromContext(handle.Context()).V(1).Info("auto-created pdgate-prefix-cache-producer for PrefixCacheMatchInfo consumers")
+}
+
+// AddPrefixCacheScorerProducer gives prefix-cache-scorer the producer GIE's loader would
+// create for it (approx-prefix-cache-producer, with the scorer's parameters), built by
+// pdgate-prefix-cache-producer under GIE's type and name. It must run before the loader
+// instantiates the configuration: the loader then finds a producer of that type and does not
+// create GIE's, which JSON-marshals every request's chat messages (half of the EPP's CPU per
+// request on a 220 KB chat). A configuration that declares approx-prefix-cache-producer itself
+// keeps GIE's.
+func AddPrefixCacheScorerProducer(raw *configapi.EndpointPickerConfig, handle fwkplugin.Handle) error {
+	var scorer *configapi.PluginSpec
+	for i, spec := range raw.Plugins {
+		switch spec.Type {
+		case prefixproducer.GIEType:
+			return nil
+		case prefix.PrefixCacheScorerPluginType:
+			if scorer == nil {
+				scorer = &raw.Plugins[i]
+			}
+		}
+	}
+	if scorer == nil {
+		return nil
+	}
+	p, err := prefixproducer.NewPrefixCacheScorerProducer(scorer.Parameters, handle)
+	if err != nil {
+		return fmt.Errorf("plugin '%s' (type: %s): %w", scorer.Name, scorer.Type, err)
+	}
+	handle.AddPlugin(prefixproducer.GIEType, p)
+	return nil
 }
