@@ -220,6 +220,20 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
+	if in.PrefillNeeded != nil {
+		if dec := in.PrefillNeeded(dd.pod); !dec.Run {
+			// The decider keeps the request on the decode pod: no prefill leg, so nothing is
+			// registered or charged on the prefill side and no prefix is recorded for it.
+			d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
+			d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
+			d.Cause, d.Reason = dec.Cause, fmt.Sprintf("decode-only on %s: %s", dd.pod.Key, dec.Reason)
+			s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+			if tx != nil {
+				s.charge(in, k, scored{}, dd, ledger, tx, defs)
+			}
+			return d, nil
+		}
+	}
 	// Copies, not pointers into Input.Pods: the decision outlives the cycle (it is kept until
 	// the response header), and a pointer would keep the whole fleet's records alive with it.
 	prefillPod := *pp.pod

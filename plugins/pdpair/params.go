@@ -12,6 +12,10 @@ import (
 type ownParams struct {
 	// LedgerRef names the pd-token-ledger plugin instance (looked up at first use).
 	LedgerRef string `json:"ledgerRef"`
+	// PrefillDeciderRef names a prefill decider (contract.Decider, e.g.
+	// prefix-based-pd-decider) asked about the pair's decode pod before the pick is
+	// registered; "" keeps AIBrix's rule (every pair gets its prefill leg).
+	PrefillDeciderRef string `json:"prefillDeciderRef"`
 	// DefaultRoutingStrategy applies when neither lockedRoutingStrategy, the routing-strategy
 	// header nor the profile's routingStrategy name one (AIBrix's ROUTING_ALGORITHM).
 	DefaultRoutingStrategy string `json:"defaultRoutingStrategy"`
@@ -26,7 +30,7 @@ type ownParams struct {
 	Seed int64 `json:"seed"`
 }
 
-var ownKeys = []string{"ledgerRef", "defaultRoutingStrategy", "honorRoutingStrategyHeader", "trackerTTLSeconds", "prefixTableCapacity", "seed"}
+var ownKeys = []string{"ledgerRef", "prefillDeciderRef", "defaultRoutingStrategy", "honorRoutingStrategyHeader", "trackerTTLSeconds", "prefixTableCapacity", "seed"}
 
 // Params are aibrix-pd-pair's parameters.
 type Params struct {

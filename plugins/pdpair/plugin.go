@@ -67,6 +67,8 @@ type Plugin struct {
 	selector *Selector
 	handle   fwkplugin.Handle
 	log      logr.Logger
+	// decider is prefillDeciderRef's plugin, resolved once the configuration is loaded.
+	decider contract.Decider
 }
 
 // Factory builds the plugin.
@@ -162,6 +164,15 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseBadProfile, err.Error(), true)
 	}
 	in.Knobs = knobs
+	if p.decider != nil {
+		in.PrefillNeeded = func(decode *podmodel.Pod) contract.Decision {
+			ep := decode.Endpoint
+			if ep == nil {
+				ep = findEndpoint(eps, *decode)
+			}
+			return p.decider.Disaggregate(ctx, cs, req, ep)
+		}
+	}
 	var d Decision
 	if strategy == StrategyPD {
 		d, err = p.selector.Select(in)
@@ -250,6 +261,10 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		combinedPicks.WithLabelValues(cause).Inc()
 		trace.Stage("combined", true, d.Reason)
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
+	} else if d.DecodeOnly {
+		kind = "decode_only"
+		trace.Stage("prefill", false, d.Reason)
+		contract.MarkSkipPrefill(cs, "aibrix-pd-pair kept "+d.Decode.Key+" without a prefill leg: "+d.Reason)
 	} else {
 		selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
 		trace.Note(name, "%s", d.Reason)
@@ -281,11 +296,35 @@ func (p *Plugin) Disaggregate(_ context.Context, cs *fwksched.CycleState, req *f
 	if err != nil || st == nil {
 		return contract.Decision{Cause: contract.CauseDecisionNotFound, Reason: "no aibrix pair decision in this scheduling cycle"}
 	}
+	if st.Decision.DecodeOnly {
+		return contract.Decision{Cause: st.Decision.Cause, Reason: st.Decision.Reason}
+	}
 	if st.Prefill == nil {
 		return contract.Decision{Cause: st.Decision.Cause, Reason: "combined pick: " + st.Decision.Reason}
 	}
 	return contract.Decision{Run: true, Cause: contract.CausePaired,
 		Reason: fmt.Sprintf("paired prefill %s in roleset %q", st.Decision.Prefill.Key, st.Decision.Roleset)}
+}
+
+// ResolveReferences resolves prefillDeciderRef once every plugin exists (cmd/epp/pluginset).
+func (p *Plugin) ResolveReferences(handle fwkplugin.Handle) error {
+	ref := p.params.PrefillDeciderRef
+	if ref == "" {
+		return nil
+	}
+	if ref == p.tn.Name {
+		return fmt.Errorf("%s: parameter prefillDeciderRef=%q names this plugin; name another prefill decider (e.g. prefix-based-pd-decider)", Type, ref)
+	}
+	pl := handle.Plugin(ref)
+	if pl == nil {
+		return fmt.Errorf("%s: parameter prefillDeciderRef=%q: no plugin of that name", Type, ref)
+	}
+	d, ok := pl.(contract.Decider)
+	if !ok {
+		return fmt.Errorf("%s: parameter prefillDeciderRef=%q: plugin type %s is not a prefill decider", Type, ref, pl.TypedName().Type)
+	}
+	p.decider = d
+	return nil
 }
 
 // ResponseHeader: the prefill leg is over and the decode pod runs the request.

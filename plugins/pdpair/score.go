@@ -91,13 +91,14 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 	return out, maxD, nil
 }
 
-// charge records the pick's token-load charges (inside the same Atomically as the reads).
+// charge records the pick's token-load charges (inside the same Atomically as the reads); a
+// zero pp (a decode-only pick) charges the decode side alone.
 func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) {
 	ttl := defs.TTL
 	if k.TokenLoadTTLSeconds != nil {
 		ttl = time.Duration(*k.TokenLoadTTLSeconds) * time.Second
 	}
-	if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
+	if pp.pod != nil && (k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad) {
 		cost := k.TokenLoadRequestCost
 		if cost == 0 {
 			cost = defs.RequestCost

@@ -29,6 +29,10 @@ type Input struct {
 	BodyTokens    int    // len(body)/4, the ledger's prompt_tokens
 	SessionKey    string
 	Knobs         pdknobs.Knobs
+	// PrefillNeeded, when set, is asked about the chosen pair's decode pod before anything is
+	// registered: a "no" turns the pick into a decode-only one (the decode pod prefills
+	// locally), with the decider's cause and reason. It is prefillDeciderRef's Disaggregate.
+	PrefillNeeded func(decode *podmodel.Pod) contract.Decision
 }
 
 // Decision is the selector's answer: a decode target and, unless Combined, the prefill pod of
@@ -52,6 +56,8 @@ type Decision struct {
 	// PrefillFastPath and DecodeFastPath say which load-imbalance fast paths narrowed the
 	// candidates (metrics).
 	PrefillFastPath, DecodeFastPath bool
+	// DecodeOnly says the prefill decider kept the pair's decode pod without its prefill leg.
+	DecodeOnly bool
 
 	// prefixHolder is the prefill pod the prompt's blocks are recorded for once the selection
 	// lock is released ("" = nothing to record).

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
@@ -400,3 +401,62 @@ func TestInfiniteDecodeScoreNeverWinsThePair(t *testing.T) {
 }
 
 func status(err error) int { s, _ := StatusOf(err); return s }
+
+// A prefill decider that says no turns the pair's pick into a decode-only one: same decode pod,
+// no prefill registration, charge or prefix record; a yes keeps the pair as it was.
+func TestPrefillDeciderComposes(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+	)
+	cases := []struct {
+		name        string
+		run         bool
+		wantPrefill bool
+		wantCharges []string
+	}{
+		{"decider says prefill", true, true, []string{"prefill ns/a-p ", "decode ns/a-d 10"}},
+		{"decider says decode-only", false, false, []string{"decode ns/a-d 10"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newFakeLedger()
+			s := newSel(t, l.source())
+			asked := ""
+			in := Input{RequestID: "r", Pods: pods, BodyTokens: 10, PromptText: strings.Repeat("x", 64),
+				Knobs: knobs(func(k *pdknobs.Knobs) {
+					k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+				}),
+				PrefillNeeded: func(decode *podmodel.Pod) contract.Decision {
+					asked = decode.Key
+					return contract.Decision{Run: tc.run, Cause: contract.CauseCached, Reason: "because"}
+				}}
+			d, err := s.Select(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asked != "ns/a-d" || d.Decode.Key != "ns/a-d" {
+				t.Fatalf("decider asked about %q, decode %q", asked, d.Decode.Key)
+			}
+			if (d.Prefill != nil) != tc.wantPrefill || d.DecodeOnly == tc.wantPrefill {
+				t.Fatalf("prefill %v decodeOnly %v, want prefill %v", d.Prefill, d.DecodeOnly, tc.wantPrefill)
+			}
+			if !tc.wantPrefill && (d.Cause != contract.CauseCached || !strings.Contains(d.Reason, "because")) {
+				t.Fatalf("cause %q reason %q must be the decider's", d.Cause, d.Reason)
+			}
+			if got := s.Tracker.PrefillCount("ns/a-p"); got != map[bool]float64{true: 1, false: 0}[tc.wantPrefill] {
+				t.Fatalf("prefill in flight %g", got)
+			}
+			if s.Tracker.PendingDecode("ns/a-d") != 1 {
+				t.Fatal("the decode pod must count the request")
+			}
+			if len(l.charges) != len(tc.wantCharges) {
+				t.Fatalf("charges %v, want %v", l.charges, tc.wantCharges)
+			}
+			for i, c := range tc.wantCharges {
+				if !strings.HasPrefix(l.charges[i], c) {
+					t.Fatalf("charges %v, want %v", l.charges, tc.wantCharges)
+				}
+			}
+		})
+	}
+}
