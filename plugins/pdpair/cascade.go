@@ -140,6 +140,30 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		}
 	}
 
+	// Cache affinity (with a prefill decider): when the decider would keep the request on some
+	// decode pods because they already hold its prompt, only those serve it; any other would
+	// need a remote prefill. Short prompts (no pod needs one) keep every candidate.
+	if in.PrefillNeeded != nil {
+		var cached []*podmodel.Pod
+		for _, p := range decode {
+			if dec := in.PrefillNeeded(p); !dec.Run && dec.Cause == contract.CauseCached {
+				cached = append(cached, p)
+			}
+		}
+		if len(cached) > 0 && len(cached) < len(decode) {
+			var pf []*podmodel.Pod
+			seen := map[string]bool{}
+			for _, p := range cached {
+				if !seen[p.Roleset] {
+					seen[p.Roleset] = true
+					pf = append(pf, inRoleset(prefill, p.Roleset)...)
+				}
+			}
+			decode, prefill, d.CacheAffinity = cached, pf, true
+			note("cache affinity: %d of %d decode pods hold the prompt", len(cached), nDecode)
+		}
+	}
+
 	// Prefill load-imbalance fast path.
 	counts := make([]float64, len(prefill))
 	for i, p := range prefill {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -235,4 +236,65 @@ func TestTrackerTTL(t *testing.T) {
 	if tr.Len() != 0 || tr.PrefillCount("p") != 0 {
 		t.Fatal("release must be idempotent")
 	}
+}
+
+// fakeDecider is a contract.Decider answering no.
+type fakeDecider struct{ name string }
+
+func (f fakeDecider) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "fake-decider", Name: f.name}
+}
+func (fakeDecider) Disaggregate(context.Context, *fwksched.CycleState, *fwksched.LLMRequest, fwksched.Endpoint) contract.Decision {
+	return contract.Decision{Cause: contract.CauseShortPrompt, Reason: "short"}
+}
+
+func TestPrefillDeciderRef(t *testing.T) {
+	handle := fwkplugin.NewEppHandle(context.Background(), nil)
+	handle.AddPlugin("decider", fakeDecider{"decider"})
+	handle.AddPlugin("picker", fakeNotDecider{})
+	cases := []struct{ ref, wantErr string }{
+		{"", ""},
+		{"decider", ""},
+		{"missing", `prefillDeciderRef="missing": no plugin of that name`},
+		{"picker", "is not a prefill decider"},
+		{"pair", "names this plugin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.ref, func(t *testing.T) {
+			p := newPlugin(t, `{"prefillDeciderRef": "`+tc.ref+`"}`)
+			err := p.ResolveReferences(handle)
+			if tc.wantErr == "" {
+				if err != nil || (tc.ref != "") != (p.decider != nil) {
+					t.Fatalf("err %v decider %v", err, p.decider)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), Type) {
+				t.Fatalf("error %v, want one naming %s and %q", err, Type, tc.wantErr)
+			}
+		})
+	}
+	// Through the filter: the decider's no makes the pick decode-only and the stage skipped.
+	_, eps := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	p := newPlugin(t, `{"prefillDeciderRef": "decider"}`)
+	if err := p.ResolveReferences(handle); err != nil {
+		t.Fatal(err)
+	}
+	cs := fwksched.NewCycleState()
+	req := request("r", nil, "hello")
+	if got := p.Filter(context.Background(), cs, req, eps); len(got) != 1 || got[0].GetMetadata().PodName != "a-d" {
+		t.Fatalf("filter kept %v", got)
+	}
+	if dec := p.Disaggregate(context.Background(), cs, req, eps[1]); dec.Run || dec.Cause != contract.CauseShortPrompt {
+		t.Fatalf("Disaggregate %+v, want the decider's no", dec)
+	}
+	if _, skipped := contract.ReadSkip(cs, contract.SkipPrefillKey); !skipped {
+		t.Fatal("the prefill stage must be marked skipped")
+	}
+}
+
+type fakeNotDecider struct{}
+
+func (fakeNotDecider) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "max-score-picker", Name: "picker"}
 }

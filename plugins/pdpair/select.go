@@ -58,6 +58,9 @@ type Decision struct {
 	PrefillFastPath, DecodeFastPath bool
 	// DecodeOnly says the prefill decider kept the pair's decode pod without its prefill leg.
 	DecodeOnly bool
+	// CacheAffinity says the decode candidates were narrowed to the pods the prefill decider
+	// found holding the prompt.
+	CacheAffinity bool
 
 	// prefixHolder is the prefill pod the prompt's blocks are recorded for once the selection
 	// lock is released ("" = nothing to record).

@@ -460,3 +460,44 @@ func TestPrefillDeciderComposes(t *testing.T) {
 		})
 	}
 }
+
+// With a prefill decider, the decode pods it finds holding the prompt are the only candidates
+// (any other would need a remote prefill); when none or all hold it, nothing is narrowed.
+func TestCacheAffinityNarrowsDecode(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "p", role: "prefill", roleset: "a"},
+		podSpec{name: "d1", role: "decode", roleset: "a"}, podSpec{name: "d2", role: "decode", roleset: "a"},
+		podSpec{name: "d3", role: "decode", roleset: "a"},
+	)
+	cases := []struct {
+		name      string
+		holders   map[string]bool
+		wantPod   string // "" = any
+		affinity  bool
+		wantNoPre bool
+	}{
+		{"one holder wins", map[string]bool{"ns/d2": true}, "ns/d2", true, true},
+		{"no holder: no narrowing", map[string]bool{}, "", false, false},
+		{"every pod holds it: no narrowing", map[string]bool{"ns/d1": true, "ns/d2": true, "ns/d3": true}, "", false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := 0; i < 20; i++ { // random tie-breaks must not matter
+				s := NewSelector(NewTracker(time.Minute, nil), nil, nil, nil, int64(i+1))
+				d, err := s.Select(Input{RequestID: fmt.Sprint("r", i), Pods: pods, Knobs: knobs(nil),
+					PrefillNeeded: func(decode *podmodel.Pod) contract.Decision {
+						if tc.holders[decode.Key] {
+							return contract.Decision{Cause: contract.CauseCached, Reason: "held"}
+						}
+						return contract.Decision{Run: true, Cause: contract.CauseUncached}
+					}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (tc.wantPod != "" && d.Decode.Key != tc.wantPod) || d.CacheAffinity != tc.affinity || d.DecodeOnly != tc.wantNoPre {
+					t.Fatalf("decode %s affinity %v decodeOnly %v, want %q %v %v", d.Decode.Key, d.CacheAffinity, d.DecodeOnly, tc.wantPod, tc.affinity, tc.wantNoPre)
+				}
+			}
+		})
+	}
+}
