@@ -44,6 +44,9 @@ type Options struct {
 	RecordLab   bool
 	BinDir      string
 	Tolerance   float64
+	// Topology lays the fleet out as "ZONESxRACKS" (topology.go); "" = no placement (every KV
+	// transfer costs the profile's rack-local time).
+	Topology string
 	// Parallel runs that many policy runs at once.
 	Parallel int
 	Stdout   io.Writer
@@ -120,6 +123,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.StringVar(&o.Calibration, "calibration", o.Calibration, "recorded lab run to check the simulation against")
 	f.BoolVar(&o.RecordLab, "record-lab", false, "record a fresh lab run first (real processes from --bin-dir; a few minutes)")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --record-lab")
+	f.StringVar(&o.Topology, "topology", "", "lay the fleet out over ZONESxRACKS (e.g. 2x4; 1x1 = one rack), 4 pods per host; a KV transfer's time scales with the distance between its prefill and decode pods")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
 	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
 	cmd.AddCommand(NewGoodputCommand())
@@ -274,8 +278,14 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []w
 	if err != nil {
 		return RunData{}, err
 	}
-	cfg := Config{Profile: prof, Pods: p.fleet(o.Pods, prof.Model), EPPConfig: p.configPath(o.Root),
-		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads}
+	placement, err := ParsePlacement(o.Topology)
+	if err != nil {
+		return RunData{}, err
+	}
+	pods := p.fleet(o.Pods, prof.Model)
+	placement.Apply(pods)
+	cfg := Config{Profile: prof, Pods: pods, EPPConfig: p.configPath(o.Root),
+		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads, Placement: placement}
 	if o.Progress != nil && o.Requests >= progressMinRequests {
 		began, step := time.Now(), o.Requests/10
 		cfg.OnArrival = func(n int) {

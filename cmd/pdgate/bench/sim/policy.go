@@ -47,6 +47,15 @@ var Policies = []Policy{
 		About: "pdgate's recommended config (least_request prefill, token_load decode, fast parser)"},
 }
 
+// TopologyPolicies compare topology-blind and topology-aware P/D pairing (issue 24); they run
+// only when named, with --topology laying the fleet out over zones and racks.
+var TopologyPolicies = []Policy{
+	{Name: "pd-prefill-first", Config: "config/bench/topology/pd-prefill-first.yaml", Fleet: FleetKindPD,
+		About: "llm-d P/D with stageOrder prefill-first, topology-blind pairing"},
+	{Name: "pd-topology", Config: "config/bench/topology/pd-topology.yaml", Fleet: FleetKindPD,
+		About: "llm-d P/D with stageOrder prefill-first, decode picked near the prefill pod (topology-affinity-filter preferred + load allowance, topology-affinity-scorer)"},
+}
+
 // SelectPolicies picks policies by name ("all" or a comma-separated list).
 func SelectPolicies(list string) ([]Policy, error) {
 	if list == "" || list == "all" {
@@ -56,15 +65,15 @@ func SelectPolicies(list string) ([]Policy, error) {
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
 		found := false
-		for _, p := range Policies {
+		for _, p := range append(append([]Policy(nil), Policies...), TopologyPolicies...) {
 			if p.Name == n {
 				out, found = append(out, p), true
 			}
 		}
 		if !found {
-			names := make([]string, len(Policies))
-			for i, p := range Policies {
-				names[i] = p.Name
+			var names []string
+			for _, p := range append(append([]Policy(nil), Policies...), TopologyPolicies...) {
+				names = append(names, p.Name)
 			}
 			return nil, fmt.Errorf("--policies: unknown policy %q (known: %s)", n, strings.Join(names, ", "))
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
 // Result is one run's outcome.
@@ -16,6 +17,7 @@ type Result struct {
 	e2e         []float64
 	perPod      []podLoad
 	legs        legStats
+	transfers   [5]int // KV transfers by shared topology level (with a Placement)
 
 	Summary Summary
 }
@@ -73,6 +75,9 @@ type Summary struct {
 	VirtualSeconds        float64
 	WallSeconds           float64
 	RequestsPerWallSecond float64
+	// Transfers counts KV transfers by the tightest level the two pods shared (host, rack,
+	// zone, region, none), with a placement; nil without.
+	Transfers map[string]int `json:",omitempty"`
 }
 
 func newResult(pods int) *Result {
@@ -121,6 +126,12 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 			pre = append(pre, float64(p.prefill))
 		default:
 			dec = append(dec, float64(p.primary))
+		}
+	}
+	if s.cfg.Placement != nil {
+		sum.Transfers = map[string]int{}
+		for lvl, n := range r.transfers {
+			sum.Transfers[podmodel.Level(lvl).String()] = n
 		}
 	}
 	sum.DecodeSpread, sum.DecodeCV = spread(dec)

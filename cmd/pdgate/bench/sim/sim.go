@@ -47,6 +47,9 @@ type Config struct {
 	// MaxInflight holds arrivals back while that many requests are in flight, as the lab's
 	// load generator does (its --concurrency); 0 = no bound (open loop).
 	MaxInflight int
+	// Placement, when set, places the pods on hosts, racks and zones and scales each KV
+	// transfer by the distance between its two pods (topology.go).
+	Placement *Placement
 	// OnArrival, when set, is called with the number of requests that have arrived so far
 	// (progress reports of long runs).
 	OnArrival func(arrived int)
@@ -294,7 +297,7 @@ func (s *Sim) legDone(_ *pod, l *leg) {
 		// prefill server (a round trip), then the KV transfer itself (a timed sleep in the
 		// real simulator, late like a step)
 		prompt := len(r.a.Tokens)
-		d := 4*s.cfg.Overheads.Hop + s.prof.KVTransferTime(prompt) + s.cfg.Overheads.Step
+		d := 4*s.cfg.Overheads.Hop + s.transferTime(r.prefill, r.decode, prompt) + s.cfg.Overheads.Step
 		dl := &leg{kind: legDecode, req: r}
 		dl.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, CachedTokens: prompt, OutputTokens: r.a.Output}
 		s.clock.AfterFunc(d, func() { s.submit(r.decode, dl) })

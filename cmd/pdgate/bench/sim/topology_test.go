@@ -1,0 +1,69 @@
+package simbench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/podmodel"
+)
+
+func TestPlacement(t *testing.T) {
+	if p, err := ParsePlacement(""); p != nil || err != nil {
+		t.Fatalf("empty: %v %v", p, err)
+	}
+	for _, bad := range []string{"2", "0x4", "ax4", "2x"} {
+		if _, err := ParsePlacement(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	p, err := ParsePlacement("2x4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := FleetPD(64, "m")
+	p.Apply(pods)
+	topo := func(i int) podmodel.Topology { return podmodel.TopologyOf(pods[i].Labels, podmodel.TopologyLabels{}) }
+	// Pods 0-3 share a host (both roles), pod 4 starts the next host in the next rack, the
+	// fifth host (pods 16-19) is in rack 4, the second zone.
+	if podmodel.CompareTopology(topo(0), topo(3)) != podmodel.LevelHost || pods[0].Role == pods[1].Role {
+		t.Fatalf("host 0: %+v %+v", topo(0), topo(3))
+	}
+	if podmodel.CompareTopology(topo(0), topo(4)) != podmodel.LevelZone {
+		t.Fatalf("pods 0 and 4: %v", podmodel.CompareTopology(topo(0), topo(4)))
+	}
+	if podmodel.CompareTopology(topo(0), topo(16)) != podmodel.LevelRegion {
+		t.Fatalf("pods 0 and 16: %v", podmodel.CompareTopology(topo(0), topo(16)))
+	}
+	if podmodel.CompareTopology(topo(0), topo(32)) != podmodel.LevelRack {
+		t.Fatalf("pods 0 and 32 (host 8, rack 0): %v", podmodel.CompareTopology(topo(0), topo(32)))
+	}
+	racks := map[string]bool{}
+	for i := range pods {
+		racks[topo(i).Rack] = true
+	}
+	if len(racks) != 8 {
+		t.Fatalf("%d racks, want 8", len(racks))
+	}
+}
+
+func TestTransferTimeScalesWithDistance(t *testing.T) {
+	prof := costmodel.Default()
+	p, _ := ParsePlacement("2x4")
+	pods := FleetPD(64, "m")
+	p.Apply(pods)
+	s := &Sim{prof: prof, cfg: Config{Placement: p}, res: newResult(len(pods))}
+	mk := func(i int) *pod { return &pod{spec: pods[i]} }
+	base := prof.KVTransferTime(4096)
+	for _, tt := range []struct {
+		a, b int
+		mult float64
+	}{{0, 1, 0.25}, {0, 32, 1}, {0, 4, 2}, {0, 16, 4}} {
+		if got, want := s.transferTime(mk(tt.a), mk(tt.b), 4096), time.Duration(float64(base)*tt.mult); got != want {
+			t.Errorf("pods %d→%d: %v, want %v", tt.a, tt.b, got, want)
+		}
+	}
+	if s.res.transfers != [5]int{1, 1, 1, 1, 0} {
+		t.Fatalf("transfer counts %v", s.res.transfers)
+	}
+}
