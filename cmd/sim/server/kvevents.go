@@ -76,20 +76,29 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := zmq4.NewPub(ctx, zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerRetry(time.Second))
 	ep := o.KVEventsEndpoint
-	var err error
-	if bindsKVEvents(ep, o.Host) {
-		err = sock.Listen(strings.Replace(ep, "*", "0.0.0.0", 1))
-	} else {
-		err = sock.Dial(ep)
-	}
-	if err != nil {
-		cancel()
-		_ = sock.Close()
-		return nil, fmt.Errorf("kvEventsEndpoint %s: %w", ep, err)
-	}
 	p := &kvPublisher{sock: sock, topic: []byte(topic), format: format, ch: make(chan []kvevents.Event, 4096),
 		done: make(chan struct{}), cancel: cancel, log: in.log.WithValues("kvEvents", ep, "topic", topic), m: in.m}
-	go p.run()
+	if bindsKVEvents(ep, o.Host) {
+		if err := sock.Listen(strings.Replace(ep, "*", "0.0.0.0", 1)); err != nil {
+			cancel()
+			_ = sock.Close()
+			return nil, fmt.Errorf("kvEventsEndpoint %s: %w", ep, err)
+		}
+		go p.run()
+	} else {
+		// Connecting waits for the subscriber (zmq4 dials synchronously; libzmq connects in
+		// the background): batches queue meanwhile, and the instance serves from the start.
+		go func() {
+			if err := sock.Dial(ep); err != nil {
+				p.log.Error(err, "KV-event subscriber not reachable; events are not published")
+				for range p.ch {
+				}
+				close(p.done)
+				return
+			}
+			p.run()
+		}()
+	}
 	// A restarted engine starts from an empty cache: say so first (seq 0).
 	p.publish([]kvevents.Event{{Kind: kvevents.KindCleared}})
 	p.log.Info("publishing KV-cache events")

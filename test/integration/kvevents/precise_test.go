@@ -111,11 +111,13 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
+var httpClient = &http.Client{Timeout: 10 * time.Second}
+
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(url)
+		resp, err := httpClient.Get(url)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -133,7 +135,7 @@ func waitHTTP(t *testing.T, url string) {
 func complete(t *testing.T, addr, prompt string) {
 	t.Helper()
 	b, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": 2})
-	resp, err := http.Post("http://"+addr+"/v1/completions", "application/json", bytes.NewReader(b))
+	resp, err := httpClient.Post("http://"+addr+"/v1/completions", "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +286,7 @@ func eventually(t *testing.T, what string, c *extprocclient.Client, prompt strin
 
 func metric(t *testing.T, url, series string) float64 {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := httpClient.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
