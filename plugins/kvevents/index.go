@@ -177,6 +177,11 @@ func (ix *Index) skip(reason string) {
 	}
 }
 
+// maxKeysPerBlock bounds the request keys one engine block yields (engine block size /
+// canonical block size): engines use blocks of at most a few hundred tokens, and a hostile
+// block_size must not turn one block into millions of keys.
+const maxKeysPerBlock = 256
+
 var indexedKinds = map[string]bool{"": true, "full_attention": true, "mla_attention": true, "sink_full_attention": true}
 
 func (ix *Index) store(s *source, ev *Event) {
@@ -202,7 +207,7 @@ func (ix *Index) store(s *source, ev *Event) {
 		engineSize = len(ev.Tokens) / len(ev.Hashes)
 	}
 	canon := ix.cfg.BlockSize
-	if engineSize <= 0 || engineSize%canon != 0 {
+	if engineSize <= 0 || engineSize%canon != 0 || engineSize/canon > maxKeysPerBlock {
 		ix.skip(SkipBlockSize)
 		return
 	}
