@@ -47,6 +47,10 @@ func bindsKVEvents(ep, host string) bool {
 	return err == nil && h == host
 }
 
+// expandHost replaces "{host}" in a KV-events endpoint with the instance's own address (one
+// topology file for several simulators on loopback aliases).
+func expandHost(ep, host string) string { return strings.ReplaceAll(ep, "{host}", host) }
+
 func validKVEventsOptions(o *Options) error {
 	switch o.KVEventsFormat {
 	case "", KVEventsFormatMap, KVEventsFormatArray:
@@ -65,6 +69,7 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 	if o.KVEventsEndpoint == "" {
 		return nil, nil
 	}
+	o.KVEventsEndpoint = expandHost(o.KVEventsEndpoint, o.Host)
 	topic := o.KVEventsTopic
 	if topic == "" {
 		topic = "kv@" + in.advertised() + "@" + o.Model

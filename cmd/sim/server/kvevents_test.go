@@ -54,9 +54,10 @@ func TestBindsKVEvents(t *testing.T) {
 		{"tcp://127.0.0.2:5557", "127.0.0.2", true},
 		{"tcp://0.0.0.0:5557", "127.0.0.1", false}, // vLLM connects to 0.0.0.0
 		{"tcp://epp:5557", "127.0.0.1", false},
+		{"tcp://{host}:5557", "127.0.10.4", true},
 	}
 	for _, tc := range tests {
-		if got := bindsKVEvents(tc.ep, tc.host); got != tc.want {
+		if got := bindsKVEvents(expandHost(tc.ep, tc.host), tc.host); got != tc.want {
 			t.Errorf("bindsKVEvents(%q, %q) = %v, want %v", tc.ep, tc.host, got, tc.want)
 		}
 	}
