@@ -17,6 +17,7 @@ func shippedConfigs(t *testing.T) map[string]string {
 		{"config/llmd/*.yaml", "llmd-"},
 		{"config/aibrix/*.yaml", "aibrix-"},
 		{"config/aibrix-pd.yaml", ""},
+		{"config/recommended.yaml", ""},
 	} {
 		files, _ := filepath.Glob(filepath.Join(root, src.glob))
 		for _, f := range files {

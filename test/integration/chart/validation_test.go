@@ -29,7 +29,7 @@ func TestRejectedValues(t *testing.T) {
 		{"deprecated metric flag", []string{"inferenceExtension.flags.total-queued-requests-metric=x"}, "flags.total-queued-requests-metric: GIE v1.5.0 rejects"},
 		{"flag the chart owns", []string{"inferenceExtension.flags.pool-name=other"}, "flags.pool-name: the chart sets this flag"},
 		{"active-active without redis", []string{"inferenceExtension.replicas=2", "inferenceExtension.ha.mode=active-active"}, "set redis.enabled=true or redis.address"},
-		{"active-active without a ledger", []string{"inferenceExtension.replicas=2", "inferenceExtension.ha.mode=active-active", "redis.enabled=true"}, "has no pd-token-ledger plugin"},
+		{"active-active without a ledger", []string{"inferenceExtension.pluginsConfigFile=pd-plugins.yaml", "inferenceExtension.replicas=2", "inferenceExtension.ha.mode=active-active", "redis.enabled=true"}, "has no pd-token-ledger plugin"},
 		{"redis twice", []string{"redis.enabled=true", "redis.address=r:6379"}, "exclusive"},
 		{"redis address", []string{"redis.address=no-port"}, "address"},
 		{"no sample pods", []string{"modelServers.enabled=true", "modelServers.rolesets=null"}, "no pod is requested"},
