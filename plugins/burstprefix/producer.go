@@ -18,11 +18,13 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -363,4 +365,26 @@ func (b *Producer) remember(replica string, hashes []uint64) {
 	for _, x := range hashes {
 		h[x] = struct{}{}
 	}
+}
+
+// approximateProducers are the types that also write PrefixCacheMatchInfo: GIE's loader (and
+// pdgate, for prefix-cache-scorer) creates one for every prefix-cache-scorer, whose
+// prefixMatchInfoProducerName GIE ignores.
+var approximateProducers = map[string]bool{"approx-prefix-cache-producer": true, "pdgate-prefix-cache-producer": true}
+
+// ResolveReferences runs once every plugin exists: the approximate producers are removed, so
+// the burst placement is what prefix-cache-scorer reads (two producers of one attribute would
+// overwrite each other in no defined order).
+func (b *Producer) ResolveReferences(handle fwkplugin.Handle) error {
+	if handle == nil {
+		return nil
+	}
+	all := handle.GetAllPluginsWithNames()
+	for name, p := range all {
+		if p != nil && approximateProducers[p.TypedName().Type] {
+			delete(all, name)
+			log.FromContext(handlectx.Of(handle)).Info("burst-prefix-cache-producer is configured: the approximate prefix producer is not used", "dropped", name, "producer", b.tn.String())
+		}
+	}
+	return nil
 }

@@ -21,9 +21,11 @@ var llmdDeploy202608 = map[string]struct {
 	saturation string   // the saturation detector GIE's admission uses ("" = not checked)
 	gates      []string // feature gates on
 	types      []string // plugin types that must be instantiated
+	absent     []string // plugin types that must not be
 }{
-	"dp-epp-config.yaml":                      {handler: "data-parallel-profile-handler"},
-	"epp-burst-prefix-cache-config.yaml":      {handler: "single-profile-handler", types: []string{"burst-prefix-cache-producer", "load-aware-scorer"}},
+	"dp-epp-config.yaml": {handler: "data-parallel-profile-handler"},
+	"epp-burst-prefix-cache-config.yaml": {handler: "single-profile-handler", types: []string{"burst-prefix-cache-producer", "load-aware-scorer"},
+		absent: []string{"approx-prefix-cache-producer", "pdgate-prefix-cache-producer"}},
 	"epp-config.yaml":                         {handler: "single-profile-handler"},
 	"epp-estimate-prefix-cache-config.yaml":   {handler: "single-profile-handler", types: []string{"load-aware-scorer"}},
 	"epp-mm-embeddings-cache-config.yaml":     {handler: "single-profile-handler", types: []string{"mm-embeddings-cache-producer", "mm-embeddings-cache-scorer"}},
@@ -90,6 +92,11 @@ func TestLLMDDeployConfigs2026_08(t *testing.T) {
 			for _, typ := range want.types {
 				if !types[typ] {
 					t.Errorf("plugin type %s not instantiated", typ)
+				}
+			}
+			for _, typ := range want.absent {
+				if types[typ] {
+					t.Errorf("plugin type %s instantiated; it must not be", typ)
 				}
 			}
 			for _, g := range want.gates {
