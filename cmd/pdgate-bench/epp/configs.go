@@ -29,7 +29,7 @@ var DefaultConfigs = []Config{
 	{Name: "llmd-pd", Kind: eppharness.KindPdgate, File: "config/llmd/pd.yaml", Layout: "llmd-pd"},
 	{Name: "aibrix-pd", Kind: eppharness.KindPdgate, File: "config/aibrix-pd.yaml", Layout: "aibrix"},
 	{Name: "llmd-epd", Kind: eppharness.KindPdgate, File: "config/llmd/e-p-d.yaml", Layout: "llmd-epd"},
-	{Name: "recommended", Kind: eppharness.KindPdgate, File: "config/bench/routing/recommended.yaml", Layout: "aibrix", Recommended: true},
+	{Name: "recommended", Kind: eppharness.KindPdgate, File: "config/recommended.yaml", Layout: "aibrix", Recommended: true},
 }
 
 // Primary is the number of equal pods the primary (decode) profile may pick in the throughput

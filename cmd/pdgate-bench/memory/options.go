@@ -67,7 +67,7 @@ func DefaultOptions(quick bool) Options {
 // DefaultConfigs are pdgate's recommended config and the config that keeps the most
 // per-request state: token-load (pd-token-ledger's session table, hybrid_cache_load's prefix
 // table in aibrix-pd-pair).
-var DefaultConfigs = []string{"config/bench/routing/recommended.yaml", "config/aibrix/token-load.yaml"}
+var DefaultConfigs = []string{"config/recommended.yaml", "config/aibrix/token-load.yaml"}
 
 // prefixTableCapacity is aibrix-pd-pair's default prefixTableCapacity (blocks).
 const prefixTableCapacity = 1 << 20

@@ -47,7 +47,7 @@ func BenchmarkShippedConfigs(b *testing.B) {
 	type variant struct{ name, file, layout string }
 	variants := []variant{{"stock-gie", "", "plain"}, {"llmd-pd", "config/llmd/pd.yaml", "llmd-pd"},
 		{"llmd-epd", "config/llmd/e-p-d.yaml", "llmd-epd"}, {"aibrix-pd", "config/aibrix-pd.yaml", "aibrix"},
-		{"recommended", "config/bench/routing/recommended.yaml", "aibrix"}}
+		{"recommended", "config/recommended.yaml", "aibrix"}}
 	for _, size := range []int{1 << 10, 16 << 10, 220 << 10} {
 		var base float64
 		for i, v := range variants {

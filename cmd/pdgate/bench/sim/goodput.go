@@ -73,13 +73,9 @@ func GoodputDefaults() GoodputOptions {
 // combined-only fleet under least-request, and the recommended policy on other P:D ratios.
 const DefaultGoodputCells = "combined/least-request-combined,pd/*,hybrid/*,pd-2:1/recommended,pd-1:2/recommended"
 
-// GoodputPolicies are the policies compared; "recommended" is config/recommended.yaml when
-// the checkout has it, else config/bench/routing/recommended.yaml.
+// GoodputPolicies are the policies compared; "recommended" is config/recommended.yaml.
 func GoodputPolicies(root string) []Policy {
-	rec := "config/bench/routing/recommended.yaml"
-	if _, err := os.Stat(filepath.Join(root, "config/recommended.yaml")); err == nil {
-		rec = "config/recommended.yaml"
-	}
+	const rec = "config/recommended.yaml"
 	return []Policy{
 		{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
 			Annotations: map[string]string{"model.aibrix.ai/config": combinedLeastRequest},

@@ -43,7 +43,7 @@ var Policies = []Policy{
 		About: "llm-d's P/D config: prefix-based decider, queue + prefix-cache scorers"},
 	{Name: "aibrix-token-load", Config: "config/aibrix/token-load.yaml", Fleet: FleetKindPD,
 		About: "AIBrix pd strategy, hybrid_cache_load prefill + token_load decode (ledger), rate cap"},
-	{Name: "recommended", Config: "config/bench/routing/recommended.yaml", Fleet: FleetKindPD,
+	{Name: "recommended", Config: "config/recommended.yaml", Fleet: FleetKindPD,
 		About: "pdgate's recommended config (least_request prefill, token_load decode, fast parser)"},
 }
 
