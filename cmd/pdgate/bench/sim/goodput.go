@@ -287,6 +287,8 @@ type GoodputCell struct {
 	Config   string                    `json:"config"`
 	Points   []GoodputPoint            `json:"points"`
 	MaxRate  map[string]report.MaxRate `json:"maxRatePerGpu"` // by SLO name
+	// Error is set when a run of the sweep failed (the cell's figures are then partial).
+	Error string `json:"error,omitempty"`
 }
 
 // GoodputWorkload is one workload's context.
@@ -390,7 +392,12 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 					fmt.Fprintf(w, "  %-9s %-36s %6.2f req/s/GPU  attainment %s  TTFT p99 %.0f ms  TPOT p99 %.1f ms  prefill legs %.0f %%  wall %.1f s\n",
 						j.wl.Name, j.cell.Name(), p.RatePerGPU, strings.Join(att, ", "), p.TTFT.P99, p.TPOT.P99, 100*p.PrefillShare, p.WallSeconds)
 				})
-				if errs[i] == nil {
+				if errs[i] != nil {
+					results[i].Error = errs[i].Error()
+					mu.Lock()
+					fmt.Fprintf(w, "%s %s: FAILED: %v\n", j.wl.Name, j.cell.Name(), errs[i])
+					mu.Unlock()
+				} else {
 					mu.Lock()
 					var mr []string
 					for _, s := range j.wl.SLOs {
@@ -410,9 +417,6 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	}
 	close(next)
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -427,7 +431,8 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 		return err
 	}
 	fmt.Fprintf(w, "report: %s\n", md)
-	return nil
+	// a failed cell is in the report; the exit status still says so
+	return errors.Join(errs...)
 }
 
 // sweepCell measures attainment at the sweep's rates (ascending, stopping once every SLO is

@@ -48,6 +48,9 @@ func buildGoodputReport(d *GoodputData) *report.Report {
 		}
 		for _, c := range cells {
 			row := []string{c.Cell}
+			if c.Error != "" {
+				row[0] += " (failed: " + c.Error + ")"
+			}
 			for _, s := range wl.SLOs {
 				m := c.MaxRate[s.Name]
 				ratio := math.NaN()
