@@ -74,11 +74,10 @@ func TestCentralModeLegacyScorerRoutesToTheCachingPod(t *testing.T) {
 				p := prompt(fmt.Sprintf("round %d document %d try %d", round, i, try), 160)
 				complete(t, holder, p)
 				time.Sleep(300 * time.Millisecond)
+				// Routed to the holder and forwarded by the gate: the EPP knows the pod caches
+				// the prompt (routing alone could be a tie won by chance before the events came).
 				d := route(t, epp, p, false)
-				if d.dest == holder {
-					if g := route(t, epp, p, true); g.status != 0 || g.dest != holder {
-						t.Fatalf("Prefer: if-available for a prompt cached on %s: %+v, want forwarded there", holder, g)
-					}
+				if g := route(t, epp, p, true); d.dest == holder && g.status == 0 && g.dest == holder {
 					break
 				}
 				if time.Now().After(deadline) {
