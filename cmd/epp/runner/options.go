@@ -41,6 +41,9 @@ type Options struct {
 	// PrefillReleaseAddress is host:port at which sidecars reach this replica's metrics HTTP
 	// server for the prefill-release callback ("" disables it).
 	PrefillReleaseAddress string
+	// AllowExperimentalPlugins is llm-d's flag (its runner refuses Alpha plugins without it);
+	// pdgate accepts it so llm-d's command lines run unchanged and never refuses Alpha plugins.
+	AllowExperimentalPlugins bool
 
 	// Programmatic knobs (tests, the lab).
 
@@ -88,6 +91,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DecisionTrace, "decision-trace", o.DecisionTrace,
 		"Return the scheduling decision in the x-pdgate-decision response header to requests carrying x-pdgate-trace: 1.")
 	fs.BoolVar(&o.DecisionTrace, "allow-decision-trace", o.DecisionTrace, "Alias of --decision-trace.")
+	fs.BoolVar(&o.AllowExperimentalPlugins, "allow-experimental-plugins", o.AllowExperimentalPlugins,
+		"Accepted for llm-d compatibility (llm-d refuses its Alpha plugins without it); pdgate loads every registered plugin either way.")
 	fs.StringVar(&o.PrefillReleaseAddress, "prefill-release-address", o.PrefillReleaseAddress,
 		"host:port at which sidecars reach this EPP replica's metrics HTTP server (e.g. $(POD_IP):9090). When set, requests with a prefill target carry a signed "+
 			"x-pdgate-prefill-release URL and the sidecar calls it when the prefill leg returns, releasing the prefill pod's active-token charge then. Empty disables it.")
