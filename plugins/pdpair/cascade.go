@@ -30,9 +30,9 @@ func usesLedger(k pdknobs.Knobs) bool {
 // selectLocked runs steps that read shared state, atomically with registering the pick.
 func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
-	var hashes []uint64
+	var prompt prefillscorer.Prompt
 	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
-		hashes = s.Prefix.Hashes(in.PromptText)
+		prompt = s.Prefix.Prompt(in.PromptText)
 	}
 	var ledger tokenledger.Ledger
 	var defs tokenledger.Defaults
@@ -49,7 +49,7 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 			s.warn(fmt.Sprintf("token policies need a pd-token-ledger (%v); using %s/%s", err, pdknobs.PrefillPrefixCache, pdknobs.DecodeLoadBalancing))
 			if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
 				k.PrefillScorePolicy = pdknobs.PrefillPrefixCache
-				hashes = s.Prefix.Hashes(in.PromptText)
+				prompt = s.Prefix.Prompt(in.PromptText)
 			}
 			if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
 				k.DecodeScorePolicy = pdknobs.DecodeLoadBalancing
@@ -61,24 +61,24 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	in.Knobs = k
 
 	// The prefix table is read before and written after the critical section: matching and
-	// recording a 220 KB prompt touches 55,000 blocks, and holding the selection lock for it
-	// serialised every request (the table has its own lock, and a concurrent request seeing
-	// the table a moment early or late only moves a prefix score, never a ledger charge).
-	pv := prefixView{hashes: hashes}
-	if len(hashes) > 0 {
-		pv.match = s.Prefix.Match(hashes)
+	// recording a 220 KB prompt compares and copies its text, and holding the selection lock
+	// for it serialised every request (the table has its own lock, and a concurrent request
+	// seeing the table a moment early or late only moves a prefix score, never a ledger charge).
+	pv := prefixView{prompt: prompt}
+	if prompt.Blocks() > 0 {
+		pv.match = s.Prefix.Match(prompt)
 	}
 	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
 	if err == nil && out.prefixHolder != "" {
-		s.Prefix.Add(out.prefixHolder, hashes)
+		s.Prefix.Add(out.prefixHolder, prompt)
 	}
 	return out, err
 }
 
-// prefixView is the prompt's block hashes and each pod's match percent, computed before the
-// selection lock is taken.
+// prefixView is the prompt prepared for the prefix table and each pod's match percent,
+// computed before the selection lock is taken.
 type prefixView struct {
-	hashes []uint64
+	prompt prefillscorer.Prompt
 	match  map[string]float64
 }
 
@@ -268,7 +268,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
-	if s.Prefix != nil && len(pv.hashes) > 0 {
+	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
 		d.prefixHolder = pp.pod.Key // recorded once the selection lock is released
 	}
 	if tx != nil {

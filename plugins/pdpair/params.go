@@ -24,7 +24,7 @@ type ownParams struct {
 	// TrackerTTLSeconds force-releases in-flight prefill / pending decode counts of requests
 	// whose response never reached the EPP.
 	TrackerTTLSeconds int `json:"trackerTTLSeconds"`
-	// PrefixTableCapacity bounds the prefix hash table (block hashes).
+	// PrefixTableCapacity bounds the prefix table ((block, pod) entries).
 	PrefixTableCapacity int `json:"prefixTableCapacity"`
 	// Seed fixes random tie-breaks (tests); 0 = time-based.
 	Seed int64 `json:"seed"`

@@ -2,7 +2,7 @@ package prefillscorer
 
 import "testing"
 
-// Hashes must agree with the spelled-out chain (hashesReference) on every input, valid UTF-8
+// The reference model's Hashes must agree with the spelled-out chain (hashesReference) on every input, valid UTF-8
 // or not: its fast path copies valid blocks as bytes.
 func FuzzHashesMatchReference(f *testing.F) {
 	for _, s := range []string{"", "abcd", "héllo wörld, 東京 caf\u00e9", "ab\xffcd\xfe\xfd", "\xf0\x9f\x98\x80 emoji and text"} {
@@ -10,7 +10,7 @@ func FuzzHashesMatchReference(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, prompt string, bs uint8) {
 		blockSize := int(bs%16) + 1
-		tbl := NewPrefixTable(blockSize, 16)
+		tbl := newRefTable(blockSize, 16)
 		got, want := tbl.Hashes(prompt), hashesReference(blockSize, prompt)
 		if len(got) != len(want) {
 			t.Fatalf("%d hashes, want %d", len(got), len(want))

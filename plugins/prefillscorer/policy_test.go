@@ -138,10 +138,10 @@ func TestPrefillFastPath(t *testing.T) {
 
 func TestPrefixTable(t *testing.T) {
 	pt := NewPrefixTable(4, 1000)
-	a := pt.Hashes("abcdefghijkl")   // 3 blocks
-	b := pt.Hashes("abcdefghXXXXYY") // 3 blocks, third differs, tail "YY" not hashed
-	if len(a) != 3 || len(b) != 3 || a[0] != b[0] || a[1] != b[1] || a[2] == b[2] {
-		t.Fatalf("hash chain wrong: %v %v", a, b)
+	a := pt.Prompt("abcdefghijkl")   // 3 blocks
+	b := pt.Prompt("abcdefghXXXXYY") // 3 blocks, third differs, tail "YY" not counted
+	if a.Blocks() != 3 || b.Blocks() != 3 {
+		t.Fatalf("blocks %d %d", a.Blocks(), b.Blocks())
 	}
 	pt.Add("p1", a)
 	m := pt.Match(b)
@@ -151,10 +151,10 @@ func TestPrefixTable(t *testing.T) {
 	if m := pt.Match(a); m["p1"] != 100 {
 		t.Fatalf("full match %v", m)
 	}
-	if m := pt.Match(pt.Hashes("zzzzabcd")); len(m) != 0 {
-		t.Fatalf("chained hashes must not match out of position: %v", m)
+	if m := pt.Match(pt.Prompt("zzzzabcd")); len(m) != 0 {
+		t.Fatalf("blocks must not match out of position: %v", m)
 	}
-	if m := pt.Match(nil); len(m) != 0 {
+	if m := pt.Match(pt.Prompt("")); len(m) != 0 {
 		t.Fatal("empty prompt")
 	}
 	pt.Forget("p1")
@@ -162,8 +162,8 @@ func TestPrefixTable(t *testing.T) {
 		t.Fatalf("forgotten pod matched: %v", m)
 	}
 	small := NewPrefixTable(4, 2)
-	small.Add("x", small.Hashes("aaaabbbbcccc"))
-	small.Add("y", small.Hashes("ddddeeee"))
+	small.Add("x", small.Prompt("aaaabbbbcccc"))
+	small.Add("y", small.Prompt("ddddeeee"))
 	if small.Len() > 4 {
 		t.Fatalf("eviction did not bound the table: %d", small.Len())
 	}
@@ -173,8 +173,8 @@ func FuzzPrefixTable(f *testing.F) {
 	f.Add("hello world, this is a prompt", "hello there")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		pt := NewPrefixTable(4, 64)
-		pt.Add("p", pt.Hashes(a))
-		for _, v := range pt.Match(pt.Hashes(b)) {
+		pt.Add("p", pt.Prompt(a))
+		for _, v := range pt.Match(pt.Prompt(b)) {
 			if v < 0 || v > 100 {
 				t.Fatalf("match %v out of range", v)
 			}

@@ -1,12 +1,25 @@
 package prefillscorer
 
 import (
-	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
-
-	"github.com/cespare/xxhash/v2"
 )
+
+// distinctBlocks returns a prompt of the given blocks of 4 ASCII characters, block j spelling
+// first+j in base 64: blocks with different numbers differ.
+func distinctBlocks(first, blocks int) string {
+	const digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ+/"
+	var b strings.Builder
+	for j := range blocks {
+		v := first + j
+		for range 4 {
+			b.WriteByte(digits[v%64])
+			v /= 64
+		}
+	}
+	return b.String()
+}
 
 // TestPrefixTableEviction fills a table with many times its capacity and checks that eviction
 // keeps it bounded, keeps the newest half of the capacity matchable (every prompt that fits in
@@ -23,16 +36,13 @@ func TestPrefixTableEviction(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pt := NewPrefixTable(4, tc.capacity)
-			var prompts [][]uint64
+			var prompts []Prompt
 			for i := 0; i < tc.add; i++ {
-				h := make([]uint64, tc.blocks)
-				for j := range h {
-					h[j] = uint64(i)<<20 | uint64(j) + 1
-				}
-				prompts = append(prompts, h)
-				pt.Add(fmt.Sprintf("pod-%d", i%8), h)
+				p := pt.Prompt(distinctBlocks(i*tc.blocks, tc.blocks))
+				prompts = append(prompts, p)
+				pt.Add(fmt.Sprintf("pod-%d", i%8), p)
 				if pt.Len() > tc.capacity {
-					t.Fatalf("after add %d: %d hashes, capacity %d", i, pt.Len(), tc.capacity)
+					t.Fatalf("after add %d: %d entries, capacity %d", i, pt.Len(), tc.capacity)
 				}
 			}
 			inserted := tc.add * tc.blocks
@@ -48,48 +58,18 @@ func TestPrefixTableEviction(t *testing.T) {
 			}
 			if inserted > tc.capacity {
 				if m := pt.Match(prompts[0]); len(m) != 0 {
-					t.Fatalf("oldest prompt still matched after %d hashes: %v", inserted, m)
+					t.Fatalf("oldest prompt still matched after %d entries: %v", inserted, m)
 				}
 			}
 		})
 	}
 }
 
-// hashesReference is the block hash chain spelled out: xxhash of the previous hash (little
-// endian) followed by the block's runes as a string.
-func hashesReference(blockSize int, prompt string) []uint64 {
-	runes := []rune(prompt)
-	var out []uint64
-	var prev uint64
-	for i := 0; i+blockSize <= len(runes); i += blockSize {
-		b := binary.LittleEndian.AppendUint64(nil, prev)
-		prev = xxhash.Sum64(append(b, string(runes[i:i+blockSize])...))
-		out = append(out, prev)
-	}
-	return out
-}
-
-func TestHashesAgreeWithReference(t *testing.T) {
-	for _, prompt := range []string{"", "abc", "abcd", "hello world, a longer prompt!", "héllo wörld ✓ 日本語テキスト", "bad \xff\xfe utf8 \xc3"} {
-		for _, bs := range []int{1, 4, 7} {
-			got, want := NewPrefixTable(bs, 10).Hashes(prompt), hashesReference(bs, prompt)
-			if len(got) != len(want) {
-				t.Fatalf("%q/%d: %d hashes, want %d", prompt, bs, len(got), len(want))
-			}
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("%q/%d: hash %d differs", prompt, bs, i)
-				}
-			}
-		}
-	}
-}
-
 func TestForgetDropsOnlyThatPod(t *testing.T) {
 	pt := NewPrefixTable(4, 100)
-	h := pt.Hashes("abcdefgh")
+	h := pt.Prompt("abcdefgh")
 	pt.Add("a", h)
-	pt.Add("b", h[:1])
+	pt.Add("b", pt.Prompt("abcd"))
 	pt.Forget("a")
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Forget(a): %v", m)
@@ -99,7 +79,8 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 	}
 	// a's id is not reused while a's entries are still in the table: a new pod must not
 	// inherit them.
-	pt.Add("c", h[1:])
+	other := pt.Prompt("efghefgh")
+	pt.Add("c", other)
 	if m := pt.Match(h); len(m) != 1 || m["b"] != 50 {
 		t.Fatalf("after Add(c): %v", m)
 	}
@@ -108,12 +89,12 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 	}
 	// Once a's generation is dropped its id is free again, with nothing left under it.
 	for i := range 60 {
-		pt.Add("d", []uint64{uint64(1000 + i), uint64(2000 + i)})
+		pt.Add("d", pt.Prompt(distinctBlocks(1000+2*i, 2)))
 	}
 	if len(pt.retired) != 0 {
 		t.Fatalf("a's id still retired after its generation was dropped: %v", pt.retired)
 	}
-	pt.Add("e", h[1:])
+	pt.Add("e", other)
 	if m := pt.Match(h); len(m) != 0 {
 		t.Fatalf("a new pod inherited entries: %v", m)
 	}
@@ -124,16 +105,12 @@ func TestForgetDropsOnlyThatPod(t *testing.T) {
 func TestPrefixTablePrunesPodsOfDroppedGenerations(t *testing.T) {
 	pt := NewPrefixTable(4, 40)
 	for i := range 1000 {
-		h := make([]uint64, 5)
-		for j := range h {
-			h[j] = uint64(i)<<8 | uint64(j) + 1
-		}
-		pt.Add(fmt.Sprintf("pod-%d", i), h) // a new pod every time
+		pt.Add(fmt.Sprintf("pod-%d", i), pt.Prompt(distinctBlocks(i*5, 5))) // a new pod every time
 	}
 	if len(pt.names) > 10 || len(pt.holders) > 8 || len(pt.ids) != len(pt.holders) {
 		t.Fatalf("pod index grew: %d names, %d holders, %d ids", len(pt.names), len(pt.holders), len(pt.ids))
 	}
-	if m := pt.Match([]uint64{999<<8 | 1}); m["pod-999"] != 100 || len(m) != 1 {
+	if m := pt.Match(pt.Prompt(distinctBlocks(999*5, 1))); m["pod-999"] != 100 || len(m) != 1 {
 		t.Fatalf("newest pod: %v", m)
 	}
 }

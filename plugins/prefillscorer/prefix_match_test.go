@@ -8,7 +8,7 @@ import (
 
 // matchReference is the straightforward definition of Match: a pod's score is the share of
 // leading blocks it holds contiguously from the first.
-func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
+func matchReference(t *refTable, hashes []uint64) map[string]float64 {
 	out := map[string]float64{}
 	for id := range t.holders {
 		if !t.has(hashes[0], id) {
@@ -26,15 +26,15 @@ func matchReference(t *PrefixTable, hashes []uint64) map[string]float64 {
 	return out
 }
 
-// TestPrefixTableMatchAgreesWithReference checks the binary-searching Match against the
+// TestRefTableMatchAgreesWithReference checks the reference model's binary-searching Match against the
 // reference on random tables with pods holding prefixes of different lengths, of prompts that
 // branch from the asked one at random blocks (chained hashes: a branch shares only the blocks
 // before it), over generations that rotate and drop.
-func TestPrefixTableMatchAgreesWithReference(t *testing.T) {
+func TestRefTableMatchAgreesWithReference(t *testing.T) {
 	rng := rand.New(rand.NewSource(1))
 	for round := 0; round < 200; round++ {
 		// Small capacities spread the entries over both generations (and drop some).
-		pt := NewPrefixTable(4, []int{1 << 20, 24, 40}[round%3])
+		pt := newRefTable(4, []int{1 << 20, 24, 40}[round%3])
 		blocks := 1 + rng.Intn(12)
 		hashes := make([]uint64, blocks)
 		for i := range hashes {

@@ -2,11 +2,13 @@ package memory
 
 import (
 	"bufio"
+	encbinary "encoding/binary"
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
 )
 
 func TestValidate(t *testing.T) {
@@ -39,8 +41,23 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// TestPromptsFillThePrefixTable checks the request generator against aibrix-pd-pair's own
-// prefix hashing: the prompts of a run carry at least the blocks asked for, every block
+// blockChain is AIBrix's prefix block identity: block i's hash chains the hashes of blocks
+// 0..i-1 (blocks of prefixBlockRunes runes, the incomplete tail left out), so two prompts
+// share a hash exactly where they share every block up to it.
+func blockChain(prompt string) []uint64 {
+	runes := []rune(prompt)
+	var out []uint64
+	var prev uint64
+	for i := 0; i+prefixBlockRunes <= len(runes); i += prefixBlockRunes {
+		b := encbinary.LittleEndian.AppendUint64(nil, prev)
+		prev = xxhash.Sum64(append(b, string(runes[i:i+prefixBlockRunes])...))
+		out = append(out, prev)
+	}
+	return out
+}
+
+// TestPromptsFillThePrefixTable checks the request generator against aibrix-pd-pair's
+// prefix blocks: the prompts of a run carry at least the blocks asked for, every block
 // counted as distinct is, and the count the bench reports is exact.
 func TestPromptsFillThePrefixTable(t *testing.T) {
 	tests := []struct{ sessions, blocks int }{{50, 4000}, {200, 5000}, {7, 100}, {1000, 10}}
@@ -48,7 +65,6 @@ func TestPromptsFillThePrefixTable(t *testing.T) {
 		o := DefaultOptions(false)
 		o.Sessions, o.PrefixBlocks = tt.sessions, tt.blocks
 		gen := newRequests(o)
-		table := prefillscorer.NewPrefixTable(prefixBlockRunes, 1<<30)
 		seen := map[uint64]int{}
 		for i := 0; i < tt.sessions; i++ {
 			x := gen.exchange(i)
@@ -56,7 +72,7 @@ func TestPromptsFillThePrefixTable(t *testing.T) {
 				t.Fatalf("request %d lacks a session key or content-length: %v", i, x.Headers)
 			}
 			prompt := systemPrompt + " " + gen.prompt(i) + " "
-			for _, h := range table.Hashes(prompt) {
+			for _, h := range blockChain(prompt) {
 				seen[h]++
 			}
 		}
