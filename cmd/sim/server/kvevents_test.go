@@ -122,3 +122,34 @@ func TestSimPublishesKVEvents(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A decode instance reports the blocks it holds after a KV handoff (the prefill leg ran on
+// another instance): the EPP learns that the decode pod now caches the prompt.
+func TestDecodeReportsBlocksAfterHandoff(t *testing.T) {
+	clk := newPump(t)
+	zport := freePort(t)
+	p := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RolePrefill})
+	d := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleDecode, KVEventsEndpoint: "tcp://127.0.0.1:" + strconv.Itoa(zport)})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ix := kvevents.NewIndex(kvevents.IndexConfig{BlockSize: 16}, nil)
+	subs := kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: "kv@", SocketPort: zport, ReconnectDelay: 100 * time.Millisecond}, ix, nil, logr.Discard())
+	src := kvevents.SourceKey{Endpoint: d.Addr()}
+	subs.Ensure(src.Endpoint, "127.0.0.1", 0)
+	deadline := time.Now().Add(15 * time.Second)
+	for try := 0; ix.Holds(src) == 0; try++ {
+		if time.Now().After(deadline) {
+			t.Fatal("the decode instance reported no blocks after handoffs")
+		}
+		prompt := fmt.Sprintf("try %d: %s", try, longPrompt)
+		r := post(t, "http://"+p.Addr()+"/v1/chat/completions", chat(prompt, 1, map[string]any{"kv_transfer_params": prefillParams}), nil)
+		if r.status != 200 {
+			t.Fatalf("prefill leg: %d %s", r.status, r.raw)
+		}
+		kv := r.body["kv_transfer_params"].(map[string]any)
+		if r := post(t, "http://"+d.Addr()+"/v1/chat/completions", chat(prompt, 2, map[string]any{"kv_transfer_params": kv}), nil); r.status != 200 {
+			t.Fatalf("decode leg: %d %s", r.status, r.raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
