@@ -65,7 +65,12 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if err != nil {
 		return nil, err
 	}
-	return New(handlectx.Of(handle), name, params, resolved, handle != nil), nil
+	p := New(handlectx.Of(handle), name, params, resolved, false)
+	if handle != nil {
+		p.core.SetPool(handle.PodList)
+		p.core.Start(handlectx.Of(handle))
+	}
+	return p, nil
 }
 
 // New builds a producer; with start it runs its subscribers for as long as ctx lives.

@@ -90,6 +90,7 @@ func (s *Scorer) ResolveReferences(handle fwkplugin.Handle) error {
 		}
 	}
 	if handle != nil {
+		s.own.SetPool(handle.PodList)
 		s.own.Start(s.ctx)
 	}
 	return precisecache.DropApproximateProducers(handle, s.typedName.String(), logger)

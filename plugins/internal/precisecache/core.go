@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -87,6 +88,7 @@ type Core struct {
 	known     map[string]endpointRef // endpoint name → subscribed endpoint
 	startOnce sync.Once
 	running   atomic.Bool // subscribers may be started (a plugin built without a handle never dials)
+	pool      func() []types.NamespacedName
 }
 
 type endpointRef struct {
@@ -110,6 +112,10 @@ func New(ctx context.Context, name string, cfg kvevents.Resolved, started bool) 
 	return c
 }
 
+// SetPool gives the core the pool's endpoint list (the EPP handle's PodList): the central
+// socket is bound only once the pool has an endpoint.
+func (c *Core) SetPool(pool func() []types.NamespacedName) { c.pool = pool }
+
 // Start runs what New did not start (the central socket, the size log); once.
 func (c *Core) Start(ctx context.Context) {
 	c.startOnce.Do(func() { c.start(ctx) })
@@ -132,6 +138,16 @@ func (c *Core) start(ctx context.Context) {
 // bindCentral binds the central socket, retrying while the address is taken (another EPP on
 // the host, or `pdgate validate` next to a running one), logging each failure.
 func (c *Core) bindCentral(ctx context.Context) {
+	// Bind once the pool has an endpoint: an EPP that serves has one within its first
+	// endpoint sync, while `pdgate validate` (and any assembly that never serves) has none and
+	// so never takes the port a running EPP on the same host holds.
+	for c.pool != nil && len(c.pool()) == 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for {
 		err := c.subs.StartCentral()
 		if err == nil {
