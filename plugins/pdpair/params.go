@@ -16,6 +16,10 @@ type ownParams struct {
 	// prefix-based-pd-decider) asked about the pair's decode pod before the pick is
 	// registered; "" keeps AIBrix's rule (every pair gets its prefill leg).
 	PrefillDeciderRef string `json:"prefillDeciderRef"`
+	// CombinedOverflow sends whole requests to combined pods when the P/D tier is hot (AIBrix's
+	// overflow rule) without prompt-length bucketing too; AIBrix applies it only with
+	// bucketing, so without it a hybrid fleet's combined pods serve only when no pair exists.
+	CombinedOverflow bool `json:"combinedOverflow"`
 	// DefaultRoutingStrategy applies when neither lockedRoutingStrategy, the routing-strategy
 	// header nor the profile's routingStrategy name one (AIBrix's ROUTING_ALGORITHM).
 	DefaultRoutingStrategy string `json:"defaultRoutingStrategy"`
@@ -30,7 +34,7 @@ type ownParams struct {
 	Seed int64 `json:"seed"`
 }
 
-var ownKeys = []string{"ledgerRef", "prefillDeciderRef", "defaultRoutingStrategy", "honorRoutingStrategyHeader", "trackerTTLSeconds", "prefixTableCapacity", "seed"}
+var ownKeys = []string{"ledgerRef", "prefillDeciderRef", "combinedOverflow", "defaultRoutingStrategy", "honorRoutingStrategyHeader", "trackerTTLSeconds", "prefixTableCapacity", "seed"}
 
 // Params are aibrix-pd-pair's parameters.
 type Params struct {

@@ -164,6 +164,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseBadProfile, err.Error(), true)
 	}
 	in.Knobs = knobs
+	in.CombinedOverflow = p.params.CombinedOverflow
 	if p.decider != nil {
 		in.PrefillNeeded = func(decode *podmodel.Pod) contract.Decision {
 			ep := decode.Endpoint

@@ -33,6 +33,8 @@ type Input struct {
 	// registered: a "no" turns the pick into a decode-only one (the decode pod prefills
 	// locally), with the decider's cause and reason. It is prefillDeciderRef's Disaggregate.
 	PrefillNeeded func(decode *podmodel.Pod) contract.Decision
+	// CombinedOverflow applies the combined-pod overflow rule without bucketing as well.
+	CombinedOverflow bool
 }
 
 // Decision is the selector's answer: a decode target and, unless Combined, the prefill pod of
@@ -210,6 +212,8 @@ func (s *Selector) Select(in Input) (Decision, error) {
 		}
 		d.Notes = append(d.Notes, fmt.Sprintf("bucketing: prompt length %d fits rolesets %v (%d combined pods suit)", L, names, len(combined)))
 		eligible = bucketed
+	} else if len(eligible) > 0 && in.CombinedOverflow {
+		combined = whole
 	} else if len(eligible) == 0 {
 		if len(whole) > 0 {
 			return s.pickCombinedRandom(in, d, whole, contract.CauseNoPair, "no complete prefill/decode pair")

@@ -501,3 +501,32 @@ func TestCacheAffinityNarrowsDecode(t *testing.T) {
 		})
 	}
 }
+
+// combinedOverflow applies AIBrix's overflow rule without bucketing; without it (AIBrix's
+// behaviour) a hybrid fleet's combined pod serves only when no pair exists.
+func TestCombinedOverflowWithoutBucketing(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "p", role: "prefill", roleset: "a", metrics: q(3, 1)},
+		podSpec{name: "d", role: "decode", roleset: "a", metrics: q(0, 1)},
+		podSpec{name: "c", metrics: q(0, 1)}, // role-less: serves whole requests
+	)
+	cases := []struct {
+		name         string
+		overflow     bool
+		wantCombined bool
+	}{
+		{"AIBrix: no overflow without bucketing", false, false},
+		{"combinedOverflow: a hot P/D tier overflows to the idle combined pod", true, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil), CombinedOverflow: tc.overflow})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Combined != tc.wantCombined || (tc.wantCombined && (d.Decode.Name != "c" || d.Cause != contract.CauseOverflow)) {
+				t.Fatalf("%+v", d)
+			}
+		})
+	}
+}
