@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/testbin"
 )
 
 // proc is a process the test starts, kills and restarts.
@@ -95,17 +96,20 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 	return p
 }
 
-// freePort returns a port free on every loopback address the test uses.
+// freePort returns a port free on every loopback address the test uses (bound on 0.0.0.0),
+// claimed so that no other helper of this process hands it out again.
 func freePort(t *testing.T) int {
 	t.Helper()
-	for i := 0; i < 50; i++ {
+	for range 50 {
 		l, err := net.Listen("tcp", "0.0.0.0:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		return p
+		if testbin.Claim(p) {
+			return p
+		}
 	}
 	t.Fatal("no free port")
 	return 0

@@ -20,6 +20,7 @@ func TestSampleConfigsValidate(t *testing.T) {
 		"e-p-d.yaml":              "disagg-profile-handler",
 		"conditional-decode.yaml": "single-profile-handler",
 		"pd-deprecated.yaml":      "pd-profile-handler",
+		"precise-pd.yaml":         "disagg-profile-handler",
 	}
 	files, err := filepath.Glob("../../../config/llmd/*.yaml")
 	if err != nil || len(files) != len(want) {
