@@ -102,12 +102,11 @@ type sessionsSource struct {
 }
 
 type conv struct {
-	at      time.Duration
-	id      int
-	msgs    []fwksched.Message
-	turn    int
-	turns   int
-	nextOut int
+	at    time.Duration
+	id    int
+	msgs  []fwksched.Message
+	turn  int
+	turns int
 }
 
 type convQueue []*conv
