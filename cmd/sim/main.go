@@ -37,11 +37,15 @@ func run(args []string) error {
 	defer stop()
 	if *instances == "" {
 		opts.Logger = logger
-		return server.Run(ctx, opts)
+		return server.RunMany(ctx, server.ExpandDataParallel(opts))
 	}
-	all, err := server.LoadInstancesFile(*instances)
+	files, err := server.LoadInstancesFile(*instances)
 	if err != nil {
 		return err
+	}
+	var all []server.Options
+	for _, o := range files {
+		all = append(all, server.ExpandDataParallel(o)...)
 	}
 	for i := range all {
 		all[i].Logger = logger

@@ -281,9 +281,9 @@ func (in *Instance) produceFields(l leg, req *simRequest, out output, blockIDs [
 	case DialectVLLM:
 		host, port, _ := net.SplitHostPort(in.advertised())
 		p, _ := strconv.Atoi(port)
-		return map[string]any{"kv_transfer_params": map[string]any{
+		return map[string]any{"kv_transfer_params": in.dpFields(map[string]any{
 			"do_remote_prefill": true, "do_remote_decode": false, "remote_engine_id": in.engineID,
-			"remote_block_ids": blockIDs, "remote_host": host, "remote_port": p, "remote_request_id": l.id, "tp_size": 1}}, nil
+			"remote_block_ids": blockIDs, "remote_host": host, "remote_port": p, "remote_request_id": l.id, "tp_size": 1})}, nil
 	case DialectTRTLLM:
 		id, _ := strconv.ParseUint(l.id, 10, 64)
 		var disagg any

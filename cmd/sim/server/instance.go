@@ -96,7 +96,7 @@ func Start(ctx context.Context, opts Options) (*Instance, error) {
 		_ = in.ln.Close()
 		return nil, fmt.Errorf("sim %s: %w", opts.Name, err)
 	}
-	in.srv = &http.Server{Handler: in.routes(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 300 * time.Second}
+	in.srv = &http.Server{Handler: in.withDPRank(in.routes()), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 300 * time.Second}
 	in.serve(in.srv, in.ln)
 
 	if opts.Dialect == DialectSGLang && opts.Role == RolePrefill {

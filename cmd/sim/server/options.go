@@ -79,6 +79,10 @@ type Options struct {
 	KVTTL                Duration `json:"kvTTL,omitempty"`
 	KVWaitTimeout        Duration `json:"kvWaitTimeout,omitempty"`
 	SharedStorageDir     string   `json:"sharedStorageDir,omitempty"`
+	// Data-parallel ranks (dataparallel.go): DataParallelSize N > 1 makes this instance rank
+	// DataParallelRank of N; ExpandDataParallel builds the N instances.
+	DataParallelSize int `json:"dataParallelSize,omitempty"`
+	DataParallelRank int `json:"dataParallelRank,omitempty"`
 	// KV-cache events (vLLM's --kv-events-config): off unless an endpoint is set.
 	KVEventsEndpoint string `json:"kvEventsEndpoint,omitempty"`
 	KVEventsTopic    string `json:"kvEventsTopic,omitempty"`
@@ -135,6 +139,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.FaultHangFirstTokenRate, "fault-hang-first-token-rate", 0, "fraction of requests that never produce a first token")
 	fs.IntVar(&o.FaultStallAfter, "fault-stall-after", 0, "stall every stream after N tokens (0 = off)")
 	fs.Float64Var(&o.FaultDropRate, "fault-drop-rate", 0, "fraction of requests whose connection is dropped")
+	o.bindDataParallelFlags(fs)
 	allow := true
 	o.AllowFaultHeader = &allow
 	fs.BoolVar(o.AllowFaultHeader, "allow-fault-header", true, "honour the x-sim-fault request header")
@@ -230,6 +235,9 @@ func (o *Options) complete() (*costmodel.Profile, error) {
 		}
 	}
 	if err := validKVEventsOptions(o); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validDataParallel(o); err != nil {
 		errs = append(errs, err)
 	}
 	if o.FaultStallAfter < 0 {
