@@ -3,7 +3,6 @@ package tokenproducer
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -11,17 +10,17 @@ import (
 	_ "image/jpeg" // register decoders for data-URL images
 	_ "image/png"  // register decoders for data-URL images
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/bytetokens"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 // BytesPerToken is the estimate backend's token width (llm-d's value).
-const BytesPerToken = 4
+const BytesPerToken = bytetokens.BytesPerToken
 
 // Video hint headers (llm-d's names).
 const (
@@ -88,12 +87,12 @@ func (p EstimateParams) validate() error {
 // token boundary and occupy N copies of a token derived from a hash of their content.
 // Text is packed as it arrives (one linear pass, no copy of the prompt): only the up to
 // three bytes of an unfinished token wait in pend until more text or a flush completes it.
+// The packing and the chat template are plugins/bytetokens', which the simulator uses too, so
+// the ids estimated here are the ids a simulated engine caches (precise prefix routing).
 type estimator struct {
 	p        EstimateParams
 	headers  map[string]string
-	pend     [BytesPerToken]byte
-	npend    int
-	tokens   []uint32
+	pk       bytetokens.Packer
 	features []fwksched.MultiModalFeature
 }
 
@@ -115,10 +114,7 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 			e.grow(chatTextBytes(b.ChatCompletions.Messages))
 		}
 		for _, m := range b.ChatCompletions.Messages {
-			e.text(m.Role)
-			if m.Content.Raw != "" {
-				e.text(m.Content.Raw)
-			}
+			e.pk.ChatMessage(m.Role, m.Content.Raw)
 			for _, blk := range m.Content.Structured {
 				e.block(blk)
 			}
@@ -142,8 +138,8 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 	default:
 		return nil
 	}
-	e.flush()
-	return &fwksched.TokenizedPrompt{TokenIDs: e.tokens, MultiModalFeatures: e.features}
+	e.pk.Flush()
+	return &fwksched.TokenizedPrompt{TokenIDs: e.pk.Tokens, MultiModalFeatures: e.features}
 }
 
 // chatTextBytes is the number of text bytes the chat messages contribute (roles, raw
@@ -161,47 +157,11 @@ func chatTextBytes(msgs []fwksched.Message) int {
 	return n
 }
 
-// grow reserves room for n more bytes of text (nothing when n is 0, so a request without
-// text keeps nil token IDs).
-func (e *estimator) grow(n int) {
-	if n > 0 {
-		e.tokens = slices.Grow(e.tokens, n/BytesPerToken+1)
-	}
-}
+func (e *estimator) grow(n int) { e.pk.Grow(n) }
 
-func (e *estimator) text(s string) { packText(e, s) }
+func (e *estimator) text(s string) { e.pk.Text(s) }
 
-func (e *estimator) bytes(s []byte) { packText(e, s) }
-
-// packText appends s to the pseudo-token stream: it completes a pending token first, then
-// packs whole 4-byte little-endian words straight from s and keeps the tail pending.
-func packText[S string | []byte](e *estimator, s S) {
-	if e.npend > 0 {
-		n := copy(e.pend[e.npend:], s)
-		e.npend += n
-		s = s[n:]
-		if e.npend < BytesPerToken {
-			return
-		}
-		e.tokens = append(e.tokens, binary.LittleEndian.Uint32(e.pend[:]))
-		e.npend = 0
-	}
-	whole := len(s) &^ (BytesPerToken - 1)
-	for i := 0; i < whole; i += BytesPerToken {
-		e.tokens = append(e.tokens, uint32(s[i])|uint32(s[i+1])<<8|uint32(s[i+2])<<16|uint32(s[i+3])<<24)
-	}
-	e.npend = copy(e.pend[:], s[whole:])
-}
-
-// flush ends the text so far: an unfinished token is padded with zero bytes.
-func (e *estimator) flush() {
-	if e.npend == 0 {
-		return
-	}
-	clear(e.pend[e.npend:])
-	e.tokens = append(e.tokens, binary.LittleEndian.Uint32(e.pend[:]))
-	e.npend = 0
-}
+func (e *estimator) bytes(s []byte) { e.pk.Bytes(s) }
 
 func (e *estimator) block(b fwksched.ContentBlock) {
 	switch b.Type {
@@ -223,26 +183,11 @@ func (e *estimator) block(b fwksched.ContentBlock) {
 }
 
 func (e *estimator) item(modality, content string, n int) {
-	e.flush()
-	sum := fnv64a(content)
-	tok := uint32(sum) ^ uint32(sum>>32)
+	e.pk.Flush()
+	sum, tok := bytetokens.ItemHash(content)
 	e.features = append(e.features, fwksched.MultiModalFeature{Modality: fwksched.Modality(modality),
-		Hash: strconv.FormatUint(sum, 16), Offset: len(e.tokens), Length: n})
-	e.tokens = slices.Grow(e.tokens, n)
-	for i := 0; i < n; i++ {
-		e.tokens = append(e.tokens, tok)
-	}
-}
-
-// fnv64a is hash/fnv's 64-bit FNV-1a of s, without copying s into a []byte.
-func fnv64a(s string) uint64 {
-	const offset64, prime64 = 14695981039346656037, 1099511628211
-	h := uint64(offset64)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= prime64
-	}
-	return h
+		Hash: strconv.FormatUint(sum, 16), Offset: len(e.pk.Tokens), Length: n})
+	e.pk.Repeat(tok, n)
 }
 
 func (e *estimator) imageTokens(w, h int) int {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+
+	"github.com/pdgate/pdgate/plugins/bytetokens"
 )
 
 // API kinds.
@@ -108,15 +110,9 @@ func parseRequest(api string, raw []byte, mmTokens int) (*simRequest, error) {
 	return r, nil
 }
 
-// bytesToTokens is llm-d's estimate: bytes zero-padded to 4 and read as little-endian uint32.
-func bytesToTokens(dst []uint32, b []byte) []uint32 {
-	for i := 0; i < len(b); i += 4 {
-		var w [4]byte
-		copy(w[:], b[i:])
-		dst = append(dst, binary.LittleEndian.Uint32(w[:]))
-	}
-	return dst
-}
+// bytesToTokens is the simulator's tokenizer: plugins/bytetokens (llm-d's estimate, bytes
+// zero-padded to 4 and read as little-endian uint32), the one the EPP's estimate uses.
+func bytesToTokens(dst []uint32, b []byte) []uint32 { return bytetokens.Tokenize(dst, b) }
 
 func (r *simRequest) parseCompletion() error {
 	if v, ok := r.body["prompt_token_ids"]; ok {
@@ -188,33 +184,47 @@ func (r *simRequest) parseChat(mmTokens int) error {
 	if len(msgs) == 0 {
 		return badf("messages is empty")
 	}
-	var text bytes.Buffer
+	// The chat template is plugins/bytetokens' (the EPP's estimate renders requests the same
+	// way, so its block keys are the ones this engine reports in KV events): the tools' JSON,
+	// then each message's role and content text, tokenized as one stream; a multimodal item
+	// starts on a token boundary.
+	var pk bytetokens.Packer
+	if v, ok := r.body["tools"]; ok && string(v) != "null" {
+		var tools []any
+		if err := json.Unmarshal(v, &tools); err != nil {
+			return badf("tools must be an array")
+		}
+		if len(tools) > 0 {
+			js, err := json.Marshal(tools)
+			if err != nil {
+				return badf("tools: %v", err)
+			}
+			pk.Bytes(js)
+		}
+	}
 	for i, m := range msgs {
 		if m.Role == "" {
 			return badf("messages[%d].role is required", i)
 		}
-		if i > 0 {
-			text.WriteByte('\n')
-		}
-		text.WriteString(m.Role)
-		text.WriteByte('\n')
 		if len(m.Content) == 0 || string(m.Content) == "null" {
+			pk.ChatMessage(m.Role, "")
 			continue
 		}
 		var s string
 		if err := json.Unmarshal(m.Content, &s); err == nil {
-			text.WriteString(s)
+			pk.ChatMessage(m.Role, s)
 			continue
 		}
 		var parts []contentPart
 		if err := json.Unmarshal(m.Content, &parts); err != nil {
 			return badf("messages[%d].content must be a string or an array of parts", i)
 		}
+		pk.ChatMessage(m.Role, "")
 		for j, p := range parts {
 			key := ""
 			switch p.Type {
 			case "text":
-				text.WriteString(p.Text)
+				pk.Text(p.Text)
 				continue
 			case "image_url":
 				if p.ImageURL != nil {
@@ -233,17 +243,14 @@ func (r *simRequest) parseChat(mmTokens int) error {
 				return badf("messages[%d].content[%d] has no %s", i, j, p.Type)
 			}
 			r.mmItems = append(r.mmItems, itemHash(key))
-			// flush text so each asset starts on a token boundary, then its placeholder tokens
-			r.tokens = bytesToTokens(r.tokens, text.Bytes())
-			text.Reset()
+			// each asset starts on a token boundary, then its placeholder tokens
 			h := fnv.New32a()
 			h.Write([]byte(key))
-			for k := 0; k < mmTokens; k++ {
-				r.tokens = append(r.tokens, h.Sum32())
-			}
+			pk.Repeat(h.Sum32(), mmTokens)
 		}
 	}
-	r.tokens = bytesToTokens(r.tokens, text.Bytes())
+	pk.Flush()
+	r.tokens = pk.Tokens
 	return nil
 }
 

@@ -1,8 +1,6 @@
 package simbench
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand"
@@ -11,6 +9,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/plugins/bytetokens"
 )
 
 // Arrival is one request of the simulated workload.
@@ -29,16 +28,10 @@ type Source interface {
 	Next() (Arrival, bool)
 }
 
-// tokensOf is the simulator's tokenizer estimate (cmd/sim: llm-d's bytes-to-uint32, 4 bytes
-// per token, zero-padded), so prefix-cache hits match what the lab's simulators compute.
-func tokensOf(dst []uint32, b []byte) []uint32 {
-	for i := 0; i < len(b); i += 4 {
-		var w [4]byte
-		copy(w[:], b[i:])
-		dst = append(dst, binary.LittleEndian.Uint32(w[:]))
-	}
-	return dst
-}
+// tokensOf is the simulator's tokenizer (plugins/bytetokens: 4 bytes per token, zero-padded,
+// the one the EPP's estimate uses), so prefix-cache hits match what the lab's simulators
+// compute and the keys the EPP computes match the blocks the engines cache.
+func tokensOf(dst []uint32, b []byte) []uint32 { return bytetokens.Tokenize(dst, b) }
 
 // genSource adapts a cmd/pdgate/workload generator: bodies decoded as the simulator decodes
 // them; requests without a trace offset arrive as a Poisson process at rate req/s.
@@ -105,7 +98,7 @@ func decodeRequest(w workload.Request) (Arrival, error) {
 		a.Body = &fwksched.LLMRequestBody{Completions: &fwksched.CompletionsRequest{Prompt: fwksched.Prompt{Raw: *b.Prompt}}}
 		a.Tokens = tokensOf(nil, []byte(*b.Prompt))
 	case len(b.Messages) > 0:
-		var text bytes.Buffer
+		var pk bytetokens.Packer
 		msgs := make([]fwksched.Message, 0, len(b.Messages))
 		for i, m := range b.Messages {
 			var s string
@@ -119,14 +112,12 @@ func decodeRequest(w workload.Request) (Arrival, error) {
 					s += p.Text
 				}
 			}
-			if i > 0 {
-				text.WriteByte('\n')
-			}
-			text.WriteString(m.Role + "\n" + s)
+			pk.ChatMessage(m.Role, s) // the simulator's chat template
 			msgs = append(msgs, fwksched.Message{Role: m.Role, Content: fwksched.Content{Raw: s}})
 		}
 		a.Body = &fwksched.LLMRequestBody{ChatCompletions: &fwksched.ChatCompletionsRequest{Messages: msgs}}
-		a.Tokens = tokensOf(nil, text.Bytes())
+		pk.Flush()
+		a.Tokens = pk.Tokens
 	default:
 		return Arrival{}, fmt.Errorf("body has neither prompt nor messages")
 	}
