@@ -40,6 +40,7 @@ type Pod struct {
 	// and SidecarPort; Kubernetes mode puts every pod's EPP endpoint on the pool's one target
 	// port (EnginePort) and moves decode-capable engines to KubeEnginePort.
 	enginePort, sidecarPort int
+	dpSize                  int // data-parallel ranks (dataparallel.go)
 }
 
 // HasSidecar reports whether the pod gets a routing sidecar.
@@ -117,6 +118,15 @@ func NewPlan(t *Topology, o PlanOptions) (*Plan, error) {
 			if o.Kubernetes && DecodeCapable(spec.Role) {
 				pod.enginePort, pod.sidecarPort = KubeEnginePort, EnginePort
 			}
+			if spec.DataParallelSize > 1 {
+				if o.Kubernetes {
+					return nil, fmt.Errorf("pod group %s: dataParallelSize needs the standalone lab (not --kubernetes)", spec.Name)
+				}
+				pod.dpSize = spec.DataParallelSize
+				if DecodeCapable(spec.Role) {
+					pod.enginePort, pod.sidecarPort = KubeEnginePort, EnginePort
+				}
+			}
 			if spec.Engine == EngineSGLang && spec.Role == RolePrefill {
 				pod.BootstrapPort = BootstrapPort
 			}
@@ -128,6 +138,10 @@ func NewPlan(t *Topology, o PlanOptions) (*Plan, error) {
 		p.byName[p.Pods[i].Name] = &p.Pods[i]
 		p.byEndpoint[p.Pods[i].Endpoint()] = &p.Pods[i]
 		p.byEndpoint[p.Pods[i].EngineAddr()] = &p.Pods[i]
+		engines, endpoints := p.Pods[i].rankAddrs()
+		for _, a := range append(engines, endpoints...) {
+			p.byEndpoint[a] = &p.Pods[i]
+		}
 	}
 	ports, err := freePorts(4)
 	if err != nil {
@@ -197,6 +211,8 @@ func (p *Plan) CheckPorts() error {
 		if pod.BootstrapPort != 0 {
 			addrs = append(addrs, protocol.FormatHostPort(pod.IP, strconv.Itoa(pod.BootstrapPort)))
 		}
+		engines, _ := pod.rankAddrs()
+		addrs = append(addrs, engines...)
 	}
 	var busy []string
 	for _, a := range addrs {
@@ -287,14 +303,7 @@ type endpointRecord struct {
 func (p *Plan) EndpointsYAML() ([]byte, error) {
 	f := endpointsFile{}
 	for _, pod := range p.Pods {
-		port := EnginePort
-		if pod.HasSidecar() {
-			port = SidecarPort
-		}
-		f.Endpoints = append(f.Endpoints, endpointRecord{
-			Name: pod.Name, Namespace: Namespace, Address: pod.IP, Port: port, MetricsPort: EnginePort,
-			Labels: p.Labels(pod), Annotations: p.Annotations(pod),
-		})
+		f.Endpoints = append(f.Endpoints, p.endpointRecords(pod)...)
 	}
 	b, err := yaml.Marshal(f)
 	if err != nil {
@@ -316,6 +325,8 @@ func (p *Plan) targets() string {
 		if pod.BootstrapPort != 0 {
 			out = append(out, protocol.FormatHostPort(pod.IP, strconv.Itoa(pod.BootstrapPort)))
 		}
+		engines, _ := pod.rankAddrs()
+		out = append(out, engines...)
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")

@@ -43,9 +43,14 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 		if pod.BootstrapPort != 0 {
 			args = append(args, "--bootstrap-port", strconv.Itoa(pod.BootstrapPort))
 		}
+		health := "http://" + pod.EngineAddr() + "/health"
+		if pod.DataParallel() {
+			// Ranks start in order: the last rank answering means every rank is up.
+			args = append(args, "--data-parallel-size", strconv.Itoa(pod.dpSize))
+			health = "http://" + pod.RankEngineAddr(pod.dpSize-1) + "/health"
+		}
 		args = append(args, pod.Spec.SimArgs...)
-		out = append(out, ProcSpec{Name: "sim-" + pod.Name, Binary: bin("sim"), Args: args,
-			Health: "http://" + pod.EngineAddr() + "/health"})
+		out = append(out, ProcSpec{Name: "sim-" + pod.Name, Binary: bin("sim"), Args: args, Health: health})
 	}
 	for _, pod := range p.Pods {
 		if !pod.HasSidecar() {
@@ -57,6 +62,9 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 		}
 		if c, ok := sidecarConnector[pod.Spec.KVConnector]; ok && pod.Engine == EngineVLLM {
 			args = append(args, "--kv-connector", c)
+		}
+		if pod.DataParallel() {
+			args = append(args, "--data-parallel-size", strconv.Itoa(pod.dpSize))
 		}
 		if pod.Engine == EngineTRTLLM {
 			args = append(args, "--trt-schedule-style", pod.Spec.TRTScheduleStyle)

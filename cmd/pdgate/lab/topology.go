@@ -81,6 +81,13 @@ type PodSpec struct {
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// SimArgs are extra simulator flags for this group ("--max-batch=8").
 	SimArgs []string `json:"simArgs,omitempty"`
+	// DataParallelSize N > 1 makes each pod one simulator process serving N data-parallel
+	// ranks on consecutive ports (vLLM only; dataparallel.go has the layout).
+	DataParallelSize int `json:"dataParallelSize,omitempty"`
+	// RankEndpoints lists a decode-capable DP pod to the EPP as one endpoint per rank
+	// (llm-d's InferencePool with one targetPort per rank, for data-parallel-profile-handler)
+	// instead of one endpoint at its sidecar. Prefill DP pods always have one per rank.
+	RankEndpoints bool `json:"rankEndpoints,omitempty"`
 }
 
 // Buckets are AIBrix prompt-length bucket bounds (both inclusive, max <= 0 unlimited).
@@ -212,6 +219,9 @@ func (t *Topology) Validate() error {
 		}
 		if p.Buckets != nil && p.Buckets.Max > 0 && p.Buckets.Min > p.Buckets.Max {
 			add("%s.buckets: min %d > max %d", f, p.Buckets.Min, p.Buckets.Max)
+		}
+		if err := validDataParallel(p); err != nil {
+			add("%s.%v", f, err)
 		}
 		if p.Profile != "" {
 			if _, err := os.Stat(t.Path(p.Profile)); err != nil {

@@ -133,6 +133,15 @@ var expectations = map[string]func(summary) error{
 	"sglang": func(s summary) error {
 		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
 	},
+	// Data-parallel ranks (test/e2e/labdp checks the rank of every leg): always
+	// disaggregated onto the prefill pod's rank endpoints.
+	"dp": func(s summary) error {
+		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
+	},
+	// llm-d's dp-epp-config.yaml: one profile, the combined pod's rank endpoints.
+	"dp-handler": func(s summary) error {
+		return all(atLeast(s, 1, "combined"), none(s, "prefill-decode"))
+	},
 	// E/P/D: multimodal requests get encoders, long prompts a prefill pod.
 	"epd": func(s summary) error {
 		return all(atLeast(s, 1, "encode-decode", "encode-prefill-decode"), atLeast(s, 1, "prefill-decode", "encode-prefill-decode"))

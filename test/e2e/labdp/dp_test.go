@@ -1,0 +1,177 @@
+// Package labdp runs the lab's data-parallel topologies end to end (issue 24): one simulator
+// process per pod serving several vLLM DP ranks on consecutive ports, the routing sidecar
+// with --data-parallel-size, the EPP and the dev gateway, all real processes from bin/.
+package labdp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/plugins/protocol"
+)
+
+const repoRoot = "../../.."
+
+func binDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("PDGATE_BIN_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot, "bin")
+	}
+	abs, _ := filepath.Abs(dir)
+	for _, b := range []string{"sim", "sidecar", "epp", "gateway"} {
+		if _, err := os.Stat(filepath.Join(abs, b)); err != nil {
+			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
+		}
+	}
+	return abs
+}
+
+func startLab(t *testing.T, topology, subnet string) *lab.Lab {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	l, err := lab.Start(ctx, lab.Options{Topology: filepath.Join(repoRoot, topology), BinDir: binDir(t),
+		Dir: t.TempDir(), Subnet: subnet, Port: 0, Out: io.Discard, Err: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	return l
+}
+
+// leg is one request's evidence: the endpoint the EPP named for a stage and the rank that
+// answered (the decode engine's x-sim-dp-rank, forwarded by the sidecar and the gateway).
+type leg struct {
+	status      int
+	decision    string
+	decodeRank  string
+	requestBody string
+}
+
+// drive sends n streamed chat requests through the gateway, 8 at a time (so the EPP spreads
+// them over ranks), and returns what each got back.
+func drive(t *testing.T, l *lab.Lab, n int) []leg {
+	t.Helper()
+	out := make([]leg, n)
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	client := &http.Client{Timeout: time.Minute}
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			prompt := fmt.Sprintf("request %d: %s", i, strings.Repeat("explain data-parallel attention ranks and KV handoff. ", 40))
+			body, _ := json.Marshal(map[string]any{"model": l.Plan.Topology.Model, "stream": true, "max_tokens": 8,
+				"messages": []map[string]string{{"role": "user", "content": prompt}}})
+			req, _ := http.NewRequest(http.MethodPost, l.URL+"/v1/chat/completions", bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(protocol.HeaderTrace, "1")
+			resp, err := client.Do(req)
+			if err != nil {
+				out[i] = leg{status: -1, decision: err.Error()}
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			out[i] = leg{status: resp.StatusCode, decision: resp.Header.Get(protocol.HeaderDecision),
+				decodeRank: resp.Header.Get("x-sim-dp-rank"), requestBody: string(b)}
+		}(i)
+	}
+	wg.Wait()
+	return out
+}
+
+// stagePick returns the endpoint the decision header names for the profile (decode, prefill).
+func stagePick(decision, profile string) string {
+	for _, part := range strings.Split(decision, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if ok && k == profile {
+			return strings.TrimSpace(strings.Split(v, ",")[0])
+		}
+	}
+	return ""
+}
+
+// rankOf is the rank of a "<pod>-rank-<r>" endpoint name, or -1.
+func rankOf(endpoint string) int {
+	i := strings.LastIndex(endpoint, "-rank-")
+	if i < 0 {
+		return -1
+	}
+	r, err := strconv.Atoi(endpoint[i+len("-rank-"):])
+	if err != nil {
+		return -1
+	}
+	return r
+}
+
+// config/lab/dp.yaml: the EPP picks a prefill rank endpoint; the prefill rank reports
+// remote_dp_rank; the decode pod's sidecar pins the decode leg to that rank. Every request's
+// decode ran on the rank its prefill reported, and the EPP used more than one rank (so a
+// sidecar ignoring the rank, which always decodes on rank 0, fails).
+func TestDecodeOnThePrefillsRank(t *testing.T) {
+	l := startLab(t, "config/lab/dp.yaml", "127.0.72")
+	legs := drive(t, l, 48)
+	ranks := map[int]int{}
+	for i, g := range legs {
+		if g.status != http.StatusOK {
+			t.Fatalf("request %d: status %d (%s) %s", i, g.status, g.decision, g.requestBody)
+		}
+		prefill := stagePick(g.decision, "prefill")
+		pr := rankOf(prefill)
+		if pr < 0 || !strings.HasPrefix(prefill, "prefill-0-rank-") {
+			t.Fatalf("request %d: decision %q names no prefill rank endpoint", i, g.decision)
+		}
+		if g.decodeRank != strconv.Itoa(pr) {
+			t.Errorf("request %d: prefill on rank %d (%s), decode on rank %q", i, pr, prefill, g.decodeRank)
+		}
+		ranks[pr]++
+	}
+	t.Logf("prefill (= decode) ranks used: %v", ranks)
+	if len(ranks) < 2 {
+		t.Errorf("the EPP used only ranks %v of 4: the test would not tell a pinned decode from rank 0", ranks)
+	}
+}
+
+// config/lab/dp-handler.yaml: llm-d's dp-epp-config.yaml unchanged; the EPP picks a rank
+// endpoint of the combined pod, data-parallel-profile-handler sends the gateway to the
+// sidecar's primary port and names the rank in x-data-parallel-host-port; the sidecar
+// dispatches to that rank's engine.
+func TestDataParallelProfileHandlerRank(t *testing.T) {
+	l := startLab(t, "config/lab/dp-handler.yaml", "127.0.73")
+	legs := drive(t, l, 48)
+	ranks := map[int]int{}
+	for i, g := range legs {
+		if g.status != http.StatusOK {
+			t.Fatalf("request %d: status %d (%s) %s", i, g.status, g.decision, g.requestBody)
+		}
+		ep := stagePick(g.decision, "default")
+		r := rankOf(ep)
+		if r < 0 || !strings.HasPrefix(ep, "combined-0-rank-") {
+			t.Fatalf("request %d: decision %q names no rank endpoint", i, g.decision)
+		}
+		if g.decodeRank != strconv.Itoa(r) {
+			t.Errorf("request %d: EPP picked rank %d (%s), served by rank %q", i, r, ep, g.decodeRank)
+		}
+		ranks[r]++
+	}
+	t.Logf("ranks picked (= served): %v", ranks)
+	if len(ranks) < 2 {
+		t.Errorf("the EPP picked only ranks %v of 4", ranks)
+	}
+}
