@@ -85,9 +85,13 @@ func (d *Detector) TypedName() fwkplugin.TypedName { return d.inner.TypedName() 
 // Inner returns the wrapped detector.
 func (d *Detector) Inner() fwkfc.SaturationDetector { return d.inner }
 
-// Saturation implements fwkfc.SaturationDetector.
+// Saturation implements fwkfc.SaturationDetector. A request the controller classified
+// decode-only (stages.go) is measured on the decode tier alone.
 func (d *Detector) Saturation(ctx context.Context, eps []fwkdl.Endpoint) float64 {
 	r := d.Measure(ctx, eps)
+	if r.HasDecode && decodeOnly(ctx) {
+		return r.Decode
+	}
 	return r.Effective
 }
 
@@ -109,6 +113,7 @@ func (d *Detector) Measure(ctx context.Context, eps []fwkdl.Endpoint) stagesat.R
 type Controller struct {
 	inner      requestcontrol.AdmissionController
 	candidates contracts.EndpointCandidates
+	stages     *Stages
 }
 
 // WithReasons wraps inner; candidates tells "no capacity" (an empty pool) from shedding.
@@ -117,9 +122,17 @@ func WithReasons(inner requestcontrol.AdmissionController, candidates contracts.
 	return &Controller{inner: inner, candidates: candidates}
 }
 
+// WithRequestStages makes the wrapped check measure each request on the P/D stages it needs
+// (stages.go; nil keeps the pool-level rule). Only the legacy check sees it: flow control
+// measures the pool once per dispatch cycle, not per request.
+func (c *Controller) WithRequestStages(s *Stages) *Controller {
+	c.stages = s
+	return c
+}
+
 // Admit implements requestcontrol.AdmissionController.
 func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext, priority int) error {
-	err := c.inner.Admit(ctx, reqCtx, priority)
+	err := c.inner.Admit(c.stages.withRequest(ctx, reqCtx), reqCtx, priority)
 	if err == nil {
 		return nil
 	}

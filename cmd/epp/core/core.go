@@ -239,7 +239,8 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	// llm-d's reason header: 429 when shedding, 503 when there is no capacity.
 	detector := admission.StageAware(c.Loaded.SaturationDetector)
 	if !c.Gates[flowcontrol.FeatureGate] {
-		return candidates, admission.WithReasons(requestcontrol.NewLegacyAdmissionController(detector, candidates), candidates), nil
+		return candidates, admission.WithReasons(requestcontrol.NewLegacyAdmissionController(detector, candidates), candidates).
+			WithRequestStages(admission.StagesFromPlugins(c.Handle.GetAllPlugins())), nil
 	}
 	if c.Loaded.FlowControlConfig == nil {
 		return nil, nil, errors.New("flowControl feature gate set but no flow control config was built")
