@@ -85,6 +85,12 @@ func (p *Producer) TypedName() fwkplugin.TypedName { return p.typedName }
 // Params returns the parameters as configured.
 func (p *Producer) Params() kvevents.Config { return p.params }
 
+// DeliverKVEvents applies a batch of an endpoint's KV events in process (pdgate bench sim
+// feeds its simulated engines' prefix-cache changes here instead of over ZeroMQ).
+func (p *Producer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+	p.core.Deliver(meta, events)
+}
+
 // PreciseCore implements precisecache.Owner.
 func (p *Producer) PreciseCore() *precisecache.Core { return p.core }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -70,6 +71,15 @@ func (s *Scorer) Params() kvevents.Config { return s.params }
 // BoundTo names the precise-prefix-cache-producer whose data the scorer reads, "" when it
 // runs its own index.
 func (s *Scorer) BoundTo() string { return s.bound }
+
+// DeliverKVEvents applies a batch of an endpoint's KV events in process when the scorer runs
+// its own index (a scorer bound to a producer ignores them: the producer takes them). pdgate
+// bench sim feeds its simulated engines' prefix-cache changes here instead of over ZeroMQ.
+func (s *Scorer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+	if s.own != nil {
+		s.own.Deliver(meta, events)
+	}
+}
 
 // Category implements fwksched.Scorer.
 func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Affinity }

@@ -152,32 +152,10 @@ func (p *kvPublisher) close() {
 	_ = p.sock.Close()
 }
 
-// kvEventsOf turns the cache changes of one insert of a prompt into vLLM's events: a
-// BlockStored per run of consecutive new blocks (chained to the block before it), a
-// BlockRemoved per evicted block, in the order they happened.
+// kvEventsOf turns the cache changes of one insert of a prompt into vLLM's events
+// (kvcache.Events, which the fleet simulator of pdgate bench sim uses too).
 func kvEventsOf(ops []kvcache.Op, hashes []uint64, tokens []uint32, blockSize int) []kvevents.Event {
-	var out []kvevents.Event
-	for i := 0; i < len(ops); {
-		op := ops[i]
-		if !op.Added {
-			out = append(out, kvevents.Event{Kind: kvevents.KindRemoved, Hashes: []uint64{op.Evicted}, Medium: "GPU"})
-			i++
-			continue
-		}
-		j := i
-		for j+1 < len(ops) && ops[j+1].Added && ops[j+1].Index == ops[j].Index+1 {
-			j++
-		}
-		first, last := ops[i].Index, ops[j].Index
-		ev := kvevents.Event{Kind: kvevents.KindStored, Hashes: append([]uint64(nil), hashes[first:last+1]...),
-			Tokens: append([]uint32(nil), tokens[first*blockSize:(last+1)*blockSize]...), BlockSize: blockSize, Medium: "GPU"}
-		if first > 0 {
-			ev.Parent, ev.HasParent = hashes[first-1], true
-		}
-		out = append(out, ev)
-		i = j + 1
-	}
-	return out
+	return kvcache.Events(ops, hashes, tokens, blockSize)
 }
 
 // cacheInsert records a prompt's blocks in the prefix cache and publishes what changed.

@@ -211,6 +211,18 @@ func sourceOf(meta *fwkdl.EndpointMetadata) (kvevents.SourceKey, string) {
 	return kvevents.SourceKey{Endpoint: host + ":" + meta.Port, Rank: rank}, name
 }
 
+// Deliver applies a batch of an endpoint's KV events in process, as its subscriber would after
+// decoding them: the source of events that need no socket (pdgate bench sim's simulated
+// fleet feeds its engines' prefix-cache changes here). Events of one endpoint must be
+// delivered in order.
+func (c *Core) Deliver(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+	if meta == nil || len(events) == 0 {
+		return
+	}
+	src, _ := sourceOf(meta)
+	c.ix.Apply(src, events)
+}
+
 // Track starts following an endpoint's events (discovery mode), idempotently.
 func (c *Core) Track(meta *fwkdl.EndpointMetadata) {
 	if !c.running.Load() || c.cfg.Central != "" || !c.cfg.DiscoverPods || meta == nil || meta.Address == "" {

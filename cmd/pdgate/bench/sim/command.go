@@ -127,6 +127,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
 	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
 	cmd.AddCommand(NewGoodputCommand())
+	cmd.AddCommand(NewPrefixCommand())
 	return cmd
 }
 

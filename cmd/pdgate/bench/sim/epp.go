@@ -26,6 +26,9 @@ type epp struct {
 	pre      []fwkrc.PreRequest
 	respHead []fwkrc.ResponseHeader
 	respBody []fwkrc.ResponseBody
+	// kv are the plugins that take KV events (precise prefix-cache producer or scorer): the
+	// pods' prefix-cache changes are delivered to them in process (precise.go)
+	kv []kvEventSink
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
@@ -62,6 +65,9 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 	for _, p := range c.Handle.GetAllPlugins() {
 		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
+		}
+		if k, ok := p.(kvEventSink); ok {
+			e.kv = append(e.kv, k)
 		}
 	}
 	return e, nil

@@ -18,6 +18,8 @@ type Result struct {
 	perPod      []podLoad
 	legs        legStats
 	transfers   [5]int // KV transfers by shared topology level (with a Placement)
+	// prompt tokens prefilled and those of them served from the prefilling pod's prefix cache
+	promptTokens, cachedTokens int64
 
 	Summary Summary
 }
@@ -75,9 +77,18 @@ type Summary struct {
 	VirtualSeconds        float64
 	WallSeconds           float64
 	RequestsPerWallSecond float64
+	// PrefixHitRate is the share of prompt tokens the prefilling pod found in its prefix cache
+	// (every request's prefill leg, or its local prefill).
+	PrefixHitRate float64
 	// Transfers counts KV transfers by the tightest level the two pods shared (host, rack,
 	// zone, region, none), with a placement; nil without.
 	Transfers map[string]int `json:",omitempty"`
+}
+
+// prefix records one prefill: prompt tokens and how many were prefix-cache hits.
+func (r *Result) prefix(prompt, cached int) {
+	r.promptTokens += int64(prompt)
+	r.cachedTokens += int64(cached)
 }
 
 func newResult(pods int) *Result {
@@ -110,8 +121,15 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 	}
 	sum := Summary{Requests: r.sent, Served: len(r.ttft), Failed: r.failed,
 		VirtualSeconds: s.now().Sub(s.start).Seconds(), WallSeconds: wall.Seconds()}
+	if r.promptTokens > 0 {
+		sum.PrefixHitRate = float64(r.cachedTokens) / float64(r.promptTokens)
+	}
 	if r.sent > 0 {
-		sum.EPPCPUMicrosPerRequest = float64(s.epp.cpu) / float64(time.Microsecond) / float64(r.sent)
+		var cpu time.Duration
+		for _, e := range s.epps {
+			cpu += e.cpu
+		}
+		sum.EPPCPUMicrosPerRequest = float64(cpu) / float64(time.Microsecond) / float64(r.sent)
 	}
 	if wall > 0 {
 		sum.RequestsPerWallSecond = float64(r.sent) / wall.Seconds()

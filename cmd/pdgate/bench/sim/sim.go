@@ -53,6 +53,10 @@ type Config struct {
 	// OnArrival, when set, is called with the number of requests that have arrived so far
 	// (progress reports of long runs).
 	OnArrival func(arrived int)
+	// Routers is the number of independent EPPs (each assembled from EPPConfig, with its own
+	// plugin state) the requests are spread over in turn: several gateways or EPP replicas
+	// that share no routing state. 0 or 1 = one EPP.
+	Routers int
 }
 
 // Sim is one virtual-time cluster run.
@@ -64,7 +68,7 @@ type Sim struct {
 	pods   []*pod
 	byName map[string]*pod
 	byAddr map[string]*pod
-	epp    *epp
+	epps   []*epp // the routers (Config.Routers)
 	ctx    context.Context
 
 	srcDone  bool
@@ -84,6 +88,7 @@ type request struct {
 	firstAt  time.Time
 	decode   *pod
 	prefill  *pod
+	epp      *epp // the router that scheduled it
 	finished bool
 	// engine-side marks for the leg breakdown (what the simulators' own histograms measure)
 	legSubmit time.Time
@@ -113,11 +118,16 @@ func New(cfg Config) (*Sim, error) {
 		s.byName[spec.Name] = p
 		s.byAddr[spec.Addr()] = p
 	}
-	e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now)
-	if err != nil {
-		return nil, err
+	for i := 0; i < max(cfg.Routers, 1); i++ {
+		e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now)
+		if err != nil {
+			for _, o := range s.epps {
+				o.stop()
+			}
+			return nil, err
+		}
+		s.epps = append(s.epps, e)
 	}
-	s.epp = e
 	s.res = newResult(len(s.pods))
 	return s, nil
 }
@@ -127,7 +137,11 @@ func (s *Sim) Run() (*Result, error) {
 	// EPP CPU is read per thread: keep the loop on one.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	defer s.epp.stop()
+	defer func() {
+		for _, e := range s.epps {
+			e.stop()
+		}
+	}()
 	wall := time.Now()
 	for _, p := range s.pods {
 		p.scrape(s.clock.Now())
@@ -195,7 +209,8 @@ func (s *Sim) arrive(a Arrival) {
 	if s.cfg.OnArrival != nil {
 		s.cfg.OnArrival(s.res.sent)
 	}
-	res, err := s.epp.schedule(s.ctx, r.llm, s.pods)
+	r.epp = s.epps[(s.nextID-1)%len(s.epps)]
+	res, err := r.epp.schedule(s.ctx, r.llm, s.pods)
 	if err != nil {
 		s.fail(r, "epp: "+errClass(err))
 		return
@@ -244,12 +259,14 @@ func (s *Sim) dispatch(r *request) {
 		l := &leg{kind: legPrefill, req: r}
 		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1,
 			CachedTokens: s.cachedOn(r.prefill, r)}
+		s.res.prefix(prompt, l.br.CachedTokens)
 		s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.prefill, l) })
 		return
 	}
 	l := &leg{kind: legLocal, req: r}
 	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output,
 		CachedTokens: s.cachedOn(r.decode, r)}
+	s.res.prefix(prompt, l.br.CachedTokens)
 	s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.decode, l) })
 }
 
@@ -269,7 +286,7 @@ func (s *Sim) submit(p *pod, l *leg) {
 
 // firstToken: the leg's prompt KV exists on p.
 func (s *Sim) firstToken(p *pod, l *leg) {
-	p.cache.Insert(l.req.hashes)
+	s.cacheInsert(p, l.req)
 	if l.kind == legPrefill {
 		return
 	}
@@ -280,7 +297,7 @@ func (s *Sim) firstToken(p *pod, l *leg) {
 	if r.prefill != nil {
 		headers[protocol.HeaderPrefillOutcome] = "ok"
 	}
-	s.epp.responseHeader(s.ctx, r.llm, headers, r.decode.meta)
+	r.epp.responseHeader(s.ctx, r.llm, headers, r.decode.meta)
 }
 
 // legDone ends a leg: a prefill leg hands the KV to the decode pod, a serving leg ends the
@@ -318,14 +335,14 @@ func (s *Sim) complete(r *request) {
 		tpot = now.Sub(r.firstAt) / time.Duration(r.a.Output-1)
 	}
 	s.res.record(r, ttft, tpot, e2e)
-	s.epp.responseEnd(s.ctx, r.llm, len(r.a.Tokens), r.a.Output, r.decode.meta)
+	r.epp.responseEnd(s.ctx, r.llm, len(r.a.Tokens), r.a.Output, r.decode.meta)
 	s.end(r)
 }
 
 func (s *Sim) fail(r *request, why string) {
 	s.res.failed[why]++
 	if r.decode != nil {
-		s.epp.responseEnd(s.ctx, r.llm, 0, 0, r.decode.meta)
+		r.epp.responseEnd(s.ctx, r.llm, 0, 0, r.decode.meta)
 	}
 	s.end(r)
 }
