@@ -118,6 +118,12 @@ func startKube(ctx context.Context, p *Plan, assets, crdDir string) (*kubeLab, e
 		k.stop()
 		return nil, fmt.Errorf("creating InferencePool %s: %w", PoolName, err)
 	}
+	for _, o := range p.InferenceObjectives() {
+		if _, err := dyn.Resource(objectiveGVR).Namespace(Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+			k.stop()
+			return nil, fmt.Errorf("creating InferenceObjective %s: %w", o.GetName(), err)
+		}
+	}
 	return k, nil
 }
 

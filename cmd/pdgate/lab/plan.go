@@ -101,6 +101,9 @@ func NewPlan(t *Topology, o PlanOptions) (*Plan, error) {
 	if ip := net.ParseIP(o.Subnet + ".1"); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("--subnet %q: want three octets inside 127.0.0.0/8, e.g. 127.0.10", o.Subnet)
 	}
+	if len(t.Objectives) > 0 && !o.Kubernetes {
+		return nil, fmt.Errorf("topology %s: objectives need --kubernetes (the standalone EPP has no InferenceObjective source)", t.Name)
+	}
 	p := &Plan{Topology: t, Subnet: o.Subnet, Dir: o.Dir, BinDir: o.BinDir, EPPTLS: true,
 		byName: map[string]*Pod{}, byEndpoint: map[string]*Pod{}}
 	host := 10

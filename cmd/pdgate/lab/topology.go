@@ -51,6 +51,8 @@ type Topology struct {
 	EPPArgs []string `json:"eppArgs,omitempty"`
 	// Pods lists the pod groups.
 	Pods []PodSpec `json:"pods"`
+	// Objectives are InferenceObjectives created in Kubernetes mode (objectives.go).
+	Objectives []Objective `json:"objectives,omitempty"`
 
 	dir string // directory of the topology file, for relative paths
 }
@@ -229,6 +231,7 @@ func (t *Topology) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, validObjectives(t.Objectives)...)
 	if len(engines) > 1 {
 		add("pods: every pod of one model must use the same engine, got %s", strings.Join(sortedKeys(engines), ", "))
 	}

@@ -1,0 +1,276 @@
+// Package stageadmission runs stage-aware admission under a prefill-heavy overload in the
+// lab (issue 24): real simulators, sidecars, the EPP in Kubernetes mode (an InferenceObjective
+// makes the traffic sheddable) and the dev gateway.
+package stageadmission
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+)
+
+const repoRoot = "../../.."
+
+// The EPP's config: GIE's utilization detector at its defaults.
+const (
+	queueDepthThreshold  = 5.0
+	kvCacheUtilThreshold = 0.8
+)
+
+func assets(t *testing.T) (bin, kube string) {
+	t.Helper()
+	bin = os.Getenv("PDGATE_BIN_DIR")
+	if bin == "" {
+		bin = filepath.Join(repoRoot, "bin")
+	}
+	bin, _ = filepath.Abs(bin)
+	for _, b := range []string{"sim", "sidecar", "epp", "gateway"} {
+		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
+			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
+		}
+	}
+	kube = os.Getenv("KUBEBUILDER_ASSETS")
+	if kube == "" {
+		kube, _ = filepath.Abs(filepath.Join(repoRoot, "bin", "envtest"))
+	}
+	if _, err := os.Stat(filepath.Join(kube, "kube-apiserver")); err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no envtest control plane in %s (hack/build-envtest.sh): %v", kube, err)
+		}
+		t.Fatalf("CI is set but the envtest control plane is unavailable in %s: %v", kube, err)
+	}
+	return bin, kube
+}
+
+// class is one traffic class's tally.
+type class struct {
+	mu       sync.Mutex
+	sent     int
+	statuses map[int]int
+	reasons  map[string]int
+	ttftMS   []float64
+}
+
+func (c *class) add(status int, reason string, ttft time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sent++
+	c.statuses[status]++
+	if reason != "" {
+		c.reasons[reason]++
+	}
+	if status == http.StatusOK {
+		c.ttftMS = append(c.ttftMS, float64(ttft.Microseconds())/1000)
+	}
+}
+
+func (c *class) p99() float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ttftMS) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), c.ttftMS...)
+	sort.Float64s(s)
+	return s[(len(s)*99-1)/100]
+}
+
+// request sends one sheddable streamed completion and returns its status, llm-d's drop
+// reason and the time to the first SSE data event.
+func request(client *http.Client, url, model, prompt string) (int, string, time.Duration) {
+	body, _ := json.Marshal(map[string]any{"model": model, "prompt": prompt, "max_tokens": 4, "stream": true})
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-gateway-inference-objective", "batch")
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return -1, err.Error(), 0
+	}
+	defer resp.Body.Close()
+	var ttft time.Duration
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if ttft == 0 && strings.HasPrefix(sc.Text(), "data: {") {
+			ttft = time.Since(start)
+		}
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("x-llm-d-request-dropped-reason"), ttft
+}
+
+// engineMetrics scrapes the simulator's waiting queue and KV use.
+func engineMetrics(client *http.Client, addr string) (waiting, kv float64, err error) {
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) != 2 {
+			continue
+		}
+		v, _ := strconv.ParseFloat(f[1], 64)
+		switch {
+		case strings.HasPrefix(f[0], "vllm:num_requests_waiting"):
+			waiting = v
+		case strings.HasPrefix(f[0], "vllm:kv_cache_usage_perc"):
+			kv = v
+		}
+	}
+	return waiting, kv, sc.Err()
+}
+
+// sample is one scrape of every pod: the prefill queue against its SLO (the detector's
+// queueDepthThreshold), and what GIE's utilization detector computes fleet-wide and per
+// stage over the same numbers.
+type sample struct {
+	at                     time.Duration
+	prefillQueueMax        float64
+	fleet, prefill, decode float64
+}
+
+func utilization(waiting, kv float64) float64 {
+	return max(waiting/queueDepthThreshold, kv/kvCacheUtilThreshold)
+}
+
+// Under a prefill-heavy overload (16 closed-loop clients sending long uncached prompts to two
+// prefill pods that run one request at a time, mixed with 2 clients sending short
+// decode-only prompts), all sheddable: stage-aware admission answers long prompts 429
+// (rejected-saturated) while every short prompt is served. GIE's fleet-wide rule (one value
+// for the whole pool, computed here from the same scrapes) treats both classes alike: it
+// sheds both or neither at any moment.
+func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
+	bin, kube := assets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	l, err := lab.Start(ctx, lab.Options{Topology: filepath.Join(repoRoot, "config/lab/admission/stage-admission.yaml"),
+		BinDir: bin, Dir: t.TempDir(), Subnet: "127.0.74", Port: 0, Kubernetes: true, KubeAssets: kube,
+		ReadyTimeout: 2 * time.Minute, Out: io.Discard, Err: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Stop()
+	client := &http.Client{Timeout: time.Minute}
+	model := l.Plan.Topology.Model
+	long, short := &class{statuses: map[int]int{}, reasons: map[string]int{}}, &class{statuses: map[int]int{}, reasons: map[string]int{}}
+
+	var stop atomic.Bool
+	var samples []sample
+	start := time.Now()
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		for !stop.Load() {
+			var s sample
+			var pf, dc []float64
+			for _, pod := range l.Plan.Pods {
+				w, kv, err := engineMetrics(client, pod.EngineAddr())
+				if err != nil {
+					continue
+				}
+				u := utilization(w, kv)
+				if pod.Role == lab.RolePrefill {
+					pf = append(pf, u)
+					s.prefillQueueMax = max(s.prefillQueueMax, w)
+				} else {
+					dc = append(dc, u)
+				}
+			}
+			mean := func(v []float64) float64 {
+				if len(v) == 0 {
+					return 0
+				}
+				sum := 0.0
+				for _, x := range v {
+					sum += x
+				}
+				return sum / float64(len(v))
+			}
+			s.at, s.prefill, s.decode, s.fleet = time.Since(start), mean(pf), mean(dc), mean(append(pf, dc...))
+			samples = append(samples, s)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
+	var wg sync.WaitGroup
+	var seq atomic.Int64
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				n := seq.Add(1)
+				prompt := fmt.Sprintf("Document %d. %s", n, strings.Repeat(fmt.Sprintf("Section %d of a long uncached report on disaggregated serving. ", n), 120))
+				long.add(request(client, l.URL, model, prompt))
+			}
+		}()
+	}
+	var shortWG sync.WaitGroup
+	for w := 0; w < 2; w++ {
+		shortWG.Add(1)
+		go func(w int) {
+			defer shortWG.Done()
+			for i := 0; i < 60; i++ {
+				short.add(request(client, l.URL, model, fmt.Sprintf("Short question %d-%d: what is a KV cache?", w, i)))
+			}
+		}(w)
+	}
+	shortWG.Wait()
+	stop.Store(true)
+	wg.Wait()
+	<-scraped
+
+	overSLO := 0
+	for _, s := range samples {
+		if s.prefillQueueMax > queueDepthThreshold {
+			overSLO++
+		}
+	}
+	fleetSheds, fleetAdmits := 0, 0
+	for _, s := range samples {
+		if s.fleet >= 1 {
+			fleetSheds++
+		} else {
+			fleetAdmits++
+		}
+	}
+	t.Logf("long  (prefill):     sent %d, 2xx %d, 429 %d, other %v, p99 TTFT %.0f ms", long.sent, long.statuses[200], long.statuses[429], long.statuses, long.p99())
+	t.Logf("short (decode-only): sent %d, 2xx %d, 429 %d, other %v, p99 TTFT %.0f ms", short.sent, short.statuses[200], short.statuses[429], short.statuses, short.p99())
+	t.Logf("prefill queue (max over prefill pods) above its SLO of %.0f waiting in %d of %d scrapes", queueDepthThreshold, overSLO, len(samples))
+	t.Logf("fleet-wide utilization detector over the same scrapes: >= 1 (sheds both classes) in %d, < 1 (admits both) in %d", fleetSheds, fleetAdmits)
+	for i, s := range samples {
+		if i%5 == 0 {
+			t.Logf("  t=%5.1fs prefill queue max %2.0f (SLO %.0f)  stage prefill %.2f decode %.2f  fleet-wide %.2f", s.at.Seconds(), s.prefillQueueMax, queueDepthThreshold, s.prefill, s.decode, s.fleet)
+		}
+	}
+
+	if short.statuses[200] != short.sent {
+		t.Errorf("decode-only traffic: %d of %d served (%v), want all", short.statuses[200], short.sent, short.statuses)
+	}
+	if long.statuses[429] == 0 || long.reasons["rejected-saturated"] != long.statuses[429] {
+		t.Errorf("long prompts: statuses %v reasons %v, want 429 rejected-saturated under the prefill overload", long.statuses, long.reasons)
+	}
+	for code := range long.statuses {
+		if code != 200 && code != 429 {
+			t.Errorf("long prompts: %d answered %d", long.statuses[code], code)
+		}
+	}
+}
