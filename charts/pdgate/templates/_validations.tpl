@@ -10,6 +10,9 @@ Cross-field checks values.schema.json cannot express. Each message names the val
 {{- if not (has $ie.pluginsConfigFile $configs) -}}
 {{- fail (printf "inferenceExtension.pluginsConfigFile %q is not in the EPP ConfigMap; choose one of %s or add it under inferenceExtension.pluginsCustomConfig" $ie.pluginsConfigFile (join ", " $configs)) -}}
 {{- end -}}
+{{- if and $ie.pdConfig.alwaysDisaggregate (ne $ie.pluginsConfigFile "pd-plugins.yaml") -}}
+{{- fail (printf "inferenceExtension.pdConfig.alwaysDisaggregate shapes pd-plugins.yaml only, but the EPP loads %s; set inferenceExtension.pluginsConfigFile=pd-plugins.yaml" $ie.pluginsConfigFile) -}}
+{{- end -}}
 {{- if and (eq $ie.ha.mode "active-active") (gt (int $ie.replicas) 1) (not (include "pdgate.redisAddress" .)) -}}
 {{- fail "inferenceExtension.ha.mode=active-active with more than one replica shares the token-load ledger through Redis: set redis.enabled=true or redis.address" -}}
 {{- end -}}

@@ -253,7 +253,7 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 		}
 	}
 	t.Logf("long  (prefill):     sent %d, 2xx %d, 429 %d, other %v, p99 TTFT %.0f ms", long.sent, long.statuses[200], long.statuses[429], long.statuses, long.p99())
-	t.Logf("short (decode-only): sent %d, 2xx %d, 429 %d, other %v, p99 TTFT %.0f ms", short.sent, short.statuses[200], short.statuses[429], short.statuses, short.p99())
+	t.Logf("short (decode-only): sent %d, 2xx %d, 429 %d, other %v, reasons %v, p99 TTFT %.0f ms", short.sent, short.statuses[200], short.statuses[429], short.statuses, short.reasons, short.p99())
 	t.Logf("prefill queue (max over prefill pods) above its SLO of %.0f waiting in %d of %d scrapes", queueDepthThreshold, overSLO, len(samples))
 	t.Logf("fleet-wide utilization detector over the same scrapes: >= 1 (sheds both classes) in %d, < 1 (admits both) in %d", fleetSheds, fleetAdmits)
 	for i, s := range samples {

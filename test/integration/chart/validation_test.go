@@ -33,6 +33,7 @@ func TestRejectedValues(t *testing.T) {
 		{"redis twice", []string{"redis.enabled=true", "redis.address=r:6379"}, "exclusive"},
 		{"redis address", []string{"redis.address=no-port"}, "address"},
 		{"no sample pods", []string{"modelServers.enabled=true", "modelServers.rolesets=null"}, "no pod is requested"},
+		{"alwaysDisaggregate with another config", []string{"inferenceExtension.pdConfig.alwaysDisaggregate=true"}, "set inferenceExtension.pluginsConfigFile=pd-plugins.yaml"},
 		{"negative threshold", []string{"inferenceExtension.pdConfig.nonCachedTokens=-1"}, "nonCachedTokens"},
 	}
 	for _, tc := range cases {
@@ -72,7 +73,7 @@ func TestPDConfigKnobs(t *testing.T) {
 			"type: pdgate-openai-parser", "payload: raw", "pluginRef: pdgate-openai-parser"}, nil},
 		{[]string{"inferencePool.parser=openai-parser"}, []string{"type: openai-parser", "pluginRef: openai-parser"}, []string{"pdgate-openai-parser"}},
 		{[]string{"inferenceExtension.pdConfig.nonCachedTokens=1024"}, []string{"nonCachedTokens: 1024"}, nil},
-		{[]string{"inferenceExtension.pdConfig.alwaysDisaggregate=true"}, []string{"type: always-disagg-pd-decider"}, nil},
+		{[]string{"inferenceExtension.pluginsConfigFile=pd-plugins.yaml", "inferenceExtension.pdConfig.alwaysDisaggregate=true"}, []string{"type: always-disagg-pd-decider"}, nil},
 		{[]string{"inferencePool.modelServerType=trtllm-serve"}, []string{`path: "/prometheus/metrics"`, `defaultEngine: "trtllm-serve"`}, nil},
 		{[]string{"inferencePool.modelServerProtocol=grpc"}, []string{"type: vllmgrpc-parser", "pluginRef: vllmgrpc-parser"}, []string{"pdgate-openai-parser"}},
 	}
