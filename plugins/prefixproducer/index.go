@@ -1,9 +1,10 @@
 package prefixproducer
 
 import (
-	"container/list"
+	"math/bits"
 	"sync"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
@@ -11,31 +12,38 @@ import (
 type serverID = k8stypes.NamespacedName
 
 // index is GIE's prefix indexer: which servers may hold a block, with one LRU of block hashes
-// per server (capacity: the server's GPU block count or the configured default); a block
-// evicted from a server's LRU leaves that server's entry in the block → servers map.
+// per server (capacity: the server's GPU block count or the configured default).
+//
+// Each tracked server owns a slot; the block → servers map is one map per 64 slots whose
+// value is a bitmask, so recording a new block allocates no per-block set and a lookup is one
+// map access per 64 servers (GIE keeps a map of servers per block: at 220 KB prompts,
+// hundreds of small maps made and dropped per request).
 type index struct {
 	mu          sync.RWMutex
-	hashToPods  map[blockHash]map[serverID]struct{}
-	podToLRU    map[serverID]*lru
+	words       []map[blockHash]uint64 // words[w] bit b: slot 64w+b holds the block
+	servers     map[serverID]*serverLRU
+	bySlot      []serverID // slot → server (zero value: free)
+	free        []int      // released slots, reused first
 	defaultSize int
 }
 
-func newIndex(defaultSize int) *index {
-	return &index{hashToPods: map[blockHash]map[serverID]struct{}{}, podToLRU: map[serverID]*lru{}, defaultSize: defaultSize}
+// serverLRU is one server's LRU of block hashes; eviction clears its slot's bit.
+type serverLRU struct {
+	slot  int
+	cache *simplelru.LRU[blockHash, struct{}]
 }
 
-// lru is a fixed-capacity LRU set of block hashes.
-type lru struct {
-	cap   int
-	order *list.List // front = most recent; values are blockHash
-	items map[blockHash]*list.Element
+func newIndex(defaultSize int) *index {
+	return &index{servers: map[serverID]*serverLRU{}, defaultSize: defaultSize}
 }
 
 // add records hashes for server s (capacity on first sight: gpuBlocks, else the default).
+// As in GIE, the LRU takes the hashes first and then every hash names s, so a prompt longer
+// than the LRU leaves its early blocks naming s though the LRU dropped them.
 func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	l := x.podToLRU[s]
+	l := x.servers[s]
 	if l == nil {
 		c := gpuBlocks
 		if c <= 0 {
@@ -44,55 +52,70 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 		if c <= 0 {
 			return // GIE's LRU cannot be built with size <= 0 either; nothing is recorded
 		}
-		l = &lru{cap: c, order: list.New(), items: map[blockHash]*list.Element{}}
-		x.podToLRU[s] = l
+		l = x.track(s, c)
 	}
+	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
 	for _, h := range hashes {
-		if e, ok := l.items[h]; ok {
-			l.order.MoveToFront(e)
-			continue
-		}
-		l.items[h] = l.order.PushFront(h)
-		if l.order.Len() > l.cap {
-			old := l.order.Back()
-			l.order.Remove(old)
-			oh := old.Value.(blockHash)
-			delete(l.items, oh)
-			x.evict(oh, s)
+		if _, ok := l.cache.Get(h); !ok { // Get refreshes a present entry
+			l.cache.Add(h, struct{}{})
 		}
 	}
 	for _, h := range hashes {
-		pods := x.hashToPods[h]
-		if pods == nil {
-			pods = map[serverID]struct{}{}
-			x.hashToPods[h] = pods
-		}
-		pods[s] = struct{}{}
+		word[h] |= bit
 	}
 }
 
-func (x *index) evict(h blockHash, s serverID) {
-	if pods, ok := x.hashToPods[h]; ok {
-		delete(pods, s)
-		if len(pods) == 0 {
-			delete(x.hashToPods, h)
-		}
+// track gives s a slot and an LRU of capacity c.
+func (x *index) track(s serverID, c int) *serverLRU {
+	slot := len(x.bySlot)
+	if n := len(x.free); n > 0 {
+		slot, x.free = x.free[n-1], x.free[:n-1]
+		x.bySlot[slot] = s
+	} else {
+		x.bySlot = append(x.bySlot, s)
 	}
+	for len(x.words) <= slot/64 {
+		x.words = append(x.words, map[blockHash]uint64{})
+	}
+	word, bit := x.words[slot/64], uint64(1)<<(slot%64)
+	cache, err := simplelru.NewLRU(c, func(h blockHash, _ struct{}) {
+		if v := word[h] &^ bit; v == 0 {
+			delete(word, h)
+		} else {
+			word[h] = v
+		}
+	})
+	if err != nil { // only for c <= 0, excluded by the caller
+		panic(err)
+	}
+	l := &serverLRU{slot: slot, cache: cache}
+	x.servers[s] = l
+	return l
 }
 
 // matchLongestPrefix counts, per server, the leading blocks of hashes the index says it holds
 // (GIE's greedy walk: it stops at the first block no server holds).
 func (x *index) matchLongestPrefix(hashes []blockHash) map[serverID]int {
-	res := map[serverID]int{}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	counts := make([]int, len(x.bySlot))
 	for _, h := range hashes {
-		pods := x.hashToPods[h]
-		if len(pods) == 0 {
+		held := false
+		for w, word := range x.words {
+			m := word[h]
+			held = held || m != 0
+			for ; m != 0; m &= m - 1 {
+				counts[64*w+bits.TrailingZeros64(m)]++
+			}
+		}
+		if !held {
 			break
 		}
-		for s := range pods {
-			res[s]++
+	}
+	res := map[serverID]int{}
+	for slot, n := range counts {
+		if n > 0 {
+			res[x.bySlot[slot]] = n
 		}
 	}
 	return res
@@ -102,22 +125,22 @@ func (x *index) matchLongestPrefix(hashes []blockHash) map[serverID]int {
 func (x *index) removePod(s serverID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	l := x.podToLRU[s]
+	l := x.servers[s]
 	if l == nil {
 		return
 	}
-	for h := range l.items {
-		x.evict(h, s)
-	}
-	delete(x.podToLRU, s)
+	l.cache.Purge() // clears the slot's bit on every block
+	delete(x.servers, s)
+	x.bySlot[l.slot] = serverID{}
+	x.free = append(x.free, l.slot)
 }
 
 // pods lists the servers tracked.
 func (x *index) pods() []serverID {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make([]serverID, 0, len(x.podToLRU))
-	for s := range x.podToLRU {
+	out := make([]serverID, 0, len(x.servers))
+	for s := range x.servers {
 		out = append(out, s)
 	}
 	return out
@@ -128,8 +151,8 @@ func (x *index) size() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := 0
-	for _, l := range x.podToLRU {
-		n += len(l.items)
+	for _, l := range x.servers {
+		n += l.cache.Len()
 	}
 	return n
 }

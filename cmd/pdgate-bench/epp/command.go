@@ -44,6 +44,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 				"chunk-size": func() { eff.ChunkSize = o.ChunkSize }, "burst": func() { eff.Burst = o.Burst },
 				"parser": func() { eff.Parser = o.Parser }, "max-phase": func() { eff.MaxPhase = o.MaxPhase },
 				"memory-endpoints": func() { eff.MemoryEndpoints = o.MemoryEndpoints }, "bin-dir": func() { eff.BinDir = o.BinDir },
+				"cpu-profile": func() { eff.CPUProfile = o.CPUProfile },
 			} {
 				if flags.Changed(name) {
 					apply()
@@ -95,6 +96,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 	f.StringVar(&o.Parser, "parser", o.Parser, "map or raw: add pdgate-openai-parser with that payload mode to configs naming no parser; none: files as they are")
 	f.DurationVar(&o.MaxPhase, "max-phase", o.MaxPhase, "wall-clock cap of one measured load phase")
 	f.IntVar(&o.MemoryEndpoints, "memory-endpoints", o.MemoryEndpoints, "also start every EPP with this many idle endpoints and report RSS (0 skips; quick: 0)")
+	f.DurationVar(&o.CPUProfile, "cpu-profile", 0, "profile each EPP's CPU for this long (whole seconds) from the start of the measured phase at the last size, into <out>/<config>-<size>.pprof for go tool pprof (raise --requests so the phase lasts longer)")
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp and gie-epp (default <repo>/bin; missing ones are built)")
 	return c
 }

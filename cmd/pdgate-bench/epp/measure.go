@@ -3,8 +3,11 @@ package epp
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
@@ -160,7 +163,17 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			return cr
 		}
 		spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk("run")}
+		var profiled <-chan error
+		if o.CPUProfile > 0 && i == len(o.Sizes)-1 {
+			name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
+			profiled = startCPUProfile(ctx, e.MetricsAddr, o.CPUProfile, filepath.Join(o.Out, name))
+		}
 		lr, err := RunLoad(ctx, client, spec, e.CPUTime)
+		if profiled != nil {
+			if perr := <-profiled; perr != nil {
+				o.logf("%s: cpu profile: %v", c.Name, perr)
+			}
+		}
 		if err != nil {
 			cr.Error = fmt.Sprintf("load at %d B: %v", size, err)
 			return cr
@@ -228,4 +241,41 @@ func sizeLabel(b int) string {
 		return fmt.Sprintf("%d KB", b>>10)
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// startCPUProfile fetches addr's /debug/pprof/profile for d into file; the channel reports
+// when the profile is written (or why not).
+func startCPUProfile(ctx context.Context, addr string, d time.Duration, file string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			secs := max(1, int(d.Round(time.Second)/time.Second))
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, secs), nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("fetching the profile: %w", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+				return fmt.Errorf("fetching the profile: %s: %s", resp.Status, msg)
+			}
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				return err
+			}
+			f, err := os.Create(file)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				_ = f.Close()
+				return fmt.Errorf("writing %s: %w", file, err)
+			}
+			return f.Close()
+		}()
+	}()
+	return done
 }

@@ -37,7 +37,11 @@ type Options struct {
 	// reports its resident memory.
 	MemoryEndpoints int
 	BinDir          string
-	Progress        io.Writer
+	// CPUProfile, when > 0, writes a CPU profile of every EPP over the first CPUProfile of its
+	// measured phase at the last size to <Out>/<config>-<size>.pprof (the EPP's
+	// /debug/pprof/profile; the phase should last longer: raise Requests).
+	CPUProfile time.Duration
+	Progress   io.Writer
 }
 
 // DefaultOptions are the full run's settings, or the quick variant's (`make bench`).
