@@ -153,10 +153,16 @@ type PrefixOptions struct {
 	// Routers lists the router counts to run each policy with: independent EPPs sharing no
 	// routing state, the requests spread over them in turn (each precise EPP follows every
 	// engine's events; each approximate one sees only what it routed itself).
-	Routers  []int
-	Workload SharedPrefix
-	Scrape   time.Duration
-	Stdout   io.Writer
+	Routers []int
+	// Lab also runs the comparison with real processes (PrefixLabTopologies): LabRequests
+	// requests, one in LabDirect sent straight to an engine (0 = none), binaries from BinDir.
+	Lab         bool
+	LabRequests int
+	LabDirect   int
+	BinDir      string
+	Workload    SharedPrefix
+	Scrape      time.Duration
+	Stdout      io.Writer
 }
 
 // PrefixRun is one policy's outcome.
@@ -180,13 +186,14 @@ type PrefixData struct {
 	Capacity  float64 // requests/s of the fleet at load 1 (no prefix-cache hits assumed)
 	Rate      float64
 	Runs      []PrefixRun
+	Lab       []PrefixLabRun `json:",omitempty"`
 	Generated time.Time
 }
 
 // NewPrefixCommand is `pdgate bench sim prefix`.
 func NewPrefixCommand() *cobra.Command {
 	o := PrefixOptions{Root: ".", Out: "bench-results/sim-prefix", Pods: 8, Requests: 20000, Load: 0.8, Seed: 1,
-		Routers: []int{1, 2}, Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
+		Routers: []int{1, 2}, LabRequests: 1500, LabDirect: 2, BinDir: "bin", Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "prefix",
 		Short: "Precise vs approximate prefix-cache routing on a shared-prefix workload (same fleet, load and seed)",
@@ -215,6 +222,10 @@ rate (share of prompt tokens served from the prefilling pod's prefix cache) of b
 	f.IntVar(&o.Workload.Prefixes, "prefixes", o.Workload.Prefixes, "distinct shared prefixes")
 	f.Float64Var(&o.Workload.Zipf, "zipf", o.Workload.Zipf, "Zipf exponent of prefix popularity (> 1)")
 	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
+	f.BoolVar(&o.Lab, "lab", false, "also run both policies in the lab (real processes from --bin-dir, config/lab/prefix/*.yaml; minutes)")
+	f.IntVar(&o.LabRequests, "lab-requests", o.LabRequests, "requests per lab run")
+	f.IntVar(&o.LabDirect, "lab-direct", o.LabDirect, "lab: one request in N goes straight to an engine, as a second router sharing no state would send it (0 = none)")
+	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --lab (make build)")
 	return cmd
 }
 
@@ -249,6 +260,13 @@ func RunPrefix(ctx context.Context, o PrefixOptions) (*PrefixData, error) {
 			}
 			d.Runs = append(d.Runs, run)
 		}
+	}
+	if o.Lab {
+		runs, err := RunPrefixLab(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		d.Lab = runs
 	}
 	md := prefixMarkdown(d)
 	fmt.Fprint(o.Stdout, md)
@@ -310,6 +328,12 @@ func prefixMarkdown(d *PrefixData) string {
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.1f %% | %.0f | %.0f | %.0f | %.0f | %.0f |\n", r.Policy, r.Routers, r.Served, failed,
 			100*r.PrefixHitRate, r.TTFT.P50, r.TTFT.P90, r.TTFT.P99, r.E2E.P99, r.EPPCPUMicrosPerRequest)
+	}
+	if len(d.Lab) > 0 {
+		b.WriteString("\nLab (real processes):\n\n" + prefixLabHeader)
+		for _, r := range d.Lab {
+			b.WriteString(r.row())
+		}
 	}
 	return b.String()
 }

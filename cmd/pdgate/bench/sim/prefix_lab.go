@@ -1,0 +1,251 @@
+package simbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+)
+
+// The lab side of the prefix comparison: real processes (bin/sim publishing KV events over
+// ZeroMQ, sidecars, bin/epp, bin/gateway), the same shared-prefix workload. The lab has one
+// EPP; a share of the requests (--lab-direct) goes straight to the engines in turn, as a
+// second router sharing no state with the EPP would send them: the approximate EPP never
+// learns those blocks, the precise one reads them from the engines' events.
+
+// PrefixLabTopologies are the two lab topologies, identical but for the EndpointPickerConfig.
+var PrefixLabTopologies = []struct{ Policy, Topology string }{
+	{"prefix-approx", "config/lab/prefix/approx.yaml"},
+	{"prefix-precise", "config/lab/prefix/precise.yaml"},
+}
+
+// prefixLabPods is the lab topologies' pod count (the offered rate scales with it).
+const prefixLabPods = 4
+
+// PrefixLabRun is one lab run.
+type PrefixLabRun struct {
+	Policy, Topology string
+	Requests         int
+	// Routed are the requests the EPP routed, Direct those sent straight to an engine.
+	Routed, Direct loadgen.Percentiles
+	Failed         int
+	// PrefixHitRate is the engines' prefix-cache hit tokens over their prompt tokens.
+	PrefixHitRate float64
+	// Computed is each pod's prompt tokens prefilled (prompt tokens not served from its prefix
+	// cache), the work routing spreads; Spread is its max over its mean (1 = even).
+	Computed []float64
+	Spread   float64
+}
+
+const (
+	metricPromptTokens = "vllm:prompt_tokens_total"
+	metricHitTokens    = "pdgate_sim_prefix_cache_hit_tokens_total"
+)
+
+// engineDeltas fills the run's prefix-hit rate and per-pod prefill work from the engines'
+// counters (one map per pod, in pod order) before and after it.
+func (r *PrefixLabRun) engineDeltas(before, after []map[string]float64) {
+	var prompt, hits, total, most float64
+	r.Computed = make([]float64, len(after))
+	for k := range after {
+		p := after[k][metricPromptTokens] - before[k][metricPromptTokens]
+		h := after[k][metricHitTokens] - before[k][metricHitTokens]
+		prompt, hits = prompt+p, hits+h
+		r.Computed[k] = p - h
+		total += p - h
+		most = max(most, p-h)
+	}
+	if prompt > 0 {
+		r.PrefixHitRate = hits / prompt
+	}
+	if total > 0 {
+		r.Spread = most / (total / float64(len(after)))
+	}
+}
+
+const prefixLabHeader = "| policy | requests | failed | prefix-hit rate | routed TTFT p50 (ms) | p90 | p99 | direct TTFT p99 (ms) | prefill tokens max/mean over pods |\n|---|---|---|---|---|---|---|---|---|\n"
+
+func (r PrefixLabRun) row() string {
+	return fmt.Sprintf("| %s | %d | %d | %.1f %% | %.0f | %.0f | %.0f | %.0f | %.2f |\n", r.Policy, r.Requests, r.Failed, 100*r.PrefixHitRate,
+		r.Routed.P50, r.Routed.P90, r.Routed.P99, r.Direct.P99, r.Spread)
+}
+
+// chatRequests turns the seeded shared-prefix arrivals at rate req/s into OpenAI chat
+// requests, each sent at its arrival time (the Poisson process bench sim replays).
+func chatRequests(w SharedPrefix, model string, rate float64, seed int64, n int) ([]workload.Request, error) {
+	src, err := NewSharedPrefixSource(w, model, rate, seed, n)
+	if err != nil {
+		return nil, err
+	}
+	var out []workload.Request
+	for {
+		a, ok := src.Next()
+		if !ok {
+			return out, nil
+		}
+		var msgs []map[string]string
+		for _, m := range a.Body.ChatCompletions.Messages {
+			msgs = append(msgs, map[string]string{"role": m.Role, "content": m.Content.Raw})
+		}
+		body, err := json.Marshal(map[string]any{"model": model, "messages": msgs, "max_tokens": a.Output, "stream": true,
+			"stream_options": map[string]any{"include_usage": true}})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, workload.Request{At: a.At, Kind: "shared-prefix", Path: "/v1/chat/completions", Body: body, Stream: true})
+	}
+}
+
+type sliceGen struct {
+	reqs []workload.Request
+	i    int
+}
+
+func (g *sliceGen) Next() (workload.Request, bool) {
+	if g.i >= len(g.reqs) {
+		return workload.Request{}, false
+	}
+	g.i++
+	return g.reqs[g.i-1], true
+}
+
+// splitDirect deals the requests out: every direct-th one (1 in direct; 0 = none) to the
+// engines in turn, perPod[k] for pod k, the others to routed, each list in arrival order.
+func splitDirect(reqs []workload.Request, direct, pods int) (routed []workload.Request, perPod [][]workload.Request) {
+	perPod = make([][]workload.Request, pods)
+	for i, r := range reqs {
+		if direct > 0 && pods > 0 && i%direct == direct-1 {
+			k := (i / direct) % pods
+			perPod[k] = append(perPod[k], r)
+		} else {
+			routed = append(routed, r)
+		}
+	}
+	return routed, perPod
+}
+
+// runPrefixLab runs one topology: every direct-th request (1/direct of them; 0 = none) goes
+// to an engine in turn, the rest through the gateway, each at its arrival time.
+func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy string, reqs []workload.Request, direct int) (PrefixLabRun, error) {
+	l, err := lab.Start(ctx, lab.Options{Topology: o.path(topology), BinDir: o.path(o.BinDir), Subnet: "127.0.81", Err: o.Stdout, Out: io.Discard})
+	if err != nil {
+		return PrefixLabRun{}, fmt.Errorf("start the lab %s: %w", topology, err)
+	}
+	defer l.Stop()
+	pods := l.Plan.Pods
+	routed, perPod := splitDirect(reqs, direct, len(pods))
+	before, err := scrapeCounters(ctx, l.Plan)
+	if err != nil {
+		return PrefixLabRun{}, err
+	}
+	type out struct {
+		res *loadgen.Result
+		err error
+	}
+	results := make([]out, len(pods)+1)
+	var wg sync.WaitGroup
+	run := func(i int, url string, rs []workload.Request) {
+		defer wg.Done()
+		if len(rs) == 0 {
+			return
+		}
+		res, err := loadgen.Run(ctx, loadgen.Config{URL: url, Gen: &sliceGen{reqs: rs}, Concurrency: 256,
+			MaxRequests: len(rs), KeepSamples: true})
+		results[i] = out{res, err}
+	}
+	wg.Add(len(pods) + 1)
+	go run(0, l.URL, routed)
+	for k, p := range pods {
+		go run(k+1, "http://"+p.EngineAddr(), perPod[k])
+	}
+	wg.Wait()
+	after, err := scrapeCounters(ctx, l.Plan)
+	if err != nil {
+		return PrefixLabRun{}, err
+	}
+	r := PrefixLabRun{Policy: policy, Topology: topology, Requests: len(reqs)}
+	var directTTFT []time.Duration
+	for i, x := range results {
+		if x.err != nil {
+			return PrefixLabRun{}, fmt.Errorf("lab %s: workload: %w", topology, x.err)
+		}
+		if x.res == nil {
+			continue
+		}
+		for _, s := range x.res.Samples {
+			if !s.OK {
+				r.Failed++
+			} else if i > 0 {
+				directTTFT = append(directTTFT, time.Duration(s.TTFTMS*float64(time.Millisecond)))
+			}
+		}
+		if i == 0 {
+			r.Routed = x.res.LatencyMS.TTFT
+		}
+	}
+	r.Direct = loadgen.Summarize(directTTFT)
+	r.engineDeltas(before, after)
+	return r, nil
+}
+
+// scrapeCounters reads every simulator's /metrics, one map per pod (samples summed by name).
+func scrapeCounters(ctx context.Context, plan *lab.Plan) ([]map[string]float64, error) {
+	var out []map[string]float64
+	for _, p := range plan.Pods {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.EngineAddr()+"/metrics", nil)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
+		}
+		m, err := lab.ParseMetrics(resp.Body)
+		resp.Body.Close()
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("scrape %s: %w", p.Name, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// RunPrefixLab runs both lab topologies over the same requests.
+func RunPrefixLab(ctx context.Context, o PrefixOptions) ([]PrefixLabRun, error) {
+	prof, err := loadProfile(Options{Root: o.Root, Profile: o.Profile})
+	if err != nil {
+		return nil, err
+	}
+	mp, mo := o.Workload.means()
+	rate := o.Load * CapacityPerGPU(prof, mp, mo) * prefixLabPods
+	reqs, err := chatRequests(o.Workload, prof.Model, rate, o.Seed, o.LabRequests)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Stdout, "lab: %d combined pods (KV 100,000 tokens each), load %.2f = %.1f req/s, %d requests, 1 in %d straight to an engine, seed %d\n",
+		prefixLabPods, o.Load, rate, len(reqs), o.LabDirect, o.Seed)
+	fmt.Fprint(o.Stdout, prefixLabHeader)
+	var runs []PrefixLabRun
+	for _, t := range PrefixLabTopologies {
+		r, err := runPrefixLab(ctx, o, t.Topology, t.Policy, reqs, o.LabDirect)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+		fmt.Fprint(o.Stdout, r.row())
+	}
+	return runs, nil
+}
+
+func (o PrefixOptions) path(p string) string { return Options{Root: o.Root}.path(p) }
