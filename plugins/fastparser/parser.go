@@ -10,6 +10,11 @@
 //   - hands the director a PayloadMap whose large values are the original JSON text
 //     (payload: map), which the director only copies back when it re-marshals.
 //
+// Decoded strings of 1 KiB or more without escapes (prompts, message contents) share the
+// body's bytes instead of copying them, as the map payload's raw values already do: a caller
+// must not modify the body while the parsed request is in use. pdgate's request path never
+// does (a model rewrite builds a new body).
+//
 // Responses are parsed by GIE's own openai-parser code, so usage accounting is identical.
 package fastparser
 

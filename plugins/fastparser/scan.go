@@ -3,6 +3,7 @@ package fastparser
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -341,74 +342,88 @@ func (s *scanner) value() ([]byte, bool) {
 	return s.b[start:s.i], true
 }
 
+// aliasMin is the length from which unquote returns a string sharing the body's bytes instead
+// of a copy: prompts and message contents, which live as long as the request does. Shorter
+// strings (model names, roles, tool names) are copied, so that a value a plugin or a metric
+// label keeps for longer never pins a whole request body in memory.
+const aliasMin = 1024
+
+// view returns b as a string: shared with the body from aliasMin bytes on (the request path
+// never modifies a body it has parsed; see the package documentation), a copy below.
+func view(b []byte) string {
+	if len(b) < aliasMin {
+		return string(b)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
 // unquote decodes a validated string token exactly as encoding/json does: escapes, surrogate
 // pairs (a lone or mismatched surrogate becomes U+FFFD) and invalid UTF-8 (U+FFFD per bad
 // byte). plain reports that the token has neither escapes nor non-ASCII bytes.
 func unquote(tok []byte, plain bool) string {
 	inner := tok[1 : len(tok)-1]
 	if plain {
-		return string(inner)
+		return view(inner)
 	}
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
-		return string(inner)
+	next := bytes.IndexByte(inner, '\\')
+	// Escapes are ASCII, so no character spans one: the whole token is valid UTF-8 exactly
+	// when every run between escapes is, and one check covers them all.
+	valid := utf8.Valid(inner)
+	if next < 0 && valid {
+		return view(inner)
 	}
-	const lsb, msb = 0x0101010101010101, 0x8080808080808080
-	out := make([]byte, 0, len(inner)+2*utf8.UTFMax)
-	for r := 0; r < len(inner); {
-		// Eight ASCII bytes without a backslash are copied as one word.
-		if r+8 <= len(inner) && len(out)+8 <= cap(out) {
-			w := binary.LittleEndian.Uint64(inner[r:])
-			if bs := w ^ (lsb * '\\'); (w|(bs-lsb)&^bs)&msb == 0 {
-				n := len(out)
-				out = out[:n+8]
-				binary.LittleEndian.PutUint64(out[n:], w)
-				r += 8
-				continue
+	// A builder: its buffer is not zeroed before the copies fill it, and String takes it over.
+	var out strings.Builder
+	out.Grow(len(inner))
+	for r := 0; ; {
+		// The run up to the next escape: one copy when the token is valid UTF-8 (the usual
+		// case), else rune by rune with U+FFFD for each invalid byte.
+		end := len(inner)
+		if next >= 0 {
+			end = r + next
+		}
+		if run := inner[r:end]; valid {
+			out.Write(run)
+		} else {
+			for k := 0; k < len(run); {
+				rr, size := utf8.DecodeRune(run[k:])
+				out.WriteRune(rr)
+				k += size
 			}
 		}
-		c := inner[r]
-		if c >= utf8.RuneSelf {
-			rr, size := utf8.DecodeRune(inner[r:])
-			r += size
-			out = utf8.AppendRune(out, rr)
-			continue
+		r = end
+		if r == len(inner) {
+			break
 		}
-		if c != '\\' {
-			out = append(out, c)
-			r++
-			continue
-		}
+		step := 2
 		switch e := inner[r+1]; e {
 		case 'b':
-			out = append(out, '\b')
+			out.WriteByte('\b')
 		case 'f':
-			out = append(out, '\f')
+			out.WriteByte('\f')
 		case 'n':
-			out = append(out, '\n')
+			out.WriteByte('\n')
 		case 'r':
-			out = append(out, '\r')
+			out.WriteByte('\r')
 		case 't':
-			out = append(out, '\t')
+			out.WriteByte('\t')
 		case 'u':
 			rr := getu4(inner[r:])
-			r += 6
+			step = 6
 			if utf16.IsSurrogate(rr) {
-				if dec := utf16.DecodeRune(rr, getu4(inner[r:])); dec != unicode.ReplacementChar {
-					r += 6
-					out = utf8.AppendRune(out, dec)
-					continue
+				rr = utf16.DecodeRune(rr, getu4(inner[r+6:]))
+				if rr != unicode.ReplacementChar {
+					step = 12 // a valid pair
 				}
-				rr = unicode.ReplacementChar
 			}
-			out = utf8.AppendRune(out, rr)
-			continue
+			out.WriteRune(rr)
 		default: // '"', '\\', '/'
-			out = append(out, e)
+			out.WriteByte(e)
 		}
-		r += 2
+		r += step
+		next = bytes.IndexByte(inner[r:], '\\')
 	}
-	// out is not touched again: hand its bytes to the string without another copy.
-	return unsafe.String(unsafe.SliceData(out), len(out))
+	return out.String()
 }
 
 // getu4 decodes \uXXXX at the start of s, or returns -1.

@@ -32,7 +32,7 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
 	var prompt prefillscorer.Prompt
 	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
-		prompt = s.Prefix.Prompt(in.PromptText)
+		prompt = s.Prefix.Prompt(in.promptText())
 	}
 	var ledger tokenledger.Ledger
 	var defs tokenledger.Defaults
@@ -49,7 +49,7 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 			s.warn(fmt.Sprintf("token policies need a pd-token-ledger (%v); using %s/%s", err, pdknobs.PrefillPrefixCache, pdknobs.DecodeLoadBalancing))
 			if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
 				k.PrefillScorePolicy = pdknobs.PrefillPrefixCache
-				prompt = s.Prefix.Prompt(in.PromptText)
+				prompt = s.Prefix.Prompt(in.promptText())
 			}
 			if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
 				k.DecodeScorePolicy = pdknobs.DecodeLoadBalancing

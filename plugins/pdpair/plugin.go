@@ -210,7 +210,7 @@ func (p *Plugin) input(req *fwksched.LLMRequest, pods []podmodel.Pod) Input {
 	}
 	in.Hints.MaxTokens = -1
 	if req.Body != nil {
-		in.PromptText = podmodel.PromptText(req.Body)
+		in.body = req.Body // the prompt text is built only for a prefix policy (promptText)
 		if pm, ok := req.Body.Payload.(fwksched.PayloadMap); ok {
 			for _, key := range []string{"max_tokens", "max_completion_tokens"} {
 				if v, ok := pm[key].(float64); ok {

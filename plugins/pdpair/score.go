@@ -37,7 +37,7 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 	if kvWeight == 0 {
 		kvWeight = defs.KVWeight
 	}
-	total := prefillscorer.Tokens(in.PromptText)
+	total := in.promptChars()
 	out := map[string]scored{}
 	maxP := 1.0
 	for i, p := range prefill {

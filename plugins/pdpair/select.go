@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
@@ -24,7 +26,7 @@ type Input struct {
 	Pods          []podmodel.Pod
 	ProfileHeader string
 	Hints         podmodel.AutoHints
-	PromptText    string // prefix matching
+	PromptText    string // prefix matching; when empty, built from body if a policy needs it
 	PromptTokens  int    // bucketing length
 	BodyTokens    int    // len(body)/4, the ledger's prompt_tokens
 	SessionKey    string
@@ -35,6 +37,29 @@ type Input struct {
 	PrefillNeeded func(decode *podmodel.Pod) contract.Decision
 	// CombinedOverflow applies the combined-pod overflow rule without bucketing as well.
 	CombinedOverflow bool
+
+	body *fwksched.LLMRequestBody
+}
+
+// promptText is the prompt for prefix matching: PromptText, else the body's (built here, so
+// that policies that only count characters never copy a long prompt).
+func (in Input) promptText() string {
+	if in.PromptText == "" && in.body != nil {
+		return podmodel.PromptText(in.body)
+	}
+	return in.PromptText
+}
+
+// promptChars is the prompt's length under the character tokenizer. Counted part by part
+// when the text was not built: parsed prompts are valid UTF-8, so the parts' counts add up to
+// the whole text's.
+func (in Input) promptChars() int {
+	if in.PromptText != "" || in.body == nil {
+		return prefillscorer.Tokens(in.PromptText)
+	}
+	n := 0
+	podmodel.PromptParts(in.body, func(part string) { n += prefillscorer.Tokens(part) })
+	return n
 }
 
 // Decision is the selector's answer: a decode target and, unless Combined, the prefill pod of

@@ -18,10 +18,25 @@ func PromptText(body *fwksched.LLMRequestBody) string {
 	}
 	var sb strings.Builder
 	sb.Grow(PromptTextLen(body))
+	PromptParts(body, func(part string) { sb.WriteString(part) })
+	return sb.String()
+}
+
+// PromptParts calls f with the pieces PromptText concatenates, in order and separators
+// included, so that a caller needing a measure of the text (its character count) does not
+// build a copy of a long prompt to take it.
+func PromptParts(body *fwksched.LLMRequestBody, f func(part string)) {
+	if body == nil {
+		return
+	}
+	if body.ChatCompletions == nil || body.Completions != nil {
+		f(body.PromptText())
+		return
+	}
 	for _, msg := range body.ChatCompletions.Messages {
 		if msg.Content.Raw != "" {
-			sb.WriteString(msg.Content.Raw)
-			sb.WriteByte(' ')
+			f(msg.Content.Raw)
+			f(" ")
 			continue
 		}
 		if contentTextLen(msg.Content) == 0 {
@@ -29,13 +44,12 @@ func PromptText(body *fwksched.LLMRequestBody) string {
 		}
 		for _, block := range msg.Content.Structured {
 			if block.Type == "text" {
-				sb.WriteString(block.Text)
-				sb.WriteByte(' ')
+				f(block.Text)
+				f(" ")
 			}
 		}
-		sb.WriteByte(' ')
+		f(" ")
 	}
-	return sb.String()
 }
 
 // PromptTextLen is len(body.PromptText()) without building the text for completions and chat

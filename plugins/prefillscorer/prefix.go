@@ -61,8 +61,15 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 		holders: map[uint32]uint64{}, ids: map[string]uint32{}, retired: map[uint32]uint64{}}
 }
 
-// Tokens returns the prompt's token count under the character tokenizer.
-func Tokens(prompt string) int { return utf8.RuneCountInString(prompt) }
+// Tokens returns the prompt's token count under the character tokenizer: its rune count, as
+// utf8.RuneCountInString counts it. Prompts decoded from JSON are valid UTF-8, where runeCount
+// takes eight bytes at a time (about twice as fast on a long prompt, validation included).
+func Tokens(prompt string) int {
+	if !utf8.ValidString(prompt) {
+		return utf8.RuneCountInString(prompt)
+	}
+	return runeCount(prompt)
+}
 
 // Prompt is a prompt prepared for a PrefixTable: its text cut to whole blocks, each invalid
 // UTF-8 byte replaced by U+FFFD (the rune it decodes to, so two different invalid bytes are the

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -208,10 +209,11 @@ func (x *exchange) joinBody() {
 		x.body = x.chunks[0]
 		x.frameEnds = append(x.frameEnds, len(x.body))
 	} else {
-		x.body = make([]byte, 0, x.bodyLen)
+		x.body = bytes.Join(x.chunks, nil) // one buffer of the exact size, not zeroed first
+		end := 0
 		for _, c := range x.chunks {
-			x.body = append(x.body, c...)
-			x.frameEnds = append(x.frameEnds, len(x.body))
+			end += len(c)
+			x.frameEnds = append(x.frameEnds, end)
 		}
 	}
 	x.chunks = nil
