@@ -62,13 +62,24 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 }
 
 // Tokens returns the prompt's token count under the character tokenizer: its rune count, as
-// utf8.RuneCountInString counts it. Prompts decoded from JSON are valid UTF-8, where runeCount
-// takes eight bytes at a time (about twice as fast on a long prompt, validation included).
+// utf8.RuneCountInString counts it (an invalid byte is one rune), in one pass that takes
+// ASCII eight bytes at a time: prompts are mostly ASCII, and a 220 KB one is counted several
+// times faster than rune by rune.
 func Tokens(prompt string) int {
-	if !utf8.ValidString(prompt) {
-		return utf8.RuneCountInString(prompt)
+	n, i := 0, 0
+	for i < len(prompt) {
+		if i+8 <= len(prompt) && binary.LittleEndian.Uint64([]byte(prompt[i:i+8]))&0x8080808080808080 == 0 {
+			n, i = n+8, i+8
+			continue
+		}
+		if prompt[i] < utf8.RuneSelf {
+			n, i = n+1, i+1
+			continue
+		}
+		_, size := utf8.DecodeRuneInString(prompt[i:])
+		n, i = n+1, i+size
 	}
-	return runeCount(prompt)
+	return n
 }
 
 // Prompt is a prompt prepared for a PrefixTable: its text cut to whole blocks, each invalid

@@ -226,7 +226,7 @@ func (x *exchange) resolveModel(parsed *fwksched.LLMRequestBody, located contrac
 	}
 	out := make([]byte, 0, len(x.body)-(span[1]-span[0])+len(quoted))
 	out = append(append(append(out, x.body[:span[0]]...), quoted...), x.body[span[1]:]...)
-	x.frameEnds = nil // re-chunked on the way out
+	x.bodyRewritten = true
 	return out, nil
 }
 
@@ -371,12 +371,13 @@ func (x *exchange) routing(target string, size int, mut *extProcPb.HeaderMutatio
 }
 
 // sendDecision sends the routing decision and the upstream body. In full-duplex streaming
-// (Envoy's mode for GIE) the headers response comes first, then the body frames: the frames as
-// they came when the body is unchanged, GIE's 62,000-byte chunks after a rewrite. In buffered
-// mode the headers were answered already and everything rides on the one body response.
+// (Envoy's mode for GIE) the headers response comes first, then the body in GIE's 62,000-byte
+// chunks (sub-slices of the body, whatever frames it came in: a 220 KB prompt in 16 KiB frames
+// goes back as 4 messages, not 14). In buffered mode the headers were answered already and
+// everything rides on the one body response.
 func (x *exchange) sendDecision(common *extProcPb.CommonResponse, dyn *structpb.Struct, body []byte) error {
 	if x.bufferedRequest() {
-		if x.frameEnds == nil { // rewritten
+		if x.bodyRewritten {
 			common.BodyMutation = &extProcPb.BodyMutation{Mutation: &extProcPb.BodyMutation_Body{Body: body}}
 		}
 		return x.send(&extProcPb.ProcessingResponse{
@@ -390,31 +391,13 @@ func (x *exchange) sendDecision(common *extProcPb.CommonResponse, dyn *structpb.
 	}); err != nil {
 		return err
 	}
-	if x.frameEnds == nil {
-		for _, c := range envoy.BuildChunkedBodyResponses(body, true) {
-			if err := x.send(&extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_RequestBody{
-				RequestBody: &extProcPb.BodyResponse{Response: c}}}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	start := 0
-	for i, end := range x.frameEnds {
-		if err := x.send(streamedRequestBody(body[start:end], i == len(x.frameEnds)-1)); err != nil {
+	for _, c := range envoy.BuildChunkedBodyResponses(body, true) {
+		if err := x.send(&extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_RequestBody{
+			RequestBody: &extProcPb.BodyResponse{Response: c}}}); err != nil {
 			return err
 		}
-		start = end
 	}
 	return nil
-}
-
-func streamedRequestBody(b []byte, eos bool) *extProcPb.ProcessingResponse {
-	return &extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_RequestBody{RequestBody: &extProcPb.BodyResponse{
-		Response: &extProcPb.CommonResponse{BodyMutation: &extProcPb.BodyMutation{
-			Mutation: &extProcPb.BodyMutation_StreamedResponse{StreamedResponse: &extProcPb.StreamedBodyResponse{Body: b, EndOfStream: eos}},
-		}},
-	}}}
 }
 
 func (x *exchange) bufferedRequest() bool {

@@ -58,7 +58,7 @@ type exchange struct {
 	chunks         [][]byte // request body frames until the last one arrives
 	bodyLen        int
 	body           []byte
-	frameEnds      []int // end offset in body of every received frame, to echo the frames as they came
+	bodyRewritten  bool // the model was rewritten: the upstream body is not the received one
 
 	// Decision.
 	incomingModel string
@@ -204,17 +204,10 @@ func (x *exchange) onRequestBody(ctx context.Context, b *extProcPb.HttpBody) err
 }
 
 func (x *exchange) joinBody() {
-	x.frameEnds = make([]int, 0, len(x.chunks))
 	if len(x.chunks) == 1 {
 		x.body = x.chunks[0]
-		x.frameEnds = append(x.frameEnds, len(x.body))
 	} else {
 		x.body = bytes.Join(x.chunks, nil) // one buffer of the exact size, not zeroed first
-		end := 0
-		for _, c := range x.chunks {
-			end += len(c)
-			x.frameEnds = append(x.frameEnds, end)
-		}
 	}
 	x.chunks = nil
 }

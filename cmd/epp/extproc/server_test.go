@@ -247,6 +247,18 @@ func (f *fixture) run(t *testing.T, headers map[string]string, frames ...string)
 
 const completion = `{"model":"m","prompt":"hello world","max_tokens":3}`
 
+// bigCompletion is a 130 KB completion request, in 16 KiB frames as Envoy streams it.
+var bigCompletion = `{"model":"m","prompt":"` + strings.Repeat("long prompt ", 130000/12) + `","max_tokens":3}`
+
+func framesOf(s string, size int) []string {
+	var out []string
+	for len(s) > size {
+		out = append(out, s[:size])
+		s = s[size:]
+	}
+	return append(out, s)
+}
+
 func TestRequestPath(t *testing.T) {
 	spoof := map[string]string{protocol.HeaderPrefillerHostPort: "10.6.6.6:80", "X-Encoder-Hosts-Ports": "evil:1"}
 	tests := []struct {
@@ -260,9 +272,9 @@ func TestRequestPath(t *testing.T) {
 		frameOut  []string // body frames sent upstream, when routed
 		check     func(t *testing.T, f *fixture, r *result)
 	}{
-		{name: "unchanged body goes back as the frames it came in, routing headers removed",
+		{name: "unchanged body goes back in GIE's 62,000-byte chunks whatever its frames, routing headers removed",
 			headers: spoof, frames: []string{completion[:10], completion[10:30], completion[30:]},
-			frameOut: []string{completion[:10], completion[10:30], completion[30:]},
+			frameOut: []string{completion},
 			check: func(t *testing.T, f *fixture, r *result) {
 				if r.set["x-gateway-destination-endpoint"] != "127.0.0.3:8000" || r.set["content-length"] != strconv.Itoa(len(completion)) {
 					t.Fatalf("set %v", r.set)
@@ -282,6 +294,8 @@ func TestRequestPath(t *testing.T) {
 					t.Fatal("unchanged headers are not echoed")
 				}
 			}},
+		{name: "a large body arrives in 16 KiB frames and goes back in 62,000-byte chunks",
+			frames: framesOf(bigCompletion, 16<<10), frameOut: framesOf(bigCompletion, 62000)},
 		{name: "a plugin's routing header is set, not removed",
 			f:      fixture{hooks: &hooksPlugin{setHeader: map[string]string{protocol.HeaderPrefillerHostPort: "127.0.0.2:8000"}}},
 			frames: []string{completion}, frameOut: []string{completion},

@@ -59,7 +59,7 @@ const headerOnlyCase = "protocol: simple GET (header only)"
 //     and bin/epp must list every one in RemoveHeaders;
 //   - GIE's x-went-into-resp-headers debugging header: dropped from GIE's expectation, and
 //     bin/epp must never send it;
-//   - body framing: bin/epp echoes the client's frames, GIE one frame; bodies compare
+//   - body framing: both chunk at GIE's 62,000 bytes; bodies compare
 //     concatenated, with the end-of-stream flag of the last frame.
 //
 // GIE's OpenTelemetry span expectation (wantSpans of the first case) is not asserted: pdgate
