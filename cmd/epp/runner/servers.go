@@ -54,6 +54,7 @@ func newExtProcServer(ctx context.Context, o *Options, srv extProcPb.ExternalPro
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(8 << 20),
 	}
+	opts = append(opts, bufferOptions()...)
 	if o.SecureServing {
 		var (
 			cert tls.Certificate
