@@ -56,9 +56,7 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
 	for _, h := range hashes {
-		if _, ok := l.cache.Get(h); !ok { // Get refreshes a present entry
-			l.cache.Add(h, struct{}{})
-		}
+		l.cache.Add(h, struct{}{}) // refreshes a present entry: one lookup either way
 	}
 	for _, h := range hashes {
 		word[h] |= bit
