@@ -117,7 +117,11 @@ func (s *Selector) shuffleInPlace(p []*podmodel.Pod) []*podmodel.Pod {
 func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
 	ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) (Decision, error) {
 	k := in.Knobs
-	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
+	note := func(format string, args ...any) {
+		if in.Explain {
+			d.Notes = append(d.Notes, fmt.Sprintf(format, args...))
+		}
+	}
 
 	nPrefill, nDecode := 0, 0
 	for _, g := range eligible {

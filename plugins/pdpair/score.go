@@ -42,7 +42,9 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 	maxP := 1.0
 	for i, p := range prefill {
 		if !keep[i] {
-			d.Notes = append(d.Notes, fmt.Sprintf("prefill %s skipped: count %g above mean+%d·stddev", p.Key, counts[i], k.PrefixCacheStandardDeviationFactor))
+			if in.Explain {
+				d.Notes = append(d.Notes, fmt.Sprintf("prefill %s skipped: count %g above mean+%d·stddev", p.Key, counts[i], k.PrefixCacheStandardDeviationFactor))
+			}
 			continue
 		}
 		c := prefillscorer.Candidate{Key: p.Key, Count: counts[i], MatchPct: match[p.Key], Metrics: metricsOf(p)}

@@ -37,6 +37,9 @@ type Input struct {
 	PrefillNeeded func(decode *podmodel.Pod) contract.Decision
 	// CombinedOverflow applies the combined-pod overflow rule without bucketing as well.
 	CombinedOverflow bool
+	// Explain records the intermediate steps in Decision.Notes (for a decision trace); without
+	// it none are formatted.
+	Explain bool
 
 	body *fwksched.LLMRequestBody
 }
@@ -235,7 +238,9 @@ func (s *Selector) Select(in Input) (Decision, error) {
 		for i, g := range bucketed {
 			names[i] = g.name
 		}
-		d.Notes = append(d.Notes, fmt.Sprintf("bucketing: prompt length %d fits rolesets %v (%d combined pods suit)", L, names, len(combined)))
+		if in.Explain {
+			d.Notes = append(d.Notes, fmt.Sprintf("bucketing: prompt length %d fits rolesets %v (%d combined pods suit)", L, names, len(combined)))
+		}
 		eligible = bucketed
 	} else if len(eligible) > 0 && in.CombinedOverflow {
 		combined = whole

@@ -181,7 +181,7 @@ func TestPrefillFastPathNarrowsToRoleset(t *testing.T) {
 		for i := 0; i < tt.load; i++ {
 			s.Tracker.Register(fmt.Sprint("x", i), "ns/a-p", "")
 		}
-		d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+		d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil), Explain: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,14 +201,19 @@ func TestDecodeFastPathAndTokenLoadIgnoresIt(t *testing.T) {
 		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: run(20)},
 		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: run(4)},
 	)
-	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil)})
+	d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: knobs(nil), Explain: true})
 	if err != nil || d.Decode.Name != "b-d" || d.Prefill.Name != "b-p" || !d.DecodeFastPath ||
 		!strings.Contains(strings.Join(d.Notes, "|"), "decode fast path: decode count spread 16 >= 16") {
 		t.Fatalf("%+v %v", d, err)
 	}
+	// Without a trace to explain to, the same decision formats no notes.
+	if quiet, err := newSel(t, nil).Select(Input{RequestID: "q", Pods: pods, Knobs: knobs(nil)}); err != nil ||
+		quiet.Decode.Name != "b-d" || !quiet.DecodeFastPath || len(quiet.Notes) != 0 {
+		t.Fatalf("unexplained selection: %+v %v", quiet, err)
+	}
 	l := newFakeLedger()
 	l.decode["ns/b-d"] = 1e6 // the fast path would pick b-d; token_load must ignore it
-	d, err = newSel(t, l.source()).Select(Input{RequestID: "r2", Pods: pods, BodyTokens: 10,
+	d, err = newSel(t, l.source()).Select(Input{RequestID: "r2", Pods: pods, BodyTokens: 10, Explain: true,
 		Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
 	if err != nil || d.Decode.Name != "a-d" || d.DecodeFastPath || !strings.Contains(strings.Join(d.Notes, "|"), "ignored under token_load") {
 		t.Fatalf("%+v %v", d, err)
