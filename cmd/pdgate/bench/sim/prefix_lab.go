@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"sync"
@@ -38,35 +39,35 @@ type PrefixLabRun struct {
 	Failed         int
 	// PrefixHitRate is the engines' prefix-cache hit tokens over their prompt tokens.
 	PrefixHitRate float64
-	// Computed is each pod's prompt tokens prefilled (prompt tokens not served from its prefix
-	// cache), the work routing spreads; Spread is its max over its mean (1 = even).
+	// Computed is each pod's prompt tokens prefilled (not served from its prefix cache), the
+	// work routing spreads; Spread is its max over its mean (1 = even, 4 = all on one of 4).
 	Computed []float64
 	Spread   float64
 }
 
+// The simulator's counters: vllm:prompt_tokens_total counts the prompt tokens it computed
+// (cmd/sim/server: PrefillDone), the hit counter those it served from its prefix cache.
 const (
-	metricPromptTokens = "vllm:prompt_tokens_total"
-	metricHitTokens    = "pdgate_sim_prefix_cache_hit_tokens_total"
+	metricComputedTokens = "vllm:prompt_tokens_total"
+	metricHitTokens      = "pdgate_sim_prefix_cache_hit_tokens_total"
 )
 
 // engineDeltas fills the run's prefix-hit rate and per-pod prefill work from the engines'
 // counters (one map per pod, in pod order) before and after it.
 func (r *PrefixLabRun) engineDeltas(before, after []map[string]float64) {
-	var prompt, hits, total, most float64
+	var computed, hits, most float64
 	r.Computed = make([]float64, len(after))
 	for k := range after {
-		p := after[k][metricPromptTokens] - before[k][metricPromptTokens]
-		h := after[k][metricHitTokens] - before[k][metricHitTokens]
-		prompt, hits = prompt+p, hits+h
-		r.Computed[k] = p - h
-		total += p - h
-		most = max(most, p-h)
+		c := after[k][metricComputedTokens] - before[k][metricComputedTokens]
+		computed, hits = computed+c, hits+after[k][metricHitTokens]-before[k][metricHitTokens]
+		r.Computed[k] = c
+		most = max(most, c)
 	}
-	if prompt > 0 {
-		r.PrefixHitRate = hits / prompt
+	if computed+hits > 0 {
+		r.PrefixHitRate = hits / (computed + hits)
 	}
-	if total > 0 {
-		r.Spread = most / (total / float64(len(after)))
+	if computed > 0 {
+		r.Spread = most / (computed / float64(len(after)))
 	}
 }
 
@@ -78,18 +79,23 @@ func (r PrefixLabRun) row() string {
 }
 
 // chatRequests turns the seeded shared-prefix arrivals at rate req/s into OpenAI chat
-// requests, each sent at its arrival time (the Poisson process bench sim replays).
-func chatRequests(w SharedPrefix, model string, rate float64, seed int64, n int) ([]workload.Request, error) {
+// requests, each sent at its arrival time (the Poisson process bench sim replays), and gives
+// each request's prefix key (a hash of its first message: the shared system prompt).
+func chatRequests(w SharedPrefix, model string, rate float64, seed int64, n int) ([]workload.Request, []uint64, error) {
 	src, err := NewSharedPrefixSource(w, model, rate, seed, n)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []workload.Request
+	var keys []uint64
 	for {
 		a, ok := src.Next()
 		if !ok {
-			return out, nil
+			return out, keys, nil
 		}
+		h := fnv.New64a()
+		h.Write([]byte(a.Body.ChatCompletions.Messages[0].Content.Raw))
+		keys = append(keys, h.Sum64())
 		var msgs []map[string]string
 		for _, m := range a.Body.ChatCompletions.Messages {
 			msgs = append(msgs, map[string]string{"role": m.Role, "content": m.Content.Raw})
@@ -97,7 +103,7 @@ func chatRequests(w SharedPrefix, model string, rate float64, seed int64, n int)
 		body, err := json.Marshal(map[string]any{"model": model, "messages": msgs, "max_tokens": a.Output, "stream": true,
 			"stream_options": map[string]any{"include_usage": true}})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		out = append(out, workload.Request{At: a.At, Kind: "shared-prefix", Path: "/v1/chat/completions", Body: body, Stream: true})
 	}
@@ -116,13 +122,23 @@ func (g *sliceGen) Next() (workload.Request, bool) {
 	return g.reqs[g.i-1], true
 }
 
-// splitDirect deals the requests out: every direct-th one (1 in direct; 0 = none) to the
-// engines in turn, perPod[k] for pod k, the others to routed, each list in arrival order.
-func splitDirect(reqs []workload.Request, direct, pods int) (routed []workload.Request, perPod [][]workload.Request) {
+// Direct routes: how the second router (the direct traffic) picks an engine.
+const (
+	DirectPrefix     = "prefix"      // prefix affinity: the pod its prefix key hashes to
+	DirectRoundRobin = "round-robin" // the engines in turn
+)
+
+// splitDirect deals the requests out: every direct-th one (1 in direct; 0 = none) to an engine
+// by route (keys[i] mod pods for DirectPrefix, in turn otherwise), perPod[k] for pod k, the
+// others to routed, each list in arrival order.
+func splitDirect(reqs []workload.Request, keys []uint64, route string, direct, pods int) (routed []workload.Request, perPod [][]workload.Request) {
 	perPod = make([][]workload.Request, pods)
 	for i, r := range reqs {
 		if direct > 0 && pods > 0 && i%direct == direct-1 {
 			k := (i / direct) % pods
+			if route == DirectPrefix {
+				k = int(keys[i] % uint64(pods))
+			}
 			perPod[k] = append(perPod[k], r)
 		} else {
 			routed = append(routed, r)
@@ -133,14 +149,14 @@ func splitDirect(reqs []workload.Request, direct, pods int) (routed []workload.R
 
 // runPrefixLab runs one topology: every direct-th request (1/direct of them; 0 = none) goes
 // to an engine in turn, the rest through the gateway, each at its arrival time.
-func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy string, reqs []workload.Request, direct int) (PrefixLabRun, error) {
+func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy string, reqs []workload.Request, keys []uint64) (PrefixLabRun, error) {
 	l, err := lab.Start(ctx, lab.Options{Topology: o.path(topology), BinDir: o.path(o.BinDir), Subnet: "127.0.81", Err: o.Stdout, Out: io.Discard})
 	if err != nil {
 		return PrefixLabRun{}, fmt.Errorf("start the lab %s: %w", topology, err)
 	}
 	defer l.Stop()
 	pods := l.Plan.Pods
-	routed, perPod := splitDirect(reqs, direct, len(pods))
+	routed, perPod := splitDirect(reqs, keys, o.LabDirectRoute, o.LabDirect, len(pods))
 	before, err := scrapeCounters(ctx, l.Plan)
 	if err != nil {
 		return PrefixLabRun{}, err
@@ -229,16 +245,19 @@ func RunPrefixLab(ctx context.Context, o PrefixOptions) ([]PrefixLabRun, error) 
 	}
 	mp, mo := o.Workload.means()
 	rate := o.Load * CapacityPerGPU(prof, mp, mo) * prefixLabPods
-	reqs, err := chatRequests(o.Workload, prof.Model, rate, o.Seed, o.LabRequests)
+	if o.LabDirectRoute != DirectPrefix && o.LabDirectRoute != DirectRoundRobin {
+		return nil, fmt.Errorf("--lab-direct-route: %q is neither %s nor %s", o.LabDirectRoute, DirectPrefix, DirectRoundRobin)
+	}
+	reqs, keys, err := chatRequests(o.Workload, prof.Model, rate, o.Seed, o.LabRequests)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Stdout, "lab: %d combined pods (KV 100,000 tokens each), load %.2f = %.1f req/s, %d requests, 1 in %d straight to an engine, seed %d\n",
-		prefixLabPods, o.Load, rate, len(reqs), o.LabDirect, o.Seed)
+	fmt.Fprintf(o.Stdout, "lab: %d combined pods (KV 100,000 tokens each), load %.2f = %.1f req/s, %d requests, 1 in %d straight to an engine (%s), seed %d\n",
+		prefixLabPods, o.Load, rate, len(reqs), o.LabDirect, o.LabDirectRoute, o.Seed)
 	fmt.Fprint(o.Stdout, prefixLabHeader)
 	var runs []PrefixLabRun
 	for _, t := range PrefixLabTopologies {
-		r, err := runPrefixLab(ctx, o, t.Topology, t.Policy, reqs, o.LabDirect)
+		r, err := runPrefixLab(ctx, o, t.Topology, t.Policy, reqs, keys)
 		if err != nil {
 			return nil, err
 		}

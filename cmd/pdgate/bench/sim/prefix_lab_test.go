@@ -19,10 +19,11 @@ import (
 // estimate by the EPP gives the arrival's tokens (what the engines hash into blocks), its
 // output length and streaming.
 func TestChatRequests(t *testing.T) {
-	reqs, err := chatRequests(smallPrefix, "m", 5, 7, 30)
+	reqs, keys, err := chatRequests(smallPrefix, "m", 5, 7, 30)
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyOf := map[string]uint64{} // system prompt -> key: one key per prefix, distinct prefixes apart
 	src, _ := NewSharedPrefixSource(smallPrefix, "m", 5, 7, 30)
 	if len(reqs) != 30 {
 		t.Fatalf("got %d requests, want 30", len(reqs))
@@ -41,6 +42,11 @@ func TestChatRequests(t *testing.T) {
 		if err := json.Unmarshal(r.Body, &chat); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
+		system := a.Body.ChatCompletions.Messages[0].Content.Raw
+		if k, seen := keyOf[system]; seen && k != keys[i] {
+			t.Fatalf("request %d: one prefix, two keys", i)
+		}
+		keyOf[system] = keys[i]
 		if r.At != a.At || r.At <= 0 {
 			t.Fatalf("request %d is sent at %v, arrives at %v", i, r.At, a.At)
 		}
@@ -52,6 +58,13 @@ func TestChatRequests(t *testing.T) {
 		if !slices.Equal(est.TokenIDs, a.Tokens) {
 			t.Fatalf("request %d: the EPP's estimate of the lab body differs from the arrival's tokens", i)
 		}
+	}
+	distinct := map[uint64]bool{}
+	for _, k := range keyOf {
+		distinct[k] = true
+	}
+	if len(distinct) != len(keyOf) || len(keyOf) < 2 {
+		t.Fatalf("%d prefixes, %d keys", len(keyOf), len(distinct))
 	}
 }
 
@@ -67,20 +80,24 @@ func TestSplitDirect(t *testing.T) {
 		}
 		return out
 	}
+	keys := []uint64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 	tests := []struct {
 		name         string
+		route        string
 		direct, pods int
 		routed       []string
 		perPod       [][]string
 	}{
-		{"none", 0, 2, kinds(reqs), [][]string{{}, {}}},
-		{"half over two pods", 2, 2, []string{"0", "2", "4", "6", "8"}, [][]string{{"1", "5", "9"}, {"3", "7"}}},
-		{"a third over four pods", 3, 4, []string{"0", "1", "3", "4", "6", "7", "9"}, [][]string{{"2"}, {"5"}, {"8"}, {}}},
-		{"all", 1, 3, []string{}, [][]string{{"0", "3", "6", "9"}, {"1", "4", "7"}, {"2", "5", "8"}}},
+		{"none", DirectPrefix, 0, 2, kinds(reqs), [][]string{{}, {}}},
+		{"half over two pods in turn", DirectRoundRobin, 2, 2, []string{"0", "2", "4", "6", "8"}, [][]string{{"1", "5", "9"}, {"3", "7"}}},
+		{"a third over four pods in turn", DirectRoundRobin, 3, 4, []string{"0", "1", "3", "4", "6", "7", "9"}, [][]string{{"2"}, {"5"}, {"8"}, {}}},
+		{"all in turn", DirectRoundRobin, 1, 3, []string{}, [][]string{{"0", "3", "6", "9"}, {"1", "4", "7"}, {"2", "5", "8"}}},
+		{"half by prefix key", DirectPrefix, 2, 2, []string{"0", "2", "4", "6", "8"}, [][]string{{}, {"1", "3", "5", "7", "9"}}},
+		{"a third by prefix key over four pods", DirectPrefix, 3, 4, []string{"0", "1", "3", "4", "6", "7", "9"}, [][]string{{"8"}, {"5"}, {"2"}, {}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			routed, perPod := splitDirect(reqs, tt.direct, tt.pods)
+			routed, perPod := splitDirect(reqs, keys, tt.route, tt.direct, tt.pods)
 			got := [][]string{}
 			for _, p := range perPod {
 				got = append(got, kinds(p))
@@ -123,10 +140,10 @@ func TestPrefixLabTopologies(t *testing.T) {
 }
 
 // The engines' counters before and after a run give the hit rate over every pod's prompt
-// tokens and each pod's prefill work (prompt tokens not hit).
+// tokens (computed + hit) and each pod's prefill work (its computed tokens).
 func TestEngineDeltas(t *testing.T) {
-	c := func(prompt, hits float64) map[string]float64 {
-		return map[string]float64{metricPromptTokens: prompt, metricHitTokens: hits, "other": 1}
+	c := func(computed, hits float64) map[string]float64 {
+		return map[string]float64{metricComputedTokens: computed, metricHitTokens: hits, "other": 1}
 	}
 	tests := []struct {
 		name          string
@@ -134,11 +151,13 @@ func TestEngineDeltas(t *testing.T) {
 		hit, spread   float64
 		computed      []float64
 	}{
-		{"even", []map[string]float64{c(0, 0), c(0, 0)}, []map[string]float64{c(100, 50), c(100, 50)}, 0.5, 1, []float64{50, 50}},
-		{"uneven, counters not at zero", []map[string]float64{c(1000, 900), c(10, 0)}, []map[string]float64{c(1400, 1200), c(110, 100)},
-			0.8, 2, []float64{100, 0}},
+		{"even", []map[string]float64{c(0, 0), c(0, 0)}, []map[string]float64{c(50, 50), c(50, 50)}, 0.5, 1, []float64{50, 50}},
+		{"uneven, counters not at zero", []map[string]float64{c(1000, 900), c(10, 0)}, []map[string]float64{c(1300, 1300), c(110, 0)},
+			0.5, 1.5, []float64{300, 100}},
+		{"all on one pod of four", []map[string]float64{c(0, 0), c(0, 0), c(0, 0), c(0, 0)},
+			[]map[string]float64{c(0, 10), c(0, 0), c(80, 10), c(0, 0)}, 0.2, 4, []float64{0, 0, 80, 0}},
 		{"idle", []map[string]float64{c(5, 5)}, []map[string]float64{c(5, 5)}, 0, 0, []float64{0}},
-		{"a pod missing its counters", []map[string]float64{{}, c(0, 0)}, []map[string]float64{{}, c(40, 10)}, 0.25, 2, []float64{0, 30}},
+		{"a pod missing its counters", []map[string]float64{{}, c(0, 0)}, []map[string]float64{{}, c(30, 10)}, 0.25, 2, []float64{0, 30}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
