@@ -55,6 +55,11 @@ type Params struct {
 	MaxSessions        int     `json:"maxSessions"`
 	SharedLedger       bool    `json:"sharedLedger"`
 	DecodeOutputGrowth bool    `json:"decodeOutputGrowth"`
+	// DecodeRequestCost is added to a decode pod's token load for each open decode charge
+	// (pdgate's extension; 0, the default, is AIBrix's token_load): a decode step's cost grows
+	// with the sequences batched as well as with their KV, so a pod holding many short
+	// requests is as loaded as one holding fewer long ones.
+	DecodeRequestCost float64 `json:"decodeRequestCost"`
 	// JanitorIntervalSeconds is how often TTLs, sessions and idle pods are swept.
 	JanitorIntervalSeconds int `json:"janitorIntervalSeconds"`
 	// UnconfirmedTimeoutSeconds releases charges of requests that never reached PreRequest
@@ -182,6 +187,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter requestCost: must be > 0, got %v", p.RequestCost)
 	case !(p.KVWeight > 0) || p.KVWeight > 1e6:
 		return fmt.Errorf("parameter kvWeight: must be > 0, got %v", p.KVWeight)
+	case !(p.DecodeRequestCost >= 0) || p.DecodeRequestCost > 1e12:
+		return fmt.Errorf("parameter decodeRequestCost: must be >= 0, got %v", p.DecodeRequestCost)
 	case p.TTLSeconds <= 0:
 		return fmt.Errorf("parameter ttlSeconds: must be > 0, got %d", p.TTLSeconds)
 	case p.SessionTTLSeconds < 0:

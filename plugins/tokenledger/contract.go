@@ -45,7 +45,8 @@ type DecodeCharge struct {
 // Tx is the view of the ledger inside Atomically: reads and charges under one lock.
 type Tx interface {
 	Prefill(pod PodKey) PrefillLoad
-	// Decode returns local decode tokens + growth estimate + other live replicas' share.
+	// Decode returns local decode tokens + growth estimate + other live replicas' share, plus
+	// decodeRequestCost per open decode charge.
 	Decode(pod PodKey, rate DecodeRate) float64
 	ChargePrefill(c PrefillCharge)
 	ChargeDecode(c DecodeCharge)

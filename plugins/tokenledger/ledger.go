@@ -304,7 +304,7 @@ func (x *tx) Decode(pod PodKey, rate DecodeRate) float64 {
 	}
 	total := 0.0
 	if ps := t.pods[pod]; ps != nil && ps.decN > 0 {
-		total = ps.decTokens
+		total = ps.decTokens + t.p.DecodeRequestCost*float64(ps.decN)
 		if r > 0 {
 			total += r * math.Max(0, float64(ps.decN)*x.nowRel-ps.decSumRel)
 		}
@@ -312,7 +312,7 @@ func (x *tx) Decode(pod PodKey, rate DecodeRate) float64 {
 	if t.notify != nil {
 		t.interest[pod] = x.now
 		if rem, ok := t.remote[pod]; ok {
-			total += rem.tokens
+			total += rem.tokens + t.p.DecodeRequestCost*rem.charges
 			if r > 0 {
 				nowRedis := float64(x.now.UnixNano())/1e9 + t.redisOffset
 				total += r * math.Max(0, rem.charges*nowRedis-rem.sumAt)

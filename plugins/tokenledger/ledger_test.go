@@ -216,6 +216,32 @@ func TestDecodeGrowth(t *testing.T) {
 	}
 }
 
+// decodeRequestCost counts every open decode charge on top of its tokens, and goes away with it.
+func TestDecodeRequestCost(t *testing.T) {
+	const a, b = PodKey("ns/a"), PodKey("ns/b")
+	tr, _, _ := newTestTracker(t, func(p *Params) { p.DecodeOutputGrowth = false; p.DecodeRequestCost = 1000 })
+	tr.Atomically(func(tx Tx) {
+		tx.ChargeDecode(DecodeCharge{RequestID: "r1", Pod: a, Tokens: 100})
+		tx.ChargeDecode(DecodeCharge{RequestID: "r2", Pod: a, Tokens: 50})
+		tx.ChargeDecode(DecodeCharge{RequestID: "r3", Pod: b, Tokens: 400})
+	})
+	// Two short requests on a weigh more than one longer request on b.
+	if got := decodeOf(tr, a, nil); got != 150+2*1000 {
+		t.Fatalf("Decode(a) = %v, want 2150", got)
+	}
+	if got := decodeOf(tr, b, nil); got != 400+1000 {
+		t.Fatalf("Decode(b) = %v, want 1400", got)
+	}
+	tr.ReleaseAll("r1")
+	if got := decodeOf(tr, a, nil); got != 50+1000 {
+		t.Fatalf("Decode(a) after releasing r1 = %v, want 1050", got)
+	}
+	tr.ReleaseAll("r2")
+	if got := decodeOf(tr, a, nil); got != 0 {
+		t.Fatalf("Decode(a) with no open charge = %v, want 0", got)
+	}
+}
+
 // NewTokens is called by scorers inside Atomically (pdpair does): it must not take the ledger lock.
 func TestNewTokensInsideAtomically(t *testing.T) {
 	tr, _, _ := newTestTracker(t, nil)
