@@ -161,10 +161,12 @@ type PrefixOptions struct {
 	LabDirect   int
 	// LabDirectRoute is how the direct requests pick an engine (DirectPrefix, DirectRoundRobin).
 	LabDirectRoute string
-	BinDir         string
-	Workload       SharedPrefix
-	Scrape         time.Duration
-	Stdout         io.Writer
+	// LabParallel runs both lab topologies at once (two subnets) instead of one after the other.
+	LabParallel bool
+	BinDir      string
+	Workload    SharedPrefix
+	Scrape      time.Duration
+	Stdout      io.Writer
 }
 
 // PrefixRun is one policy's outcome.
@@ -195,7 +197,7 @@ type PrefixData struct {
 // NewPrefixCommand is `pdgate bench sim prefix`.
 func NewPrefixCommand() *cobra.Command {
 	o := PrefixOptions{Root: ".", Out: "bench-results/sim-prefix", Pods: 8, Requests: 20000, Load: 0.8, Seed: 1,
-		Routers: []int{1, 2}, LabRequests: 1500, LabDirect: 2, LabDirectRoute: DirectPrefix, BinDir: "bin", Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
+		Routers: []int{1, 2}, LabRequests: 3000, LabDirect: 2, LabDirectRoute: DirectPrefix, LabParallel: true, BinDir: "bin", Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "prefix",
 		Short: "Precise vs approximate prefix-cache routing on a shared-prefix workload (same fleet, load and seed)",
@@ -228,6 +230,7 @@ rate (share of prompt tokens served from the prefilling pod's prefix cache) of b
 	f.IntVar(&o.LabRequests, "lab-requests", o.LabRequests, "requests per lab run")
 	f.IntVar(&o.LabDirect, "lab-direct", o.LabDirect, "lab: one request in N goes straight to an engine, as a second router sharing no state would send it (0 = none)")
 	f.StringVar(&o.LabDirectRoute, "lab-direct-route", o.LabDirectRoute, "lab: how the direct requests pick an engine: prefix (affinity: the pod their system prompt hashes to) or round-robin")
+	f.BoolVar(&o.LabParallel, "lab-parallel", o.LabParallel, "lab: run both topologies at once on two subnets, so the host's noise falls on both alike (false: one after the other)")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --lab (make build)")
 	return cmd
 }

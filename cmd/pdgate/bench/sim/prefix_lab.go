@@ -3,6 +3,7 @@ package simbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -149,8 +150,8 @@ func splitDirect(reqs []workload.Request, keys []uint64, route string, direct, p
 
 // runPrefixLab runs one topology: every direct-th request (1/direct of them; 0 = none) goes
 // to an engine in turn, the rest through the gateway, each at its arrival time.
-func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy string, reqs []workload.Request, keys []uint64) (PrefixLabRun, error) {
-	l, err := lab.Start(ctx, lab.Options{Topology: o.path(topology), BinDir: o.path(o.BinDir), Subnet: "127.0.81", Err: o.Stdout, Out: io.Discard})
+func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet string, reqs []workload.Request, keys []uint64) (PrefixLabRun, error) {
+	l, err := lab.Start(ctx, lab.Options{Topology: o.path(topology), BinDir: o.path(o.BinDir), Subnet: subnet, Err: o.Stdout, Out: io.Discard})
 	if err != nil {
 		return PrefixLabRun{}, fmt.Errorf("start the lab %s: %w", topology, err)
 	}
@@ -237,7 +238,8 @@ func scrapeCounters(ctx context.Context, plan *lab.Plan) ([]map[string]float64, 
 	return out, nil
 }
 
-// RunPrefixLab runs both lab topologies over the same requests.
+// RunPrefixLab runs both lab topologies over the same requests: at once on two subnets
+// (o.LabParallel), so that the host's noise falls on both alike, or one after the other.
 func RunPrefixLab(ctx context.Context, o PrefixOptions) ([]PrefixLabRun, error) {
 	prof, err := loadProfile(Options{Root: o.Root, Profile: o.Profile})
 	if err != nil {
@@ -252,16 +254,38 @@ func RunPrefixLab(ctx context.Context, o PrefixOptions) ([]PrefixLabRun, error) 
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Stdout, "lab: %d combined pods (KV 100,000 tokens each), load %.2f = %.1f req/s, %d requests, 1 in %d straight to an engine (%s), seed %d\n",
-		prefixLabPods, o.Load, rate, len(reqs), o.LabDirect, o.LabDirectRoute, o.Seed)
-	fmt.Fprint(o.Stdout, prefixLabHeader)
-	var runs []PrefixLabRun
-	for _, t := range PrefixLabTopologies {
-		r, err := runPrefixLab(ctx, o, t.Topology, t.Policy, reqs, keys)
-		if err != nil {
-			return nil, err
+	direct := "none straight to an engine"
+	if o.LabDirect > 0 {
+		direct = fmt.Sprintf("1 in %d straight to an engine (%s)", o.LabDirect, o.LabDirectRoute)
+	}
+	mode := "one after the other"
+	if o.LabParallel {
+		mode = "both topologies at once"
+	}
+	fmt.Fprintf(o.Stdout, "lab: %d combined pods (KV 100,000 tokens each), load %.2f = %.1f req/s, %d requests, %s, seed %d, %s\n",
+		prefixLabPods, o.Load, rate, len(reqs), direct, o.Seed, mode)
+	runs := make([]PrefixLabRun, len(PrefixLabTopologies))
+	errs := make([]error, len(PrefixLabTopologies))
+	var wg sync.WaitGroup
+	for i, t := range PrefixLabTopologies {
+		run := func() {
+			runs[i], errs[i] = runPrefixLab(ctx, o, t.Topology, t.Policy, fmt.Sprintf("127.0.%d", 81+i), reqs, keys)
 		}
-		runs = append(runs, r)
+		if !o.LabParallel {
+			if run(); errs[i] != nil {
+				return nil, errs[i]
+			}
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); run() }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	fmt.Fprint(o.Stdout, prefixLabHeader)
+	for _, r := range runs {
 		fmt.Fprint(o.Stdout, r.row())
 	}
 	return runs, nil
