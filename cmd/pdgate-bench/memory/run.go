@@ -181,7 +181,7 @@ func eppSection(o Options, res *Results) report.Section {
 		"Stock GIE uses its default config with every pod serving whole requests; pdgate uses each of %s over rolesets of 2 prefill "+
 		"+ 2 decode pods. Which state a config keeps decides what the requests fill: token_load/hybrid_cache_load "+
 		"prefill scoring records each session in pd-token-ledger, hybrid_cache_load and prefix_cache fill aibrix-pd-pair's "+
-		"prefix table; the recommended config (least_request prefill, token_load decode) keeps neither. Both EPPs scrape pod metrics every %s (--refresh-metrics-interval; the binaries' 50 ms "+
+		"prefix table; the recommended config (token_load prefill and decode) keeps no prefix table. Both EPPs scrape pod metrics every %s (--refresh-metrics-interval; the binaries' 50 ms "+
 		"default means 10,000 scrapes a second over 512 pods) and log at -v=1. \"sessions recorded\" is "+
 		"pdgate_token_load_sessions after the load.",
 		res.Endpoints, res.Sessions, o.Concurrency, "x-aibrix-session-key", o.prefixBlocks(),

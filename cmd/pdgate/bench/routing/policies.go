@@ -29,7 +29,7 @@ var Policies = []Policy{
 	{"aibrix-prefix-cache", "../../aibrix-pd.yaml", FleetPD, "AIBrix pd default: prefix_cache prefill, load_balancing decode"},
 	{"token-load", "token-load.yaml", FleetPD, "AIBrix pd, token_load prefill and decode (pd-token-ledger)"},
 	{"hybrid-cache-load", "hybrid-cache-load.yaml", FleetPD, "AIBrix pd, hybrid_cache_load prefill, load_balancing decode"},
-	{"recommended", "../../recommended.yaml", FleetPD, "pdgate recommended (config/recommended.yaml): AIBrix pairing with least_request prefill and token_load decode, asking llm-d's prefix-based decider per request"},
+	{"recommended", "../../recommended.yaml", FleetPD, "pdgate recommended (config/recommended.yaml): AIBrix pairing with token_load prefill (work in flight) and token_load decode (tokens + a per-request cost), asking llm-d's prefix-based decider per request"},
 	{"combined-only", "combined-least-request.yaml", FleetCombined, "4 combined pods, AIBrix least-request"},
 }
 

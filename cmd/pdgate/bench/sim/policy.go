@@ -44,7 +44,7 @@ var Policies = []Policy{
 	{Name: "aibrix-token-load", Config: "config/aibrix/token-load.yaml", Fleet: FleetKindPD,
 		About: "AIBrix pd strategy, hybrid_cache_load prefill + token_load decode (ledger), rate cap"},
 	{Name: "recommended", Config: "config/recommended.yaml", Fleet: FleetKindPD,
-		About: "pdgate's recommended config (least_request prefill, token_load decode, fast parser)"},
+		About: "pdgate's recommended config (token_load prefill by work in flight, token_load decode with a per-request cost, prefix-based decider, fast parser)"},
 }
 
 // TopologyPolicies compare topology-blind and topology-aware P/D pairing (issue 24); they run
