@@ -25,7 +25,8 @@ func benchFleet(n, blocksPer int) (*Index, []SourceKey, []uint32) {
 }
 
 // BenchmarkIndex records the index's cost per event (one BlockStored of one block and its
-// BlockRemoved, decoded from msgpack and applied as a subscriber does) and per lookup (one
+// BlockRemoved, decoded from msgpack and applied as a subscriber does; and the same for a
+// prompt's 192 blocks in one event, ns/block) and per lookup (one
 // request of 104 blocks against every endpoint) at 64 and 512 endpoints of 1024 blocks each,
 // next to a baseline measured in the same run: computing the request's keys, which any prefix
 // scorer must do. The event and lookup sub-benchmarks report their ratio to the baseline.
@@ -58,6 +59,29 @@ func BenchmarkIndex(b *testing.B) {
 				}
 				perEvent := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
 				b.ReportMetric(perEvent, "ns/event")
+				b.ReportMetric(perEvent/baseline, "x-keys-baseline")
+			})
+			// A prompt's worth: a 3,072-token prompt stored in one BlockStored of 192 blocks
+			// (token ids included, as vLLM sends them) and removed in one BlockRemoved, the
+			// events an engine publishes for one request's prefill and its eviction.
+			promptHashes := make([]uint64, 192)
+			for i := range promptHashes {
+				promptHashes[i] = 1<<61 + uint64(i) + 1
+			}
+			promptStored, _ := EncodeBatch(Batch{Events: []Event{stored(seqTokens(800_000_000, 192*16), 16, 1<<61, 0, "GPU")}}, FormatMap)
+			promptRemoved, _ := EncodeBatch(Batch{Events: []Event{{Kind: KindRemoved, Hashes: promptHashes, Medium: "GPU"}}}, FormatMap)
+			b.Run("event-192-blocks", func(b *testing.B) {
+				b.ReportAllocs()
+				src := srcs[n/2]
+				for i := 0; i < b.N; i++ {
+					s, _ := DecodeBatch(promptStored)
+					ix.Apply(src, s.Events)
+					r, _ := DecodeBatch(promptRemoved)
+					ix.Apply(src, r.Events)
+				}
+				perEvent := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
+				b.ReportMetric(perEvent, "ns/event")
+				b.ReportMetric(perEvent/192, "ns/block")
 				b.ReportMetric(perEvent/baseline, "x-keys-baseline")
 			})
 			b.Run("lookup", func(b *testing.B) {
