@@ -22,7 +22,11 @@ package bytetokens
 import (
 	"encoding/binary"
 	"slices"
+	"unsafe"
 )
+
+// littleEndian reports whether uint32s are stored least significant byte first here.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 // BytesPerToken is the width of one pseudo-token.
 const BytesPerToken = 4
@@ -72,14 +76,21 @@ func pack[S string | []byte](p *Packer, s S) {
 		p.npend = 0
 	}
 	whole := len(s) &^ (BytesPerToken - 1)
-	// Extend once and fill by index: an append per word re-checks the capacity 55,000 times
-	// for a 220 KB prompt.
+	// Extend once, then fill: a token is its four bytes read little-endian, so on a
+	// little-endian machine the ids are the text's bytes as they are, and one copy fills them
+	// (a 220 KB prompt in microseconds instead of 55,000 shifts and ors).
 	n := len(p.Tokens)
 	p.Tokens = slices.Grow(p.Tokens, whole/BytesPerToken)[:n+whole/BytesPerToken]
 	out := p.Tokens[n:]
-	for j := range out {
-		i := j * BytesPerToken
-		out[j] = uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
+	switch {
+	case len(out) == 0:
+	case littleEndian:
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), whole), s[:whole])
+	default:
+		for j := range out {
+			i := j * BytesPerToken
+			out[j] = uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
+		}
 	}
 	p.npend = copy(p.pend[:], s[whole:])
 }

@@ -2,6 +2,7 @@ package bytetokens
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -27,6 +28,19 @@ func TestPacker(t *testing.T) {
 		{"grown first", func(p *Packer) { p.Grow(64); p.Text("abcdefghij") }, []uint32{word("abcd"), word("efgh"), word("ij")}},
 		{"repeat flushes", func(p *Packer) { p.Text("ab"); p.Repeat(7, 3); p.Text("c") }, []uint32{word("ab"), 7, 7, 7, word("c")}},
 	}
+	long := strings.Repeat("a prompt of many words, é ✓ ", 500)
+	var longWant []uint32
+	for i := 0; i+4 <= len(long); i += 4 {
+		longWant = append(longWant, word(long[i:i+4]))
+	}
+	if r := len(long) % 4; r != 0 {
+		longWant = append(longWant, word(long[len(long)-r:]))
+	}
+	cases = append(cases, struct {
+		name string
+		feed func(p *Packer)
+		want []uint32
+	}{"long text after a pending byte", func(p *Packer) { p.Text(long[:1]); p.Bytes([]byte(long[1:])) }, longWant})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var p Packer
