@@ -104,6 +104,47 @@ func TestProcs(t *testing.T) {
 	}
 }
 
+// TestTRTSidecarsGetDistinctMachineIDs: TensorRT-LLM request ids are Snowflakes; sidecars
+// sharing context workers with one machine id collide within a millisecond.
+func TestTRTSidecarsGetDistinctMachineIDs(t *testing.T) {
+	topo, err := LoadTopology(writeTopology(t, `name: t
+eppConfig: epp.yaml
+pods:
+- {name: p, role: prefill, roleset: a, engine: trtllm, count: 2}
+- {name: d, role: decode, roleset: a, engine: trtllm, count: 2, trtScheduleStyle: generation_first}
+- {name: c, role: combined, engine: trtllm}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.43", Dir: t.TempDir(), BinDir: "/bin-dir"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, p := range plan.Procs("/run/endpoints.yaml") {
+		if !strings.HasPrefix(p.Name, "sidecar-") {
+			continue
+		}
+		id := ""
+		for i, a := range p.Args {
+			if a == "--trt-machine-id" && i+1 < len(p.Args) {
+				id = p.Args[i+1]
+			}
+		}
+		if id == "" {
+			t.Fatalf("%s has no --trt-machine-id: %v", p.Name, p.Args)
+		}
+		if other, dup := seen[id]; dup {
+			t.Fatalf("%s and %s share machine id %s", other, p.Name, id)
+		}
+		seen[id] = p.Name
+	}
+	if len(seen) != 3 {
+		t.Fatalf("trtllm sidecars %v, want 3", seen)
+	}
+}
+
 func TestClassify(t *testing.T) {
 	plan := testPlan(t)
 	tests := []struct {

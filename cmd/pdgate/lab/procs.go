@@ -52,6 +52,7 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 		args = append(args, pod.Spec.SimArgs...)
 		out = append(out, ProcSpec{Name: "sim-" + pod.Name, Binary: bin("sim"), Args: args, Health: health})
 	}
+	trtMachine := 0
 	for _, pod := range p.Pods {
 		if !pod.HasSidecar() {
 			continue
@@ -67,7 +68,11 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 			args = append(args, "--data-parallel-size", strconv.Itoa(pod.dpSize))
 		}
 		if pod.Engine == EngineTRTLLM {
-			args = append(args, "--trt-schedule-style", pod.Spec.TRTScheduleStyle)
+			// Request ids are Snowflakes (ms, machine, counter): sidecars sharing context
+			// workers need distinct machine ids, or two of them starting requests in the
+			// same millisecond hand one worker the same id (409/410 from the engine).
+			args = append(args, "--trt-schedule-style", pod.Spec.TRTScheduleStyle, "--trt-machine-id", strconv.Itoa(trtMachine%1024))
+			trtMachine++
 		}
 		if pod.Engine == EngineSGLang {
 			args = append(args, "--sglang-bootstrap-port", strconv.Itoa(BootstrapPort))
