@@ -1,0 +1,45 @@
+package scalar
+
+import (
+	"testing"
+
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+)
+
+type attrs map[string]fwkdl.Cloneable
+
+func (a attrs) Get(k string) (fwkdl.Cloneable, bool) { v, ok := a[k]; return v, ok }
+
+type other struct{}
+
+func (other) Clone() fwkdl.Cloneable { return other{} }
+
+func TestRead(t *testing.T) {
+	key := Key("GPUUtilization", "dcgm-extractor")
+	if key != "GPUUtilization/dcgm-extractor" {
+		t.Fatalf("key %q", key)
+	}
+	cases := []struct {
+		name   string
+		g      Getter
+		want   float64
+		wantOK bool
+	}{
+		{"nil getter", nil, 0, false},
+		{"absent", attrs{}, 0, false},
+		{"another type", attrs{key: other{}}, 0, false},
+		{"nil value", attrs{key: (*Value)(nil)}, 0, false},
+		{"present", attrs{key: &Value{V: 0.5}}, 0.5, true},
+	}
+	for _, tc := range cases {
+		if got, ok := Read(tc.g, key); got != tc.want || ok != tc.wantOK {
+			t.Errorf("%s: %v %v, want %v %v", tc.name, got, ok, tc.want, tc.wantOK)
+		}
+	}
+	v := &Value{V: 1}
+	c := v.Clone().(*Value)
+	c.V = 2
+	if v.V != 1 || (*Value)(nil).Clone() != nil {
+		t.Error("Clone must copy, and keep nil nil")
+	}
+}
