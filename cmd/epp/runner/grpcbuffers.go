@@ -65,14 +65,21 @@ type protoCodec struct{ pool mem.BufferPool }
 
 var _ encoding.CodecV2 = protoCodec{}
 
+// messageOf is v as a protobuf message (v2, or v1 adapted), as gRPC's own codec accepts it.
+func messageOf(v any) (proto.Message, bool) {
+	switch m := v.(type) {
+	case proto.Message:
+		return m, true
+	case protoadapt.MessageV1:
+		return protoadapt.MessageV2Of(m), true
+	}
+	return nil, false
+}
+
 func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
-	m, ok := v.(proto.Message)
+	m, ok := messageOf(v)
 	if !ok {
-		if v1, ok1 := v.(protoadapt.MessageV1); ok1 {
-			m = protoadapt.MessageV2Of(v1)
-		} else {
-			return nil, fmt.Errorf("proto: cannot marshal %T", v)
-		}
+		return nil, fmt.Errorf("proto: cannot marshal %T", v)
 	}
 	size := proto.Size(m)
 	if mem.IsBelowBufferPoolingThreshold(size) {
@@ -93,13 +100,9 @@ func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	m, ok := v.(proto.Message)
+	m, ok := messageOf(v)
 	if !ok {
-		if v1, ok1 := v.(protoadapt.MessageV1); ok1 {
-			m = protoadapt.MessageV2Of(v1)
-		} else {
-			return fmt.Errorf("proto: cannot unmarshal into %T", v)
-		}
+		return fmt.Errorf("proto: cannot unmarshal into %T", v)
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
