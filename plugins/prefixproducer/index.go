@@ -4,7 +4,6 @@ import (
 	"math/bits"
 	"sync"
 
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 )
 
@@ -30,7 +29,7 @@ type index struct {
 // serverLRU is one server's LRU of block hashes; eviction clears its slot's bit.
 type serverLRU struct {
 	slot  int
-	cache *simplelru.LRU[blockHash, struct{}]
+	cache *blockLRU
 }
 
 func newIndex(defaultSize int) *index {
@@ -56,7 +55,7 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
 	for _, h := range hashes {
-		l.cache.Add(h, struct{}{}) // refreshes a present entry: one lookup either way
+		l.cache.add(h)
 	}
 	for _, h := range hashes {
 		word[h] |= bit
@@ -76,16 +75,13 @@ func (x *index) track(s serverID, c int) *serverLRU {
 		x.words = append(x.words, map[blockHash]uint64{})
 	}
 	word, bit := x.words[slot/64], uint64(1)<<(slot%64)
-	cache, err := simplelru.NewLRU(c, func(h blockHash, _ struct{}) {
+	cache := newBlockLRU(c, func(h blockHash) {
 		if v := word[h] &^ bit; v == 0 {
 			delete(word, h)
 		} else {
 			word[h] = v
 		}
 	})
-	if err != nil { // only for c <= 0, excluded by the caller
-		panic(err)
-	}
 	l := &serverLRU{slot: slot, cache: cache}
 	x.servers[s] = l
 	return l
@@ -127,7 +123,7 @@ func (x *index) removePod(s serverID) {
 	if l == nil {
 		return
 	}
-	l.cache.Purge() // clears the slot's bit on every block
+	l.cache.purge() // clears the slot's bit on every block
 	delete(x.servers, s)
 	x.bySlot[l.slot] = serverID{}
 	x.free = append(x.free, l.slot)
@@ -150,7 +146,7 @@ func (x *index) size() int {
 	defer x.mu.RUnlock()
 	n := 0
 	for _, l := range x.servers {
-		n += l.cache.Len()
+		n += l.cache.len()
 	}
 	return n
 }
