@@ -63,11 +63,16 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 
 // Tokens returns the prompt's token count under the character tokenizer: its rune count, as
 // utf8.RuneCountInString counts it (an invalid byte is one rune), in one pass that takes
-// ASCII eight bytes at a time: prompts are mostly ASCII, and a 220 KB one is counted several
+// ASCII 32 bytes at a time: prompts are mostly ASCII, and a 220 KB one is counted several
 // times faster than rune by rune.
 func Tokens(prompt string) int {
 	n, i := 0, 0
 	for i < len(prompt) {
+		if i+32 <= len(prompt) && (binary.LittleEndian.Uint64([]byte(prompt[i:i+8]))|binary.LittleEndian.Uint64([]byte(prompt[i+8:i+16]))|
+			binary.LittleEndian.Uint64([]byte(prompt[i+16:i+24]))|binary.LittleEndian.Uint64([]byte(prompt[i+24:i+32])))&0x8080808080808080 == 0 {
+			n, i = n+32, i+32
+			continue
+		}
 		if i+8 <= len(prompt) && binary.LittleEndian.Uint64([]byte(prompt[i:i+8]))&0x8080808080808080 == 0 {
 			n, i = n+8, i+8
 			continue

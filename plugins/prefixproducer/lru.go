@@ -1,8 +1,10 @@
 package prefixproducer
 
 // blockLRU is one server's LRU of block hashes, built without pointers: entries live in
-// parallel slices linked by int32 positions and the map holds positions, so the garbage
-// collector has nothing in it to scan.
+// one slice linked by int32 positions and the map holds positions, so the garbage collector
+// has nothing in it to scan. An entry keeps its hash and both links together: evicting touches
+// two entries (the oldest and its neighbour), one cache line each, in an index too large for
+// the CPU's caches.
 //
 // That is why it is not hashicorp/golang-lru (used before): its entries are heap nodes linked
 // by pointers, and a full index (31,250 blocks per server, GIE's default, times the pool) is
@@ -12,11 +14,15 @@ package prefixproducer
 // same: TestBlockLRUMatchesSimpleLRU drives both with one random sequence.
 type blockLRU struct {
 	capacity   int
-	at         map[blockHash]int32 // hash → position in the slices below
-	keys       []blockHash
-	prev, next []int32 // towards the most / least recently used; none at the ends
-	head, tail int32   // most / least recently used position; none when empty
+	at         map[blockHash]int32 // hash → position in entries
+	entries    []lruEntry
+	head, tail int32 // most / least recently used position; none when empty
 	evicted    func(blockHash)
+}
+
+type lruEntry struct {
+	hash       blockHash
+	prev, next int32 // towards the most / least recently used; none at the ends
 }
 
 const none int32 = -1
@@ -37,41 +43,39 @@ func (l *blockLRU) add(h blockHash) {
 		return
 	}
 	var i int32
-	if len(l.keys) < l.capacity {
-		i = int32(len(l.keys))
-		l.keys = append(l.keys, h)
-		l.prev = append(l.prev, none)
-		l.next = append(l.next, none)
+	if len(l.entries) < l.capacity {
+		i = int32(len(l.entries))
+		l.entries = append(l.entries, lruEntry{hash: h})
 	} else {
 		i = l.tail
-		old := l.keys[i]
+		old := l.entries[i].hash
 		l.unlink(i)
 		delete(l.at, old)
 		l.evicted(old)
-		l.keys[i] = h
+		l.entries[i].hash = h
 	}
 	l.at[h] = i
 	l.pushFront(i)
 }
 
 func (l *blockLRU) unlink(i int32) {
-	p, n := l.prev[i], l.next[i]
+	p, n := l.entries[i].prev, l.entries[i].next
 	if p == none {
 		l.head = n
 	} else {
-		l.next[p] = n
+		l.entries[p].next = n
 	}
 	if n == none {
 		l.tail = p
 	} else {
-		l.prev[n] = p
+		l.entries[n].prev = p
 	}
 }
 
 func (l *blockLRU) pushFront(i int32) {
-	l.prev[i], l.next[i] = none, l.head
+	l.entries[i].prev, l.entries[i].next = none, l.head
 	if l.head != none {
-		l.prev[l.head] = i
+		l.entries[l.head].prev = i
 	}
 	l.head = i
 	if l.tail == none {
@@ -81,11 +85,11 @@ func (l *blockLRU) pushFront(i int32) {
 
 // purge empties the LRU, reporting every entry as evicted.
 func (l *blockLRU) purge() {
-	for _, h := range l.keys {
-		l.evicted(h)
+	for _, e := range l.entries {
+		l.evicted(e.hash)
 	}
 	l.at = map[blockHash]int32{}
-	l.keys, l.prev, l.next = nil, nil, nil
+	l.entries = nil
 	l.head, l.tail = none, none
 }
 
@@ -95,8 +99,8 @@ func (l *blockLRU) len() int { return len(l.at) }
 // recency lists the entries from the most to the least recently used (tests).
 func (l *blockLRU) recency() []blockHash {
 	var out []blockHash
-	for i := l.head; i != none; i = l.next[i] {
-		out = append(out, l.keys[i])
+	for i := l.head; i != none; i = l.entries[i].next {
+		out = append(out, l.entries[i].hash)
 	}
 	return out
 }
