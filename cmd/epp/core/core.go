@@ -90,6 +90,9 @@ type Core struct {
 	Scheduler *scheduling.Scheduler
 	// LegacyMetrics reports the enableLegacyMetrics feature gate.
 	LegacyMetrics bool
+	// Dispatches is where the request path records which pods it sent work to; admission and
+	// the scheduler see the prefill pods through it (bench sim drives it on its clock).
+	Dispatches *admission.Dispatches
 }
 
 // New assembles the EPP core.
@@ -160,7 +163,8 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	if err := c.configureDataLayer(ctx, o, logger); err != nil {
 		return nil, err
 	}
-	candidates, admission, err := c.admission(ctx, o, logger)
+	c.Dispatches = admission.NewDispatches()
+	candidates, admitter, err := c.admission(ctx, o, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -178,11 +182,12 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	c.Server = extproc.New(extproc.Config{
 		Datastore:        ds,
 		Scheduler:        c.Scheduler,
-		Admission:        admission,
+		Admission:        admitter,
 		Candidates:       candidates,
 		Parser:           handlers.NewParser(c.Loaded.ParserConfig),
 		Plugins:          c.Handle.GetAllPlugins(),
 		PrepareDataOrder: order,
+		Dispatched:       c.Dispatches.Dispatched,
 	}, o.Path)
 	return c, nil
 }
@@ -233,8 +238,11 @@ func (c *Core) configureDataLayer(ctx context.Context, o Options, logger logr.Lo
 // admission is GIE's runner choice: flow control when its feature gate is on, the legacy
 // saturation check otherwise.
 func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (contracts.EndpointCandidates, requestcontrol.AdmissionController, error) {
-	var candidates contracts.EndpointCandidates = requestcontrol.NewDatastoreEndpointCandidates(c.Datastore,
+	base := requestcontrol.NewDatastoreEndpointCandidates(c.Datastore,
 		requestcontrol.WithDisableEndpointSubsetFilter(o.DisableEndpointSubsetFilter))
+	// Admission and the scheduler see each prefill pod with the prefill legs sent to it since
+	// its last scrape counted as waiting (admission/dispatches.go).
+	candidates := c.Dispatches.Candidates(base)
 	// Saturation is measured per P/D stage (max of prefill and decode), and refusals carry
 	// llm-d's reason header: 429 when shedding, 503 when there is no capacity.
 	detector := admission.StageAware(c.Loaded.SaturationDetector)
@@ -245,7 +253,7 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	if c.Loaded.FlowControlConfig == nil {
 		return nil, nil, errors.New("flowControl feature gate set but no flow control config was built")
 	}
-	candidates = requestcontrol.NewCachedEndpointCandidates(ctx, candidates, 50*time.Millisecond)
+	candidates = c.Dispatches.Candidates(requestcontrol.NewCachedEndpointCandidates(ctx, base, 50*time.Millisecond))
 	registry, err := fcregistry.NewFlowRegistry(c.Loaded.FlowControlConfig.Registry, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("flow registry: %w", err)

@@ -156,6 +156,9 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	if a := contract.Recorded(ctx); a != nil {
 		return nil, a
 	}
+	if x.s.cfg.Dispatched != nil {
+		x.s.cfg.Dispatched(result)
+	}
 	return body, nil
 }
 

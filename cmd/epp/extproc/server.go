@@ -93,6 +93,10 @@ type Config struct {
 	// PrepareDataOrder is the data-dependency order of the PrepareData plugins (their
 	// TypedName().String()), from datalayer.ValidateAndOrderDataDependencies.
 	PrepareDataOrder []string
+	// Dispatched, when set, is told the scheduling result of every request the path sends on
+	// (after the PreRequest plugins, once no early answer was recorded): admission's ledger of
+	// where the EPP sent work since the last scrape.
+	Dispatched func(*fwksched.SchedulingResult)
 }
 
 // Hooks are the plugins per extension point, resolved once, in the order the request path

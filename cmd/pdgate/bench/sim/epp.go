@@ -13,6 +13,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
+	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/plugins/pdpair"
 )
@@ -29,6 +30,9 @@ type epp struct {
 	// kv are the plugins that take KV events (precise prefix-cache producer or scorer): the
 	// pods' prefix-cache changes are delivered to them in process (precise.go)
 	kv []kvEventSink
+	// dispatches is the request path's ledger of prefill legs sent since each pod's last
+	// scrape, on the virtual clock: the scheduler sees prefill pods through it as in the EPP.
+	dispatches *admission.Dispatches
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
@@ -61,7 +65,10 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 	}
 	h := c.Server.Hooks()
 	e := &epp{sched: c.Scheduler, stop: stop, prepare: h.PrepareData, admit: h.Admission, pre: h.PreRequest,
-		respHead: h.ResponseHeader, respBody: h.ResponseBody}
+		respHead: h.ResponseHeader, respBody: h.ResponseBody, dispatches: c.Dispatches}
+	if now != nil {
+		e.dispatches = admission.NewDispatchesAt(now)
+	}
 	for _, p := range c.Handle.GetAllPlugins() {
 		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
@@ -94,7 +101,7 @@ func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*po
 	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
 	snap := make([]fwksched.Endpoint, len(pods))
 	for i, p := range pods {
-		snap[i] = fwksched.NewEndpoint(p.meta, p.metrics, p.attrs)
+		snap[i] = fwksched.NewEndpoint(p.meta, e.dispatches.Seen(p.meta, p.metrics), p.attrs)
 	}
 	for _, p := range e.prepare {
 		_ = p.PrepareRequestData(ctx, req, snap)
@@ -111,6 +118,7 @@ func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*po
 	for _, p := range e.pre {
 		p.PreRequest(ctx, req, res)
 	}
+	e.dispatches.Dispatched(res)
 	return res, nil
 }
 

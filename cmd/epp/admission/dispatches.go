@@ -1,0 +1,173 @@
+package admission
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/podmodel"
+)
+
+// Prefill dispatches since the last scrape (issue 24). Admission and the scheduler read engine
+// metrics that are up to one refresh interval old (GIE scrapes every 50 ms), and under overload
+// many requests arrive inside one interval: each finds the prefill queues as last scraped, so
+// admission lets the queue run several requests past its threshold before the next scrape
+// shows it, and a queue scorer sends the whole interval's prefill legs to the one pod that
+// looked emptiest. The EPP knows what it sent since. Every prefill pod is therefore seen, by
+// the saturation detector and by the scorers alike, with the prefill legs dispatched to it
+// after its metrics were taken counted as waiting: shedding starts when the queue will reach
+// the threshold, and the legs of one interval spread over the prefill pods.
+//
+// Only prefill pods are corrected. Only prompts long enough to need a remote prefill reach one,
+// and a prefill pod works through prompts nearly one at a time, so a dispatch there is queued
+// work. A decode pod takes new requests into its running batch at once; counting them as
+// waiting would shed decode work that had room.
+
+const (
+	// arrivalAllowance: a dispatch reaches its pod a little after the EPP sends it (through the
+	// gateway and the decode pod's sidecar), so a scrape taken within this time after it may
+	// not show it yet; such a dispatch is still counted (counting one twice sheds a little
+	// early, missing one sheds late).
+	arrivalAllowance = 50 * time.Millisecond
+	// dispatchHorizon bounds the ledger: anything older is covered by any fresh scrape, and a
+	// detector treats metrics older than its staleness threshold as saturated anyway.
+	dispatchHorizon = 5 * time.Second
+)
+
+// Dispatches records where the EPP sent each request, per endpoint, for the last few seconds.
+type Dispatches struct {
+	mu        sync.Mutex
+	byPod     map[string][]time.Time // endpoint key → dispatch times, oldest first
+	lastSweep time.Time
+	now       func() time.Time
+}
+
+// NewDispatches returns an empty ledger on the wall clock.
+func NewDispatches() *Dispatches { return NewDispatchesAt(time.Now) }
+
+// NewDispatchesAt returns an empty ledger on the clock now (bench sim's virtual clock; the
+// metrics' UpdateTime must be on the same clock).
+func NewDispatchesAt(now func() time.Time) *Dispatches {
+	return &Dispatches{byPod: map[string][]time.Time{}, now: now}
+}
+
+// Dispatched records every profile's pick of a request the EPP sent on (the prefill leg's pod
+// and the decode pod); the request path calls it (extproc.Config.Dispatched).
+func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
+	if result == nil {
+		return
+	}
+	at := d.now()
+	for _, pr := range result.ProfileResults {
+		if pr == nil || len(pr.TargetEndpoints) == 0 || pr.TargetEndpoints[0] == nil {
+			continue
+		}
+		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil {
+			d.record(endpointKey(md), at)
+		}
+	}
+}
+
+func (d *Dispatches) record(key string, at time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	times := d.byPod[key]
+	drop := 0
+	for drop < len(times) && at.Sub(times[drop]) > dispatchHorizon {
+		drop++
+	}
+	d.byPod[key] = append(times[drop:], at)
+	if at.Sub(d.lastSweep) > dispatchHorizon { // endpoints gone from the pool leave the ledger
+		d.lastSweep = at
+		for k, ts := range d.byPod {
+			if at.Sub(ts[len(ts)-1]) > dispatchHorizon {
+				delete(d.byPod, k)
+			}
+		}
+	}
+}
+
+// Candidates wraps candidates so that everything reading them (admission's detector, the
+// scheduler) sees the prefill pods through the ledger.
+func (d *Dispatches) Candidates(candidates contracts.EndpointCandidates) contracts.EndpointCandidates {
+	return predictedCandidates{inner: candidates, dispatches: d}
+}
+
+type predictedCandidates struct {
+	inner      contracts.EndpointCandidates
+	dispatches *Dispatches
+}
+
+func (p predictedCandidates) Locate(ctx context.Context, md map[string]any) []fwkdl.Endpoint {
+	return p.dispatches.predict(p.inner.Locate(ctx, md))
+}
+
+// predict returns eps with each prefill pod seen through Seen (eps itself when none changed).
+func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
+	var out []fwkdl.Endpoint
+	for i, ep := range eps {
+		m := ep.GetMetrics()
+		seen := d.Seen(ep.GetMetadata(), m)
+		if seen == m {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(eps)
+		}
+		out[i] = withMetrics{Endpoint: ep, metrics: seen}
+	}
+	if out == nil {
+		return eps
+	}
+	return out
+}
+
+// Seen returns the metrics admission and the scheduler see for an endpoint: for a prefill pod
+// with prefill legs dispatched to it since m was taken, a copy with those legs counted as
+// waiting; m itself otherwise.
+func (d *Dispatches) Seen(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) *fwkdl.Metrics {
+	if m == nil || md == nil || !inPrefillTier(md.Labels) {
+		return m
+	}
+	d.mu.Lock()
+	times := d.byPod[endpointKey(md)]
+	since, n := m.UpdateTime.Add(-arrivalAllowance), 0
+	for j := len(times) - 1; j >= 0 && !times[j].Before(since); j-- {
+		n++
+	}
+	d.mu.Unlock()
+	if n == 0 {
+		return m
+	}
+	c := m.Clone()
+	c.WaitingQueueSize += n
+	return c
+}
+
+// inPrefillTier is stagesat's prefill tier: prefill and encode-prefill pods.
+func inPrefillTier(labels map[string]string) bool {
+	switch podmodel.RoleOfLabels(labels) {
+	case podmodel.RolePrefill, podmodel.RoleEncodePrefill:
+		return true
+	}
+	return false
+}
+
+// endpointKey names an endpoint: its namespaced name and port (data-parallel ranks of one pod
+// are separate endpoints on separate ports).
+func endpointKey(md *fwkdl.EndpointMetadata) string {
+	return md.NamespacedName.String() + ":" + md.Port
+}
+
+// withMetrics is an endpoint seen with other metrics (the predicted ones).
+type withMetrics struct {
+	fwkdl.Endpoint
+	metrics *fwkdl.Metrics
+}
+
+func (w withMetrics) GetMetrics() *fwkdl.Metrics { return w.metrics }

@@ -1,0 +1,111 @@
+package admission
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+// scraped is an endpoint of a role whose metrics (q waiting) were taken at t.
+func scraped(name, role string, q int, t time.Time) fwkdl.Endpoint {
+	e := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "8000",
+		Labels: map[string]string{"llm-d.ai/role": role}}, nil)
+	e.UpdateMetrics(&fwkdl.Metrics{WaitingQueueSize: q, UpdateTime: t})
+	return e
+}
+
+// picked is a scheduling result sending the prefill leg to prefill and the request to decode.
+func picked(prefill, decode fwkdl.Endpoint) *fwksched.SchedulingResult {
+	r := &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
+		"decode": {TargetEndpoints: []fwksched.Endpoint{fwksched.NewEndpoint(decode.GetMetadata(), decode.GetMetrics(), nil)}}}}
+	if prefill != nil {
+		r.ProfileResults["prefill"] = &fwksched.ProfileRunResult{TargetEndpoints: []fwksched.Endpoint{fwksched.NewEndpoint(prefill.GetMetadata(), prefill.GetMetrics(), nil)}}
+	}
+	return r
+}
+
+func TestDispatchesRaisePrefillQueueUntilTheNextScrape(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	cases := []struct {
+		name string
+		// dispatches: offsets from the scrape at which a request went to prefill-0 / decode-0
+		prefillAt, decodeAt []time.Duration
+		wantPrefill         int // prefill-0's waiting queue as admission sees it (scraped: 2)
+		wantDecode          int // decode-0's (scraped: 1)
+	}{
+		{name: "nothing dispatched", wantPrefill: 2, wantDecode: 1},
+		{name: "dispatched after the scrape", prefillAt: []time.Duration{10 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond}, wantPrefill: 5, wantDecode: 1},
+		{name: "dispatched long before the scrape: in it", prefillAt: []time.Duration{-4 * arrivalAllowance, -arrivalAllowance - time.Millisecond}, wantPrefill: 2, wantDecode: 1},
+		{name: "dispatched just before the scrape: may not have arrived", prefillAt: []time.Duration{-arrivalAllowance / 2}, wantPrefill: 3, wantDecode: 1},
+		{name: "decode pods are not corrected", prefillAt: []time.Duration{time.Millisecond}, decodeAt: []time.Duration{time.Millisecond, 2 * time.Millisecond}, wantPrefill: 3, wantDecode: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p0, p1 := scraped("prefill-0", "prefill", 2, scrape), scraped("prefill-1", "prefill", 0, scrape)
+			d0 := scraped("decode-0", "decode", 1, scrape)
+			led := NewDispatches()
+			for _, off := range tc.prefillAt {
+				led.now = func() time.Time { return scrape.Add(off) }
+				led.Dispatched(picked(p0, d0))
+			}
+			for _, off := range tc.decodeAt {
+				led.now = func() time.Time { return scrape.Add(off) }
+				led.Dispatched(picked(nil, d0))
+			}
+			seen := led.Candidates(poolOf{p0, p1, d0}).Locate(context.Background(), nil)
+			got := map[string]int{}
+			for _, e := range seen {
+				got[e.GetMetadata().NamespacedName.Name] = e.GetMetrics().WaitingQueueSize
+			}
+			// Dispatches to prefill-0 count once per prefill leg; prefill-1 got none.
+			if got["prefill-0"] != tc.wantPrefill || got["prefill-1"] != 0 || got["decode-0"] != tc.wantDecode {
+				t.Fatalf("queues seen %v, want prefill-0 %d, prefill-1 0, decode-0 %d", got, tc.wantPrefill, tc.wantDecode)
+			}
+			if p0.GetMetrics().WaitingQueueSize != 2 {
+				t.Fatal("the datastore's metrics must not change")
+			}
+		})
+	}
+}
+
+// poolOf is a pool.
+type poolOf []fwkdl.Endpoint
+
+func (f poolOf) Locate(context.Context, map[string]any) []fwkdl.Endpoint { return f }
+
+// Under a burst between two scrapes the stage-aware detector, reading the candidates through
+// the ledger, reaches saturation from the EPP's own dispatches; without it, it still reads the
+// last scrape.
+func TestDispatchesShedWithinOneScrapeInterval(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	p0, d0 := scraped("prefill-0", "prefill", 4, scrape), scraped("decode-0", "decode", 0, scrape)
+	led := NewDispatches()
+	det := StageAware(queueDetector{})
+	pool := poolOf{p0, d0}
+	for i := range 6 {
+		led.now = func() time.Time { return scrape.Add(time.Duration(i+1) * time.Millisecond) }
+		led.Dispatched(picked(p0, d0))
+	}
+	if got := det.Saturation(context.Background(), led.Candidates(pool).Locate(context.Background(), nil)); got < 0.99 { // (4+6)/10
+		t.Fatalf("with the ledger: saturation %v, want 1.0", got)
+	}
+	if got := det.Saturation(context.Background(), pool); got > 0.41 {
+		t.Fatalf("without: saturation %v, want 0.4 (the scrape)", got)
+	}
+}
+
+func TestDispatchesForgetOldAndGoneEndpoints(t *testing.T) {
+	start := time.Unix(1000, 0)
+	led := NewDispatches()
+	led.now = func() time.Time { return start }
+	led.Dispatched(picked(scraped("gone", "prefill", 0, start), scraped("d", "decode", 0, start)))
+	led.now = func() time.Time { return start.Add(2 * dispatchHorizon) }
+	led.Dispatched(picked(nil, scraped("d", "decode", 0, start)))
+	if len(led.byPod) != 1 || len(led.byPod["ns/d:8000"]) != 1 {
+		t.Fatalf("ledger %v, want only d's last dispatch", led.byPod)
+	}
+}
