@@ -114,6 +114,11 @@ type Controller struct {
 	inner      requestcontrol.AdmissionController
 	candidates contracts.EndpointCandidates
 	stages     *Stages
+	// reservations, when set, holds a prefill slot for each admitted request that needs a
+	// prefill leg (dispatches.go); admitting is serialised by mu so each decision sees the
+	// reservations of the ones before it.
+	reservations *Dispatches
+	mu           sync.Mutex
 }
 
 // WithReasons wraps inner; candidates tells "no capacity" (an empty pool) from shedding.
@@ -130,10 +135,27 @@ func (c *Controller) WithRequestStages(s *Stages) *Controller {
 	return c
 }
 
+// WithReservations makes each admitted request that needs a prefill leg hold a reservation in
+// d until the request path settles it (legacy check only: flow control blocks in Admit while it
+// queues a request, so its decisions cannot be serialised here).
+func (c *Controller) WithReservations(d *Dispatches) *Controller {
+	c.reservations = d
+	return c
+}
+
 // Admit implements requestcontrol.AdmissionController.
 func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext, priority int) error {
+	var reserveFor string
+	if c.reservations != nil && reqCtx != nil && reqCtx.SchedulingRequest != nil && !c.stages.DecodeOnly(reqCtx.SchedulingRequest) {
+		reserveFor = reqCtx.SchedulingRequest.RequestId
+		c.mu.Lock()
+		defer c.mu.Unlock()
+	}
 	err := c.inner.Admit(c.stages.withRequest(ctx, reqCtx), reqCtx, priority)
 	if err == nil {
+		if reserveFor != "" {
+			c.reservations.reserve(reserveFor)
+		}
 		return nil
 	}
 	if a := c.Translate(ctx, reqCtx, err); a != nil {

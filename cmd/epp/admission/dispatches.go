@@ -23,6 +23,14 @@ import (
 // after its metrics were taken counted as waiting: shedding starts when the queue will reach
 // the threshold, and the legs of one interval spread over the prefill pods.
 //
+// Requests admitted at the same moment would all pass before any of them is dispatched, so
+// the legacy check also holds a reservation for each request it admits that needs a prefill
+// leg, from its admission until the request path dispatches it or gives up (Settle); a
+// reservation counts as one more waiting request on the prefill pod that looks emptiest, where
+// a queue scorer would send it. Admission decisions for such requests are serialised so that
+// each sees the reservations of those before it (flow control queues requests itself and is
+// not serialised).
+//
 // Only prefill pods are corrected. Only prompts long enough to need a remote prefill reach one,
 // and a prefill pod works through prompts nearly one at a time, so a dispatch there is queued
 // work. A decode pod takes new requests into its running batch at once; counting them as
@@ -43,6 +51,7 @@ const (
 type Dispatches struct {
 	mu        sync.Mutex
 	byPod     map[string][]time.Time // endpoint key → dispatch times, oldest first
+	reserved  map[string]struct{}    // request ids admitted and not yet dispatched or settled
 	lastSweep time.Time
 	now       func() time.Time
 }
@@ -53,7 +62,22 @@ func NewDispatches() *Dispatches { return NewDispatchesAt(time.Now) }
 // NewDispatchesAt returns an empty ledger on the clock now (bench sim's virtual clock; the
 // metrics' UpdateTime must be on the same clock).
 func NewDispatchesAt(now func() time.Time) *Dispatches {
-	return &Dispatches{byPod: map[string][]time.Time{}, now: now}
+	return &Dispatches{byPod: map[string][]time.Time{}, reserved: map[string]struct{}{}, now: now}
+}
+
+// reserve holds a prefill slot for an admitted request until Settle.
+func (d *Dispatches) reserve(requestID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.reserved[requestID] = struct{}{}
+}
+
+// Settle ends an admitted request's reservation: the request path calls it once the request
+// was dispatched (after Dispatched) or will not be.
+func (d *Dispatches) Settle(requestID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.reserved, requestID)
 }
 
 // Dispatched records every profile's pick of a request the EPP sent on (the prefill leg's pod
@@ -107,39 +131,65 @@ func (p predictedCandidates) Locate(ctx context.Context, md map[string]any) []fw
 	return p.dispatches.predict(p.inner.Locate(ctx, md))
 }
 
-// predict returns eps with each prefill pod seen through Seen (eps itself when none changed).
+// predict returns eps with each prefill pod seen through the ledger: the legs dispatched to it
+// since its metrics were taken, and the open reservations spread one at a time onto the prefill
+// pod with the fewest waiting, counted in its waiting queue (eps itself when none changed).
 func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
-	var out []fwkdl.Endpoint
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.byPod) == 0 && len(d.reserved) == 0 {
+		return eps
+	}
+	var added []int // per endpoint; -1 outside the prefill tier
 	for i, ep := range eps {
-		m := ep.GetMetrics()
-		seen := d.Seen(ep.GetMetadata(), m)
-		if seen == m {
+		md, m := ep.GetMetadata(), ep.GetMetrics()
+		if m == nil || md == nil || !inPrefillTier(md.Labels) {
 			continue
 		}
-		if out == nil {
-			out = slices.Clone(eps)
+		if added == nil {
+			added = make([]int, len(eps))
+			for j := range added {
+				added[j] = -1
+			}
 		}
-		out[i] = withMetrics{Endpoint: ep, metrics: seen}
+		added[i] = d.sinceLocked(md, m)
 	}
-	if out == nil {
+	if added == nil {
 		return eps
+	}
+	for range len(d.reserved) {
+		least := -1
+		for i, n := range added {
+			if n >= 0 && (least < 0 || eps[i].GetMetrics().WaitingQueueSize+n < eps[least].GetMetrics().WaitingQueueSize+added[least]) {
+				least = i
+			}
+		}
+		added[least]++
+	}
+	if !slices.ContainsFunc(added, func(n int) bool { return n > 0 }) {
+		return eps
+	}
+	out := slices.Clone(eps)
+	for i, n := range added {
+		if n > 0 {
+			c := eps[i].GetMetrics().Clone()
+			c.WaitingQueueSize += n
+			out[i] = withMetrics{Endpoint: eps[i], metrics: c}
+		}
 	}
 	return out
 }
 
-// Seen returns the metrics admission and the scheduler see for an endpoint: for a prefill pod
-// with prefill legs dispatched to it since m was taken, a copy with those legs counted as
-// waiting; m itself otherwise.
+// Seen returns the metrics the scheduler sees for one endpoint without admission's
+// reservations (bench sim, which runs no admission check): for a prefill pod with prefill legs
+// dispatched to it since m was taken, a copy with those legs counted as waiting; m itself
+// otherwise.
 func (d *Dispatches) Seen(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) *fwkdl.Metrics {
 	if m == nil || md == nil || !inPrefillTier(md.Labels) {
 		return m
 	}
 	d.mu.Lock()
-	times := d.byPod[endpointKey(md)]
-	since, n := m.UpdateTime.Add(-arrivalAllowance), 0
-	for j := len(times) - 1; j >= 0 && !times[j].Before(since); j-- {
-		n++
-	}
+	n := d.sinceLocked(md, m)
 	d.mu.Unlock()
 	if n == 0 {
 		return m
@@ -147,6 +197,15 @@ func (d *Dispatches) Seen(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) *fwkdl.M
 	c := m.Clone()
 	c.WaitingQueueSize += n
 	return c
+}
+
+// sinceLocked counts the legs dispatched to md since m was taken (less the arrival allowance).
+func (d *Dispatches) sinceLocked(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) int {
+	times, since, n := d.byPod[endpointKey(md)], m.UpdateTime.Add(-arrivalAllowance), 0
+	for j := len(times) - 1; j >= 0 && !times[j].Before(since); j-- {
+		n++
+	}
+	return n
 }
 
 // inPrefillTier is stagesat's prefill tier: prefill and encode-prefill pods.

@@ -2,12 +2,18 @@ package admission
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 )
 
 // scraped is an endpoint of a role whose metrics (q waiting) were taken at t.
@@ -107,5 +113,84 @@ func TestDispatchesForgetOldAndGoneEndpoints(t *testing.T) {
 	led.Dispatched(picked(nil, scraped("d", "decode", 0, start)))
 	if len(led.byPod) != 1 || len(led.byPod["ns/d:8000"]) != 1 {
 		t.Fatalf("ledger %v, want only d's last dispatch", led.byPod)
+	}
+}
+
+// Open reservations go, one at a time, to the prefill pod that looks emptiest; Settle ends
+// them.
+func TestReservationsFillTheEmptiestPrefillPod(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	cases := []struct {
+		name      string
+		reserve   int
+		settle    int
+		want      map[string]int // waiting as seen; scraped: p0 2, p1 0, d0 0
+		unchanged bool
+	}{
+		{name: "none", want: map[string]int{"prefill-0": 2, "prefill-1": 0, "decode-0": 0}, unchanged: true},
+		{name: "one", reserve: 1, want: map[string]int{"prefill-0": 2, "prefill-1": 1, "decode-0": 0}},
+		{name: "three", reserve: 3, want: map[string]int{"prefill-0": 3, "prefill-1": 2, "decode-0": 0}},
+		{name: "three, two settled", reserve: 3, settle: 2, want: map[string]int{"prefill-0": 2, "prefill-1": 1, "decode-0": 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			pool := poolOf{scraped("prefill-0", "prefill", 2, scrape), scraped("prefill-1", "prefill", 0, scrape), scraped("decode-0", "decode", 0, scrape)}
+			led := NewDispatchesAt(func() time.Time { return scrape })
+			for i := range tc.reserve {
+				led.reserve(fmt.Sprint("r", i))
+			}
+			for i := range tc.settle {
+				led.Settle(fmt.Sprint("r", i))
+			}
+			seen := led.Candidates(pool).Locate(context.Background(), nil)
+			got := map[string]int{}
+			for _, e := range seen {
+				got[e.GetMetadata().NamespacedName.Name] = e.GetMetrics().WaitingQueueSize
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("seen %v, want %v", got, tc.want)
+			}
+			if tc.unchanged && &seen[0] != &pool[0] {
+				t.Fatal("nothing to add: the pool's own slice must be returned")
+			}
+		})
+	}
+}
+
+// Sheddable requests admitted concurrently each see the reservations of those admitted before
+// them: the legacy check lets exactly as many through as the prefill tier has room for.
+func TestConcurrentAdmissionsSeeEachOthersReservations(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		reservations bool
+		want         int
+	}{
+		{name: "with reservations", reservations: true, want: 10}, // queueDetector saturates at 10 waiting
+		{name: "without", reservations: false, want: 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Now()
+			pool := poolOf{scraped("prefill-0", "prefill", 0, now), scraped("decode-0", "decode", 0, now)}
+			led := NewDispatches()
+			candidates := led.Candidates(pool)
+			c := WithReasons(requestcontrol.NewLegacyAdmissionController(StageAware(queueDetector{}), candidates), candidates)
+			if tc.reservations {
+				c = c.WithReservations(led)
+			}
+			var wg sync.WaitGroup
+			var admitted atomic.Int32
+			for i := range 30 {
+				wg.Go(func() {
+					req := &fwksched.LLMRequest{RequestId: fmt.Sprint("r", i)}
+					if c.Admit(context.Background(), &handlers.RequestContext{SchedulingRequest: req, Request: &handlers.Request{}}, -1) == nil {
+						admitted.Add(1)
+					}
+				})
+			}
+			wg.Wait()
+			if got := int(admitted.Load()); got != tc.want {
+				t.Fatalf("admitted %d of 30, want %d", got, tc.want)
+			}
+		})
 	}
 }

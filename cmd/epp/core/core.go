@@ -188,6 +188,7 @@ func New(ctx context.Context, o Options) (*Core, error) {
 		Plugins:          c.Handle.GetAllPlugins(),
 		PrepareDataOrder: order,
 		Dispatched:       c.Dispatches.Dispatched,
+		Settle:           c.Dispatches.Settle,
 	}, o.Path)
 	return c, nil
 }
@@ -248,7 +249,8 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	detector := admission.StageAware(c.Loaded.SaturationDetector)
 	if !c.Gates[flowcontrol.FeatureGate] {
 		return candidates, admission.WithReasons(requestcontrol.NewLegacyAdmissionController(detector, candidates), candidates).
-			WithRequestStages(admission.StagesFromPlugins(c.Handle.GetAllPlugins())), nil
+			WithRequestStages(admission.StagesFromPlugins(c.Handle.GetAllPlugins())).
+			WithReservations(c.Dispatches), nil
 	}
 	if c.Loaded.FlowControlConfig == nil {
 		return nil, nil, errors.New("flowControl feature gate set but no flow control config was built")

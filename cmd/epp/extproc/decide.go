@@ -102,6 +102,9 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	if err := x.s.cfg.Admission.Admit(ctx, x.admissionContext(), x.priority); err != nil {
 		return nil, err
 	}
+	if x.s.cfg.Settle != nil {
+		defer x.s.cfg.Settle(x.requestID)
+	}
 	candidates := x.s.cfg.Candidates.Locate(ctx, x.metadata)
 	if len(candidates) == 0 {
 		return nil, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}

@@ -97,6 +97,9 @@ type Config struct {
 	// (after the PreRequest plugins, once no early answer was recorded): admission's ledger of
 	// where the EPP sent work since the last scrape.
 	Dispatched func(*fwksched.SchedulingResult)
+	// Settle, when set, is told the id of every request Admission admitted once the request
+	// was dispatched (after Dispatched) or will not be: it ends admission's reservation.
+	Settle func(requestID string)
 }
 
 // Hooks are the plugins per extension point, resolved once, in the order the request path

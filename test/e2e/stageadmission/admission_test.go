@@ -238,11 +238,14 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 	wg.Wait()
 	<-scraped
 
-	overSLO, peak := 0, 0.0
+	overSLO, tierOverSLO, peak := 0, 0, 0.0
 	byDepth := map[float64]int{}
 	for _, s := range samples {
 		if s.prefillQueueMax > queueDepthThreshold {
 			overSLO++
+		}
+		if s.prefill > 1 { // the detector's own rule: the tier's mean above its threshold
+			tierOverSLO++
 		}
 		peak = max(peak, s.prefillQueueMax)
 		byDepth[s.prefillQueueMax]++
@@ -257,7 +260,7 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 	}
 	t.Logf("long  (prefill):     sent %d, 2xx %d, 429 %d, other %v, p99 TTFT %.0f ms", long.sent, long.statuses[200], long.statuses[429], long.statuses, long.p99())
 	t.Logf("short (decode-only): sent %d, 2xx %d, 429 %d, other %v, reasons %v, p99 TTFT %.0f ms", short.sent, short.statuses[200], short.statuses[429], short.statuses, short.reasons, short.p99())
-	t.Logf("prefill queue (max over prefill pods) above its SLO of %.0f waiting in %d of %d scrapes; peak %.0f; scrapes by depth %v", queueDepthThreshold, overSLO, len(samples), peak, byDepth)
+	t.Logf("prefill queue (max over prefill pods) above its SLO of %.0f waiting in %d of %d scrapes; peak %.0f; scrapes by depth %v; the prefill tier's mean above it in %d", queueDepthThreshold, overSLO, len(samples), peak, byDepth, tierOverSLO)
 	t.Logf("fleet-wide utilization detector over the same scrapes: >= 1 (sheds both classes) in %d, < 1 (admits both) in %d", fleetSheds, fleetAdmits)
 	for i, s := range samples {
 		if i%5 == 0 {
@@ -269,8 +272,9 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 	// dispatches.go), so shedding starts as the queue reaches its threshold; without that the
 	// queue sat above it in nearly every scrape (27 of 29). Requests admitted in the same few
 	// milliseconds can still pass it by one.
-	if overSLO*2 > len(samples) {
-		t.Errorf("the prefill queue was above its SLO in %d of %d scrapes: admission sheds too late", overSLO, len(samples))
+	// The detector judges the tier's mean; one pod can sit a request above the other.
+	if overSLO*2 > len(samples) || tierOverSLO*4 > len(samples) {
+		t.Errorf("the prefill queue was above its SLO in %d of %d scrapes (the tier's mean in %d): admission sheds too late", overSLO, len(samples), tierOverSLO)
 	}
 	if short.statuses[200] != short.sent {
 		t.Errorf("decode-only traffic: %d of %d served (%v), want all", short.statuses[200], short.sent, short.statuses)
