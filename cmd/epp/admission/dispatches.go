@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
@@ -52,6 +53,7 @@ type Dispatches struct {
 	mu        sync.Mutex
 	byPod     map[string][]time.Time // endpoint key → dispatch times, oldest first
 	reserved  map[string]struct{}    // request ids admitted and not yet dispatched or settled
+	open      atomic.Int64           // len(reserved), read without the lock
 	lastSweep time.Time
 	now       func() time.Time
 }
@@ -70,28 +72,37 @@ func (d *Dispatches) reserve(requestID string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.reserved[requestID] = struct{}{}
+	d.open.Store(int64(len(d.reserved)))
 }
 
 // Settle ends an admitted request's reservation: the request path calls it once the request
 // was dispatched (after Dispatched) or will not be.
 func (d *Dispatches) Settle(requestID string) {
+	if d.open.Load() == 0 { // every request is settled; most never reserved
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.reserved, requestID)
+	d.open.Store(int64(len(d.reserved)))
 }
 
-// Dispatched records every profile's pick of a request the EPP sent on (the prefill leg's pod
-// and the decode pod); the request path calls it (extproc.Config.Dispatched).
+// Dispatched records the prefill-tier picks of a request the EPP sent on (its prefill leg's
+// pod); the request path calls it (extproc.Config.Dispatched). A pool without prefill pods
+// leaves the ledger empty and costs nothing more.
 func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
 	if result == nil {
 		return
 	}
-	at := d.now()
+	var at time.Time
 	for _, pr := range result.ProfileResults {
 		if pr == nil || len(pr.TargetEndpoints) == 0 || pr.TargetEndpoints[0] == nil {
 			continue
 		}
-		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil {
+		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil && inPrefillTier(md.Labels) {
+			if at.IsZero() {
+				at = d.now()
+			}
 			d.record(endpointKey(md), at)
 		}
 	}
@@ -135,45 +146,38 @@ func (p predictedCandidates) Locate(ctx context.Context, md map[string]any) []fw
 // since its metrics were taken, and the open reservations spread one at a time onto the prefill
 // pod with the fewest waiting, counted in its waiting queue (eps itself when none changed).
 func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.byPod) == 0 && len(d.reserved) == 0 {
-		return eps
-	}
-	var added []int // per endpoint; -1 outside the prefill tier
+	var prefill []int // positions of the prefill pods with metrics
 	for i, ep := range eps {
-		md, m := ep.GetMetadata(), ep.GetMetrics()
-		if m == nil || md == nil || !inPrefillTier(md.Labels) {
-			continue
+		if md, m := ep.GetMetadata(), ep.GetMetrics(); m != nil && md != nil && inPrefillTier(md.Labels) {
+			prefill = append(prefill, i)
 		}
-		if added == nil {
-			added = make([]int, len(eps))
-			for j := range added {
-				added[j] = -1
-			}
-		}
-		added[i] = d.sinceLocked(md, m)
 	}
-	if added == nil {
+	if len(prefill) == 0 {
 		return eps
+	}
+	added := make([]int, len(prefill))
+	d.mu.Lock()
+	for k, i := range prefill {
+		added[k] = d.sinceLocked(eps[i].GetMetadata(), eps[i].GetMetrics())
 	}
 	for range len(d.reserved) {
-		least := -1
-		for i, n := range added {
-			if n >= 0 && (least < 0 || eps[i].GetMetrics().WaitingQueueSize+n < eps[least].GetMetrics().WaitingQueueSize+added[least]) {
-				least = i
+		least := 0
+		for k, i := range prefill {
+			if eps[i].GetMetrics().WaitingQueueSize+added[k] < eps[prefill[least]].GetMetrics().WaitingQueueSize+added[least] {
+				least = k
 			}
 		}
 		added[least]++
 	}
+	d.mu.Unlock()
 	if !slices.ContainsFunc(added, func(n int) bool { return n > 0 }) {
 		return eps
 	}
 	out := slices.Clone(eps)
-	for i, n := range added {
-		if n > 0 {
+	for k, i := range prefill {
+		if added[k] > 0 {
 			c := eps[i].GetMetrics().Clone()
-			c.WaitingQueueSize += n
+			c.WaitingQueueSize += added[k]
 			out[i] = withMetrics{Endpoint: eps[i], metrics: c}
 		}
 	}

@@ -110,9 +110,9 @@ func TestDispatchesForgetOldAndGoneEndpoints(t *testing.T) {
 	led.now = func() time.Time { return start }
 	led.Dispatched(picked(scraped("gone", "prefill", 0, start), scraped("d", "decode", 0, start)))
 	led.now = func() time.Time { return start.Add(2 * dispatchHorizon) }
-	led.Dispatched(picked(nil, scraped("d", "decode", 0, start)))
-	if len(led.byPod) != 1 || len(led.byPod["ns/d:8000"]) != 1 {
-		t.Fatalf("ledger %v, want only d's last dispatch", led.byPod)
+	led.Dispatched(picked(scraped("p", "prefill", 0, start), scraped("d", "decode", 0, start)))
+	if len(led.byPod) != 1 || len(led.byPod["ns/p:8000"]) != 1 {
+		t.Fatalf("ledger %v, want only p's dispatch (decode picks are not recorded, gone's is too old)", led.byPod)
 	}
 }
 
