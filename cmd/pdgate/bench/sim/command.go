@@ -47,6 +47,9 @@ type Options struct {
 	// Topology lays the fleet out as "ZONESxRACKS" (topology.go); "" = no placement (every KV
 	// transfer costs the profile's rack-local time).
 	Topology string
+	// TransferCost overrides the placement's transfer multipliers ("HOST,RACK,ZONE,REGION",
+	// ParseTransferCost; "" = DefaultTransferCost).
+	TransferCost string
 	// Parallel runs that many policy runs at once.
 	Parallel int
 	Stdout   io.Writer
@@ -123,6 +126,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.StringVar(&o.Calibration, "calibration", o.Calibration, "recorded lab run to check the simulation against")
 	f.BoolVar(&o.RecordLab, "record-lab", false, "record a fresh lab run first (real processes from --bin-dir; a few minutes)")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --record-lab")
+	f.StringVar(&o.TransferCost, "transfer-cost", "", "with --topology: multipliers of the rack-local KV transfer time when prefill and decode share a host, a rack, a zone, the region, as HOST,RACK,ZONE,REGION (default 0.25,1,2,4)")
 	f.StringVar(&o.Topology, "topology", "", "lay the fleet out over ZONESxRACKS (e.g. 2x4; 1x1 = one rack), 4 pods per host; a KV transfer's time scales with the distance between its prefill and decode pods")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
 	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
@@ -282,6 +286,14 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []w
 	placement, err := ParsePlacement(o.Topology)
 	if err != nil {
 		return RunData{}, err
+	}
+	if o.TransferCost != "" {
+		if placement == nil {
+			return RunData{}, fmt.Errorf("--transfer-cost needs --topology")
+		}
+		if placement.Cost, err = ParseTransferCost(o.TransferCost); err != nil {
+			return RunData{}, err
+		}
 	}
 	pods := p.fleet(o.Pods, prof.Model)
 	placement.Apply(pods)

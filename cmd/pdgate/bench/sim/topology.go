@@ -27,6 +27,33 @@ type Placement struct {
 // rack network; a zone hop 2x a rack hop; across zones (same region) 4x.
 var DefaultTransferCost = [5]float64{0.25, 1, 2, 4, 4}
 
+// ParseTransferCost parses "HOST,RACK,ZONE,REGION": the multipliers of the rack-local
+// transfer time when the two pods share a host, only a rack, only a zone (different racks),
+// only the region (different zones); "" is DefaultTransferCost. Each must be > 0 and none may be
+// below the one before it (a farther hop never costs less).
+func ParseTransferCost(s string) ([5]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return DefaultTransferCost, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) != 4 {
+		return [5]float64{}, fmt.Errorf("--transfer-cost %q: want four multipliers HOST,RACK,ZONE,REGION, e.g. 0.25,1,3,16", s)
+	}
+	var c [5]float64
+	for i, part := range parts {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || v <= 0 {
+			return [5]float64{}, fmt.Errorf("--transfer-cost %q: multiplier %d (%q) must be a number > 0", s, i+1, part)
+		}
+		if i > 0 && v < c[i-1] {
+			return [5]float64{}, fmt.Errorf("--transfer-cost %q: multiplier %d (%g) is below the nearer level's %g", s, i+1, v, c[i-1])
+		}
+		c[i] = v
+	}
+	c[4] = c[3] // pods sharing nothing: as across zones (the fleet is one region)
+	return c, nil
+}
+
 // ParsePlacement parses "ZxR" (zones × racks per zone, e.g. 2x4; 1x1 is a single rack), with
 // four pods per host.
 func ParsePlacement(s string) (*Placement, error) {

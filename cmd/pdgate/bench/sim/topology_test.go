@@ -67,3 +67,26 @@ func TestTransferTimeScalesWithDistance(t *testing.T) {
 		t.Fatalf("transfer counts %v", s.res.transfers)
 	}
 }
+
+func TestParseTransferCost(t *testing.T) {
+	cases := []struct {
+		in      string
+		want    [5]float64
+		wantErr bool
+	}{
+		{in: "", want: DefaultTransferCost},
+		{in: "0.25,1,3,16", want: [5]float64{0.25, 1, 3, 16, 16}},
+		{in: " 1, 1, 1, 1", want: [5]float64{1, 1, 1, 1, 1}},
+		{in: "1,2,3", wantErr: true},
+		{in: "1,2,3,4,5", wantErr: true},
+		{in: "0,1,2,4", wantErr: true},
+		{in: "1,x,2,4", wantErr: true},
+		{in: "1,2,1,4", wantErr: true}, // a farther hop cheaper than a nearer one
+	}
+	for _, tc := range cases {
+		got, err := ParseTransferCost(tc.in)
+		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
+			t.Errorf("%q: %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
