@@ -176,9 +176,7 @@ func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
 	out := slices.Clone(eps)
 	for k, i := range prefill {
 		if added[k] > 0 {
-			c := eps[i].GetMetrics().Clone()
-			c.WaitingQueueSize += added[k]
-			out[i] = withMetrics{Endpoint: eps[i], metrics: c}
+			out[i] = withMetrics{Endpoint: eps[i], metrics: plusWaiting(eps[i].GetMetrics(), added[k])}
 		}
 	}
 	return out
@@ -195,6 +193,12 @@ func (d *Dispatches) Seen(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) *fwkdl.M
 	d.mu.Lock()
 	n := d.sinceLocked(md, m)
 	d.mu.Unlock()
+	return plusWaiting(m, n)
+}
+
+// plusWaiting is m with n more waiting requests (m itself for n == 0; the datastore's metrics
+// are shared, never changed).
+func plusWaiting(m *fwkdl.Metrics, n int) *fwkdl.Metrics {
 	if n == 0 {
 		return m
 	}
