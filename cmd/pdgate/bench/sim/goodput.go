@@ -423,10 +423,11 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	d.Cells = results
 	d.WallSeconds = time.Since(start).Seconds()
 	fmt.Fprintf(w, "%d sweeps in %.1f s of wall time\n", len(jobs), d.WallSeconds)
-	md, err := buildGoodputReport(d).Write(filepath.Join(o.Root, o.Out))
-	if filepath.IsAbs(o.Out) {
-		md, err = buildGoodputReport(d).Write(o.Out)
+	dir := o.Out
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(o.Root, dir)
 	}
+	md, err := buildGoodputReport(d).Write(dir)
 	if err != nil {
 		return err
 	}
