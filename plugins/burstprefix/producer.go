@@ -24,8 +24,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // Type is the plugin type name.
@@ -135,7 +135,7 @@ func (b *Producer) Produces() map[string]any {
 // Consumes declares the tokenized prompt (token-producer; the estimate backend is added when
 // none is configured).
 func (b *Producer) Consumes() map[string]any {
-	return map[string]any{tokenproducer.TokenizedPromptKey: tokenproducer.DataToken{}}
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
 }
 
 // Hashes chains xxhash over blockSizeTokens chunks of the token IDs, seeded with the model.

@@ -1,15 +1,19 @@
+// Package decodescorer is the GIE scorer plugin aibrix-decode-scorer: AIBrix's decode policies
+// (plugins/lib/decodepolicy) turned into [0,1] scores for llm-d-style compositions.
 package decodescorer
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
@@ -61,19 +65,19 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 			k = kk
 		}
 	}
-	cands := make([]Candidate, len(eps))
+	cands := make([]decodepolicy.Candidate, len(eps))
 	for i, ep := range eps {
-		cands[i] = NewCandidate(podmodel.FromEndpoint(ep).Key, enginemetrics.Get(ep), 0)
+		cands[i] = decodepolicy.NewCandidate(podmodel.FromEndpoint(ep).Key, engineattr.Get(ep), 0)
 	}
-	results, _ := ScoreAll(k.DecodeScorePolicy, cands, k)
+	results, _ := decodepolicy.ScoreAll(k.DecodeScorePolicy, cands, k)
 	raw := make([]float64, len(eps))
 	for i := range raw {
-		raw[i] = nan
+		raw[i] = math.NaN()
 	}
 	for _, r := range results {
 		raw[r.Index] = r.Score
 	}
-	norm := Normalize(raw)
+	norm := decodepolicy.Normalize(raw)
 	out := make(map[fwksched.Endpoint]float64, len(eps))
 	for i, ep := range eps {
 		out[ep] = norm[i]

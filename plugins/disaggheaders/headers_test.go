@@ -10,6 +10,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -167,14 +168,14 @@ func result(m map[string]*fwksched.ProfileRunResult) *fwksched.SchedulingResult 
 func TestWriteIdempotent(t *testing.T) {
 	r := &fwksched.LLMRequest{Headers: map[string]string{}}
 	res := result(map[string]*fwksched.ProfileRunResult{"prefill": res(ep("10.0.0.1", "8000", nil))})
-	a := Write(r, res, "prefill", "encode")
-	b := Write(r, res, "prefill", "encode")
+	a := routingheaders.Write(r, res, "prefill", "encode")
+	b := routingheaders.Write(r, res, "prefill", "encode")
 	if a != b || r.Headers[protocol.HeaderPrefillerHostPort] != "10.0.0.1:8000" {
 		t.Fatalf("%v %v %v", a, b, r.Headers)
 	}
 	// A request with a nil header map gets one.
 	r2 := &fwksched.LLMRequest{}
-	Write(r2, res, "prefill", "encode")
+	routingheaders.Write(r2, res, "prefill", "encode")
 	if r2.Headers[protocol.HeaderPrefillerHostPort] == "" {
 		t.Fatal("nil header map not handled")
 	}
@@ -197,7 +198,7 @@ func TestWriteKeepsProfileHandlersDataParallelHeader(t *testing.T) {
 				protocol.HeaderDataParallelHostPort: "10.0.0.9:8001",
 				protocol.HeaderEncoderHostsPorts:    "10.0.0.7:1",
 			}}
-			Write(r, tt.result, "prefill", "encode")
+			routingheaders.Write(r, tt.result, "prefill", "encode")
 			if got := r.Headers[protocol.HeaderDataParallelHostPort]; got != "10.0.0.9:8001" {
 				t.Errorf("data-parallel header %q, want the profile handler's 10.0.0.9:8001", got)
 			}
@@ -244,7 +245,7 @@ func TestWriteSidecarKnobs(t *testing.T) {
 			for k, v := range tt.headers {
 				r.Headers[k] = v
 			}
-			Write(r, tt.result, "prefill", "encode")
+			routingheaders.Write(r, tt.result, "prefill", "encode")
 			got, ok := r.Headers[protocol.HeaderSidecarKnobs]
 			if got != tt.want || (tt.want == "" && ok) {
 				t.Fatalf("knobs header %q (set %v), want %q; headers %v", got, ok, tt.want, r.Headers)
@@ -300,7 +301,7 @@ func TestWriteDecoderPort(t *testing.T) {
 			for k, v := range tt.headers {
 				r.Headers[k] = v
 			}
-			w := Write(r, tt.result, "prefill", "encode")
+			w := routingheaders.Write(r, tt.result, "prefill", "encode")
 			var got []string
 			for k, v := range r.Headers {
 				if strings.EqualFold(k, protocol.HeaderDecoderPort) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 )
 
 // Plugin type names. Both are deprecated in llm-d in favour of disagg-profile-handler, which
@@ -85,6 +86,6 @@ func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, 
 	if request == nil {
 		return
 	}
-	w := Write(request, result, h.params.PrefillProfile, h.params.EncodeProfile)
-	LogWritten(ctx, h.typedName.String(), request, w)
+	w := routingheaders.Write(request, result, h.params.PrefillProfile, h.params.EncodeProfile)
+	routingheaders.LogWritten(ctx, h.typedName.String(), request, w)
 }

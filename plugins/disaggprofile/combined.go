@@ -5,9 +5,9 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // combinedPod reports whether the decode pick runs prefill itself, as resolved by podmodel
@@ -41,7 +41,7 @@ func autoHints(request *fwksched.LLMRequest) podmodel.AutoHints {
 	}
 	if request.TokenizedPrompt != nil {
 		h.PromptTokens = len(request.TokenizedPrompt.TokenIDs)
-	} else if tp := tokenproducer.Estimate(request, tokenproducer.EstimateParams{}); tp != nil {
+	} else if tp := tokenestimate.Estimate(request, tokenestimate.EstimateParams{}); tp != nil {
 		h.PromptTokens = len(tp.TokenIDs)
 	}
 	if request.Body != nil {

@@ -21,8 +21,8 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -364,8 +364,8 @@ func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, 
 	if request == nil {
 		return
 	}
-	w := disaggheaders.Write(request, result, h.params.Profiles.Prefill, h.params.Profiles.Encode)
-	disaggheaders.LogWritten(ctx, h.typedName.String(), request, w)
+	w := routingheaders.Write(request, result, h.params.Profiles.Prefill, h.params.Profiles.Encode)
+	routingheaders.LogWritten(ctx, h.typedName.String(), request, w)
 }
 
 // noDecodeEndpoint is the answer when the decode profile found nothing: 503, the truthful

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -133,7 +135,7 @@ func (e *Extractor) Extract(_ context.Context, data any, ep fwkdl.Endpoint) erro
 	meta := ep.GetMetadata()
 	engine := e.engineOf(meta)
 	m := e.extract(families, engine, endpointID(meta))
-	ep.GetAttributes().Put(AttributeKey, m)
+	ep.GetAttributes().Put(engineattr.AttributeKey, m)
 	return nil
 }
 
@@ -144,10 +146,10 @@ func endpointID(meta *fwkdl.EndpointMetadata) string {
 	return meta.NamespacedName.String()
 }
 
-func (e *Extractor) extract(families sourcemetrics.PrometheusMetricMap, engine, id string) *Metrics {
+func (e *Extractor) extract(families sourcemetrics.PrometheusMetricMap, engine, id string) *engineattr.Metrics {
 	mp := e.mappings[engine]
 	now := e.now()
-	m := &Metrics{Engine: engine, UpdateTime: now}
+	m := &engineattr.Metrics{Engine: engine, UpdateTime: now}
 	m.Running, m.HasRunning = gauge(families, mp.Running, sumAgg)
 	m.Waiting, m.HasWaiting = gauge(families, mp.Waiting, sumAgg)
 	m.KVUsage, m.HasKVUsage = gauge(families, mp.KVUsage, maxAgg)
@@ -258,3 +260,6 @@ func histogram(families sourcemetrics.PrometheusMetricMap, name string) (sum, co
 	}
 	return sum, count, ok
 }
+
+// finite reports whether f is a usable number.
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

@@ -13,6 +13,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -41,7 +42,7 @@ func TestExtractPerEngine(t *testing.T) {
 		name   string
 		labels map[string]string
 		text   string
-		want   Metrics
+		want   engineattr.Metrics
 	}{
 		{name: "vllm via default", text: `
 # TYPE vllm:num_requests_running gauge
@@ -58,7 +59,7 @@ vllm:avg_generation_throughput_toks_per_s{model_name="m"} 120
 vllm:request_prefill_time_seconds_bucket{model_name="m",le="+Inf"} 4
 vllm:request_prefill_time_seconds_sum{model_name="m"} 2
 vllm:request_prefill_time_seconds_count{model_name="m"} 4
-`, want: Metrics{Engine: "vllm", Running: 5, HasRunning: true, Waiting: 1, HasWaiting: true, KVUsage: 0.5, HasKVUsage: true,
+`, want: engineattr.Metrics{Engine: "vllm", Running: 5, HasRunning: true, Waiting: 1, HasWaiting: true, KVUsage: 0.5, HasKVUsage: true,
 			GenThroughput: 120, HasGenThroughput: true, PrefillTimeMean: 0.5, HasPrefillTimeMean: true}},
 		{name: "sglang via aibrix annotation", labels: map[string]string{protocol.AnnotationLabelPrefix + "model.aibrix.ai/engine": "sglang"}, text: `
 sglang:num_running_reqs 7
@@ -67,7 +68,7 @@ sglang:token_usage 0.9
 sglang:gen_throughput 300
 sglang:num_prefill_prealloc_queue_reqs 4
 sglang:num_decode_prealloc_queue_reqs 5
-`, want: Metrics{Engine: "sglang", Running: 7, HasRunning: true, Waiting: 2, HasWaiting: true, KVUsage: 0.9, HasKVUsage: true,
+`, want: engineattr.Metrics{Engine: "sglang", Running: 7, HasRunning: true, Waiting: 2, HasWaiting: true, KVUsage: 0.9, HasKVUsage: true,
 			GenThroughput: 300, HasGenThroughput: true, PrefillPrealloc: 4, DecodePrealloc: 5}},
 		{name: "trtllm via gie label, histogram with zero count", labels: map[string]string{DefaultEngineLabelKey: "trtllm-serve"}, text: `
 trtllm_num_requests_running 1
@@ -75,14 +76,14 @@ trtllm_num_requests_running 1
 trtllm_request_prefill_time_seconds_bucket{le="+Inf"} 0
 trtllm_request_prefill_time_seconds_sum 0
 trtllm_request_prefill_time_seconds_count 0
-`, want: Metrics{Engine: "trtllm-serve", Running: 1, HasRunning: true}},
+`, want: engineattr.Metrics{Engine: "trtllm-serve", Running: 1, HasRunning: true}},
 		{name: "NaN and Inf samples are missing", text: `
 vllm:num_requests_running NaN
 vllm:kv_cache_usage_perc +Inf
-`, want: Metrics{Engine: "vllm"}},
+`, want: engineattr.Metrics{Engine: "vllm"}},
 		{name: "unknown label engine falls back to default", labels: map[string]string{DefaultEngineLabelKey: "tgi"}, text: `
 vllm:num_requests_waiting 9
-`, want: Metrics{Engine: "vllm", Waiting: 9, HasWaiting: true}},
+`, want: engineattr.Metrics{Engine: "vllm", Waiting: 9, HasWaiting: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,7 +96,7 @@ vllm:num_requests_waiting 9
 			if err := x.Extract(context.Background(), parse(t, tt.text), ep); err != nil {
 				t.Fatal(err)
 			}
-			got := Get(ep.GetAttributes())
+			got := engineattr.Get(ep.GetAttributes())
 			tt.want.UpdateTime = c.t
 			if got == nil || *got != tt.want {
 				t.Fatalf("got %+v\nwant %+v", got, tt.want)
@@ -108,13 +109,13 @@ func TestDrainRateAndTokenRate(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	x, _ := New("x", Params{}, c.now)
 	ep := endpoint(nil)
-	step := func(d time.Duration, finished, tokens float64) *Metrics {
+	step := func(d time.Duration, finished, tokens float64) *engineattr.Metrics {
 		c.t = c.t.Add(d)
 		text := "vllm:request_success_total " + ftoa(finished) + "\nvllm:generation_tokens_total " + ftoa(tokens) + "\n"
 		if err := x.Extract(context.Background(), parse(t, text), ep); err != nil {
 			t.Fatal(err)
 		}
-		return Get(ep.GetAttributes())
+		return engineattr.Get(ep.GetAttributes())
 	}
 	if m := step(0, 10, 100); m.HasDrainRate1m || m.HasGenThroughput {
 		t.Fatalf("one reading has no rate: %+v", m)

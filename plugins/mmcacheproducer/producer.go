@@ -21,9 +21,9 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // Type is the plugin type name.
@@ -128,7 +128,7 @@ func (p *Producer) Produces() map[string]any { return map[string]any{p.key: enco
 
 // Consumes declares the tokenized prompt.
 func (p *Producer) Consumes() map[string]any {
-	return map[string]any{tokenproducer.TokenizedPromptKey: tokenproducer.DataToken{}}
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
 }
 
 // Items are the request's unique multimodal item hashes.

@@ -7,19 +7,19 @@ import (
 	"sort"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/decodescorer"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
-func metricsOf(p *podmodel.Pod) *enginemetrics.Metrics {
+func metricsOf(p *podmodel.Pod) *engineattr.Metrics {
 	if p.Endpoint == nil {
 		return nil
 	}
-	return enginemetrics.Get(p.Endpoint)
+	return engineattr.Get(p.Endpoint)
 }
 
 func usesLedger(k pdknobs.Knobs) bool {
@@ -30,12 +30,12 @@ func usesLedger(k pdknobs.Knobs) bool {
 // selectLocked runs steps that read shared state, atomically with registering the pick.
 func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
-	var prompt prefillscorer.Prompt
+	var prompt prefillpolicy.Prompt
 	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
 		prompt = s.Prefix.Prompt(in.promptText())
 	}
-	var ledger tokenledger.Ledger
-	var defs tokenledger.Defaults
+	var ledger tokenload.Ledger
+	var defs tokenload.Defaults
 	k := in.Knobs
 	if usesLedger(k) {
 		var err error
@@ -78,18 +78,18 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 // prefixView is the prompt prepared for the prefix table and each pod's match percent,
 // computed before the selection lock is taken.
 type prefixView struct {
-	prompt prefillscorer.Prompt
+	prompt prefillpolicy.Prompt
 	match  map[string]float64
 }
 
 // critical runs the cascade under the selection lock, inside the ledger's Atomically when a
 // token policy reads it.
 func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
-	ledger tokenledger.Ledger, defs tokenledger.Defaults) (out Decision, err error) {
+	ledger tokenload.Ledger, defs tokenload.Defaults) (out Decision, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ledger != nil {
-		ledger.Atomically(func(tx tokenledger.Tx) {
+		ledger.Atomically(func(tx tokenload.Tx) {
 			out, err = s.cascade(in, d, eligible, combined, pv, ledger, tx, defs)
 		})
 		return out, err
@@ -115,7 +115,7 @@ func (s *Selector) shuffleInPlace(p []*podmodel.Pod) []*podmodel.Pod {
 
 // cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
 func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
-	ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) (Decision, error) {
+	ledger tokenload.Ledger, tx tokenload.Tx, defs tokenload.Defaults) (Decision, error) {
 	k := in.Knobs
 	note := func(format string, args ...any) {
 		if in.Explain {
@@ -173,7 +173,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	for i, p := range prefill {
 		counts[i] = s.Tracker.PrefillCount(p.Key)
 	}
-	if idx, why := prefillscorer.FastPath(counts, k.PrefillLoadImbalanceMinSpread); len(idx) > 0 {
+	if idx, why := prefillpolicy.FastPath(counts, k.PrefillLoadImbalanceMinSpread); len(idx) > 0 {
 		pick := prefill[idx[s.rng.Intn(len(idx))]]
 		prefill = []*podmodel.Pod{pick}
 		decode = inRoleset(decode, pick.Roleset)
@@ -182,11 +182,11 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 
 	// Decode load-imbalance fast path.
-	cands := make([]decodescorer.Candidate, len(decode))
+	cands := make([]decodepolicy.Candidate, len(decode))
 	for i, p := range decode {
-		cands[i] = decodescorer.NewCandidate(p.Key, metricsOf(p), s.Tracker.PendingDecode(p.Key))
+		cands[i] = decodepolicy.NewCandidate(p.Key, metricsOf(p), s.Tracker.PendingDecode(p.Key))
 	}
-	if i, why := decodescorer.FastPath(cands, k); i >= 0 {
+	if i, why := decodepolicy.FastPath(cands, k); i >= 0 {
 		if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
 			note("decode fast path ignored under token_load: %s", why)
 		} else {
@@ -291,12 +291,12 @@ func inRoleset(pods []*podmodel.Pod, roleset string) []*podmodel.Pod {
 	return out
 }
 
-func candidatesFor(cands []decodescorer.Candidate, pods []*podmodel.Pod) []decodescorer.Candidate {
+func candidatesFor(cands []decodepolicy.Candidate, pods []*podmodel.Pod) []decodepolicy.Candidate {
 	keep := map[string]bool{}
 	for _, p := range pods {
 		keep[p.Key] = true
 	}
-	var out []decodescorer.Candidate
+	var out []decodepolicy.Candidate
 	for _, c := range cands {
 		if keep[c.Key] {
 			out = append(out, c)

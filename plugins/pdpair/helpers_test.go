@@ -9,18 +9,18 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/protocol"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 type podSpec struct {
 	name, role, roleset string
 	config              string
-	metrics             *enginemetrics.Metrics
+	metrics             *engineattr.Metrics
 	extra               map[string]string
 }
 
@@ -43,7 +43,7 @@ func mkEndpoint(s podSpec) fwksched.Endpoint {
 		Address: "10.0.0." + fmt.Sprint(len(s.name)), Port: "8000", Labels: labels,
 	}, fwkdl.NewMetrics(), nil)
 	if s.metrics != nil {
-		ep.Put(enginemetrics.AttributeKey, s.metrics)
+		ep.Put(engineattr.AttributeKey, s.metrics)
 	}
 	return ep
 }
@@ -65,7 +65,7 @@ func bucketCfg(lo, hi int, combined bool) string {
 
 func newSel(t *testing.T, ledger LedgerSource) *Selector {
 	t.Helper()
-	return NewSelector(NewTracker(0, nil), prefillscorer.NewPrefixTable(4, 1<<16), ledger, nil, 1)
+	return NewSelector(NewTracker(0, nil), prefillpolicy.NewPrefixTable(4, 1<<16), ledger, nil, 1)
 }
 
 func knobs(mut func(*pdknobs.Knobs)) pdknobs.Knobs {
@@ -76,35 +76,35 @@ func knobs(mut func(*pdknobs.Knobs)) pdknobs.Knobs {
 	return k
 }
 
-// fakeLedger implements tokenledger.Ledger with one lock, recording whether charges happen
+// fakeLedger implements tokenload.Ledger with one lock, recording whether charges happen
 // inside Atomically.
 type fakeLedger struct {
 	mu        sync.Mutex
 	inTx      bool
-	prefill   map[tokenledger.PodKey]float64
-	decode    map[tokenledger.PodKey]float64
+	prefill   map[tokenload.PodKey]float64
+	decode    map[tokenload.PodKey]float64
 	charges   []string
 	outsideTx int
 }
 
 func newFakeLedger() *fakeLedger {
-	return &fakeLedger{prefill: map[tokenledger.PodKey]float64{}, decode: map[tokenledger.PodKey]float64{}}
+	return &fakeLedger{prefill: map[tokenload.PodKey]float64{}, decode: map[tokenload.PodKey]float64{}}
 }
 
 type fakeTx struct{ l *fakeLedger }
 
-func (x fakeTx) Prefill(p tokenledger.PodKey) tokenledger.PrefillLoad {
-	return tokenledger.PrefillLoad{ActiveTokens: x.l.prefill[p]}
+func (x fakeTx) Prefill(p tokenload.PodKey) tokenload.PrefillLoad {
+	return tokenload.PrefillLoad{ActiveTokens: x.l.prefill[p]}
 }
-func (x fakeTx) Decode(p tokenledger.PodKey, _ tokenledger.DecodeRate) float64 { return x.l.decode[p] }
-func (x fakeTx) ChargePrefill(c tokenledger.PrefillCharge) {
+func (x fakeTx) Decode(p tokenload.PodKey, _ tokenload.DecodeRate) float64 { return x.l.decode[p] }
+func (x fakeTx) ChargePrefill(c tokenload.PrefillCharge) {
 	if !x.l.inTx {
 		x.l.outsideTx++
 	}
 	x.l.prefill[c.Pod] += c.Tokens
 	x.l.charges = append(x.l.charges, fmt.Sprintf("prefill %s %g", c.Pod, c.Tokens))
 }
-func (x fakeTx) ChargeDecode(c tokenledger.DecodeCharge) {
+func (x fakeTx) ChargeDecode(c tokenload.DecodeCharge) {
 	if !x.l.inTx {
 		x.l.outsideTx++
 	}
@@ -112,7 +112,7 @@ func (x fakeTx) ChargeDecode(c tokenledger.DecodeCharge) {
 	x.l.charges = append(x.l.charges, fmt.Sprintf("decode %s %g", c.Pod, c.Tokens))
 }
 
-func (l *fakeLedger) Atomically(fn func(tx tokenledger.Tx)) {
+func (l *fakeLedger) Atomically(fn func(tx tokenload.Tx)) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inTx = true
@@ -129,7 +129,7 @@ func (l *fakeLedger) ReleasePrefillActive(string) {}
 func (l *fakeLedger) ReleaseAll(string)           {}
 
 func (l *fakeLedger) source() LedgerSource {
-	return func() (tokenledger.Ledger, tokenledger.Defaults, error) {
-		return l, tokenledger.Defaults{RequestCost: 3500, KVWeight: 0.3}, nil
+	return func() (tokenload.Ledger, tokenload.Defaults, error) {
+		return l, tokenload.Defaults{RequestCost: 3500, KVWeight: 0.3}, nil
 	}
 }

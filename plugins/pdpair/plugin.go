@@ -30,11 +30,11 @@ import (
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
 	"github.com/pdgate/pdgate/plugins/protocol"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 // Type is the plugin type name.
@@ -102,7 +102,7 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 	}
 	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger}
 	pl.selector = NewSelector(NewTracker(time.Duration(p.TrackerTTLSeconds)*time.Second, nil),
-		prefillscorer.NewPrefixTable(p.Knobs.PrefixCacheBlockSize, p.PrefixTableCapacity), pl.ledger, planner, seed)
+		prefillpolicy.NewPrefixTable(p.Knobs.PrefixCacheBlockSize, p.PrefixTableCapacity), pl.ledger, planner, seed)
 	pl.selector.Warn = func(s string) { logger.Info("aibrix-pd-pair warning", "detail", s) }
 	return pl
 }
@@ -111,10 +111,10 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 func (p *Plugin) Selector() *Selector { return p.selector }
 
 // ledger finds the pd-token-ledger through the handle, at first use.
-func (p *Plugin) ledger() (tokenledger.Ledger, tokenledger.Defaults, error) {
-	prov, err := tokenledger.Lookup(p.handle, p.params.LedgerRef)
+func (p *Plugin) ledger() (tokenload.Ledger, tokenload.Defaults, error) {
+	prov, err := tokenload.Lookup(p.handle, p.params.LedgerRef)
 	if err != nil {
-		return nil, tokenledger.Defaults{}, err
+		return nil, tokenload.Defaults{}, err
 	}
 	return prov.TokenLedger(), prov.TokenLoadDefaults(), nil
 }

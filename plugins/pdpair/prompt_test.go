@@ -5,8 +5,8 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
 )
 
 // TestPromptCharsWithoutTheText: counting a body's prompt part by part gives the count of the
@@ -27,7 +27,7 @@ func TestPromptCharsWithoutTheText(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := Input{body: tc.body}
-			want := prefillscorer.Tokens(podmodel.PromptText(tc.body))
+			want := prefillpolicy.Tokens(podmodel.PromptText(tc.body))
 			if got := in.promptChars(); got != want {
 				t.Fatalf("promptChars = %d, want %d", got, want)
 			}

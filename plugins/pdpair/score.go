@@ -7,11 +7,11 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/decodescorer"
+	"github.com/pdgate/pdgate/plugins/lib/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 type scored struct {
@@ -22,8 +22,8 @@ type scored struct {
 
 // scorePrefill applies the std-dev skip and the prefill policy, keeping the minimum score per
 // roleset; maxP = max(1, all scores).
-func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView, tx tokenledger.Tx,
-	defs tokenledger.Defaults, d *Decision) (map[string]scored, float64) {
+func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView, tx tokenload.Tx,
+	defs tokenload.Defaults, d *Decision) (map[string]scored, float64) {
 	k := in.Knobs
 	counts := make([]float64, len(prefill))
 	maxCount := 1.0
@@ -31,7 +31,7 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 		counts[i] = s.Tracker.PrefillCount(p.Key)
 		maxCount = math.Max(maxCount, counts[i])
 	}
-	keep := prefillscorer.StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
+	keep := prefillpolicy.StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
 	match := pv.match
 	kvWeight := k.TokenLoadKVWeight
 	if kvWeight == 0 {
@@ -47,17 +47,17 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 			}
 			continue
 		}
-		c := prefillscorer.Candidate{Key: p.Key, Count: counts[i], MatchPct: match[p.Key], Metrics: metricsOf(p)}
+		c := prefillpolicy.Candidate{Key: p.Key, Count: counts[i], MatchPct: match[p.Key], Metrics: metricsOf(p)}
 		if tx != nil {
-			c.LedgerScore = tx.Prefill(tokenledger.PodKey(p.Key)).Priority(kvWeight)
+			c.LedgerScore = tx.Prefill(tokenload.PodKey(p.Key)).Priority(kvWeight)
 		}
-		sc := prefillscorer.Score(k.PrefillScorePolicy, c, maxCount, total, k)
+		sc := prefillpolicy.Score(k.PrefillScorePolicy, c, maxCount, total, k)
 		if math.IsNaN(sc) {
 			continue
 		}
 		maxP = math.Max(maxP, sc)
 		if cur, ok := out[p.Roleset]; !ok || sc < cur.score {
-			out[p.Roleset] = scored{pod: p, score: sc, matchPct: prefillscorer.EffectiveMatch(c.MatchPct, k.MinMatchPct)}
+			out[p.Roleset] = scored{pod: p, score: sc, matchPct: prefillpolicy.EffectiveMatch(c.MatchPct, k.MinMatchPct)}
 		}
 	}
 	return out, maxP
@@ -65,8 +65,8 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 
 // scoreDecode scores decode candidates with the decode policy (cold start, NaN fallback) and
 // keeps the minimum per roleset; maxD starts at 0.01.
-func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []decodescorer.Candidate,
-	tx tokenledger.Tx) (map[string]scored, float64, error) {
+func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []decodepolicy.Candidate,
+	tx tokenload.Tx) (map[string]scored, float64, error) {
 	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad && tx != nil {
 		rates := map[string]float64{}
 		for _, c := range cands {
@@ -74,12 +74,12 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 				rates[c.Key] = c.Throughput / c.Count()
 			}
 		}
-		rate := func(pod tokenledger.PodKey) (float64, bool) { r, ok := rates[string(pod)]; return r, ok }
+		rate := func(pod tokenload.PodKey) (float64, bool) { r, ok := rates[string(pod)]; return r, ok }
 		for i := range cands {
-			cands[i].LedgerTokens = tx.Decode(tokenledger.PodKey(cands[i].Key), rate)
+			cands[i].LedgerTokens = tx.Decode(tokenload.PodKey(cands[i].Key), rate)
 		}
 	}
-	results, maxD := decodescorer.ScoreAll(k.DecodeScorePolicy, cands, k)
+	results, maxD := decodepolicy.ScoreAll(k.DecodeScorePolicy, cands, k)
 	if len(results) == 0 {
 		return nil, 0, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no decode pod could be scored")
 	}
@@ -95,7 +95,7 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 
 // charge records the pick's token-load charges (inside the same Atomically as the reads); a
 // zero pp (a decode-only pick) charges the decode side alone.
-func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger tokenledger.Ledger, tx tokenledger.Tx, defs tokenledger.Defaults) {
+func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger tokenload.Ledger, tx tokenload.Tx, defs tokenload.Defaults) {
 	ttl := defs.TTL
 	if k.TokenLoadTTLSeconds != nil {
 		ttl = time.Duration(*k.TokenLoadTTLSeconds) * time.Second
@@ -114,11 +114,11 @@ func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger token
 			match = int(pp.matchPct)
 		}
 		newTokens := ledger.NewTokens(in.Model, session, in.BodyTokens, match)
-		tx.ChargePrefill(tokenledger.PrefillCharge{RequestID: in.RequestID, Pod: tokenledger.PodKey(pp.pod.Key),
+		tx.ChargePrefill(tokenload.PrefillCharge{RequestID: in.RequestID, Pod: tokenload.PodKey(pp.pod.Key),
 			Tokens: cost + float64(newTokens), TTL: ttl})
 	}
 	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
-		tx.ChargeDecode(tokenledger.DecodeCharge{RequestID: in.RequestID, Pod: tokenledger.PodKey(dd.pod.Key),
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: in.RequestID, Pod: tokenload.PodKey(dd.pod.Key),
 			Tokens: float64(in.BodyTokens), TTL: ttl})
 	}
 }

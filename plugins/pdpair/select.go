@@ -13,10 +13,10 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 // Input is one request as the selector sees it.
@@ -58,10 +58,10 @@ func (in Input) promptText() string {
 // the whole text's.
 func (in Input) promptChars() int {
 	if in.PromptText != "" || in.body == nil {
-		return prefillscorer.Tokens(in.PromptText)
+		return prefillpolicy.Tokens(in.PromptText)
 	}
 	n := 0
-	podmodel.PromptParts(in.body, func(part string) { n += prefillscorer.Tokens(part) })
+	podmodel.PromptParts(in.body, func(part string) { n += prefillpolicy.Tokens(part) })
 	return n
 }
 
@@ -120,7 +120,7 @@ func StatusOf(err error) (int, contract.Cause) {
 }
 
 // LedgerSource returns the token ledger, or an error when none is configured.
-type LedgerSource func() (tokenledger.Ledger, tokenledger.Defaults, error)
+type LedgerSource func() (tokenload.Ledger, tokenload.Defaults, error)
 
 // Selector runs AIBrix's PD selection cascade. Everything that reads shared counters and
 // registers the pick runs under one lock (and inside Ledger.Atomically when a token policy is
@@ -129,7 +129,7 @@ type Selector struct {
 	mu      sync.Mutex
 	rng     *rand.Rand
 	Tracker *Tracker
-	Prefix  *prefillscorer.PrefixTable
+	Prefix  *prefillpolicy.PrefixTable
 	Ledger  LedgerSource
 	Planner *bucketplanner.Planner
 	Warn    func(string)
@@ -137,7 +137,7 @@ type Selector struct {
 }
 
 // NewSelector builds a selector; seed fixes the random tie-breaks (tests).
-func NewSelector(tracker *Tracker, prefix *prefillscorer.PrefixTable, ledger LedgerSource, planner *bucketplanner.Planner, seed int64) *Selector {
+func NewSelector(tracker *Tracker, prefix *prefillpolicy.PrefixTable, ledger LedgerSource, planner *bucketplanner.Planner, seed int64) *Selector {
 	return &Selector{rng: rand.New(rand.NewSource(seed)), Tracker: tracker, Prefix: prefix, Ledger: ledger, Planner: planner}
 }
 

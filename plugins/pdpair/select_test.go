@@ -10,10 +10,10 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
 )
 
 func TestPairsStayInCompleteRolesets(t *testing.T) {
@@ -131,22 +131,22 @@ func TestNoPairFallsBackToCombinedWithoutBucketing(t *testing.T) {
 	}
 }
 
-func q(waiting, drain float64) *enginemetrics.Metrics {
-	return &enginemetrics.Metrics{Waiting: waiting, HasWaiting: true, DrainRate1m: drain, HasDrainRate1m: true}
+func q(waiting, drain float64) *engineattr.Metrics {
+	return &engineattr.Metrics{Waiting: waiting, HasWaiting: true, DrainRate1m: drain, HasDrainRate1m: true}
 }
 
 func TestShouldPickCombined(t *testing.T) {
 	tests := []struct {
 		name                string
-		prefill, decode, cm *enginemetrics.Metrics
+		prefill, decode, cm *engineattr.Metrics
 		want                bool
 	}{
 		{"combined 0.25 is not low (strict <)", q(2, 1), q(0, 1), q(0.25, 1), false},
 		{"combined 0.24 low, prefill 1.01 high", q(1.01, 1), q(0, 1), q(0.24, 1), true},
 		{"prefill exactly 1.0 is not high", q(1, 1), q(1, 1), q(0, 1), false},
 		{"decode high", q(0, 1), q(3, 1), q(0, 1), true},
-		{"combined without drain rate is never low", q(5, 1), q(5, 1), &enginemetrics.Metrics{}, false},
-		{"prefix prealloc queues count", &enginemetrics.Metrics{PrefillPrealloc: 2, DrainRate1m: 1, HasDrainRate1m: true}, q(0, 1), q(0, 1), true},
+		{"combined without drain rate is never low", q(5, 1), q(5, 1), &engineattr.Metrics{}, false},
+		{"prefix prealloc queues count", &engineattr.Metrics{PrefillPrealloc: 2, DrainRate1m: 1, HasDrainRate1m: true}, q(0, 1), q(0, 1), true},
 		{"PD without metrics is not hot", nil, nil, q(0, 1), false},
 	}
 	for _, tt := range tests {
@@ -196,7 +196,7 @@ func TestPrefillFastPathNarrowsToRoleset(t *testing.T) {
 }
 
 func TestDecodeFastPathAndTokenLoadIgnoresIt(t *testing.T) {
-	run := func(n float64) *enginemetrics.Metrics { return &enginemetrics.Metrics{Running: n, HasRunning: true} }
+	run := func(n float64) *engineattr.Metrics { return &engineattr.Metrics{Running: n, HasRunning: true} }
 	pods, _ := mkPods(
 		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: run(20)},
 		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: run(4)},
@@ -221,7 +221,7 @@ func TestDecodeFastPathAndTokenLoadIgnoresIt(t *testing.T) {
 }
 
 func TestFinalPairScore(t *testing.T) {
-	m := func(n float64) *enginemetrics.Metrics { return &enginemetrics.Metrics{Running: n, HasRunning: true} }
+	m := func(n float64) *engineattr.Metrics { return &engineattr.Metrics{Running: n, HasRunning: true} }
 	pods, _ := mkPods(
 		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: m(0)},
 		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b", metrics: m(3)},
@@ -346,7 +346,7 @@ func TestBucketServeBandsNarrowToOneRoleset(t *testing.T) {
 		podSpec{name: "b-d", role: "decode", roleset: "b", config: bucketCfg(0, 0, false)},
 	)
 	now := time.Unix(1000, 0)
-	s := NewSelector(NewTracker(0, nil), prefillscorer.NewPrefixTable(4, 1<<16), nil, bucketplanner.New(nil), 3)
+	s := NewSelector(NewTracker(0, nil), prefillpolicy.NewPrefixTable(4, 1<<16), nil, bucketplanner.New(nil), 3)
 	s.Now = func() time.Time { return now }
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PromptLengthBucketing, k.BucketServe, k.BucketServeMode = true, true, pdknobs.ModeRPS
@@ -389,7 +389,7 @@ func TestInfiniteDecodeScoreNeverWinsThePair(t *testing.T) {
 	l := newFakeLedger()
 	l.decode["ns/a-d"] = math.Inf(1) // maxD = +Inf: a's term is Inf/Inf = NaN, b's is 0
 	for seed := int64(1); seed <= 8; seed++ {
-		s := NewSelector(NewTracker(0, nil), prefillscorer.NewPrefixTable(4, 1<<10), l.source(), nil, seed)
+		s := NewSelector(NewTracker(0, nil), prefillpolicy.NewPrefixTable(4, 1<<10), l.source(), nil, seed)
 		d, err := s.Select(Input{RequestID: fmt.Sprint(seed), Pods: pods,
 			Knobs: knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })})
 		if err != nil || d.Roleset != "b" {

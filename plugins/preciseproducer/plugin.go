@@ -19,10 +19,10 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -105,7 +105,7 @@ func (p *Producer) Produces() map[string]any {
 // Consumes implements fwkplugin.ConsumerPlugin: the tokenized prompt (llm-d requires it; the
 // EPP adds token-producer when nothing produces it).
 func (p *Producer) Consumes() map[string]any {
-	return map[string]any{tokenproducer.TokenizedPromptKey: tokenproducer.DataToken{}}
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
 }
 
 // PrepareRequestData puts each endpoint's match on it.

@@ -19,10 +19,10 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -122,7 +122,7 @@ func (s *Scorer) Consumes() map[string]any {
 	if s.own == nil {
 		return map[string]any{precisecache.MatchInfoKey: precisecache.MatchInfo{}}
 	}
-	return map[string]any{tokenproducer.TokenizedPromptKey: tokenproducer.DataToken{}}
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
 }
 
 // PrepareRequestData computes the matches when the scorer runs its own index.

@@ -1,3 +1,5 @@
+// Package prefillscorer is the GIE scorer plugin aibrix-prefill-scorer: AIBrix's prefill
+// policies (plugins/lib/prefillpolicy) turned into [0,1] scores for llm-d-style compositions.
 package prefillscorer
 
 import (
@@ -10,9 +12,10 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/decodescorer"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
@@ -25,7 +28,7 @@ const Type = "aibrix-prefill-scorer"
 // Inputs: the in-flight count is the engine's running + waiting requests; the prefix match is
 // GIE's PrefixCacheMatchInfo (approx-prefix-cache-producer) as a percent. The std-dev skip
 // gives skipped pods score 0. Lower AIBrix scores become higher GIE scores (min-max,
-// decodescorer.Normalize). token_load and hybrid_cache_load are not offered here: their charge
+// decodepolicy.Normalize). token_load and hybrid_cache_load are not offered here: their charge
 // must be atomic with the pick, which aibrix-pd-pair does.
 type Scorer struct {
 	tn    fwkplugin.TypedName
@@ -91,22 +94,22 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 	counts := make([]float64, len(eps))
 	maxCount := 1.0
 	for i, ep := range eps {
-		if m := enginemetrics.Get(ep); m != nil {
+		if m := engineattr.Get(ep); m != nil {
 			counts[i] = m.Running + m.Waiting
 		}
 		maxCount = math.Max(maxCount, counts[i])
 	}
-	keep := StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
+	keep := prefillpolicy.StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
 	raw := make([]float64, len(eps))
 	for i, ep := range eps {
 		if !keep[i] {
 			raw[i] = math.NaN()
 			continue
 		}
-		c := Candidate{Key: pods[i].Key, Count: counts[i], MatchPct: MatchPercent(ep), Metrics: enginemetrics.Get(ep)}
-		raw[i] = Score(k.PrefillScorePolicy, c, maxCount, Tokens(prompt), k)
+		c := prefillpolicy.Candidate{Key: pods[i].Key, Count: counts[i], MatchPct: MatchPercent(ep), Metrics: engineattr.Get(ep)}
+		raw[i] = prefillpolicy.Score(k.PrefillScorePolicy, c, maxCount, prefillpolicy.Tokens(prompt), k)
 	}
-	norm := decodescorer.Normalize(raw)
+	norm := decodepolicy.Normalize(raw)
 	out := make(map[fwksched.Endpoint]float64, len(eps))
 	for i, ep := range eps {
 		out[ep] = norm[i]

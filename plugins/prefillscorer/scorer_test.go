@@ -10,12 +10,12 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 )
 
 func ep(name string, running float64, match *attrprefix.PrefixCacheMatchInfo) fwksched.Endpoint {
 	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name}, fwkdl.NewMetrics(), nil)
-	e.Put(enginemetrics.AttributeKey, &enginemetrics.Metrics{Running: running, HasRunning: true})
+	e.Put(engineattr.AttributeKey, &engineattr.Metrics{Running: running, HasRunning: true})
 	if match != nil {
 		e.Put(attrprefix.PrefixCacheMatchInfoKey, match)
 	}

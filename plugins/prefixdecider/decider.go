@@ -20,7 +20,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 // Type is the plugin type name.
@@ -121,7 +121,7 @@ func (d *Decider) IsConditionalDecodeGate() bool { return d.gate }
 func (d *Decider) Consumes() map[string]any {
 	return map[string]any{
 		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
-		tokenproducer.TokenizedPromptKey:   tokenproducer.DataToken{},
+		contract.TokenizedPromptKey:        contract.TokenizedPromptData{},
 	}
 }
 
@@ -142,7 +142,7 @@ func PromptTokenCount(request *fwksched.LLMRequest) (int, error) {
 	if request.TokenizedPrompt != nil {
 		return len(request.TokenizedPrompt.TokenIDs), nil
 	}
-	tp := tokenproducer.Estimate(request, tokenproducer.EstimateParams{})
+	tp := tokenestimate.Estimate(request, tokenestimate.EstimateParams{})
 	if tp == nil {
 		return 0, fmt.Errorf("request has no prompt to count")
 	}

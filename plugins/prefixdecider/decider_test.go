@@ -17,7 +17,6 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
 // wrongType is a Cloneable that is not PrefixCacheMatchInfo.
@@ -178,7 +177,7 @@ func TestFirstConfiguredGateWins(t *testing.T) {
 	}
 	// The decider declares what it reads; the EPP adds the producers after loading
 	// (cmd/epp/pluginset TestResolveReferencesAddsDefaultProducers).
-	for _, key := range []string{attrprefix.PrefixCacheMatchInfoKey, tokenproducer.TokenizedPromptKey} {
+	for _, key := range []string{attrprefix.PrefixCacheMatchInfoKey, contract.TokenizedPromptKey} {
 		if _, ok := first.(*Decider).Consumes()[key]; !ok {
 			t.Fatalf("Consumes() lacks %s", key)
 		}

@@ -5,10 +5,12 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 type benchPod struct {
-	key        PodKey
+	key        tokenload.PodKey
 	running    float64
 	throughput float64
 }
@@ -16,7 +18,7 @@ type benchPod struct {
 func benchPods(n int, role string) []benchPod {
 	pods := make([]benchPod, n)
 	for i := range pods {
-		pods[i] = benchPod{key: PodKey(fmt.Sprintf("ns/%s-%d", role, i)), running: float64(i % 7), throughput: float64(100 + i%13)}
+		pods[i] = benchPod{key: tokenload.PodKey(fmt.Sprintf("ns/%s-%d", role, i)), running: float64(i % 7), throughput: float64(100 + i%13)}
 	}
 	return pods
 }
@@ -24,8 +26,8 @@ func benchPods(n int, role string) []benchPod {
 // baselineCycle is a scheduling cycle without the ledger: score every prefill and decode
 // candidate from per-pod scraped metrics looked up by pod key (what a least-request /
 // load-balancing scorer reads) and pick the minimum.
-func baselineCycle(prefill, decode []benchPod, metrics map[PodKey]benchPod) (PodKey, PodKey) {
-	bestP, bestD := PodKey(""), PodKey("")
+func baselineCycle(prefill, decode []benchPod, metrics map[tokenload.PodKey]benchPod) (tokenload.PodKey, tokenload.PodKey) {
+	bestP, bestD := tokenload.PodKey(""), tokenload.PodKey("")
 	minP, minD := math.Inf(1), math.Inf(1)
 	for _, p := range prefill {
 		if s := metrics[p.key].running; s < minP {
@@ -44,11 +46,11 @@ func baselineCycle(prefill, decode []benchPod, metrics map[PodKey]benchPod) (Pod
 // ledgerCycle is the same cycle scored from the ledger (token_load for both sides) with the
 // pick charged in the same critical section; the oldest in-flight request is released so the
 // ledger stays at a steady 64 open requests.
-func ledgerCycle(tr *Tracker, prefill, decode []benchPod, rate DecodeRate, i int, ids []string) {
+func ledgerCycle(tr *Tracker, prefill, decode []benchPod, rate tokenload.DecodeRate, i int, ids []string) {
 	id := ids[i%len(ids)]
 	tr.ReleaseAll(id)
-	tr.Atomically(func(tx Tx) {
-		bestP, bestD := PodKey(""), PodKey("")
+	tr.Atomically(func(tx tokenload.Tx) {
+		bestP, bestD := tokenload.PodKey(""), tokenload.PodKey("")
 		minP, minD := math.Inf(1), math.Inf(1)
 		for _, p := range prefill {
 			if s := tx.Prefill(p.key).Priority(0.3); s < minP {
@@ -60,8 +62,8 @@ func ledgerCycle(tr *Tracker, prefill, decode []benchPod, rate DecodeRate, i int
 				minD, bestD = s, d.key
 			}
 		}
-		tx.ChargePrefill(PrefillCharge{RequestID: id, Pod: bestP, Tokens: 4500, TTL: time.Hour})
-		tx.ChargeDecode(DecodeCharge{RequestID: id, Pod: bestD, Tokens: 1000, TTL: time.Hour})
+		tx.ChargePrefill(tokenload.PrefillCharge{RequestID: id, Pod: bestP, Tokens: 4500, TTL: time.Hour})
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: id, Pod: bestD, Tokens: 1000, TTL: time.Hour})
 	})
 }
 
@@ -71,14 +73,14 @@ func ledgerCycle(tr *Tracker, prefill, decode []benchPod, rate DecodeRate, i int
 func BenchmarkSchedulingCycle(b *testing.B) {
 	for _, n := range []int{8, 64, 512} {
 		prefill, decode := benchPods(n, "prefill"), benchPods(n, "decode")
-		rates := make(map[PodKey]float64, n)
+		rates := make(map[tokenload.PodKey]float64, n)
 		for i, d := range decode {
 			if i%4 != 0 {
 				rates[d.key] = d.throughput / (d.running + 1)
 			}
 		}
-		rate := func(p PodKey) (float64, bool) { v, ok := rates[p]; return v, ok }
-		metrics := make(map[PodKey]benchPod, 2*n)
+		rate := func(p tokenload.PodKey) (float64, bool) { v, ok := rates[p]; return v, ok }
+		metrics := make(map[tokenload.PodKey]benchPod, 2*n)
 		for _, p := range append(append([]benchPod{}, prefill...), decode...) {
 			metrics[p.key] = p
 		}
@@ -105,7 +107,7 @@ func BenchmarkSchedulingCycle(b *testing.B) {
 				// in a running benchmark: it deadlocks on the benchmark lock.)
 				const chunk = 64
 				var baseDur, ledgerDur time.Duration
-				var sink PodKey
+				var sink tokenload.PodKey
 				b.ReportAllocs()
 				b.ResetTimer()
 				for done := 0; done < b.N; done += chunk {

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // Environment variables read as parameter defaults (AIBrix names, same defaults and rules).
@@ -232,6 +234,6 @@ func (p Params) Validate() error {
 func (p Params) SharingEnabled() bool { return p.SharedLedger && p.Redis.Address != "" }
 
 // Defaults returns the policy values scorers read.
-func (p Params) Defaults() Defaults {
-	return Defaults{RequestCost: p.RequestCost, KVWeight: p.KVWeight, TTL: time.Duration(p.TTLSeconds) * time.Second}
+func (p Params) Defaults() tokenload.Defaults {
+	return tokenload.Defaults{RequestCost: p.RequestCost, KVWeight: p.KVWeight, TTL: time.Duration(p.TTLSeconds) * time.Second}
 }

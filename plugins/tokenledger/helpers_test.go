@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 type fakeClock struct {
@@ -52,19 +54,19 @@ func newTestTracker(t testing.TB, mut func(*Params)) (*Tracker, *fakeClock, *Met
 	return NewTracker(Options{Params: p, Clock: c, Metrics: m}), c, m
 }
 
-func chargeBoth(tr *Tracker, id string, prefill, decode PodKey, pTokens, dTokens float64) {
-	tr.Atomically(func(tx Tx) {
-		tx.ChargePrefill(PrefillCharge{RequestID: id, Pod: prefill, Tokens: pTokens, TTL: time.Hour})
-		tx.ChargeDecode(DecodeCharge{RequestID: id, Pod: decode, Tokens: dTokens, TTL: time.Hour})
+func chargeBoth(tr *Tracker, id string, prefill, decode tokenload.PodKey, pTokens, dTokens float64) {
+	tr.Atomically(func(tx tokenload.Tx) {
+		tx.ChargePrefill(tokenload.PrefillCharge{RequestID: id, Pod: prefill, Tokens: pTokens, TTL: time.Hour})
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: id, Pod: decode, Tokens: dTokens, TTL: time.Hour})
 	})
 }
 
-func prefillOf(tr *Tracker, pod PodKey) (out PrefillLoad) {
-	tr.Atomically(func(tx Tx) { out = tx.Prefill(pod) })
+func prefillOf(tr *Tracker, pod tokenload.PodKey) (out tokenload.PrefillLoad) {
+	tr.Atomically(func(tx tokenload.Tx) { out = tx.Prefill(pod) })
 	return out
 }
 
-func decodeOf(tr *Tracker, pod PodKey, rate DecodeRate) (out float64) {
-	tr.Atomically(func(tx Tx) { out = tx.Decode(pod, rate) })
+func decodeOf(tr *Tracker, pod tokenload.PodKey, rate tokenload.DecodeRate) (out float64) {
+	tr.Atomically(func(tx tokenload.Tx) { out = tx.Decode(pod, rate) })
 	return out
 }

@@ -3,6 +3,8 @@ package tokenledger
 import (
 	"context"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // SweepResult counts what one janitor pass did.
@@ -103,7 +105,7 @@ type PodSnapshot struct {
 
 // Snapshot is a copy of the ledger's state, for tests, debugging and the soak invariants.
 type Snapshot struct {
-	Pods         map[PodKey]PodSnapshot
+	Pods         map[tokenload.PodKey]PodSnapshot
 	OpenRequests int
 	Sessions     int
 	RemotePods   int // pods with other replicas' charges in the shared-ledger cache
@@ -112,7 +114,7 @@ type Snapshot struct {
 // Snapshot copies the ledger's state.
 func (t *Tracker) Snapshot() Snapshot {
 	t.mu.Lock()
-	s := Snapshot{Pods: make(map[PodKey]PodSnapshot, len(t.pods)), OpenRequests: len(t.reqs), RemotePods: len(t.remote)}
+	s := Snapshot{Pods: make(map[tokenload.PodKey]PodSnapshot, len(t.pods)), OpenRequests: len(t.reqs), RemotePods: len(t.remote)}
 	for k, ps := range t.pods {
 		s.Pods[k] = PodSnapshot{ActiveTokens: ps.active, KVTokens: ps.kv, DecodeTokens: ps.decTokens,
 			ActiveCharges: ps.activeN, KVCharges: ps.kvN, DecodeCharges: ps.decN}

@@ -3,10 +3,12 @@ package tokenledger
 import (
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 func TestJanitor(t *testing.T) {
-	const p, d = PodKey("ns/p"), PodKey("ns/d")
+	const p, d = tokenload.PodKey("ns/p"), tokenload.PodKey("ns/d")
 	cases := []struct {
 		name        string
 		params      func(*Params)
@@ -38,7 +40,7 @@ func TestJanitor(t *testing.T) {
 		{
 			name: "TTL 0 is never force-released",
 			setup: func(tr *Tracker) {
-				tr.Atomically(func(tx Tx) { tx.ChargePrefill(PrefillCharge{RequestID: "r1", Pod: p, Tokens: 10}) })
+				tr.Atomically(func(tx tokenload.Tx) { tx.ChargePrefill(tokenload.PrefillCharge{RequestID: "r1", Pod: p, Tokens: 10}) })
 				tr.Confirm("r1")
 			},
 			advance: 100 * time.Hour, wantOpen: 1, wantActive: 10, wantKV: 10, wantPrefill: true,

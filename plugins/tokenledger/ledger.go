@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // Clock is the time source; tests inject a fake one.
@@ -47,7 +49,7 @@ type podState struct {
 func (ps *podState) idle() bool { return ps.activeN == 0 && ps.kvN == 0 && ps.decN == 0 }
 
 type prefillPart struct {
-	pod        PodKey
+	pod        tokenload.PodKey
 	tokens     float64
 	at         time.Time
 	ttl        time.Duration
@@ -55,7 +57,7 @@ type prefillPart struct {
 }
 
 type decodePart struct {
-	pod    PodKey
+	pod    tokenload.PodKey
 	tokens float64
 	at     time.Time
 	atRel  float64
@@ -97,11 +99,11 @@ type Tracker struct {
 	sessions *sessionTable
 
 	mu          sync.Mutex
-	pods        map[PodKey]*podState
+	pods        map[tokenload.PodKey]*podState
 	reqs        map[string]*reqEntry
-	rates       map[PodKey]rateSample
-	interest    map[PodKey]time.Time
-	remote      map[PodKey]remoteAgg
+	rates       map[tokenload.PodKey]rateSample
+	interest    map[tokenload.PodKey]time.Time
+	remote      map[tokenload.PodKey]remoteAgg
 	redisOffset float64 // Redis clock − local clock, seconds
 	lastSweep   time.Time
 	notify      func() // wakes the shared-ledger publisher; nil without Redis
@@ -109,7 +111,7 @@ type Tracker struct {
 	started     sync.Once
 }
 
-var _ Ledger = (*Tracker)(nil)
+var _ tokenload.Ledger = (*Tracker)(nil)
 
 // NewTracker builds a ledger. Params must be valid (see Params.Validate).
 func NewTracker(o Options) *Tracker {
@@ -125,8 +127,8 @@ func NewTracker(o Options) *Tracker {
 	now := o.Clock.Now()
 	t := &Tracker{
 		p: o.Params, clock: o.Clock, epoch: now, metrics: o.Metrics, log: o.Logger,
-		pods: map[PodKey]*podState{}, reqs: map[string]*reqEntry{}, rates: map[PodKey]rateSample{},
-		interest: map[PodKey]time.Time{}, remote: map[PodKey]remoteAgg{}, lastSweep: now,
+		pods: map[tokenload.PodKey]*podState{}, reqs: map[string]*reqEntry{}, rates: map[tokenload.PodKey]rateSample{},
+		interest: map[tokenload.PodKey]time.Time{}, remote: map[tokenload.PodKey]remoteAgg{}, lastSweep: now,
 	}
 	t.sessions = newSessionTable(o.Params.MaxSessions, time.Duration(o.Params.SessionTTLSeconds)*time.Second, o.Metrics, o.Logger)
 	if o.Params.SharingEnabled() {
@@ -158,10 +160,10 @@ func (t *Tracker) ReplicaID() string {
 func (t *Tracker) Params() Params { return t.p }
 
 // TokenLoadDefaults implements Provider's policy values.
-func (t *Tracker) TokenLoadDefaults() Defaults { return t.p.Defaults() }
+func (t *Tracker) TokenLoadDefaults() tokenload.Defaults { return t.p.Defaults() }
 
 // Atomically runs fn with the ledger locked: reads and charges inside fn see one state.
-func (t *Tracker) Atomically(fn func(tx Tx)) {
+func (t *Tracker) Atomically(fn func(tx tokenload.Tx)) {
 	t.mu.Lock()
 	x := &tx{t: t, now: t.clock.Now()}
 	x.nowRel = x.now.Sub(t.epoch).Seconds()
@@ -268,7 +270,7 @@ func settle(v float64, open int) float64 {
 }
 
 // pod returns (creating) a pod's state and marks it written.
-func (t *Tracker) pod(k PodKey, now time.Time) *podState {
+func (t *Tracker) pod(k tokenload.PodKey, now time.Time) *podState {
 	ps := t.pods[k]
 	if ps == nil {
 		ps = &podState{}
@@ -289,14 +291,14 @@ type tx struct {
 	decodeChanged bool
 }
 
-func (x *tx) Prefill(pod PodKey) PrefillLoad {
+func (x *tx) Prefill(pod tokenload.PodKey) tokenload.PrefillLoad {
 	if ps := x.t.pods[pod]; ps != nil {
-		return PrefillLoad{ActiveTokens: ps.active, KVTokens: ps.kv}
+		return tokenload.PrefillLoad{ActiveTokens: ps.active, KVTokens: ps.kv}
 	}
-	return PrefillLoad{}
+	return tokenload.PrefillLoad{}
 }
 
-func (x *tx) Decode(pod PodKey, rate DecodeRate) float64 {
+func (x *tx) Decode(pod tokenload.PodKey, rate tokenload.DecodeRate) float64 {
 	t := x.t
 	var r float64
 	if t.p.DecodeOutputGrowth && rate != nil {
@@ -323,7 +325,7 @@ func (x *tx) Decode(pod PodKey, rate DecodeRate) float64 {
 }
 
 // rateFor returns the pod's measured rate, else the mean of recently measured pods, else 0.
-func (x *tx) rateFor(pod PodKey, rate DecodeRate) float64 {
+func (x *tx) rateFor(pod tokenload.PodKey, rate tokenload.DecodeRate) float64 {
 	t := x.t
 	if v, ok := rate(pod); ok && v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
 		t.rates[pod] = rateSample{rate: v, at: x.now}
@@ -347,7 +349,7 @@ func (x *tx) rateFor(pod PodKey, rate DecodeRate) float64 {
 
 func validTokens(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
-func (x *tx) ChargePrefill(c PrefillCharge) {
+func (x *tx) ChargePrefill(c tokenload.PrefillCharge) {
 	t := x.t
 	if c.RequestID == "" || c.Pod == "" || !validTokens(c.Tokens) {
 		t.log.Info("Ignoring invalid prefill charge", "requestID", c.RequestID, "pod", c.Pod, "tokens", c.Tokens)
@@ -369,7 +371,7 @@ func (x *tx) ChargePrefill(c PrefillCharge) {
 	ps.gKV.Set(ps.kv)
 }
 
-func (x *tx) ChargeDecode(c DecodeCharge) {
+func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	t := x.t
 	if c.RequestID == "" || c.Pod == "" || !validTokens(c.Tokens) {
 		t.log.Info("Ignoring invalid decode charge", "requestID", c.RequestID, "pod", c.Pod, "tokens", c.Tokens)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 func TestNewTokensRules(t *testing.T) {
@@ -81,7 +83,7 @@ func TestSessionTableNeverGrowsPastBound(t *testing.T) {
 }
 
 func TestChargeAndReleaseOnce(t *testing.T) {
-	const p, d = PodKey("ns/prefill-0"), PodKey("ns/decode-0")
+	const p, d = tokenload.PodKey("ns/prefill-0"), tokenload.PodKey("ns/decode-0")
 	type step struct {
 		op                 string // chargeP, chargeD, active, prefill, all
 		id                 string
@@ -146,9 +148,13 @@ func TestChargeAndReleaseOnce(t *testing.T) {
 			for i, s := range tc.steps {
 				switch s.op {
 				case "chargeP":
-					tr.Atomically(func(tx Tx) { tx.ChargePrefill(PrefillCharge{RequestID: s.id, Pod: p, Tokens: s.tokens}) })
+					tr.Atomically(func(tx tokenload.Tx) {
+						tx.ChargePrefill(tokenload.PrefillCharge{RequestID: s.id, Pod: p, Tokens: s.tokens})
+					})
 				case "chargeD":
-					tr.Atomically(func(tx Tx) { tx.ChargeDecode(DecodeCharge{RequestID: s.id, Pod: d, Tokens: s.tokens}) })
+					tr.Atomically(func(tx tokenload.Tx) {
+						tx.ChargeDecode(tokenload.DecodeCharge{RequestID: s.id, Pod: d, Tokens: s.tokens})
+					})
 				case "active":
 					tr.ReleasePrefillActive(s.id)
 				case "prefill":
@@ -174,41 +180,41 @@ func TestChargeAndReleaseOnce(t *testing.T) {
 }
 
 func TestPriority(t *testing.T) {
-	if got := (PrefillLoad{ActiveTokens: 100, KVTokens: 1000}).Priority(0.3); got != 400 {
+	if got := (tokenload.PrefillLoad{ActiveTokens: 100, KVTokens: 1000}).Priority(0.3); got != 400 {
 		t.Fatalf("priority = %v, want 400", got)
 	}
 }
 
 func TestDecodeGrowth(t *testing.T) {
-	const a, b, c = PodKey("ns/a"), PodKey("ns/b"), PodKey("ns/c")
-	rates := map[PodKey]float64{a: 10, b: 30}
-	rate := func(p PodKey) (float64, bool) { v, ok := rates[p]; return v, ok }
+	const a, b, c = tokenload.PodKey("ns/a"), tokenload.PodKey("ns/b"), tokenload.PodKey("ns/c")
+	rates := map[tokenload.PodKey]float64{a: 10, b: 30}
+	rate := func(p tokenload.PodKey) (float64, bool) { v, ok := rates[p]; return v, ok }
 	cases := []struct {
 		name   string
 		growth bool
-		pod    PodKey
-		rate   DecodeRate
+		pod    tokenload.PodKey
+		rate   tokenload.DecodeRate
 		want   float64
 	}{
 		{"measured rate", true, a, rate, 100 + 10*2 + 50 + 10*1},
 		{"mean of measured pods for a pod without metrics", true, c, rate, 40 + 20*1},
-		{"no measured pod: no growth", true, c, func(PodKey) (float64, bool) { return 0, false }, 40},
+		{"no measured pod: no growth", true, c, func(tokenload.PodKey) (float64, bool) { return 0, false }, 40},
 		{"nil rate: no growth", true, a, nil, 150},
 		{"growth disabled", false, a, rate, 150},
-		{"NaN rate treated as missing", true, c, func(PodKey) (float64, bool) { return math.NaN(), true }, 40},
+		{"NaN rate treated as missing", true, c, func(tokenload.PodKey) (float64, bool) { return math.NaN(), true }, 40},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tr, clk, _ := newTestTracker(t, func(p *Params) { p.DecodeOutputGrowth = tc.growth })
-			tr.Atomically(func(tx Tx) { tx.ChargeDecode(DecodeCharge{RequestID: "r1", Pod: a, Tokens: 100}) })
+			tr.Atomically(func(tx tokenload.Tx) { tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r1", Pod: a, Tokens: 100}) })
 			clk.Advance(time.Second)
-			tr.Atomically(func(tx Tx) {
-				tx.ChargeDecode(DecodeCharge{RequestID: "r2", Pod: a, Tokens: 50})
-				tx.ChargeDecode(DecodeCharge{RequestID: "r3", Pod: c, Tokens: 40})
+			tr.Atomically(func(tx tokenload.Tx) {
+				tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r2", Pod: a, Tokens: 50})
+				tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r3", Pod: c, Tokens: 40})
 			})
 			clk.Advance(time.Second)
 			// Measure a and b first so their rates feed the mean.
-			tr.Atomically(func(tx Tx) { tx.Decode(a, tc.rate); tx.Decode(b, tc.rate) })
+			tr.Atomically(func(tx tokenload.Tx) { tx.Decode(a, tc.rate); tx.Decode(b, tc.rate) })
 			if got := decodeOf(tr, tc.pod, tc.rate); math.Abs(got-tc.want) > 1e-9 {
 				t.Fatalf("Decode(%s) = %v, want %v", tc.pod, got, tc.want)
 			}
@@ -218,12 +224,12 @@ func TestDecodeGrowth(t *testing.T) {
 
 // decodeRequestCost counts every open decode charge on top of its tokens, and goes away with it.
 func TestDecodeRequestCost(t *testing.T) {
-	const a, b = PodKey("ns/a"), PodKey("ns/b")
+	const a, b = tokenload.PodKey("ns/a"), tokenload.PodKey("ns/b")
 	tr, _, _ := newTestTracker(t, func(p *Params) { p.DecodeOutputGrowth = false; p.DecodeRequestCost = 1000 })
-	tr.Atomically(func(tx Tx) {
-		tx.ChargeDecode(DecodeCharge{RequestID: "r1", Pod: a, Tokens: 100})
-		tx.ChargeDecode(DecodeCharge{RequestID: "r2", Pod: a, Tokens: 50})
-		tx.ChargeDecode(DecodeCharge{RequestID: "r3", Pod: b, Tokens: 400})
+	tr.Atomically(func(tx tokenload.Tx) {
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r1", Pod: a, Tokens: 100})
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r2", Pod: a, Tokens: 50})
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: "r3", Pod: b, Tokens: 400})
 	})
 	// Two short requests on a weigh more than one longer request on b.
 	if got := decodeOf(tr, a, nil); got != 150+2*1000 {
@@ -246,7 +252,7 @@ func TestDecodeRequestCost(t *testing.T) {
 func TestNewTokensInsideAtomically(t *testing.T) {
 	tr, _, _ := newTestTracker(t, nil)
 	done := make(chan int, 1)
-	go tr.Atomically(func(tx Tx) { done <- tr.NewTokens("m", "s", 100, -1) })
+	go tr.Atomically(func(tx tokenload.Tx) { done <- tr.NewTokens("m", "s", 100, -1) })
 	select {
 	case n := <-done:
 		if n != 100 {

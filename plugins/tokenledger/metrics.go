@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // Metrics are the ledger's Prometheus series.
@@ -118,7 +120,7 @@ var defaultMetrics = sync.OnceValue(func() *Metrics {
 	return m
 })
 
-func splitPod(k PodKey) (ns, name string) {
+func splitPod(k tokenload.PodKey) (ns, name string) {
 	s := string(k)
 	for i := 0; i < len(s); i++ {
 		if s[i] == '/' {
@@ -128,7 +130,7 @@ func splitPod(k PodKey) (ns, name string) {
 	return "", s
 }
 
-func (m *Metrics) podGauges(k PodKey) (a, kv, d gaugeSetter) {
+func (m *Metrics) podGauges(k tokenload.PodKey) (a, kv, d gaugeSetter) {
 	ns, name := splitPod(k)
 	a, kv, d = m.active.WithLabelValues(ns, name), m.kv.WithLabelValues(ns, name), m.decode.WithLabelValues(ns, name)
 	if g := m.aibrix.Load(); g != nil {
@@ -137,7 +139,7 @@ func (m *Metrics) podGauges(k PodKey) (a, kv, d gaugeSetter) {
 	return a, kv, d
 }
 
-func (m *Metrics) deletePod(k PodKey) {
+func (m *Metrics) deletePod(k tokenload.PodKey) {
 	ns, name := splitPod(k)
 	m.active.DeleteLabelValues(ns, name)
 	m.kv.DeleteLabelValues(ns, name)

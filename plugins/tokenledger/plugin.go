@@ -3,7 +3,6 @@ package tokenledger
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"strings"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -48,7 +48,7 @@ var (
 	_ fwkrc.PreRequest     = (*Plugin)(nil)
 	_ fwkrc.ResponseHeader = (*Plugin)(nil)
 	_ fwkrc.ResponseBody   = (*Plugin)(nil)
-	_ Provider             = (*Plugin)(nil)
+	_ tokenload.Provider   = (*Plugin)(nil)
 
 	_ contract.PrefillReleaser = (*Plugin)(nil)
 )
@@ -78,10 +78,10 @@ func New(name string, t *Tracker) *Plugin {
 func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
 
 // TokenLedger implements Provider.
-func (p *Plugin) TokenLedger() Ledger { return p.tracker }
+func (p *Plugin) TokenLedger() tokenload.Ledger { return p.tracker }
 
 // TokenLoadDefaults implements Provider.
-func (p *Plugin) TokenLoadDefaults() Defaults { return p.tracker.TokenLoadDefaults() }
+func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.TokenLoadDefaults() }
 
 // Tracker returns the concrete ledger (snapshots, sweeps).
 func (p *Plugin) Tracker() *Tracker { return p.tracker }
@@ -147,21 +147,4 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 	if id := requestID(req, resp); id != "" {
 		p.tracker.ReleaseAll(id)
 	}
-}
-
-// Lookup finds the ledger owner named name among the handle's plugins. Scorers call it lazily at
-// first use, so the order of the plugins list does not matter.
-func Lookup(h fwkplugin.HandlePlugins, name string) (Provider, error) {
-	if h == nil {
-		return nil, fmt.Errorf("token ledger %q: no plugin handle", name)
-	}
-	pl := h.Plugin(name)
-	if pl == nil {
-		return nil, fmt.Errorf("token ledger %q: no plugin with that name; declare a %s plugin named %q", name, Type, name)
-	}
-	prov, ok := pl.(Provider)
-	if !ok {
-		return nil, fmt.Errorf("token ledger %q: plugin is a %s, not a %s", name, pl.TypedName().Type, Type)
-	}
-	return prov, nil
 }

@@ -9,11 +9,12 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
 func TestPluginLifecycle(t *testing.T) {
-	const p, d = PodKey("ns/p"), PodKey("ns/d")
+	const p, d = tokenload.PodKey("ns/p"), tokenload.PodKey("ns/d")
 	cases := []struct {
 		name                   string
 		headers                map[string]string
@@ -50,7 +51,7 @@ func TestPluginLifecycle(t *testing.T) {
 			for i := 0; i < 2; i++ {
 				pl.ResponseBody(context.Background(), req, &fwkrc.Response{RequestId: "r1", EndOfStream: true}, nil)
 			}
-			if got := prefillOf(tr, p); got != (PrefillLoad{}) || decodeOf(tr, d, nil) != 0 {
+			if got := prefillOf(tr, p); got != (tokenload.PrefillLoad{}) || decodeOf(tr, d, nil) != 0 {
 				t.Fatalf("after end of stream: %+v decode=%v", got, decodeOf(tr, d, nil))
 			}
 			if s := tr.Snapshot(); s.OpenRequests != 0 {
@@ -85,6 +86,9 @@ func (otherPlugin) TypedName() fwkplugin.TypedName {
 }
 
 func TestLookup(t *testing.T) {
+	if Type != tokenload.PluginType {
+		t.Fatalf("tokenload.PluginType %q must name this plugin's type %q", tokenload.PluginType, Type)
+	}
 	tr, _, _ := newTestTracker(t, nil)
 	h := fakeHandle{plugins: map[string]fwkplugin.Plugin{"ledger": New("ledger", tr), "x": otherPlugin{}}}
 	cases := []struct {
@@ -96,19 +100,19 @@ func TestLookup(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			prov, err := Lookup(h, tc.lookup)
+			prov, err := tokenload.Lookup(h, tc.lookup)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
 				}
 				return
 			}
-			if err != nil || prov.TokenLedger() != Ledger(tr) || prov.TokenLoadDefaults().RequestCost != 3500 {
+			if err != nil || prov.TokenLedger() != tokenload.Ledger(tr) || prov.TokenLoadDefaults().RequestCost != 3500 {
 				t.Fatalf("lookup: %v %v", prov, err)
 			}
 		})
 	}
-	if _, err := Lookup(nil, "ledger"); err == nil {
+	if _, err := tokenload.Lookup(nil, "ledger"); err == nil {
 		t.Fatal("nil handle accepted")
 	}
 }
@@ -124,7 +128,7 @@ func TestFactory(t *testing.T) {
 	if pl.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "ledger"}) {
 		t.Fatalf("typed name %v", pl.TypedName())
 	}
-	if d := pl.(Provider).TokenLoadDefaults(); d.RequestCost != 100 || d.KVWeight != 0.5 {
+	if d := pl.(tokenload.Provider).TokenLoadDefaults(); d.RequestCost != 100 || d.KVWeight != 0.5 {
 		t.Fatalf("defaults %+v", d)
 	}
 	if _, err := Factory("bad", []byte(`{"kvWeight": -1}`), h); err == nil || !strings.Contains(err.Error(), "plugin bad (pd-token-ledger): parameter kvWeight") {
@@ -137,7 +141,7 @@ func TestFactory(t *testing.T) {
 // follows and a callback for an unknown request change nothing else, and another request's
 // charge on the same pod is untouched.
 func TestPluginPrefillReleaseCallback(t *testing.T) {
-	const p, d = PodKey("ns/p"), PodKey("ns/d")
+	const p, d = tokenload.PodKey("ns/p"), tokenload.PodKey("ns/d")
 	for _, outcome := range []string{"ok", "failed"} {
 		t.Run(outcome, func(t *testing.T) {
 			tr, _, _ := newTestTracker(t, func(pp *Params) { pp.DecodeOutputGrowth = false })

@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // warnEvery rate-limits the "Redis unreachable" warning.
@@ -31,8 +33,8 @@ type sharedLedger struct {
 	trigger chan struct{}
 
 	// owned by the sync goroutine
-	published map[PodKey]bool     // pods whose field this replica has written
-	dead      map[PodKey][]string // fields of dead replicas to delete on the next sync
+	published map[tokenload.PodKey]bool     // pods whose field this replica has written
+	dead      map[tokenload.PodKey][]string // fields of dead replicas to delete on the next sync
 	healthy   bool
 	lastWarn  time.Time
 }
@@ -66,7 +68,7 @@ func (t *Tracker) enableSharing() *sharedLedger {
 	timeout := time.Duration(p.TimeoutMS) * time.Millisecond
 	s := &sharedLedger{
 		t: t, p: p, id: p.ReplicaID, trigger: make(chan struct{}, 1),
-		published: map[PodKey]bool{}, dead: map[PodKey][]string{}, healthy: true,
+		published: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{}, healthy: true,
 		client: redis.NewClient(&redis.Options{
 			Addr: p.Address, DB: p.DB, Password: p.password, Protocol: 2, DisableIdentity: true,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
@@ -85,8 +87,8 @@ func (t *Tracker) enableSharing() *sharedLedger {
 	return s
 }
 
-func (s *sharedLedger) podKey(k PodKey) string { return s.p.KeyPrefix + string(k) }
-func (s *sharedLedger) replicasKey() string    { return s.p.KeyPrefix + "replicas" }
+func (s *sharedLedger) podKey(k tokenload.PodKey) string { return s.p.KeyPrefix + string(k) }
+func (s *sharedLedger) replicasKey() string              { return s.p.KeyPrefix + "replicas" }
 
 // run syncs on every local change and at least every SyncIntervalMS until ctx ends.
 func (s *sharedLedger) run(ctx context.Context) {
@@ -106,18 +108,18 @@ func (s *sharedLedger) run(ctx context.Context) {
 }
 
 type ownValue struct {
-	pod   PodKey
+	pod   tokenload.PodKey
 	value string
 }
 
 // snapshot collects what to publish and which pods to read, under the ledger lock.
-func (s *sharedLedger) snapshot() (own []ownValue, zero []PodKey, read []PodKey, offset float64) {
+func (s *sharedLedger) snapshot() (own []ownValue, zero []tokenload.PodKey, read []tokenload.PodKey, offset float64) {
 	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	offset = t.redisOffset
 	epochUnix := float64(t.epoch.UnixNano()) / 1e9
-	seen := map[PodKey]bool{}
+	seen := map[tokenload.PodKey]bool{}
 	for k, ps := range t.pods {
 		if ps.decN > 0 {
 			n := float64(ps.decN)
@@ -193,7 +195,7 @@ func (s *sharedLedger) sync(ctx context.Context) {
 	for _, id := range liveCmd.Val() {
 		live[id] = true
 	}
-	remote := make(map[PodKey]remoteAgg, len(read))
+	remote := make(map[tokenload.PodKey]remoteAgg, len(read))
 	replicas := map[string]bool{}
 	for i, k := range read {
 		var agg remoteAgg
@@ -233,7 +235,7 @@ func (s *sharedLedger) sync(ctx context.Context) {
 func (s *sharedLedger) fail(err error, now time.Time) {
 	s.t.metrics.sharedSyncs.WithLabelValues("error").Inc()
 	s.t.mu.Lock()
-	s.t.remote = map[PodKey]remoteAgg{}
+	s.t.remote = map[tokenload.PodKey]remoteAgg{}
 	s.t.mu.Unlock()
 	s.t.metrics.remoteReplicas.Set(0)
 	if s.healthy || now.Sub(s.lastWarn) >= warnEvery {

@@ -11,6 +11,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -28,13 +29,13 @@ func TestSoak(t *testing.T) {
 	tr, clk, m := newTestTracker(t, func(p *Params) { p.MaxSessions = maxSessions; p.UnconfirmedTimeoutSeconds = 60 })
 	pl := New("ledger", tr)
 	ctx := context.Background()
-	prefill := make([]PodKey, 8)
-	decode := make([]PodKey, 8)
+	prefill := make([]tokenload.PodKey, 8)
+	decode := make([]tokenload.PodKey, 8)
 	for i := range prefill {
-		prefill[i] = PodKey(fmt.Sprintf("ns/prefill-%d", i))
-		decode[i] = PodKey(fmt.Sprintf("ns/decode-%d", i))
+		prefill[i] = tokenload.PodKey(fmt.Sprintf("ns/prefill-%d", i))
+		decode[i] = tokenload.PodKey(fmt.Sprintf("ns/decode-%d", i))
 	}
-	rate := func(p PodKey) (float64, bool) { return float64(len(p)), len(p)%2 == 0 }
+	rate := func(p tokenload.PodKey) (float64, bool) { return float64(len(p)), len(p)%2 == 0 }
 
 	stop := make(chan struct{})
 	var janitor sync.WaitGroup
@@ -93,7 +94,7 @@ func TestSoak(t *testing.T) {
 				req := &fwksched.LLMRequest{RequestId: fmt.Sprintf("w%d-r%d", w, i), TargetModel: "m"}
 				prompt := 1 + rng.IntN(8000)
 				newTokens := tr.NewTokens("m", fmt.Sprintf("s%d", rng.IntN(500)), prompt, rng.IntN(101)-1)
-				tr.Atomically(func(tx Tx) {
+				tr.Atomically(func(tx tokenload.Tx) {
 					bestP, bestD := prefill[0], decode[0]
 					for j := range prefill {
 						if tx.Prefill(prefill[j]).Priority(0.3) < tx.Prefill(bestP).Priority(0.3) {
@@ -103,8 +104,8 @@ func TestSoak(t *testing.T) {
 							bestD = decode[j]
 						}
 					}
-					tx.ChargePrefill(PrefillCharge{RequestID: req.RequestId, Pod: bestP, Tokens: 3500 + float64(newTokens), TTL: time.Hour})
-					tx.ChargeDecode(DecodeCharge{RequestID: req.RequestId, Pod: bestD, Tokens: float64(prompt), TTL: time.Hour})
+					tx.ChargePrefill(tokenload.PrefillCharge{RequestID: req.RequestId, Pod: bestP, Tokens: 3500 + float64(newTokens), TTL: time.Hour})
+					tx.ChargeDecode(tokenload.DecodeCharge{RequestID: req.RequestId, Pod: bestD, Tokens: float64(prompt), TTL: time.Hour})
 				})
 				if rng.IntN(10) != 0 {
 					pl.PreRequest(ctx, req, nil)

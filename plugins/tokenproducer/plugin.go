@@ -17,8 +17,10 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 // Plugin type names; "tokenizer" is llm-d's deprecated alias.
@@ -26,14 +28,6 @@ const (
 	Type       = "token-producer"
 	LegacyType = "tokenizer"
 )
-
-// TokenizedPromptKey is the data key this plugin produces; consumers (prefix-based-pd-decider)
-// declare it with DataToken so GIE's DAG orders this plugin before them.
-const TokenizedPromptKey = "TokenizedPrompt"
-
-// DataToken is the DAG type token for TokenizedPromptKey (a comparable value: GIE compares
-// tokens with !=).
-type DataToken struct{}
 
 // Backends.
 const (
@@ -60,7 +54,9 @@ func (p *Producer) Params() Parameters { return p.params }
 func (p *Producer) Backend() string { return p.params.Backend }
 
 // Produces implements fwkplugin.ProducerPlugin.
-func (p *Producer) Produces() map[string]any { return map[string]any{TokenizedPromptKey: DataToken{}} }
+func (p *Producer) Produces() map[string]any {
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
+}
 
 // Consumes implements fwkplugin.ConsumerPlugin (nothing).
 func (p *Producer) Consumes() map[string]any { return map[string]any{} }
@@ -78,7 +74,7 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
 	}
-	est := Estimate(request, p.params.Estimate)
+	est := tokenestimate.Estimate(request, p.params.Estimate)
 	request.TokenizedPrompt = est
 	if p.params.Backend != BackendVLLM {
 		if est != nil {
@@ -104,10 +100,10 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 
 // Parameters of token-producer.
 type Parameters struct {
-	Backend   string         `json:"-"`
-	ModelName string         `json:"modelName,omitempty"`
-	Estimate  EstimateParams `json:"-"`
-	VLLM      VLLMParams     `json:"-"`
+	Backend   string                       `json:"-"`
+	ModelName string                       `json:"modelName,omitempty"`
+	Estimate  tokenestimate.EstimateParams `json:"-"`
+	VLLM      VLLMParams                   `json:"-"`
 }
 
 // VLLMParams configure the vLLM render backend.
@@ -125,10 +121,10 @@ type rawVLLM struct {
 }
 
 type rawParams struct {
-	ModelName          string          `json:"modelName,omitempty"`
-	Estimate           *EstimateParams `json:"estimate,omitempty"`
-	VLLM               *rawVLLM        `json:"vllm,omitempty"`
-	UDSTokenizerConfig json.RawMessage `json:"udsTokenizerConfig,omitempty"`
+	ModelName          string                        `json:"modelName,omitempty"`
+	Estimate           *tokenestimate.EstimateParams `json:"estimate,omitempty"`
+	VLLM               *rawVLLM                      `json:"vllm,omitempty"`
+	UDSTokenizerConfig json.RawMessage               `json:"udsTokenizerConfig,omitempty"`
 }
 
 // ParseParameters decodes, selects the backend and validates.
@@ -158,8 +154,8 @@ func ParseParameters(raw json.RawMessage) (Parameters, error) {
 	if r.Estimate != nil {
 		p.Estimate = *r.Estimate
 	}
-	p.Estimate.defaults()
-	if err := p.Estimate.validate(); err != nil {
+	p.Estimate.Defaults()
+	if err := p.Estimate.Validate(); err != nil {
 		return p, fmt.Errorf("token-producer: %w", err)
 	}
 	if r.VLLM == nil && r.ModelName == "" {

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/contract"
 )
 
 func TestParseParameters(t *testing.T) {
@@ -171,7 +173,7 @@ func TestEnsureProducer(t *testing.T) {
 	if len(h2.GetAllPlugins()) != 1 {
 		t.Fatalf("duplicate producer: %v", h2.GetAllPlugins())
 	}
-	if got := p.(*Producer).Produces()[TokenizedPromptKey]; got != (DataToken{}) {
+	if got := p.(*Producer).Produces()[contract.TokenizedPromptKey]; got != (contract.TokenizedPromptData{}) {
 		t.Fatal("token must be comparable and equal")
 	}
 }

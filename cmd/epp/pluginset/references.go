@@ -6,6 +6,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/tokenproducer"
 )
 
@@ -42,7 +43,7 @@ func ResolveReferences(handle fwkplugin.Handle) error {
 // parameters when that scorer is configured.
 var defaultProducers = map[string]func(fwkplugin.Handle){
 	attrprefix.PrefixCacheMatchInfoKey: ensurePrefixProducer,
-	tokenproducer.TokenizedPromptKey:   tokenproducer.EnsureProducer,
+	contract.TokenizedPromptKey:        tokenproducer.EnsureProducer,
 }
 
 func ensureDefaultProducers(handle fwkplugin.Handle) {

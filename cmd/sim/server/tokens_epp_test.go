@@ -7,7 +7,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 // TestTokensMatchEPPEstimate: the token ids the simulator caches (and reports in KV events)
@@ -30,7 +30,7 @@ func TestTokensMatchEPPEstimate(t *testing.T) {
 		if err := json.Unmarshal([]byte(body), &cc); err != nil {
 			t.Fatalf("chat %d: GIE body: %v", i, err)
 		}
-		est := tokenproducer.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{ChatCompletions: &cc}}, tokenproducer.EstimateParams{})
+		est := tokenestimate.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{ChatCompletions: &cc}}, tokenestimate.EstimateParams{})
 		if est == nil || !slices.Equal(r.tokens, est.TokenIDs) {
 			t.Errorf("chat %d: simulator tokens %v, EPP estimate %v", i, r.tokens, est)
 		}
@@ -40,7 +40,7 @@ func TestTokensMatchEPPEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	est := tokenproducer.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{Completions: &fwksched.CompletionsRequest{Prompt: fwksched.Prompt{Raw: prompt}}}}, tokenproducer.EstimateParams{})
+	est := tokenestimate.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{Completions: &fwksched.CompletionsRequest{Prompt: fwksched.Prompt{Raw: prompt}}}}, tokenestimate.EstimateParams{})
 	if !slices.Equal(r.tokens, est.TokenIDs) {
 		t.Errorf("completion: simulator tokens %v, EPP estimate %v", r.tokens, est.TokenIDs)
 	}

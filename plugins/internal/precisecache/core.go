@@ -23,7 +23,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/kvevents"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 // MatchInfoKey is the endpoint attribute carrying the precise match (tier-weighted and per
@@ -280,7 +280,7 @@ func (c *Core) RequestKeys(request *fwksched.LLMRequest) []uint64 {
 	}
 	tp := request.TokenizedPrompt
 	if tp == nil {
-		tp = tokenproducer.Estimate(request, tokenproducer.EstimateParams{})
+		tp = tokenestimate.Estimate(request, tokenestimate.EstimateParams{})
 	}
 	if tp == nil {
 		return nil

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 
 	"github.com/pdgate/pdgate/cmd/epp/podmeta"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/test/inprocepp"
 )
 
@@ -86,7 +86,7 @@ func (e *epp) waitForMetrics(t *testing.T, n int) {
 	for time.Now().Before(deadline) {
 		ready := 0
 		for _, ep := range e.ds.PodList(datastore.AllPodsPredicate) {
-			if m := enginemetrics.Get(ep.GetAttributes()); m != nil && m.HasDrainRate1m {
+			if m := engineattr.Get(ep.GetAttributes()); m != nil && m.HasDrainRate1m {
 				ready++
 			}
 		}

@@ -12,15 +12,16 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
 )
 
 const (
-	podA = tokenledger.PodKey("default/decode-0")
-	podB = tokenledger.PodKey("default/decode-1")
+	podA = tokenload.PodKey("default/decode-0")
+	podB = tokenload.PodKey("default/decode-1")
 )
 
-var decodePods = []tokenledger.PodKey{podA, podB}
+var decodePods = []tokenload.PodKey{podA, podB}
 
 func newReplica(t *testing.T, ctx context.Context, addr, id string) *tokenledger.Tracker {
 	t.Helper()
@@ -40,23 +41,23 @@ func newReplica(t *testing.T, ctx context.Context, addr, id string) *tokenledger
 
 // pick is a token_load decode pick: the pod with the fewest decode tokens (first wins ties),
 // charged in the same critical section.
-func pick(tr *tokenledger.Tracker, requestID string, promptTokens float64) (tokenledger.PodKey, map[tokenledger.PodKey]float64) {
-	var best tokenledger.PodKey
-	scores := map[tokenledger.PodKey]float64{}
-	tr.Atomically(func(tx tokenledger.Tx) {
+func pick(tr *tokenledger.Tracker, requestID string, promptTokens float64) (tokenload.PodKey, map[tokenload.PodKey]float64) {
+	var best tokenload.PodKey
+	scores := map[tokenload.PodKey]float64{}
+	tr.Atomically(func(tx tokenload.Tx) {
 		for _, p := range decodePods {
 			scores[p] = tx.Decode(p, nil)
 			if best == "" || scores[p] < scores[best] {
 				best = p
 			}
 		}
-		tx.ChargeDecode(tokenledger.DecodeCharge{RequestID: requestID, Pod: best, Tokens: promptTokens, TTL: time.Hour})
+		tx.ChargeDecode(tokenload.DecodeCharge{RequestID: requestID, Pod: best, Tokens: promptTokens, TTL: time.Hour})
 	})
 	return best, scores
 }
 
-func decodeScore(tr *tokenledger.Tracker, p tokenledger.PodKey) (v float64) {
-	tr.Atomically(func(tx tokenledger.Tx) { v = tx.Decode(p, nil) })
+func decodeScore(tr *tokenledger.Tracker, p tokenload.PodKey) (v float64) {
+	tr.Atomically(func(tx tokenload.Tx) { v = tx.Decode(p, nil) })
 	return v
 }
 

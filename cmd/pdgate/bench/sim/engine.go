@@ -9,7 +9,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/sim/batching"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 )
 
 // pod is one simulated model server: the simulator's batching scheduler and prefix cache on
@@ -138,7 +138,7 @@ func (p *pod) scrape(now time.Time) {
 			break
 		}
 	}
-	em := &enginemetrics.Metrics{Engine: p.spec.Engine, UpdateTime: now,
+	em := &engineattr.Metrics{Engine: p.spec.Engine, UpdateTime: now,
 		Running: float64(st.Running), HasRunning: true, Waiting: float64(st.Waiting), HasWaiting: true,
 		KVUsage: m.KVCacheUsagePercent, HasKVUsage: true, HasGenThroughput: true}
 	if dt := now.Sub(thr.at).Seconds(); dt > 0 {
@@ -154,5 +154,5 @@ func (p *pod) scrape(now time.Time) {
 	if now.Sub(p.samples[len(p.samples)-1].at) >= time.Second {
 		p.samples = append(p.samples, cur)
 	}
-	p.attrs.Put(enginemetrics.AttributeKey, em)
+	p.attrs.Put(engineattr.AttributeKey, em)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 // The lab's chat requests carry the seeded arrivals: their arrival times, and bodies whose
@@ -54,7 +54,7 @@ func TestChatRequests(t *testing.T) {
 			t.Fatalf("request %d: model %q max_tokens %d (want %d) stream %v/%v path %s", i, body.Model, body.MaxTokens, a.Output,
 				body.Stream, r.Stream, r.Path)
 		}
-		est := tokenproducer.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{ChatCompletions: &chat}}, tokenproducer.EstimateParams{})
+		est := tokenestimate.Estimate(&fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{ChatCompletions: &chat}}, tokenestimate.EstimateParams{})
 		if !slices.Equal(est.TokenIDs, a.Tokens) {
 			t.Fatalf("request %d: the EPP's estimate of the lab body differs from the arrival's tokens", i)
 		}

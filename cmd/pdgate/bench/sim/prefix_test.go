@@ -9,7 +9,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
 var smallPrefix = SharedPrefix{Prefixes: 20, PrefixTokens: [2]int{200, 400}, SuffixTokens: [2]int{10, 30}, Output: [2]int{4, 8}, Zipf: 1.2}
@@ -36,7 +36,7 @@ func TestSharedPrefixSource(t *testing.T) {
 		if x.At != y.At || !slices.Equal(x.Tokens, y.Tokens) || x.Output != y.Output {
 			t.Fatalf("request %d differs between two sources of one seed", n)
 		}
-		est := tokenproducer.Estimate(&fwksched.LLMRequest{Body: x.Body}, tokenproducer.EstimateParams{})
+		est := tokenestimate.Estimate(&fwksched.LLMRequest{Body: x.Body}, tokenestimate.EstimateParams{})
 		if !slices.Equal(est.TokenIDs, x.Tokens) {
 			t.Fatalf("request %d: simulator tokens differ from the EPP's estimate", n)
 		}

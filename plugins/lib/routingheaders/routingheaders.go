@@ -1,9 +1,10 @@
-// Package disaggheaders writes the routing headers the decode pod's sidecar reads
+// Package routingheaders writes the routing headers the decode pod's sidecar reads
 // (x-prefiller-host-port, x-encoder-hosts-ports, x-pdgate-decoder-port and pdgate's
-// prefill-pod hints) from a scheduling result. It holds the shared writer used by
-// disagg-profile-handler, and the two deprecated llm-d PreRequest plugins
-// disagg-headers-handler and prefill-header-handler.
-package disaggheaders
+// prefill-pod hints) from a scheduling result. It is the one writer that
+// disagg-profile-handler and the deprecated llm-d PreRequest plugins disagg-headers-handler
+// and prefill-header-handler (plugins/disaggheaders) share, kept in a library so that no
+// plugin imports another.
+package routingheaders
 
 import (
 	"context"
@@ -164,7 +165,7 @@ func sidecarKnobs(request *fwksched.LLMRequest, result *fwksched.SchedulingResul
 // logger is the package's logger: Write is called from PreRequest hooks of two plugins and
 // has no context of its own; each message is logged once per process (podmodel.Report,
 // pdknobs' once-per-value warnings).
-var logger = log.Log.WithName("disaggheaders")
+var logger = log.Log.WithName("routingheaders")
 
 // Report logs a picked pod's invalid labels once per pod and value.
 func Report(pod podmodel.Pod) { podmodel.Report(logger, pod) }

@@ -1,14 +1,15 @@
-// Package prefillscorer holds AIBrix's prefill-side scoring: the prefill load-imbalance fast
+// Package prefillpolicy holds AIBrix's prefill-side formulas: the prefill load-imbalance fast
 // path, the standard-deviation skip, the prefix_cache, least_request, conductor (TTFT
-// estimate), token_load and hybrid_cache_load policies (lower is better), AIBrix's prefix hash
-// table, and the GIE scorer plugin aibrix-prefill-scorer that turns scores into [0,1].
-package prefillscorer
+// estimate), token_load and hybrid_cache_load policies (lower is better) and AIBrix's prefix
+// hash table. It is a library so that the aibrix-prefill-scorer plugin and aibrix-pd-pair
+// share one copy without importing one another.
+package prefillpolicy
 
 import (
 	"fmt"
 	"math"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -28,7 +29,7 @@ type Candidate struct {
 	Key      string
 	Count    float64 // in-flight prefill requests registered by pdgate
 	MatchPct float64 // prefix match percent (0..100)
-	Metrics  *enginemetrics.Metrics
+	Metrics  *engineattr.Metrics
 	// LedgerScore is active + kvWeight·kv from the token ledger (token_load, hybrid).
 	LedgerScore float64
 }
@@ -79,7 +80,7 @@ func PrefillCostMs(tokens float64) float64 {
 }
 
 // ConductorTTFT estimates TTFT in ms: queue + prefix + prefill.
-func ConductorTTFT(count, matchPct float64, totalTokens int, m *enginemetrics.Metrics) float64 {
+func ConductorTTFT(count, matchPct float64, totalTokens int, m *engineattr.Metrics) float64 {
 	matched := float64(totalTokens) * matchPct / 100
 	unmatched := float64(totalTokens) - matched
 	avgPrefillMs := PrefillCostMs(fallbackPrefillTokens)

@@ -1,13 +1,15 @@
-// Package decodescorer holds AIBrix's decode-side scoring: the per-pod inputs, the three
+// Package decodepolicy holds AIBrix's decode-side formulas: the per-pod inputs, the three
 // ordered load-imbalance fast-path checks, the cold-start score and the load_balancing,
-// least_request, conductor (TBT estimate) and token_load policies (lower is better), plus the
-// GIE scorer plugin aibrix-decode-scorer that turns them into [0,1] scores (higher is better).
-package decodescorer
+// least_request, conductor (TBT estimate) and token_load policies (lower is better), and
+// Normalize, which turns lower-is-better scores into GIE's [0,1]. It is a library so that the
+// aibrix-decode-scorer plugin, the aibrix-prefill-scorer plugin and aibrix-pd-pair share one
+// copy of the math without importing one another.
+package decodepolicy
 
 import (
 	"math"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -19,8 +21,6 @@ const (
 	gpuPressurePenalty   = 1.5
 	maxScoreFloor        = 0.01 // MaxScore starts here
 )
-
-var nan = math.NaN()
 
 // Candidate is one decode pod's inputs.
 type Candidate struct {
@@ -45,7 +45,7 @@ func (c Candidate) Count() float64 {
 }
 
 // NewCandidate builds a candidate from engine metrics (nil = none) and the pending count.
-func NewCandidate(key string, m *enginemetrics.Metrics, pending float64) Candidate {
+func NewCandidate(key string, m *engineattr.Metrics, pending float64) Candidate {
 	c := Candidate{Key: key, Pending: pending, FreePct: 100}
 	if m == nil {
 		return c

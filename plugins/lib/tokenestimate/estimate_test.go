@@ -1,4 +1,4 @@
-package tokenproducer
+package tokenestimate
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package prefillscorer
+package prefillpolicy
 
 import (
 	"strings"

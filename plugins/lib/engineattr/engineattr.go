@@ -1,13 +1,12 @@
-// Package enginemetrics is a GIE data-layer extractor that reads, from a model server's
-// Prometheus metrics, what AIBrix's PD policies need beyond GIE's core metrics: generation
+// Package engineattr is the endpoint attribute the engine-metrics extractor (plugin
+// aibrix-engine-metrics) writes and the AIBrix scorers and pair selection read: generation
 // throughput, running and waiting counts, KV usage, the prefill-time histogram's mean, the
-// running-request drain rate over one minute and SGLang's PD pre-allocation queues, for the
-// vllm, sglang and trtllm-serve metric names. It stores them as an endpoint attribute
-// (AttributeKey) that the pdgate scorers read.
-package enginemetrics
+// running-request drain rate and SGLang's PD pre-allocation queues. It lives apart from the
+// extractor so that readers depend on the attribute's shape, not on the plugin that fills it
+// (the way GIE keeps its attribute types outside its plugins).
+package engineattr
 
 import (
-	"math"
 	"time"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -68,6 +67,3 @@ func Get(ep Getter) *Metrics {
 	m, _ := v.(*Metrics)
 	return m
 }
-
-// finite reports whether f is a usable number.
-func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }

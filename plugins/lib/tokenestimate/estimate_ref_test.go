@@ -1,4 +1,4 @@
-package tokenproducer
+package tokenestimate
 
 import (
 	"encoding/binary"
@@ -25,7 +25,7 @@ type refEstimator struct {
 }
 
 func refEstimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.TokenizedPrompt {
-	p.defaults()
+	p.Defaults()
 	if request == nil || request.Body == nil {
 		return nil
 	}

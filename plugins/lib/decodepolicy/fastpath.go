@@ -1,4 +1,4 @@
-package decodescorer
+package decodepolicy
 
 import (
 	"fmt"

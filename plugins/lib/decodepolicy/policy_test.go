@@ -1,10 +1,10 @@
-package decodescorer
+package decodepolicy
 
 import (
 	"math"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -24,7 +24,7 @@ func TestNewCandidate(t *testing.T) {
 	if c.Count() != 2 || c.FreePct != 100 || c.HasRunning {
 		t.Fatalf("missing metrics: %+v", c)
 	}
-	c = NewCandidate("p", &enginemetrics.Metrics{Running: 3, HasRunning: true, KVUsage: 0.5, HasKVUsage: true}, 2)
+	c = NewCandidate("p", &engineattr.Metrics{Running: 3, HasRunning: true, KVUsage: 0.5, HasKVUsage: true}, 2)
 	if c.Count() != 5 || c.FreePct != 50 {
 		t.Fatalf("%+v", c)
 	}

@@ -1,10 +1,10 @@
-package prefillscorer
+package prefillpolicy
 
 import (
 	"math"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -57,7 +57,7 @@ func TestConductorTTFT(t *testing.T) {
 		count float64
 		match float64
 		total int
-		m     *enginemetrics.Metrics
+		m     *engineattr.Metrics
 		want  float64
 	}{
 		{"empty prompt idle", 0, 0, 0, nil, 0},
@@ -68,8 +68,8 @@ func TestConductorTTFT(t *testing.T) {
 		// full match: prefill term 0
 		{"full match", 0, 100, 100, nil, 0.005*100 + 1},
 		{"queue with fallback prefill time", 2, 100, 100, nil, 2*fallback + 1.5},
-		{"queue with histogram mean", 2, 100, 100, &enginemetrics.Metrics{PrefillTimeMean: 0.1, HasPrefillTimeMean: true}, 200 + 1.5},
-		{"zero histogram mean uses fallback", 1, 100, 100, &enginemetrics.Metrics{PrefillTimeMean: 0, HasPrefillTimeMean: true}, fallback + 1.5},
+		{"queue with histogram mean", 2, 100, 100, &engineattr.Metrics{PrefillTimeMean: 0.1, HasPrefillTimeMean: true}, 200 + 1.5},
+		{"zero histogram mean uses fallback", 1, 100, 100, &engineattr.Metrics{PrefillTimeMean: 0, HasPrefillTimeMean: true}, fallback + 1.5},
 	}
 	for _, tt := range tests {
 		if got := ConductorTTFT(tt.count, tt.match, tt.total, tt.m); math.Abs(got-tt.want) > 1e-9 {

@@ -1,4 +1,8 @@
-package tokenproducer
+// Package tokenestimate is llm-d's tokenizer-free token estimate (text packed 4 bytes a token,
+// images and video by size hints). It is a library because the token-producer plugin, the
+// profile handler (combined-mode threshold), the prefix decider and the precise prefix cache
+// all estimate a prompt the same way and must not import one another.
+package tokenestimate
 
 import (
 	"bytes"
@@ -44,7 +48,8 @@ type EstimateParams struct {
 	VideoDurationSeconds float64 `json:"videoDurationSeconds,omitempty"`
 }
 
-func (p *EstimateParams) defaults() {
+// Defaults fills the unset knobs with llm-d's defaults.
+func (p *EstimateParams) Defaults() {
 	if p.ImageEstimator == "" {
 		p.ImageEstimator = "dynamic"
 	}
@@ -68,7 +73,8 @@ func (p *EstimateParams) defaults() {
 	}
 }
 
-func (p EstimateParams) validate() error {
+// Validate rejects knobs the estimate cannot use, naming the field.
+func (p EstimateParams) Validate() error {
 	switch p.ImageEstimator {
 	case "dynamic", "static":
 	default:
@@ -98,7 +104,7 @@ type estimator struct {
 
 // Estimate returns the estimated TokenizedPrompt of a request (nil when it has no body).
 func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.TokenizedPrompt {
-	p.defaults()
+	p.Defaults()
 	if request == nil || request.Body == nil {
 		return nil
 	}

@@ -1,13 +1,16 @@
-// Package tokenledger is the token-load ledger the token_load and hybrid_cache_load policies
-// read: per-pod prefill (active, kv) and decode token charges with sessions, TTLs, a janitor,
-// metrics and an optional Redis-shared decode ledger.
-//
-// This file is the contract the scoring plugins program against; ledger.go and friends
-// implement it. Selection code must read the ledger and charge its pick inside one
+// Package tokenload is the contract of the token-load ledger that the token_load and
+// hybrid_cache_load policies read: per-pod prefill (active, kv) and decode token charges. The
+// pd-token-ledger plugin (plugins/tokenledger) implements it; aibrix-pd-pair programs against
+// it, so neither plugin imports the other. Selection code must read the ledger and charge its pick inside one
 // Ledger.Atomically call, so that a burst of concurrent requests sees each other's picks.
-package tokenledger
+package tokenload
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+)
 
 // PodKey identifies a pod across the ledger, the metrics and Redis: "namespace/name".
 type PodKey string
@@ -80,4 +83,25 @@ type Defaults struct {
 type Provider interface {
 	TokenLedger() Ledger
 	TokenLoadDefaults() Defaults
+}
+
+// PluginType is the type name of the plugin that owns a ledger (plugins/tokenledger
+// registers it); Lookup names it in its errors.
+const PluginType = "pd-token-ledger"
+
+// Lookup finds the ledger owner named name among the handle's plugins. Scorers call it lazily at
+// first use, so the order of the plugins list does not matter.
+func Lookup(h fwkplugin.HandlePlugins, name string) (Provider, error) {
+	if h == nil {
+		return nil, fmt.Errorf("token ledger %q: no plugin handle", name)
+	}
+	pl := h.Plugin(name)
+	if pl == nil {
+		return nil, fmt.Errorf("token ledger %q: no plugin with that name; declare a %s plugin named %q", name, PluginType, name)
+	}
+	prov, ok := pl.(Provider)
+	if !ok {
+		return nil, fmt.Errorf("token ledger %q: plugin is a %s, not a %s", name, pl.TypedName().Type, PluginType)
+	}
+	return prov, nil
 }
