@@ -14,27 +14,38 @@ var ignoresParameters = map[string]bool{
 	"always-disagg-multimodal-decider": true,
 }
 
-// Every other pdgate plugin decodes its parameters strictly: a misspelt or stale field is an
-// error naming the plugin (its type or its configured name) and the field, or saying that
-// the type takes no parameters, never a silently ignored setting.
-func TestEveryFactoryRejectsUnknownParameters(t *testing.T) {
+// TestEveryFactoryDecodesParametersAlike is the table over every registered type: each one's
+// parameters go through pluginkit.Decode, so
+//   - absent, null, {} and " { } " all mean "the defaults": the four either all build a plugin
+//     or all fail with the same error;
+//   - an unknown field is an error naming the plugin type, the instance and the field (except
+//     the types documented to ignore parameters, which accept it like {}).
+func TestEveryFactoryDecodesParametersAlike(t *testing.T) {
+	outcome := func(r registration, raw json.RawMessage) string {
+		if _, err := r.factory("probe-instance", raw, nil); err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	}
 	for _, r := range registrations {
 		t.Run(r.typeName, func(t *testing.T) {
-			_, err := r.factory("probe-instance", json.RawMessage(`{"noSuchParameter": 1}`), nil)
+			absent := outcome(r, nil)
+			for _, raw := range []string{"null", "{}", " { } "} {
+				if got := outcome(r, json.RawMessage(raw)); got != absent {
+					t.Errorf("parameters %q: %s; absent parameters: %s", raw, got, absent)
+				}
+			}
+			unknown := outcome(r, json.RawMessage(`{"noSuchParameter": 1}`))
 			if ignoresParameters[r.typeName] {
-				if err != nil {
-					t.Fatalf("documented to ignore parameters, got %v", err)
+				if unknown != absent {
+					t.Errorf("documented to ignore parameters: unknown field gave %s, absent %s", unknown, absent)
 				}
 				return
 			}
-			if err == nil {
-				t.Fatal("an unknown parameter was accepted")
-			}
-			msg := err.Error()
-			namesPlugin := strings.Contains(msg, r.typeName) || strings.Contains(msg, "probe-instance")
-			namesField := strings.Contains(msg, "noSuchParameter") || strings.Contains(msg, "takes no parameters")
-			if !namesPlugin || !namesField {
-				t.Errorf("error %q must name the plugin (type %q or name) and the field", msg, r.typeName)
+			for _, want := range []string{"error: ", r.typeName, `"probe-instance"`, "noSuchParameter"} {
+				if !strings.Contains(unknown, want) {
+					t.Errorf("unknown field: %s; must be an error naming the type, the instance and the field (missing %q)", unknown, want)
+				}
 			}
 		})
 	}

@@ -8,7 +8,6 @@
 package burstprefix
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -25,7 +24,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -53,12 +52,8 @@ func DefaultParameters() Parameters {
 // ParseParameters decodes strictly, defaults and validates.
 func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	p := DefaultParameters()
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Parameters{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Parameters{}, err
 	}
 	bad := func(field string, v any, why string) error {
 		return fmt.Errorf("%s %q: parameter %s=%v: %s", Type, name, field, v, why)
@@ -383,7 +378,7 @@ func (b *Producer) ResolveReferences(handle fwkplugin.Handle) error {
 	for name, p := range all {
 		if p != nil && approximateProducers[p.TypedName().Type] {
 			delete(all, name)
-			log.FromContext(handlectx.Of(handle)).Info("burst-prefix-cache-producer is configured: the approximate prefix producer is not used", "dropped", name, "producer", b.tn.String())
+			log.FromContext(pluginkit.Context(handle)).Info("burst-prefix-cache-producer is configured: the approximate prefix producer is not used", "dropped", name, "producer", b.tn.String())
 		}
 	}
 	return nil

@@ -8,7 +8,6 @@
 package dataparallelprofile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +18,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -39,12 +38,8 @@ type Parameters struct {
 // route to port "0").
 func ParseParameters(name string, raw json.RawMessage) (int, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return 0, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return 0, err
 	}
 	port := DefaultPrimaryPort
 	if p.PrimaryPort != nil {
@@ -70,7 +65,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if err != nil {
 		return nil, err
 	}
-	deprecation.Once(handlectx.Of(handle), Type,
+	deprecation.Once(pluginkit.Context(handle), Type,
 		"Deprecated: "+Type+" is honoured for llm-d configs; use single-profile-handler with Istio >= 1.28.1 (the gateway routes to the rank port directly)",
 		"plugin", name)
 	return New(name, port), nil

@@ -6,7 +6,6 @@
 package dcgmsource
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -27,6 +26,7 @@ import (
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type names.
@@ -75,12 +75,8 @@ var _ fwkdl.PollingDataSource = (*Source)(nil)
 // SourceFactory builds the source.
 func SourceFactory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	p := SourceParameters{Scheme: "http", Path: "/metrics"}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", SourceType, name, err)
-		}
+	if err := pluginkit.Decode(SourceType, name, raw, &p); err != nil {
+		return nil, err
 	}
 	if p.Scheme != "http" && p.Scheme != "https" {
 		return nil, fmt.Errorf("%s %q: parameter scheme=%q: must be http or https", SourceType, name, p.Scheme)
@@ -182,8 +178,8 @@ var _ fwkdl.Extractor = (*Extractor)(nil)
 
 // ExtractorFactory builds the extractor; it takes no parameters.
 func ExtractorFactory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" && string(t) != "{}" {
-		return nil, fmt.Errorf("%s %q: takes no parameters, got %s", ExtractorType, name, t)
+	if err := pluginkit.NoParameters(ExtractorType, name, raw); err != nil {
+		return nil, err
 	}
 	return &Extractor{tn: fwkplugin.TypedName{Type: ExtractorType, Name: orType(name, ExtractorType)}}, nil
 }

@@ -32,7 +32,7 @@ func TestFactory(t *testing.T) {
 		{name: "defaults", typ: Type, want: Parameters{"prefill", "encode"}},
 		{name: "custom", typ: Type, params: `{"prefillProfile":"my-prefill","encodeProfile":"my-encode"}`, want: Parameters{"my-prefill", "my-encode"}},
 		{name: "prefill-header-handler backward compat", typ: LegacyType, params: `{"prefillProfile":"p"}`, want: Parameters{"p", "encode"}},
-		{name: "invalid JSON", typ: Type, params: `{`, wantErr: "failed to parse the parameters of the 'disagg-headers-handler' pre-request plugin - "},
+		{name: "invalid JSON", typ: Type, params: `{`, wantErr: `disagg-headers-handler "hh": invalid parameters: `},
 		{name: "unknown field", typ: Type, params: `{"prefill":"x"}`, wantErr: `unknown field "prefill"`},
 	}
 	for _, tt := range tests {

@@ -1,17 +1,15 @@
 package disaggheaders
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 )
 
@@ -38,15 +36,10 @@ type Handler struct {
 }
 
 // ParseParameters decodes and defaults the parameters. Unknown fields are rejected.
-func ParseParameters(raw json.RawMessage) (Parameters, error) {
+func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, error) {
 	p := Parameters{PrefillProfile: "prefill", EncodeProfile: "encode"}
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return p, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
-		return p, fmt.Errorf("failed to parse the parameters of the '%s' pre-request plugin - %w", Type, err)
+	if err := pluginkit.Decode(pluginType, name, raw, &p); err != nil {
+		return p, err
 	}
 	return p, nil
 }
@@ -62,14 +55,11 @@ func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (f
 }
 
 func newHandler(pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle) (*Handler, error) {
-	p, err := ParseParameters(raw)
+	p, err := ParseParameters(pluginType, name, raw)
 	if err != nil {
-		if pluginType != Type { // the message keeps llm-d's wording, which names the new type
-			return nil, fmt.Errorf("%s %q: %w", pluginType, name, err)
-		}
 		return nil, err
 	}
-	ctx := handlectx.Of(handle)
+	ctx := pluginkit.Context(handle)
 	deprecation.Once(ctx, pluginType, "Deprecated: "+pluginType+" is deprecated, use disagg-profile-handler instead (it writes the disaggregation headers itself)",
 		"plugin", pluginType)
 	return &Handler{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: p}, nil

@@ -6,6 +6,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -17,11 +18,11 @@ func TestCombinedDecodePickSkipsPrefill(t *testing.T) {
 		profile string
 		skip    bool
 	}{
-		{"decode", map[string]string{RoleLabel: "decode"}, "", false},
+		{"decode", map[string]string{podmodel.LabelLLMDRole: "decode"}, "", false},
 		{"no role", nil, "", false},
-		{"prefill-decode", map[string]string{RoleLabel: "prefill-decode"}, "", true},
-		{"both (deprecated alias)", map[string]string{RoleLabel: "both"}, "", true},
-		{"encode-prefill-decode", map[string]string{RoleLabel: "encode-prefill-decode"}, "", true},
+		{"prefill-decode", map[string]string{podmodel.LabelLLMDRole: "prefill-decode"}, "", true},
+		{"both (deprecated alias)", map[string]string{podmodel.LabelLLMDRole: "both"}, "", true},
+		{"encode-prefill-decode", map[string]string{podmodel.LabelLLMDRole: "encode-prefill-decode"}, "", true},
 		{"aibrix combined profile", map[string]string{"role-name": "all", cfg: `{"defaultProfile":"pd","profiles":{"pd":{"routingConfig":{"combined":true}}}}`}, "", true},
 		{"aibrix profile not combined", map[string]string{"role-name": "all", cfg: `{"profiles":{"default":{"routingConfig":{"combined":false}},"c":{"routingConfig":{"combined":true}}}}`}, "", false},
 		{"aibrix combined via config-profile header", map[string]string{"role-name": "all", cfg: `{"profiles":{"default":{},"c":{"routingConfig":{"combined":true}}}}`}, "c", true},

@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -21,7 +22,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -32,9 +33,6 @@ const (
 	PDHandlerType = "pd-profile-handler"
 )
 
-// RoleLabel is llm-d's role label.
-const RoleLabel = "llm-d.ai/role"
-
 var (
 	_ fwksched.ProfileHandler = &Handler{}
 	_ fwkrc.PreRequest        = &Handler{}
@@ -43,6 +41,8 @@ var (
 // Handler is disagg-profile-handler.
 type Handler struct {
 	typedName fwkplugin.TypedName
+	// decisions counts decisions; Factory registers it on the EPP's registerer (shared by instances).
+	decisions *prometheus.CounterVec
 	params    Parameters
 	handle    fwkplugin.Handle
 	log       logr.Logger
@@ -64,13 +64,15 @@ func (flag) Clone() fwkplugin.StateData { return flag{} }
 // now when already declared, or on first use when declared later in the plugin list; call
 // ResolveReferences after all plugins are instantiated to get the error at startup.
 func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := handlectx.Of(handle)
-	p, err := ParseParameters(raw, loggerFrom(ctx))
+	ctx := pluginkit.Context(handle)
+	p, err := ParseParameters(name, raw, loggerFrom(ctx))
 	if err != nil {
 		return nil, err
 	}
-	RegisterMetrics()
 	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p, handle: handle, log: loggerFrom(ctx)}
+	if h.decisions, err = pluginkit.Register(pluginkit.Registerer(handle), newDisaggDecisions()); err != nil {
+		return nil, pluginkit.Errorf(HandlerType, name, "%w", err)
+	}
 	// Validate the references that can be checked now (declared earlier), so a wrong plugin
 	// type fails at startup exactly like llm-d; names not yet declared are resolved later.
 	if handle != nil {
@@ -90,9 +92,8 @@ func HandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (
 // NewHandler builds a handler from already-parsed parameters and resolved deciders (tests and
 // programmatic assemblies).
 func NewHandler(name string, p Parameters, prefill, encode contract.Decider) *Handler {
-	RegisterMetrics()
 	h := &Handler{typedName: fwkplugin.TypedName{Type: HandlerType, Name: name}, params: p,
-		prefillDecider: prefill, encodeDecider: encode, log: logr.Discard()}
+		prefillDecider: prefill, encodeDecider: encode, log: logr.Discard(), decisions: newDisaggDecisions()}
 	h.resolveOnce.Do(func() {})
 	return h
 }
@@ -323,7 +324,7 @@ func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, r
 	encodeUsed := used(results[h.params.Profiles.Encode])
 	prefillUsed := used(results[h.params.Profiles.Prefill])
 	decision := DecisionType(encodeUsed, prefillUsed)
-	DisaggDecisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
+	h.decisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
 	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation decision", "plugin", h.typedName.String(),
 		"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
 }

@@ -11,6 +11,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -28,11 +29,11 @@ func resultsOf(kv ...any) map[string]*fwksched.ProfileRunResult {
 }
 
 var (
-	dEp  = ep("decode-0", "10.0.0.2", "8000", map[string]string{RoleLabel: "decode"})
-	pEp  = ep("prefill-0", "10.0.0.1", "8000", map[string]string{RoleLabel: "prefill"})
-	eEp1 = ep("encode-0", "10.0.0.5", "8000", map[string]string{RoleLabel: "encode"})
-	eEp2 = ep("encode-1", "10.0.0.6", "8001", map[string]string{RoleLabel: "encode"})
-	cEp  = ep("combined-0", "10.0.0.9", "8000", map[string]string{RoleLabel: "prefill-decode"})
+	dEp  = ep("decode-0", "10.0.0.2", "8000", map[string]string{podmodel.LabelLLMDRole: "decode"})
+	pEp  = ep("prefill-0", "10.0.0.1", "8000", map[string]string{podmodel.LabelLLMDRole: "prefill"})
+	eEp1 = ep("encode-0", "10.0.0.5", "8000", map[string]string{podmodel.LabelLLMDRole: "encode"})
+	eEp2 = ep("encode-1", "10.0.0.6", "8001", map[string]string{podmodel.LabelLLMDRole: "encode"})
+	cEp  = ep("combined-0", "10.0.0.9", "8000", map[string]string{podmodel.LabelLLMDRole: "prefill-decode"})
 )
 
 func defaults() Parameters {
@@ -279,7 +280,6 @@ func TestProcessResults(t *testing.T) {
 }
 
 func TestDecisionMetric(t *testing.T) {
-	RegisterMetrics()
 	tests := []struct {
 		name     string
 		enc, pre bool
@@ -296,7 +296,6 @@ func TestDecisionMetric(t *testing.T) {
 			h := NewHandler("h", defaults(), &fakeDecider{yes: tt.pre}, &fakeDecider{yes: tt.enc})
 			cs := fwksched.NewCycleState()
 			r := &fwksched.LLMRequest{RequestId: "x", TargetModel: model}
-			before := counterValue(DisaggDecisions.WithLabelValues(model, tt.want)) // counters are per process
 			results := resultsOf("decode", res(dEp))
 			profiles := profilesOf("decode", "encode", "prefill")
 			for i := 0; i < 4; i++ {
@@ -308,8 +307,8 @@ func TestDecisionMetric(t *testing.T) {
 					results[n] = res(map[string]fwksched.Endpoint{"encode": eEp1, "prefill": pEp}[n])
 				}
 			}
-			h.Pick(context.Background(), cs, r, profiles, results) // a repeated final call must not double count
-			if v := counterValue(DisaggDecisions.WithLabelValues(model, tt.want)) - before; v != 1 {
+			h.Pick(context.Background(), cs, r, profiles, results)                      // a repeated final call must not double count
+			if v := counterValue(h.decisions.WithLabelValues(model, tt.want)); v != 1 { // the handler's own counter
 				t.Fatalf("%s = %v", tt.want, v)
 			}
 		})

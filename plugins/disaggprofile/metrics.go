@@ -1,11 +1,6 @@
 package disaggprofile
 
-import (
-	"sync"
-
-	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-)
+import "github.com/prometheus/client_golang/prometheus"
 
 // Decision types, the values of the decision_type label (llm-d's names).
 const (
@@ -15,28 +10,21 @@ const (
 	DecisionEncodePrefillDecode = "encode-prefill-decode"
 )
 
-var (
-	// DisaggDecisions mirrors llm-d's llm_d_inference_scheduler_disagg_decision_total.
-	DisaggDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+// newDisaggDecisions mirrors llm-d's llm_d_inference_scheduler_disagg_decision_total.
+func newDisaggDecisions() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_disagg_decisions_total",
 		Help: "Disaggregation decisions made by disagg-profile-handler, by target model and decision type (decode-only, prefill-decode, encode-decode, encode-prefill-decode).",
 	}, []string{"model_name", "decision_type"})
-	// PDDecisions mirrors llm-d's deprecated llm_d_inference_scheduler_pd_decision_total,
-	// recorded only by pd-profile-handler.
-	PDDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+}
+
+// newPDDecisions mirrors llm-d's deprecated llm_d_inference_scheduler_pd_decision_total,
+// recorded only by pd-profile-handler.
+func newPDDecisions() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_pd_decisions_total",
 		Help: "P/D decisions made by the deprecated pd-profile-handler, by target model and decision type (decode-only, prefill-decode).",
 	}, []string{"model_name", "decision_type"})
-
-	registerOnce sync.Once
-)
-
-// RegisterMetrics registers the package's collectors with controller-runtime's registry.
-// Factories call it; repeated calls are harmless.
-func RegisterMetrics() {
-	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(DisaggDecisions, PDDecisions)
-	})
 }
 
 // DecisionType names the decision for the stages used.

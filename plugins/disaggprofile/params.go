@@ -1,7 +1,6 @@
 package disaggprofile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // StageOrder says which of prefill and decode is picked first.
@@ -81,22 +82,15 @@ const mixError = "cannot mix deprecated flat parameters (decodeProfile, prefillP
 
 // ParseParameters decodes, validates and defaults the parameters, logging each deprecated
 // spelling it meets.
-func ParseParameters(raw json.RawMessage, logger logr.Logger) (Parameters, error) {
+func ParseParameters(name string, raw json.RawMessage, logger logr.Logger) (Parameters, error) {
 	p := Parameters{
 		Profiles:                   Profiles{Decode: "decode", Prefill: "prefill", Encode: "encode"},
 		StageOrder:                 DecodeFirst,
 		CombinedDecodeSkipsPrefill: true,
 	}
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		logDisabledStages(logger, p.Deciders)
-		return p, nil
-	}
 	var r rawParameters
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
-		return p, fmt.Errorf("failed to parse parameters of the %s - %w", HandlerType, err)
+	if err := pluginkit.Decode(HandlerType, name, raw, &r); err != nil {
+		return p, err
 	}
 	nested := r.Profiles != nil || r.Deciders != nil
 	flat := r.DecodeProfile != "" || r.PrefillProfile != "" || r.EncodeProfile != "" ||

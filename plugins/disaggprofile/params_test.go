@@ -52,7 +52,7 @@ func TestHandlerFactory(t *testing.T) {
 		{name: "unknown field rejected (llm-d newer strict decoding)", params: `{"profiles":{"decode":"d"},"bogus":1}`, wantErr: `unknown field "bogus"`},
 		{name: "mix flat and nested", params: `{"decodeProfile":"d","profiles":{"prefill":"p"}}`, wantErr: mixError},
 		{name: "mix deprecated decider and nested deciders", params: `{"deciderPluginName":"a","deciders":{"prefill":"prefix-based-pd-decider"}}`, wantErr: mixError},
-		{name: "invalid JSON", params: `{"profiles":`, wantErr: "failed to parse parameters of the disagg-profile-handler - "},
+		{name: "invalid JSON", params: `{"profiles":`, wantErr: `disagg-profile-handler "h": invalid parameters: `},
 		{name: "stageOrder prefill-first", params: `{"stageOrder":"prefillFirst"}`,
 			want: Parameters{Profiles: Profiles{"decode", "prefill", "encode"}, StageOrder: PrefillFirst, CombinedDecodeSkipsPrefill: true}},
 		{name: "stageOrder invalid", params: `{"stageOrder":"sideways"}`, wantErr: `invalid stageOrder "sideways"`},
@@ -117,7 +117,7 @@ func TestParseStageOrder(t *testing.T) {
 }
 
 func TestParseParametersEmptyNestedWithFlatIsNotMix(t *testing.T) {
-	p, err := ParseParameters(json.RawMessage(`{"decodeProfile":"d","profiles":{}}`), logr.Discard())
+	p, err := ParseParameters("test", json.RawMessage(`{"decodeProfile":"d","profiles":{}}`), logr.Discard())
 	if err != nil || p.Profiles.Decode != "d" {
 		t.Fatalf("%+v %v", p, err)
 	}
@@ -129,7 +129,7 @@ func FuzzParseParameters(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseParameters(json.RawMessage(s), logr.Discard())
+		p, err := ParseParameters("test", json.RawMessage(s), logr.Discard())
 		if err != nil {
 			return
 		}

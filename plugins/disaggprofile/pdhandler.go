@@ -1,7 +1,6 @@
 package disaggprofile
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -18,7 +18,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -37,7 +37,7 @@ type PDParameters struct {
 }
 
 // ParsePDParameters decodes, defaults and validates pd-profile-handler parameters.
-func ParsePDParameters(raw json.RawMessage) (PDParameters, error) {
+func ParsePDParameters(name string, raw json.RawMessage) (PDParameters, error) {
 	var r struct {
 		DecodeProfile     *string `json:"decodeProfile"`
 		PrefillProfile    *string `json:"prefillProfile"`
@@ -48,12 +48,8 @@ func ParsePDParameters(raw json.RawMessage) (PDParameters, error) {
 	}
 	p := PDParameters{DecodeProfile: "decode", PrefillProfile: "prefill", PrefixPluginType: "prefix-cache-scorer",
 		DeciderPluginName: "prefix-based-pd-decider"}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			return p, fmt.Errorf("failed to parse the parameters of the '%s' profile handler - %w", PDHandlerType, err)
-		}
+	if err := pluginkit.Decode(PDHandlerType, name, raw, &r); err != nil {
+		return p, err
 	}
 	// An explicit empty profile name is accepted (llm-d test "empty decodeProfile is valid").
 	if r.DecodeProfile != nil {
@@ -86,6 +82,7 @@ func ParsePDParameters(raw json.RawMessage) (PDParameters, error) {
 // approves; it writes no headers itself (pair it with disagg-headers-handler).
 type PDHandler struct {
 	typedName fwkplugin.TypedName
+	decisions *prometheus.CounterVec // registered on the EPP's registerer by the factory
 	params    PDParameters
 	handle    fwkplugin.Handle
 	log       logr.Logger
@@ -97,8 +94,8 @@ type PDHandler struct {
 
 // PDHandlerFactory creates pd-profile-handler.
 func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := handlectx.Of(handle)
-	p, err := ParsePDParameters(raw)
+	ctx := pluginkit.Context(handle)
+	p, err := ParsePDParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}
@@ -107,8 +104,10 @@ func PDHandlerFactory(name string, raw json.RawMessage, handle fwkplugin.Handle)
 	if p.PrimaryPort != 0 {
 		logger.Info("Deprecated: primaryPort not needed with Istio >= 1.28.1", "plugin", name)
 	}
-	RegisterMetrics()
 	h := &PDHandler{typedName: fwkplugin.TypedName{Type: PDHandlerType, Name: name}, params: p, handle: handle, log: logger}
+	if h.decisions, err = pluginkit.Register(pluginkit.Registerer(handle), newPDDecisions()); err != nil {
+		return nil, pluginkit.Errorf(PDHandlerType, name, "%w", err)
+	}
 	if handle != nil {
 		if pl := handle.Plugin(p.DeciderPluginName); pl != nil {
 			if _, ok := pl.(contract.Decider); !ok {
@@ -195,7 +194,7 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 	if run {
 		decision = DecisionPrefillDecode
 	}
-	PDDecisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
+	h.decisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
 	if run {
 		return only(h.params.PrefillProfile, profiles)
 	}

@@ -31,10 +31,10 @@ func TestPDHandlerFactory(t *testing.T) {
 		{name: "primaryPort 65535", params: `{"primaryPort":65535}`, want: with(func(p *PDParameters) { p.PrimaryPort = 65535 })},
 		{name: "primaryPort 65536", params: `{"primaryPort":65536}`, wantErr: "invalid primaryPort: must be between 1 and 65535, got 65536"},
 		{name: "primaryPort -10", params: `{"primaryPort":-10}`, wantErr: "invalid primaryPort: must be between 1 and 65535, got -10"},
-		{name: "primaryPort float", params: `{"primaryPort":8000.5}`, wantErr: "failed to parse the parameters of the 'pd-profile-handler' profile handler - "},
+		{name: "primaryPort float", params: `{"primaryPort":8000.5}`, wantErr: `pd-profile-handler "pd": invalid parameters: `},
 		{name: "empty profile names are valid", params: `{"decodeProfile":"","prefillProfile":""}`,
 			want: with(func(p *PDParameters) { p.DecodeProfile, p.PrefillProfile = "", "" })},
-		{name: "invalid JSON", params: `{`, wantErr: "failed to parse the parameters of the 'pd-profile-handler' profile handler - "},
+		{name: "invalid JSON", params: `{`, wantErr: `pd-profile-handler "pd": invalid parameters: `},
 		{name: "empty decider name", params: `{"deciderPluginName":""}`, wantErr: "decider plugin name is not defined"},
 		{name: "unknown decider", params: `{"deciderPluginName":"nope"}`, resolveErr: "invalid decider plugin type: nope",
 			want: with(func(p *PDParameters) { p.DeciderPluginName = "nope" })},
@@ -110,9 +110,8 @@ func TestPDHandlerDecisionMetric(t *testing.T) {
 		if yes {
 			model, want = "pd-metric-yes", DecisionPrefillDecode
 		}
-		before := counterValue(PDDecisions.WithLabelValues(model, want)) // counters are per process
 		h.Pick(context.Background(), fwksched.NewCycleState(), &fwksched.LLMRequest{TargetModel: model}, profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
-		if v := counterValue(PDDecisions.WithLabelValues(model, want)) - before; v != 1 {
+		if v := counterValue(h.decisions.WithLabelValues(model, want)); v != 1 { // the handler's own counter
 			t.Fatalf("%s=%v", want, v)
 		}
 	}

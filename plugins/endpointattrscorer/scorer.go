@@ -4,7 +4,6 @@
 package endpointattrscorer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -55,12 +55,8 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
 	bad := func(field, why string) error { return fmt.Errorf("%s %q: parameter %s: %s", Type, name, field, why) }
 	if p.AttributeKey == "" {

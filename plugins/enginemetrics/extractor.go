@@ -16,6 +16,7 @@ import (
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -33,7 +34,7 @@ const minDrainRate = 0.01
 
 // Params are the plugin parameters.
 type Params struct {
-	// EngineLabelKey names the label that selects the mapping; model.aibrix.ai/engine is the
+	// EngineLabelKey names the label that selects the mapping; the pod model's engine (podmodel.LabelEngine) is the
 	// fallback, then DefaultEngine.
 	EngineLabelKey string `json:"engineLabelKey"`
 	DefaultEngine  string `json:"defaultEngine"`
@@ -56,12 +57,8 @@ type Extractor struct {
 // Factory builds the extractor from YAML parameters.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	p := Params{}
-	if len(raw) > 0 {
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
 	return New(name, p, time.Now)
 }

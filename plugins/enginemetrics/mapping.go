@@ -15,7 +15,7 @@ type Mapping struct {
 }
 
 // BuiltinMappings are the metric names of the engines pdgate knows. Keys are engine names as
-// found in inference.networking.k8s.io/engine-type or model.aibrix.ai/engine.
+// found in inference.networking.k8s.io/engine-type or AIBrix's engine label (podmodel.LabelEngine).
 var BuiltinMappings = map[string]Mapping{
 	"vllm": {
 		GenThroughput: "vllm:avg_generation_throughput_toks_per_s", GenTokensTotal: "vllm:generation_tokens_total",

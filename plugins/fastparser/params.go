@@ -3,7 +3,8 @@ package fastparser
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Payload modes.
@@ -54,12 +55,8 @@ func (p Params) validate(name string) error {
 // parseParams decodes raw parameters strictly (unknown fields are errors).
 func parseParams(name string, raw json.RawMessage) (Params, error) {
 	var p Params
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Params{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Params{}, err
 	}
 	p = p.withDefaults()
 	if err := p.validate(name); err != nil {

@@ -10,13 +10,14 @@
 package inflightscorer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/tokenload"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -32,14 +33,10 @@ type Parameters struct {
 }
 
 // ParseParameters decodes, defaults and validates the parameters; unknown fields are errors.
-func ParseParameters(raw json.RawMessage) (Parameters, error) {
+func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	p := Parameters{QueueThresholdTokens: DefaultQueueThresholdTokens}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Parameters{}, fmt.Errorf("%s: invalid parameters: %w", Type, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Parameters{}, err
 	}
 	if p.QueueThresholdTokens <= 0 {
 		return Parameters{}, fmt.Errorf("%s: parameter queueThresholdTokens=%d: must be > 0", Type, p.QueueThresholdTokens)
@@ -58,7 +55,7 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := ParseParameters(raw)
+	p, err := ParseParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}

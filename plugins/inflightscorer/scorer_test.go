@@ -25,12 +25,12 @@ func TestParseParameters(t *testing.T) {
 		{name: "set", raw: `{"queueThresholdTokens":131072}`, want: 131072},
 		{name: "zero", raw: `{"queueThresholdTokens":0}`, wantErr: "inflight-load-scorer: parameter queueThresholdTokens=0: must be > 0"},
 		{name: "negative", raw: `{"queueThresholdTokens":-5}`, wantErr: "queueThresholdTokens=-5"},
-		{name: "unknown field", raw: `{"threshold":1}`, wantErr: `inflight-load-scorer: invalid parameters: json: unknown field "threshold"`},
-		{name: "wrong type", raw: `{"queueThresholdTokens":"many"}`, wantErr: "inflight-load-scorer: invalid parameters"},
+		{name: "unknown field", raw: `{"threshold":1}`, wantErr: `inflight-load-scorer "test": invalid parameters: json: unknown field "threshold"`},
+		{name: "wrong type", raw: `{"queueThresholdTokens":"many"}`, wantErr: `inflight-load-scorer "test": invalid parameters`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := ParseParameters([]byte(tt.raw))
+			p, err := ParseParameters("test", []byte(tt.raw))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Config is the parameter set of llm-d's precise-prefix-cache-producer and
@@ -139,14 +141,10 @@ type Resolved struct {
 
 // ParseConfig decodes raw strictly (an unknown field is an error naming it) and validates it.
 // Errors name the field; the caller adds the plugin.
-func ParseConfig(raw json.RawMessage) (Config, Resolved, error) {
+func ParseConfig(pluginType, name string, raw json.RawMessage) (Config, Resolved, error) {
 	var c Config
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
-			return c, Resolved{}, fmt.Errorf("invalid parameters: %w", err)
-		}
+	if err := pluginkit.Decode(pluginType, name, raw, &c); err != nil {
+		return c, Resolved{}, err
 	}
 	r, err := c.Resolve()
 	return c, r, err

@@ -59,7 +59,7 @@ func TestParseConfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, r, err := ParseConfig([]byte(tc.raw))
+			_, r, err := ParseConfig("test", "test", []byte(tc.raw))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)

@@ -1,14 +1,13 @@
 package kvevents
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
-// Metrics are the KV-event pipeline's collectors. One set exists per process (Default); the
-// series carry no per-endpoint label, so their number does not grow with the pool.
+// Metrics are the KV-event pipeline's collectors. One set exists per EPP registry (NewMetrics);
+// the series carry no per-endpoint label, so their number does not grow with the pool.
 type Metrics struct {
 	Messages      *prometheus.CounterVec
 	Events        *prometheus.CounterVec
@@ -40,21 +39,34 @@ const (
 	ResyncRemoved    = "endpoint_removed"
 )
 
-var (
-	defaultOnce    sync.Once
-	defaultMetrics *Metrics
-)
-
-// DefaultMetrics returns the process's collectors, registered with controller-runtime's
-// registry (the EPP's /metrics) on first use.
-func DefaultMetrics() *Metrics {
-	defaultOnce.Do(func() {
-		defaultMetrics = newMetrics()
-		for _, c := range defaultMetrics.collectors() {
-			crmetrics.Registry.MustRegister(c)
+// NewMetrics returns the pipeline's collectors registered on reg (the registerer the EPP puts
+// on the plugin handle: pluginkit.Registerer). Collectors another plugin instance registered
+// first are reused, so every precise-prefix plugin of one EPP shares one set.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := newMetrics()
+	var err error
+	reuse := func(dst any) {
+		if err != nil {
+			return
 		}
-	})
-	return defaultMetrics
+		switch c := dst.(type) {
+		case **prometheus.CounterVec:
+			*c, err = pluginkit.Register(reg, *c)
+		case *prometheus.Counter:
+			*c, err = pluginkit.Register(reg, *c)
+		case **prometheus.GaugeVec:
+			*c, err = pluginkit.Register(reg, *c)
+		case *prometheus.Gauge:
+			*c, err = pluginkit.Register(reg, *c)
+		case *prometheus.Histogram:
+			*c, err = pluginkit.Register(reg, *c)
+		}
+	}
+	for _, c := range []any{&m.Messages, &m.Events, &m.StoresSkipped, &m.Gaps, &m.Resyncs, &m.Lag, &m.IndexBlocks,
+		&m.IndexKeys, &m.Evictions, &m.Subscribers, &m.Reconnects, &m.Lookups} {
+		reuse(c)
+	}
+	return m, err
 }
 
 func newMetrics() *Metrics {
@@ -85,9 +97,4 @@ func newMetrics() *Metrics {
 		Lookups: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_lookups_total",
 			Help: "Prefix lookups served by the KV-event index (one per request)."}),
 	}
-}
-
-func (m *Metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.Messages, m.Events, m.StoresSkipped, m.Gaps, m.Resyncs, m.Lag, m.IndexBlocks,
-		m.IndexKeys, m.Evictions, m.Subscribers, m.Reconnects, m.Lookups}
 }

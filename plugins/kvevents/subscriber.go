@@ -56,12 +56,12 @@ func NewSubscribers(ctx context.Context, cfg SubscriberConfig, ix *Index, m *Met
 		cfg.ReconnectDelay = 2 * time.Second
 	}
 	s := &Subscribers{ctx: ctx, cfg: cfg, ix: ix, m: m, log: logger, subs: map[string]*sub{}, seqs: map[SourceKey]uint64{}}
-	go func() {
-		<-ctx.Done()
+	// AfterFunc, not a goroutine waiting on Done: building subscribers starts nothing.
+	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-	}()
+	})
 	return s
 }
 

@@ -3,7 +3,6 @@
 package labelselector
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Plugin type names.
@@ -40,7 +39,7 @@ func SelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) 
 
 // LegacySelectorFactory creates the deprecated by-label-selector alias.
 func LegacySelectorFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(handlectx.Of(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead", "plugin", LegacySelectorType)
+	deprecation.Once(pluginkit.Context(handle), LegacySelectorType, "Deprecated: by-label-selector is deprecated, use label-selector-filter instead", "plugin", LegacySelectorType)
 	return newSelector(LegacySelectorType, name, raw)
 }
 
@@ -49,12 +48,8 @@ func newSelector(pluginType, name string, raw json.RawMessage) (*Selector, error
 		return nil, fmt.Errorf("Selector: missing filter name")
 	}
 	var ls metav1.LabelSelector
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&ls); err != nil {
-			return nil, fmt.Errorf("%s %q: failed to parse parameters (a Kubernetes LabelSelector with matchLabels/matchExpressions): %w", pluginType, name, err)
-		}
+	if err := pluginkit.Decode(pluginType, name, raw, &ls); err != nil {
+		return nil, fmt.Errorf("%w (parameters are a Kubernetes LabelSelector with matchLabels/matchExpressions)", err)
 	}
 	sel, err := metav1.LabelSelectorAsSelector(&ls)
 	if err != nil {
@@ -93,14 +88,10 @@ type ByLabelParameters struct {
 
 // ByLabelFactory creates by-label.
 func ByLabelFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(handlectx.Of(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead", "plugin", ByLabelType)
+	deprecation.Once(pluginkit.Context(handle), ByLabelType, "Deprecated: by-label is deprecated, use label-selector-filter instead", "plugin", ByLabelType)
 	var p ByLabelParameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("failed to parse the parameters of the '%s' filter - %w", ByLabelType, err)
-		}
+	if err := pluginkit.Decode(ByLabelType, name, raw, &p); err != nil {
+		return nil, err
 	}
 	return NewByLabel(name, p)
 }

@@ -79,7 +79,7 @@ func TestByLabel(t *testing.T) {
 		{name: "only no label", params: `{"label":"role","allowsNoLabel":true}`, want: "c"},
 		{name: "missing label", params: `{"validValues":["x"]}`, wantErr: "ByLabel: missing label name"},
 		{name: "empty values without allowsNoLabel", params: `{"label":"role"}`, wantErr: "validValues is empty"},
-		{name: "bad JSON", params: `{`, wantErr: "failed to parse the parameters of the 'by-label' filter"},
+		{name: "bad JSON", params: `{`, wantErr: `by-label "bl": invalid parameters`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

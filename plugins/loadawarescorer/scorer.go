@@ -6,17 +6,15 @@
 package loadawarescorer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -35,12 +33,8 @@ type Parameters struct {
 // ParseParameters decodes strictly and defaults the parameters.
 func ParseParameters(name string, raw json.RawMessage, logger logr.Logger) (Parameters, error) {
 	p := Parameters{Threshold: DefaultThreshold}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Parameters{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Parameters{}, err
 	}
 	if p.Threshold <= 0 {
 		logger.Info("non-positive threshold, using the default", "plugin", Type+"/"+name, "threshold", p.Threshold, "default", DefaultThreshold)
@@ -59,7 +53,7 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := ParseParameters(name, raw, log.FromContext(handlectx.Of(handle)))
+	p, err := ParseParameters(name, raw, log.FromContext(pluginkit.Context(handle)))
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,6 @@
 package mmcacheproducer
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -23,7 +22,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -43,12 +42,8 @@ type Parameters struct {
 // the LRU capacity per endpoint: MB × 1 MiB / 2 MiB entries, at least 1.
 func ParseParameters(name string, raw json.RawMessage, warn func(msg string)) (int, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return 0, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return 0, err
 	}
 	mb := p.CacheSizeInMBPerServer
 	if p.CacheSizeInMB != nil {
@@ -104,7 +99,7 @@ var (
 
 // Factory builds the producer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	logger := log.FromContext(handlectx.Of(handle))
+	logger := log.FromContext(pluginkit.Context(handle))
 	capacity, err := ParseParameters(name, raw, func(msg string) { logger.Info(msg, "plugin", Type+"/"+name) })
 	if err != nil {
 		return nil, err

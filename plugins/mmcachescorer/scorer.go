@@ -4,15 +4,14 @@
 package mmcachescorer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -35,12 +34,8 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
 	if name == "" {
 		name = Type

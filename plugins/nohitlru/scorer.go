@@ -5,7 +5,6 @@
 package nohitlru
 
 import (
-	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -16,6 +15,8 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -52,12 +53,8 @@ var (
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	p := Parameters{LRUSize: DefaultLRUSize}
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
 	if p.LRUSize <= 0 {
 		return nil, fmt.Errorf("%s %q: parameter lruSize=%d: must be > 0", Type, name, p.LRUSize)

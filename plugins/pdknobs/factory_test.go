@@ -20,7 +20,7 @@ func TestLoadForPlugin(t *testing.T) {
 		{name: "parameter wins", params: `{"prefillScorePolicy":"least_request"}`, wantPolicy: PrefillLeastRequest},
 		{name: "unknown env policy falls back, logged with the instance", env: "bogus", params: `{}`,
 			wantLog: `"msg"="AIBrix knob fallback" "plugin"="inst" "detail"="unknown AIBRIX_PREFILL_SCORE_POLICY=\"bogus\"`, wantPolicy: PrefillPrefixCache},
-		{name: "errors name type and instance", params: `{"nope":1}`, wantErr: "aibrix-x inst: invalid parameters"},
+		{name: "errors name type and instance", params: `{"nope":1}`, wantErr: `aibrix-x "inst": invalid parameters`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Prefill and decode policy names.
@@ -109,38 +110,37 @@ func Defaults() Knobs {
 	}
 }
 
-// Getenv is the environment lookup (replaceable in tests).
-type Getenv func(string) (string, bool)
-
-// Load builds the knobs for a plugin: defaults, then each AIBRIX_* variable that is set, then
-// the plugin's JSON parameters. Unknown parameter fields, invalid values (from either source)
-// are errors naming the plugin and the field. An unknown prefill policy from the environment
-// falls back to prefix_cache with a warning (AIBrix does the same); warn receives it.
-func Load(plugin string, raw json.RawMessage, getenv Getenv, warn func(string)) (Knobs, error) {
-	if getenv == nil {
-		getenv = os.LookupEnv
+// Load builds the knobs for a plugin: defaults, then each AIBRIX_* variable that is set
+// (FromEnv), then the plugin's JSON parameters through pluginkit.Decode, then Validate.
+// Unknown parameter fields, invalid values (from either source) are errors naming the plugin
+// and the field. An unknown prefill policy from the environment falls back to prefix_cache
+// with a warning (AIBrix does the same); warn receives it.
+func Load(pluginType, name string, raw json.RawMessage, env pluginkit.Env, warn func(string)) (Knobs, error) {
+	k, err := FromEnv(env, warn)
+	if err != nil {
+		return Knobs{}, pluginkit.Errorf(pluginType, name, "%w", err)
 	}
-	if warn == nil {
-		warn = func(string) {}
-	}
-	k := Defaults()
-	if err := k.applyEnv(getenv, warn); err != nil {
-		return Knobs{}, fmt.Errorf("%s: %w", plugin, err)
-	}
-	if len(raw) > 0 && string(raw) != "null" {
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&k); err != nil {
-			return Knobs{}, fmt.Errorf("%s: invalid parameters: %w", plugin, err)
-		}
-	}
-	if err := k.Validate(); err != nil {
-		return Knobs{}, fmt.Errorf("%s: %w", plugin, err)
+	if err := pluginkit.Decode(pluginType, name, raw, &k); err != nil {
+		return Knobs{}, err
 	}
 	return k, nil
 }
 
-func (k *Knobs) applyEnv(getenv Getenv, warn func(string)) error {
+// FromEnv returns the defaults with each AIBRIX_* variable of env that is set applied (nil env:
+// the process environment). Plugins that embed the knobs in their own parameters start from
+// it, then decode their parameters over it.
+func FromEnv(env pluginkit.Env, warn func(string)) (Knobs, error) {
+	if warn == nil {
+		warn = func(string) {}
+	}
+	k := Defaults()
+	if err := k.applyEnv(env.OrOS(), warn); err != nil {
+		return Knobs{}, err
+	}
+	return k, nil
+}
+
+func (k *Knobs) applyEnv(getenv pluginkit.Env, warn func(string)) error {
 	str := func(field string, dst *string) {
 		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
 			*dst = strings.ToLower(strings.TrimSpace(v))

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
-func env(m map[string]string) Getenv {
+func env(m map[string]string) pluginkit.Env {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
@@ -66,7 +67,7 @@ func TestLoad(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			warns := 0
-			k, err := Load("my-plugin", json.RawMessage(tt.raw), env(tt.env), func(string) { warns++ })
+			k, err := Load("aibrix-x", "my-plugin", json.RawMessage(tt.raw), env(tt.env), func(string) { warns++ })
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "my-plugin") {
 					t.Fatalf("err %v, want mention of %q and the plugin", err, tt.wantErr)
@@ -159,7 +160,7 @@ func FuzzForProfile(f *testing.F) {
 
 // An unparsable token-load variable is reported once, as not a number (not also as out of range).
 func TestTokenLoadEnvReportedOnce(t *testing.T) {
-	_, err := Load("p", nil, env(map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "heavy"}), nil)
+	_, err := Load("aibrix-x", "p", nil, env(map[string]string{"AIBRIX_TOKEN_LOAD_KV_WEIGHT": "heavy"}), nil)
 	if err == nil || strings.Count(err.Error(), "AIBRIX_TOKEN_LOAD_KV_WEIGHT") != 1 {
 		t.Fatalf("error %v", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // EnvPodMetricRefreshInterval is AIBrix's scrape period of pod metrics, in milliseconds. In
@@ -20,7 +22,7 @@ const MinRefreshInterval = 10 * time.Millisecond
 // false when the variable is unset; a value that is not an integer number of milliseconds of
 // at least MinRefreshInterval is an error naming the variable, so a typo fails the EPP's start
 // instead of silently scraping at another rate.
-func RefreshMetricsIntervalFromEnv(getenv Getenv) (d time.Duration, ok bool, err error) {
+func RefreshMetricsIntervalFromEnv(getenv pluginkit.Env) (d time.Duration, ok bool, err error) {
 	v, set := getenv(EnvPodMetricRefreshInterval)
 	if !set || strings.TrimSpace(v) == "" {
 		return 0, false, nil

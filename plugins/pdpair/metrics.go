@@ -1,39 +1,38 @@
 package pdpair
 
 import (
-	"sync"
-
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
-var (
-	selectedPrefill = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_pd_selected_prefill_pod_total",
-		Help: "Prefill pods picked by aibrix-pd-pair.",
-	}, []string{"pod", "roleset"})
-	selectedDecode = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_pd_selected_decode_pod_total",
-		Help: "Decode pods (including combined pods) picked by aibrix-pd-pair.",
-	}, []string{"pod", "roleset", "kind"})
-	combinedPicks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_pd_combined_total",
-		Help: "Requests served by a combined pod, by cause (no_bucket, no_pair, overflow).",
-	}, []string{"cause"})
-	fastPaths = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_pd_fast_path_total",
-		Help: "Load-imbalance fast paths that narrowed the candidates, by side (prefill, decode).",
-	}, []string{"side"})
-	selectFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "pdgate_pd_select_failures_total",
-		Help: "Requests aibrix-pd-pair could not place, by HTTP status answered.",
-	}, []string{"status"})
-	registerOnce sync.Once
-)
+// pairMetrics are aibrix-pd-pair's series, registered on the registerer the EPP hands the
+// factory (pluginkit.Registerer); instances of the plugin in one EPP share them.
+type pairMetrics struct {
+	selectedPrefill *prometheus.CounterVec
+	selectedDecode  *prometheus.CounterVec
+	combinedPicks   *prometheus.CounterVec
+	fastPaths       *prometheus.CounterVec
+	selectFailures  *prometheus.CounterVec
+}
 
-// RegisterMetrics registers the plugin's metrics with controller-runtime's registry once.
-func RegisterMetrics() {
-	registerOnce.Do(func() {
-		crmetrics.Registry.MustRegister(selectedPrefill, selectedDecode, combinedPicks, fastPaths, selectFailures)
-	})
+func newPairMetrics(reg prometheus.Registerer) (*pairMetrics, error) {
+	m := &pairMetrics{}
+	var err error
+	reg1 := func(dst **prometheus.CounterVec, opts prometheus.CounterOpts, labels ...string) {
+		if err == nil {
+			*dst, err = pluginkit.Register(reg, prometheus.NewCounterVec(opts, labels))
+		}
+	}
+	reg1(&m.selectedPrefill, prometheus.CounterOpts{Name: "pdgate_pd_selected_prefill_pod_total",
+		Help: "Prefill pods picked by aibrix-pd-pair."}, "pod", "roleset")
+	reg1(&m.selectedDecode, prometheus.CounterOpts{Name: "pdgate_pd_selected_decode_pod_total",
+		Help: "Decode pods (including combined pods) picked by aibrix-pd-pair."}, "pod", "roleset", "kind")
+	reg1(&m.combinedPicks, prometheus.CounterOpts{Name: "pdgate_pd_combined_total",
+		Help: "Requests served by a combined pod, by cause (no_bucket, no_pair, overflow)."}, "cause")
+	reg1(&m.fastPaths, prometheus.CounterOpts{Name: "pdgate_pd_fast_path_total",
+		Help: "Load-imbalance fast paths that narrowed the candidates, by side (prefill, decode)."}, "side")
+	reg1(&m.selectFailures, prometheus.CounterOpts{Name: "pdgate_pd_select_failures_total",
+		Help: "Requests aibrix-pd-pair could not place, by HTTP status answered."}, "status")
+	return m, err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -34,12 +35,11 @@ type ownParams struct {
 	Seed int64 `json:"seed"`
 }
 
-var ownKeys = []string{"ledgerRef", "prefillDeciderRef", "combinedOverflow", "defaultRoutingStrategy", "honorRoutingStrategyHeader", "trackerTTLSeconds", "prefixTableCapacity", "seed"}
-
-// Params are aibrix-pd-pair's parameters.
+// Params are aibrix-pd-pair's parameters: its own fields and the AIBrix knobs side by side in
+// one object, decoded strictly in one pass (both embedded structs' fields are declared).
 type Params struct {
 	ownParams
-	Knobs pdknobs.Knobs
+	pdknobs.Knobs
 }
 
 // Strategies an EPP can honour (see README).
@@ -53,46 +53,38 @@ const (
 // KnownStrategies lists the routing-strategy values pdgate implements.
 var KnownStrategies = []string{StrategyPD, StrategyRandom, StrategyLeastRequest, StrategyLeastKVCache}
 
-// ParseParams splits the raw parameters into the plugin's own fields and the AIBrix knobs.
-func ParseParams(plugin string, raw json.RawMessage, getenv pdknobs.Getenv, warn func(string)) (Params, error) {
-	p := Params{ownParams: ownParams{LedgerRef: "pd-token-ledger", DefaultRoutingStrategy: StrategyPD,
-		TrackerTTLSeconds: 120, PrefixTableCapacity: 1 << 20}}
-	var rest json.RawMessage
-	if len(raw) > 0 && string(raw) != "null" {
-		var all map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &all); err != nil {
-			return Params{}, fmt.Errorf("%s: invalid parameters: %w", plugin, err)
-		}
-		own := map[string]json.RawMessage{}
-		for _, k := range ownKeys {
-			if v, ok := all[k]; ok {
-				own[k] = v
-				delete(all, k)
-			}
-		}
-		b, _ := json.Marshal(own)
-		if err := json.Unmarshal(b, &p.ownParams); err != nil {
-			return Params{}, fmt.Errorf("%s: invalid parameters: %w", plugin, err)
-		}
-		rest, _ = json.Marshal(all)
-	}
-	k, err := pdknobs.Load(plugin, rest, getenv, warn)
+// ParseParams builds the parameters: defaults, the AIBRIX_* variables of env over the knobs'
+// defaults, the raw parameters (pluginkit.Decode), then Validate.
+func ParseParams(pluginType, name string, raw json.RawMessage, env pluginkit.Env, warn func(string)) (Params, error) {
+	k, err := pdknobs.FromEnv(env, warn)
 	if err != nil {
+		return Params{}, pluginkit.Errorf(pluginType, name, "%w", err)
+	}
+	p := Params{ownParams: ownParams{LedgerRef: "pd-token-ledger", DefaultRoutingStrategy: StrategyPD,
+		TrackerTTLSeconds: 120, PrefixTableCapacity: 1 << 20}, Knobs: k}
+	if err := pluginkit.Decode(pluginType, name, raw, &p); err != nil {
 		return Params{}, err
 	}
-	p.Knobs = k
 	p.DefaultRoutingStrategy = strings.ToLower(p.DefaultRoutingStrategy)
-	switch {
-	case !contains(KnownStrategies, p.DefaultRoutingStrategy):
-		return Params{}, fmt.Errorf("%s: parameter defaultRoutingStrategy=%q: must be one of %s", plugin, p.DefaultRoutingStrategy, strings.Join(KnownStrategies, ", "))
-	case p.LedgerRef == "":
-		return Params{}, fmt.Errorf("%s: parameter ledgerRef: must not be empty", plugin)
-	case p.TrackerTTLSeconds <= 0:
-		return Params{}, fmt.Errorf("%s: parameter trackerTTLSeconds=%d: must be > 0", plugin, p.TrackerTTLSeconds)
-	case p.PrefixTableCapacity <= 0:
-		return Params{}, fmt.Errorf("%s: parameter prefixTableCapacity=%d: must be > 0", plugin, p.PrefixTableCapacity)
-	}
 	return p, nil
+}
+
+// Validate checks the knobs and the plugin's own fields.
+func (p Params) Validate() error {
+	if err := p.Knobs.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case !contains(KnownStrategies, strings.ToLower(p.DefaultRoutingStrategy)):
+		return fmt.Errorf("parameter defaultRoutingStrategy=%q: must be one of %s", p.DefaultRoutingStrategy, strings.Join(KnownStrategies, ", "))
+	case p.LedgerRef == "":
+		return fmt.Errorf("parameter ledgerRef: must not be empty")
+	case p.TrackerTTLSeconds <= 0:
+		return fmt.Errorf("parameter trackerTTLSeconds=%d: must be > 0", p.TrackerTTLSeconds)
+	case p.PrefixTableCapacity <= 0:
+		return fmt.Errorf("parameter prefixTableCapacity=%d: must be > 0", p.PrefixTableCapacity)
+	}
+	return nil
 }
 
 // HonorHeader reports whether the routing-strategy header is honoured (default true).

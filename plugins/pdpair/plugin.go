@@ -11,15 +11,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -29,7 +27,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
@@ -69,29 +67,25 @@ type Plugin struct {
 	log      logr.Logger
 	// decider is prefillDeciderRef's plugin, resolved once the configuration is loaded.
 	decider contract.Decider
+	m       *pairMetrics
 }
 
 // Factory builds the plugin.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := handlectx.Of(handle)
+	ctx := pluginkit.Context(handle)
 	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
-	p, err := ParseParams(name, raw, os.LookupEnv, pdknobs.LogFallback(logger))
+	p, err := ParseParams(Type, name, raw, pluginkit.OSEnv, pdknobs.LogFallback(logger))
 	if err != nil {
 		return nil, err
 	}
-	RegisterMetrics()
-	pl := New(name, p, handle, bucketplanner.New(plannerMetrics()), logger)
+	reg := pluginkit.Registerer(handle)
+	m, err := newPairMetrics(reg)
+	if err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
+	}
+	pl := New(name, p, handle, bucketplanner.New(bucketplanner.NewMetrics(reg)), logger)
+	pl.m = m
 	return pl, nil
-}
-
-var (
-	plannerMetricsOnce sync.Once
-	sharedPlannerM     *bucketplanner.Metrics
-)
-
-func plannerMetrics() *bucketplanner.Metrics {
-	plannerMetricsOnce.Do(func() { sharedPlannerM = bucketplanner.NewMetrics(crmetrics.Registry) })
-	return sharedPlannerM
 }
 
 // New builds the plugin from parsed parameters (tests and programmatic assemblies).
@@ -100,7 +94,8 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 	if seed == 0 {
 		seed = time.Now().UnixNano()
 	}
-	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger}
+	m, _ := newPairMetrics(prometheus.NewRegistry()) // a fresh registry cannot conflict; Factory passes the EPP's
+	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger, m: m}
 	pl.selector = NewSelector(NewTracker(time.Duration(p.TrackerTTLSeconds)*time.Second, nil),
 		prefillpolicy.NewPrefixTable(p.Knobs.PrefixCacheBlockSize, p.PrefixTableCapacity), pl.ledger, planner, seed)
 	pl.selector.Warn = func(s string) { logger.Info("aibrix-pd-pair warning", "detail", s) }
@@ -201,7 +196,7 @@ func (p *Plugin) refuse(ctx context.Context, req *fwksched.LLMRequest, trace *de
 		a.WithHeader("x-error-routing", "true")
 	}
 	contract.Record(ctx, a)
-	selectFailures.WithLabelValues(strconv.Itoa(status)).Inc()
+	p.m.selectFailures.WithLabelValues(strconv.Itoa(status)).Inc()
 	trace.Stage("decode", false, fmt.Sprintf("%s: %d %s (%s)", p.tn.Name, status, msg, cause))
 	p.log.V(logutil.DEBUG).Info("request not placed", "requestID", req.RequestId, "status", status, "reason", msg)
 	return eps
@@ -265,7 +260,7 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		if d.Cause == contract.CauseStrategy {
 			cause = "strategy_" + strategy
 		}
-		combinedPicks.WithLabelValues(cause).Inc()
+		p.m.combinedPicks.WithLabelValues(cause).Inc()
 		trace.Stage("combined", true, d.Reason)
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
 	} else if d.DecodeOnly {
@@ -273,16 +268,16 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		trace.Stage("prefill", false, d.Reason)
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair kept "+d.Decode.Key+" without a prefill leg: "+d.Reason)
 	} else {
-		selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
+		p.m.selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
 		trace.Note(name, "%s", d.Reason)
 	}
 	if d.PrefillFastPath {
-		fastPaths.WithLabelValues("prefill").Inc()
+		p.m.fastPaths.WithLabelValues("prefill").Inc()
 	}
 	if d.DecodeFastPath {
-		fastPaths.WithLabelValues("decode").Inc()
+		p.m.fastPaths.WithLabelValues("decode").Inc()
 	}
-	selectedDecode.WithLabelValues(d.Decode.Key, d.Roleset, kind).Inc()
+	p.m.selectedDecode.WithLabelValues(d.Decode.Key, d.Roleset, kind).Inc()
 	if cs != nil {
 		cs.Write(StateKey, st)
 	}

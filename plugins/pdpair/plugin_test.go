@@ -18,7 +18,7 @@ import (
 
 func newPlugin(t *testing.T, raw string) *Plugin {
 	t.Helper()
-	p, err := ParseParams("pair", []byte(raw), func(string) (string, bool) { return "", false }, nil)
+	p, err := ParseParams(Type, "pair", []byte(raw), func(string) (string, bool) { return "", false }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestParseParams(t *testing.T) {
 		{raw: `[`, wantErr: "invalid parameters"},
 	}
 	for _, tt := range tests {
-		_, err := ParseParams("pair", []byte(tt.raw), env(tt.env), nil)
+		_, err := ParseParams(Type, "pair", []byte(tt.raw), env(tt.env), nil)
 		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "pair")) {
 			t.Errorf("%s: err %v", tt.raw, err)
 		}

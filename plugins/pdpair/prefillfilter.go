@@ -3,13 +3,12 @@ package pdpair
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // PrefillFilterType is the prefill-profile filter's type name.
@@ -24,8 +23,8 @@ var _ fwksched.Filter = (*PrefillFilter)(nil)
 
 // PrefillFilterFactory builds the filter; it takes no parameters.
 func PrefillFilterFactory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" && s != "{}" {
-		return nil, fmt.Errorf("%s %q: takes no parameters", PrefillFilterType, name)
+	if err := pluginkit.NoParameters(PrefillFilterType, name, raw); err != nil {
+		return nil, err
 	}
 	return &PrefillFilter{tn: fwkplugin.TypedName{Type: PrefillFilterType, Name: name}}, nil
 }

@@ -204,6 +204,15 @@ const (
 	annotationConfig    = protocol.AnnotationLabelPrefix + AnnotationConfig
 )
 
+// LLMDRole returns the llm-d.ai/role label's value as written and whether the label is set.
+// llm-d's role filters compare the raw value (an unknown value is declared and matches no
+// role), unlike Pod.Role, which falls back to AIBrix's role-name; this keeps the label name
+// in the pod model while the filters keep llm-d's rule.
+func LLMDRole(labels map[string]string) (string, bool) {
+	v, ok := labels[LabelLLMDRole]
+	return v, ok
+}
+
 // resolveRole prefers llm-d.ai/role and falls back to AIBrix's role-name.
 func resolveRole(labels map[string]string) (string, Role, RoleSource) {
 	if v, ok := labels[LabelLLMDRole]; ok {

@@ -20,9 +20,9 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -46,7 +46,7 @@ type Producer struct {
 
 // ParseParameters decodes and validates the parameters; errors name the plugin and field.
 func ParseParameters(name string, raw json.RawMessage) (kvevents.Config, kvevents.Resolved, error) {
-	c, r, err := kvevents.ParseConfig(raw)
+	c, r, err := kvevents.ParseConfig(Type, name, raw)
 	if err != nil {
 		return c, r, fmt.Errorf("%s '%s': %w", Type, name, err)
 	}
@@ -65,12 +65,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if err != nil {
 		return nil, err
 	}
-	p := New(handlectx.Of(handle), name, params, resolved, false)
-	if handle != nil {
-		p.core.SetPool(handle.PodList)
-		p.core.Start(handlectx.Of(handle))
-	}
-	return p, nil
+	return New(pluginkit.Context(handle), name, params, resolved, false), nil
 }
 
 // New builds a producer; with start it runs its subscribers for as long as ctx lives.
@@ -127,9 +122,14 @@ func (p *Producer) ExtractEndpoint(ctx context.Context, ev fwkdl.EndpointEvent) 
 	return p.core.ExtractEndpoint(ctx, ev)
 }
 
-// ResolveReferences runs once every plugin exists: the approximate producers GIE's loader
-// creates for prefix-cache-scorer are dropped, so every reader of PrefixCacheMatchInfo gets
-// the precise data.
+// ResolveReferences runs once every plugin exists: the core starts (central socket, size log)
+// here rather than in the factory, so building a plugin list starts nothing, and the
+// approximate producers GIE's loader creates for prefix-cache-scorer are dropped, so every
+// reader of PrefixCacheMatchInfo gets the precise data.
 func (p *Producer) ResolveReferences(handle fwkplugin.Handle) error {
-	return precisecache.DropApproximateProducers(handle, p.typedName.String(), log.FromContext(handlectx.Of(handle)))
+	if handle != nil {
+		p.core.SetPool(handle.PodList)
+		p.core.Start(pluginkit.Context(handle))
+	}
+	return precisecache.DropApproximateProducers(handle, p.typedName.String(), log.FromContext(pluginkit.Context(handle)))
 }

@@ -20,9 +20,9 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -50,12 +50,12 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if name == "" {
 		name = Type
 	}
-	params, resolved, err := kvevents.ParseConfig(raw)
+	params, resolved, err := kvevents.ParseConfig(Type, name, raw)
 	if err != nil {
 		return nil, fmt.Errorf("%s '%s': %w", Type, name, err)
 	}
 	tn := fwkplugin.TypedName{Type: Type, Name: name}
-	ctx := handlectx.Of(handle)
+	ctx := pluginkit.Context(handle)
 	if resolved.HasTokenizersPool {
 		log.FromContext(ctx).Info("indexerConfig.tokenizersPoolConfig is accepted and unused: prompts are tokenized by token-producer", "plugin", tn.String())
 	}
@@ -87,7 +87,7 @@ func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Affinity }
 // ResolveReferences binds to a declared precise producer, or starts the scorer's own index
 // and drops the approximate producers (the scorer then produces PrefixCacheMatchInfo).
 func (s *Scorer) ResolveReferences(handle fwkplugin.Handle) error {
-	logger := log.FromContext(handlectx.Of(handle))
+	logger := log.FromContext(pluginkit.Context(handle))
 	if handle != nil {
 		for _, p := range handle.GetAllPlugins() {
 			if o, ok := p.(precisecache.Owner); ok && p != fwkplugin.Plugin(s) {

@@ -12,9 +12,9 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
 	"github.com/pdgate/pdgate/plugins/lib/decodepolicy"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
@@ -39,7 +39,7 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer from AIBrix knobs (plugins/pdknobs parameters).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	k, err := pdknobs.LoadForPlugin(handlectx.Of(handle), Type, name, raw)
+	k, err := pdknobs.LoadForPlugin(pluginkit.Context(handle), Type, name, raw)
 	if err != nil {
 		return nil, err
 	}

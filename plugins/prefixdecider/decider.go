@@ -6,12 +6,12 @@
 package prefixdecider
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -19,7 +19,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
@@ -54,17 +54,15 @@ type Decider struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
 	gate      bool // first ConditionalDecodeDecider configured
+	// outcomes counts gate outcomes; Factory swaps in the registered (possibly shared) one.
+	outcomes *prometheus.CounterVec
 }
 
 // ParseParameters decodes and validates the parameters.
-func ParseParameters(raw json.RawMessage) (Parameters, error) {
+func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return p, fmt.Errorf("failed to parse %s plugin config: %w", Type, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return p, err
 	}
 	if p.NonCachedTokens < 0 {
 		return p, fmt.Errorf("failed to create %s plugin: nonCachedTokens parameter of prefix disaggregation decider cannot be negative", Type)
@@ -79,12 +77,12 @@ func ParseParameters(raw json.RawMessage) (Parameters, error) {
 // earlier plugin already is. The producers of what it reads (Consumes) are added by the EPP
 // once the whole plugin list exists (cmd/epp/pluginset).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := ParseParameters(raw)
+	p, err := ParseParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}
 	d := New(name, p)
-	ctx := handlectx.Of(handle)
+	ctx := pluginkit.Context(handle)
 	if handle != nil {
 		for _, other := range handle.GetAllPlugins() {
 			if g, ok := other.(ConditionalDecodeDecider); ok && g.IsConditionalDecodeGate() {
@@ -98,13 +96,15 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if p.NonCachedTokens == 0 {
 		log.FromContext(ctx).Info("Prefix-based PD disabled (NonCachedTokens=0)", "plugin", d.typedName.String())
 	}
-	RegisterMetrics()
+	if d.outcomes, err = pluginkit.Register(pluginkit.Registerer(handle), d.outcomes); err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
+	}
 	return d, nil
 }
 
 // New builds a decider that is the conditional-decode gate.
 func New(name string, p Parameters) *Decider {
-	return &Decider{typedName: fwkplugin.TypedName{Type: Type, Name: name}, params: p, gate: true}
+	return &Decider{typedName: fwkplugin.TypedName{Type: Type, Name: name}, params: p, gate: true, outcomes: newOutcomes()}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -51,7 +51,7 @@ func TestParameters(t *testing.T) {
 		{params: `{"nonCachedTokens":512,"promptTokens":1024}`, want: Parameters{NonCachedTokens: 512, PromptTokens: 1024}},
 		{params: `{"nonCachedTokens":-1}`, wantErr: "failed to create prefix-based-pd-decider plugin: nonCachedTokens parameter of prefix disaggregation decider cannot be negative"},
 		{params: `{"promptTokens":-1}`, wantErr: "promptTokens parameter of prefix disaggregation decider cannot be negative"},
-		{params: `{"nonCachedTokens":"x"}`, wantErr: "failed to parse prefix-based-pd-decider plugin config: "},
+		{params: `{"nonCachedTokens":"x"}`, wantErr: `prefix-based-pd-decider "d": invalid parameters: `},
 		{params: `{"nonCachedToken":5}`, wantErr: `unknown field "nonCachedToken"`},
 	}
 	for _, tt := range tests {
@@ -185,7 +185,6 @@ func TestFirstConfiguredGateWins(t *testing.T) {
 }
 
 func TestGateMetric(t *testing.T) {
-	RegisterMetrics()
 	for _, tt := range []struct {
 		model, outcome string
 		threshold      int
@@ -198,9 +197,9 @@ func TestGateMetric(t *testing.T) {
 		r := tokens(10)
 		r.TargetModel = tt.model
 		r.Headers["prefer"] = "if-available"
-		before := counterValue(t, tt.model, tt.outcome) // counters are per process
-		New("d", Parameters{NonCachedTokens: tt.threshold}).CheckConditionalDecode(context.Background(), r, tt.ep)
-		if v := counterValue(t, tt.model, tt.outcome) - before; v != 1 {
+		d := New("d", Parameters{NonCachedTokens: tt.threshold}) // its own counter: no process-global state
+		d.CheckConditionalDecode(context.Background(), r, tt.ep)
+		if v := counterValue(t, d, tt.model, tt.outcome); v != 1 {
 			t.Fatalf("%s %s = %v", tt.model, tt.outcome, v)
 		}
 	}
@@ -221,7 +220,7 @@ func FuzzParseParameters(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseParameters(json.RawMessage(s))
+		p, err := ParseParameters("test", json.RawMessage(s))
 		if err == nil && (p.NonCachedTokens < 0 || p.PromptTokens < 0) {
 			t.Fatalf("accepted negative thresholds: %+v", p)
 		}

@@ -2,11 +2,9 @@ package prefixdecider
 
 import (
 	"context"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
@@ -18,18 +16,13 @@ const (
 	OutcomeDisabled  = "gate_disabled"
 )
 
-var (
-	// ConditionalDecodeOutcomes counts Prefer: if-available requests by outcome.
-	ConditionalDecodeOutcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
+// newOutcomes is the decider's counter of Prefer: if-available requests by outcome; Factory
+// registers it on the EPP's registerer.
+func newOutcomes() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_conditional_decode_total",
 		Help: "Requests carrying Prefer: if-available, by target model and outcome (forwarded, rejected with 412, gate_disabled when nonCachedTokens=0).",
 	}, []string{"model_name", "outcome"})
-	registerOnce sync.Once
-)
-
-// RegisterMetrics registers the package's collectors with controller-runtime's registry.
-func RegisterMetrics() {
-	registerOnce.Do(func() { crmetrics.Registry.MustRegister(ConditionalDecodeOutcomes) })
 }
 
 // CheckConditionalDecode implements contract.ConditionalDecodeGate: the EPP calls it for a
@@ -51,7 +44,7 @@ func (d *Decider) CheckConditionalDecode(ctx context.Context, request *fwksched.
 			model = request.TargetModel
 		}
 	}
-	ConditionalDecodeOutcomes.WithLabelValues(model, outcome).Inc()
+	d.outcomes.WithLabelValues(model, outcome).Inc()
 	log.FromContext(ctx).V(logutil.DEBUG).Info("conditional decode decision", "plugin", d.typedName.String(), "requestID", id,
 		"outcome", outcome, "reason", reason)
 	return reject

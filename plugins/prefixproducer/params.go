@@ -1,9 +1,10 @@
 package prefixproducer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Defaults: GIE v1.5.0 approx-prefix-cache-producer's.
@@ -43,14 +44,10 @@ func DefaultParameters() Parameters {
 }
 
 // ParseParameters decodes raw over the defaults and validates as GIE does.
-func ParseParameters(raw json.RawMessage) (Parameters, error) {
+func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	p := DefaultParameters()
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return p, fmt.Errorf("%s: failed to unmarshal prefix cache parameters: %w", Type, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return p, err
 	}
 	if err := p.validate(); err != nil {
 		return p, fmt.Errorf("%s: %w", Type, err)

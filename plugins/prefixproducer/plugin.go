@@ -5,7 +5,6 @@
 package prefixproducer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,7 +20,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -57,6 +56,10 @@ type Producer struct {
 	// keyed by request ID outlives a request.
 	requestKey string
 	wg         sync.WaitGroup
+	// handle, when set, runs the size metric and the departed-pod sweep (run) from the first
+	// request on, so a factory call alone (validation, a failed reload) starts nothing.
+	handle  fwkplugin.Handle
+	runOnce sync.Once
 }
 
 // requestBlocks is what PreRequest needs of PrepareRequestData: the request's block hashes
@@ -99,6 +102,9 @@ func (p *Producer) BlockSize(endpoints []fwksched.Endpoint) int {
 // PrepareRequestData hashes the prompt, matches it against the index and puts each
 // endpoint's PrefixCacheMatchInfo (matched blocks, total blocks, block size).
 func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLMRequest, endpoints []fwksched.Endpoint) error {
+	if p.handle != nil {
+		p.runOnce.Do(func() { go p.run(pluginkit.Context(p.handle), p.handle) })
+	}
 	blockSize := p.BlockSize(endpoints)
 	maxBlocks := p.params.MaxPrefixBlocksToMatch
 	if p.params.MaxPrefixTokensToMatch > 0 && blockSize > 0 {
@@ -207,8 +213,8 @@ func New(name string, params Parameters, handle fwkplugin.Handle) *Producer {
 // GIE's type label.
 func NewPrefixCacheScorerProducer(raw json.RawMessage, handle fwkplugin.Handle) (*Producer, error) {
 	params := DefaultParameters()
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		if err := json.Unmarshal(t, &params); err != nil {
+	if !pluginkit.IsEmpty(raw) {
+		if err := json.Unmarshal(raw, &params); err != nil {
 			return nil, fmt.Errorf("%s (for prefix-cache-scorer): failed to unmarshal prefix cache parameters: %w", GIEType, err)
 		}
 	}
@@ -220,16 +226,13 @@ func NewPrefixCacheScorerProducer(raw json.RawMessage, handle fwkplugin.Handle) 
 
 func newProducer(name fwkplugin.TypedName, params Parameters, handle fwkplugin.Handle) *Producer {
 	p := &Producer{typedName: name, params: params, idx: newIndex(params.LRUCapacityPerServer),
-		requestKey: "pdgate/prefix-request-blocks/" + name.Name}
-	if handle != nil {
-		go p.run(handlectx.Of(handle), handle)
-	}
+		requestKey: "pdgate/prefix-request-blocks/" + name.Name, handle: handle}
 	return p
 }
 
 // Factory creates pdgate-prefix-cache-producer.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	params, err := ParseParameters(raw)
+	params, err := ParseParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func TestParseParameters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := ParseParameters(json.RawMessage(tt.raw))
+			got, err := ParseParameters("test", json.RawMessage(tt.raw))
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), Type) {
 					t.Fatalf("err %v, want one naming %s and containing %q", err, Type, tt.err)
@@ -222,7 +222,7 @@ func TestMatchesGIEOnCompletions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			params, err := ParseParameters(json.RawMessage(tc.params))
+			params, err := ParseParameters("test", json.RawMessage(tc.params))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func FuzzHashPrompt(f *testing.F) {
 func FuzzParseParameters(f *testing.F) {
 	f.Add(`{"autoTune":false,"blockSizeTokens":3}`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		p, err := ParseParameters(json.RawMessage(raw))
+		p, err := ParseParameters("test", json.RawMessage(raw))
 		if err == nil && !p.AutoTune && p.BlockSizeTokens <= 0 {
 			t.Fatalf("accepted %+v", p)
 		}

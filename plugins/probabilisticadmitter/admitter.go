@@ -8,24 +8,22 @@
 package probabilisticadmitter
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/stagesat"
 )
 
@@ -41,13 +39,13 @@ const (
 // CauseSaturated is the typed cause of a saturation shed (429).
 const CauseSaturated contract.Cause = "saturated"
 
-var (
-	rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+// newRejected is the admitter's counter; Factory registers it on the EPP's registerer.
+func newRejected() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_probabilistic_admitter_rejected_total",
 		Help: "Sheddable requests answered 429 by probabilistic-admitter, by the P/D stage whose saturation decided (prefill, decode, or effective for a pool without P/D roles).",
 	}, []string{"stage"})
-	registerOnce sync.Once
-)
+}
 
 // Parameters are llm-d's parameters with llm-d's defaults.
 type Parameters struct {
@@ -65,12 +63,8 @@ func DefaultParameters() Parameters {
 // ParseParameters decodes strictly, defaults and validates the parameters.
 func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	p := DefaultParameters()
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Parameters{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Parameters{}, err
 	}
 	switch {
 	case p.QueueDepthThreshold <= 0:
@@ -90,18 +84,23 @@ type Admitter struct {
 	tn   fwkplugin.TypedName
 	p    Parameters
 	rand func() float64
+	// rejected counts sheds; Factory swaps in the registered (possibly shared) collector.
+	rejected *prometheus.CounterVec
 }
 
 var _ fwkrc.AdmissionPlugin = (*Admitter)(nil)
 
 // Factory builds the admitter.
-func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	p, err := ParseParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}
-	registerOnce.Do(func() { crmetrics.Registry.MustRegister(rejected) })
-	return New(name, p, rand.Float64), nil
+	a := New(name, p, rand.Float64)
+	if a.rejected, err = pluginkit.Register(pluginkit.Registerer(handle), a.rejected); err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
+	}
+	return a, nil
 }
 
 // New builds the admitter with an injected random source in [0, 1).
@@ -109,7 +108,7 @@ func New(name string, p Parameters, random func() float64) *Admitter {
 	if name == "" {
 		name = Type
 	}
-	return &Admitter{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, rand: random}
+	return &Admitter{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, rand: random, rejected: newRejected()}
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -157,7 +156,7 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 	if a.rand() >= prob {
 		return nil
 	}
-	rejected.WithLabelValues(sat.Limiting).Inc()
+	a.rejected.WithLabelValues(sat.Limiting).Inc()
 	msg := fmt.Sprintf("%s: rejected, saturation=%.3f (%s), prob=%.3f", Type, sat.Effective, sat.Limiting, prob)
 	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
 		l.Info("sheddable request rejected", "plugin", a.tn.String(), "requestID", req.RequestId,

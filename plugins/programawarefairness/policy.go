@@ -10,7 +10,6 @@
 package programawarefairness
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,13 +19,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkfc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -60,12 +60,8 @@ func DefaultConfig() Config {
 func ParseParameters(name string, raw json.RawMessage) (Config, error) {
 	c := DefaultConfig()
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Config{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Config{}, err
 	}
 	if p.Strategy != "" && p.Strategy != "las" {
 		return Config{}, fmt.Errorf("%s %q: parameter strategy=%q: only \"las\" is supported", Type, name, p.Strategy)
@@ -104,15 +100,37 @@ func ParseParameters(name string, raw json.RawMessage) (Config, error) {
 	return c, nil
 }
 
-var (
-	jain = prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_jains_fairness_index",
-		Help: "Jain's fairness index over the programs' mean queue waits (1.0 = perfectly fair), recomputed on every pick."})
-	avgWait = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_avg_wait_time_milliseconds",
-		Help: "Mean flow-control queue wait of a program's dispatched requests."}, []string{"program_id"})
-	attained = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_attained_service_tokens",
-		Help: "A program's decayed attained service (prompt + 2 x completion tokens)."}, []string{"program_id"})
-	registerOnce sync.Once
-)
+// fairMetrics are the policy's gauges (llm-d's names); New creates them unregistered and
+// Factory registers them on the EPP's registerer.
+type fairMetrics struct {
+	jain     prometheus.Gauge
+	avgWait  *prometheus.GaugeVec
+	attained *prometheus.GaugeVec
+}
+
+func newFairMetrics() fairMetrics {
+	return fairMetrics{
+		jain: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_jains_fairness_index",
+			Help: "Jain's fairness index over the programs' mean queue waits (1.0 = perfectly fair), recomputed on every pick."}),
+		avgWait: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_avg_wait_time_milliseconds",
+			Help: "Mean flow-control queue wait of a program's dispatched requests."}, []string{"program_id"}),
+		attained: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llm_d_epp_program_aware_attained_service_tokens",
+			Help: "A program's decayed attained service (prompt + 2 x completion tokens)."}, []string{"program_id"}),
+	}
+}
+
+// register registers the gauges on reg, taking the already registered ones when another
+// instance registered them first.
+func (m *fairMetrics) register(reg prometheus.Registerer) (err error) {
+	if m.jain, err = pluginkit.Register(reg, m.jain); err != nil {
+		return err
+	}
+	if m.avgWait, err = pluginkit.Register(reg, m.avgWait); err != nil {
+		return err
+	}
+	m.attained, err = pluginkit.Register(reg, m.attained)
+	return err
+}
 
 type program struct {
 	service        float64
@@ -129,6 +147,11 @@ type Policy struct {
 	tn  fwkplugin.TypedName
 	cfg Config
 	now func() time.Time
+	m   fairMetrics
+	// sweepCtx, when set, is the handle's context the idle-program sweep runs on; it starts at
+	// the first Pick, so a factory call alone (validation, a failed reload) starts nothing.
+	sweepCtx  context.Context
+	sweepOnce sync.Once
 
 	mu       sync.Mutex
 	programs map[string]*program
@@ -141,17 +164,19 @@ var (
 	_ fwkrc.ResponseBody   = (*Policy)(nil)
 )
 
-// Factory builds the policy; with a handle and evictionTtlSeconds > 0 it sweeps idle programs
-// until the handle's context ends.
+// Factory builds the policy; with a handle and evictionTtlSeconds > 0 it sweeps idle programs,
+// from the first pick until the handle's context ends.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	c, err := ParseParameters(name, raw)
 	if err != nil {
 		return nil, err
 	}
-	registerOnce.Do(func() { crmetrics.Registry.MustRegister(jain, avgWait, attained) })
 	p := New(name, c, time.Now)
+	if err := p.m.register(pluginkit.Registerer(handle)); err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
+	}
 	if handle != nil && handle.Context() != nil && c.EvictionTTL > 0 {
-		go p.sweepLoop(handle.Context())
+		p.sweepCtx = handle.Context()
 	}
 	return p, nil
 }
@@ -161,7 +186,7 @@ func New(name string, c Config, now func() time.Time) *Policy {
 	if name == "" {
 		name = Type
 	}
-	return &Policy{tn: fwkplugin.TypedName{Type: Type, Name: name}, cfg: c, now: now,
+	return &Policy{tn: fwkplugin.TypedName{Type: Type, Name: name}, cfg: c, now: now, m: newFairMetrics(),
 		programs: map[string]*program{}, enqueued: map[string]time.Time{}}
 }
 
@@ -194,6 +219,9 @@ func (p *Policy) programLocked(id string) *program {
 // score = wS × (1 − normalised attained service) + wW × normalised head wait; highest wins,
 // ties to the smaller program ID (llm-d leaves ties to map order).
 func (p *Policy) Pick(_ context.Context, band fwkfc.PriorityBandAccessor) (fwkfc.FlowQueueAccessor, error) {
+	if p.sweepCtx != nil {
+		p.sweepOnce.Do(func() { go p.sweepLoop(p.sweepCtx) })
+	}
 	if band == nil {
 		return nil, nil
 	}
@@ -249,7 +277,7 @@ func (p *Policy) Pick(_ context.Context, band fwkfc.PriorityBandAccessor) (fwkfc
 		}
 		p.enqueued[req.ID()] = win.head.EnqueueTime()
 	}
-	jain.Set(p.jainLocked())
+	p.m.jain.Set(p.jainLocked())
 	return win.q, nil
 }
 
@@ -304,7 +332,7 @@ func (p *Policy) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwks
 	} else {
 		pr.meanWaitMs -= pr.meanWaitMs / float64(pr.dispatched) // no queue wait (gate off or direct dispatch): 0
 	}
-	avgWait.WithLabelValues(id).Set(pr.meanWaitMs)
+	p.m.avgWait.WithLabelValues(id).Set(pr.meanWaitMs)
 }
 
 // ResponseBody adds the response's cost to the program's attained service at end of stream.
@@ -323,7 +351,7 @@ func (p *Policy) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 		pr.inFlight--
 	}
 	pr.lastCompletion = now
-	attained.WithLabelValues(id).Set(pr.service)
+	p.m.attained.WithLabelValues(id).Set(pr.service)
 }
 
 // Attained returns a program's decayed attained service (tests, debugging).
@@ -367,8 +395,8 @@ func (p *Policy) Sweep() {
 		}
 		if pr.inFlight == 0 && now.Sub(last) > p.cfg.EvictionTTL {
 			delete(p.programs, id)
-			avgWait.DeleteLabelValues(id)
-			attained.DeleteLabelValues(id)
+			p.m.avgWait.DeleteLabelValues(id)
+			p.m.attained.DeleteLabelValues(id)
 		}
 	}
 }

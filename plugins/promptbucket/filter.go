@@ -8,12 +8,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -28,8 +28,8 @@ var _ fwksched.Filter = (*Filter)(nil)
 
 // Factory builds the filter; it takes no parameters (buckets live on the pods).
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" && s != "{}" {
-		return nil, fmt.Errorf("%s %q: takes no parameters (bucket bounds come from each pod's model.aibrix.ai/config)", Type, name)
+	if err := pluginkit.NoParameters(Type, name, raw); err != nil {
+		return nil, fmt.Errorf("%w (bucket bounds come from each pod's model.aibrix.ai/config)", err)
 	}
 	return &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}}, nil
 }

@@ -8,17 +8,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -29,13 +28,13 @@ const Type = "aibrix-rate-cap"
 // window is the rate window: AIBrix caps requests per second.
 const window = time.Second
 
-var (
-	rejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+// newRejected is the plugin's counter; Factory registers it on the EPP's registerer.
+func newRejected() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pdgate_rate_cap_rejected_total",
 		Help: "Requests answered 429 because their model exceeded its requestsPerSecond cap.",
 	}, []string{"model"})
-	registerOnce sync.Once
-)
+}
 
 // Params are the plugin's parameters.
 type Params struct {
@@ -43,11 +42,21 @@ type Params struct {
 	DefaultRequestsPerSecond int `json:"defaultRequestsPerSecond"`
 }
 
+// Validate implements pluginkit.Validator.
+func (p Params) Validate() error {
+	if p.DefaultRequestsPerSecond < 0 {
+		return fmt.Errorf("parameter defaultRequestsPerSecond=%d: must be >= 0", p.DefaultRequestsPerSecond)
+	}
+	return nil
+}
+
 // Plugin is aibrix-rate-cap (an admission plugin: it runs before scheduling).
 type Plugin struct {
 	tn  fwkplugin.TypedName
 	p   Params
 	now func() time.Time
+	// rejected counts refusals; Factory swaps in the registered (possibly shared) collector.
+	rejected *prometheus.CounterVec
 
 	mu      sync.Mutex
 	windows map[string][]time.Time // model → admitted request times within the window
@@ -56,25 +65,22 @@ type Plugin struct {
 var _ fwkrc.AdmissionPlugin = (*Plugin)(nil)
 
 // Factory builds the plugin.
-func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Params
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
-	if p.DefaultRequestsPerSecond < 0 {
-		return nil, fmt.Errorf("%s %q: parameter defaultRequestsPerSecond=%d: must be >= 0", Type, name, p.DefaultRequestsPerSecond)
+	pl := New(name, p, time.Now)
+	var err error
+	if pl.rejected, err = pluginkit.Register(pluginkit.Registerer(handle), pl.rejected); err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
 	}
-	registerOnce.Do(func() { crmetrics.Registry.MustRegister(rejected) })
-	return New(name, p, time.Now), nil
+	return pl, nil
 }
 
 // New builds the plugin with an injected clock.
 func New(name string, p Params, now func() time.Time) *Plugin {
-	return &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, now: now, windows: map[string][]time.Time{}}
+	return &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, now: now, windows: map[string][]time.Time{}, rejected: newRejected()}
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -102,7 +108,7 @@ func (p *Plugin) AdmitRequest(_ context.Context, req *fwksched.LLMRequest, eps [
 	if p.Admit(req.TargetModel, limit) {
 		return nil
 	}
-	rejected.WithLabelValues(req.TargetModel).Inc()
+	p.rejected.WithLabelValues(req.TargetModel).Inc()
 	msg := fmt.Sprintf("model %q exceeded its rate limit of %d requests per second", req.TargetModel, limit)
 	return contract.NewAnswer(http.StatusTooManyRequests, contract.CauseRateLimited, "rate_limit_exceeded", msg).
 		WithHeader("retry-after", "1")

@@ -7,18 +7,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
-// RoleLabel is llm-d's role label.
-const RoleLabel = "llm-d.ai/role"
-
-// Role values.
+// Role values of llm-d.ai/role (podmodel reads the label).
 const (
 	RoleEncode              = "encode"
 	RolePrefill             = "prefill"
@@ -74,8 +73,8 @@ func New(pluginType, name string) (*Filter, error) {
 
 func factory(pluginType string) fwkplugin.FactoryFunc {
 	return func(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-		if t := strings.TrimSpace(string(raw)); t != "" && t != "null" && t != "{}" {
-			return nil, fmt.Errorf("%s %q takes no parameters, got %s", pluginType, name, t)
+		if err := pluginkit.NoParameters(pluginType, name, raw); err != nil {
+			return nil, err
 		}
 		return New(pluginType, name)
 	}
@@ -93,7 +92,7 @@ func (f *Filter) TypedName() fwkplugin.TypedName { return f.typedName }
 
 // Keeps reports whether an endpoint with these labels passes.
 func (f *Filter) Keeps(labels map[string]string) bool {
-	role, has := labels[RoleLabel]
+	role, has := podmodel.LLMDRole(labels)
 	if !has {
 		return f.allowNone
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
 func pods() []fwksched.Endpoint {
@@ -19,7 +21,7 @@ func pods() []fwksched.Endpoint {
 		labels := map[string]string{}
 		name := "none"
 		if r != "" {
-			labels[RoleLabel] = r
+			labels[podmodel.LabelLLMDRole] = r
 			name = r
 		}
 		out = append(out, fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}, Labels: labels}, nil, nil))

@@ -8,14 +8,13 @@ package rolesetfilter
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"strings"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -40,12 +39,8 @@ var _ fwksched.Filter = (*Filter)(nil)
 // Factory builds the filter.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Params
-	if s := strings.TrimSpace(string(raw)); s != "" && s != "null" {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return nil, err
 	}
 	return &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p}, nil
 }

@@ -7,15 +7,15 @@
 package softreflectiveceiling
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"sync/atomic"
 
 	fwkfc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -32,14 +32,8 @@ var _ fwkfc.UsageLimitPolicy = (*Policy)(nil)
 // Factory builds the policy. It takes no parameters: an empty object or none is fine, any key
 // is an error (llm-d decodes strictly into an empty struct).
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		var m map[string]json.RawMessage
-		if err := json.Unmarshal(t, &m); err != nil {
-			return nil, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
-		for k := range m {
-			return nil, fmt.Errorf("%s %q: takes no parameters, got %q", Type, name, k)
-		}
+	if err := pluginkit.NoParameters(Type, name, raw); err != nil {
+		return nil, err
 	}
 	return New(name), nil
 }

@@ -1,17 +1,16 @@
 package tokenledger
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
@@ -86,16 +85,11 @@ type RedisParams struct {
 	password           string // from REDIS_PASSWORD only, never from a config file
 }
 
-// EnvLookup reads one environment variable (os.LookupEnv in production, a map in tests).
-type EnvLookup func(string) (string, bool)
-
 // DefaultParams returns the defaults with the environment applied. An invalid environment value
 // is an error naming the variable (AIBrix falls back to the default; pdgate, like
 // aibrix-pd-pair's knobs for the same variables, refuses to start so a typo is seen at once).
-func DefaultParams(env EnvLookup) (Params, error) {
-	if env == nil {
-		env = os.LookupEnv
-	}
+func DefaultParams(env pluginkit.Env) (Params, error) {
+	env = env.OrOS()
 	p := Params{
 		RequestCost: DefaultRequestCost, KVWeight: DefaultKVWeight, TTLSeconds: DefaultTTLSeconds,
 		SessionTTLSeconds: DefaultSessionTTLSeconds, MaxSessions: DefaultMaxSessions,
@@ -162,22 +156,15 @@ func DefaultParams(env EnvLookup) (Params, error) {
 	return p, errors.Join(errs...)
 }
 
-// ParseParams decodes raw plugin parameters over the defaults and validates them. Errors
-// name the plugin instance and the field.
-func ParseParams(pluginName string, raw json.RawMessage, env EnvLookup) (Params, error) {
+// ParseParams decodes raw plugin parameters over the defaults (pluginkit.Decode) and validates
+// them. Errors name the plugin instance and the field.
+func ParseParams(pluginName string, raw json.RawMessage, env pluginkit.Env) (Params, error) {
 	p, err := DefaultParams(env)
 	if err != nil {
-		return Params{}, fmt.Errorf("plugin %s (%s): %w", pluginName, Type, err)
+		return Params{}, pluginkit.Errorf(Type, pluginName, "%w", err)
 	}
-	if len(bytes.TrimSpace(raw)) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Params{}, fmt.Errorf("plugin %s (%s): invalid parameters: %w", pluginName, Type, err)
-		}
-	}
-	if err := p.Validate(); err != nil {
-		return Params{}, fmt.Errorf("plugin %s (%s): %w", pluginName, Type, err)
+	if err := pluginkit.Decode(Type, pluginName, raw, &p); err != nil {
+		return Params{}, err
 	}
 	return p, nil
 }

@@ -3,9 +3,11 @@ package tokenledger
 import (
 	"strings"
 	"testing"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
-func envMap(m map[string]string) EnvLookup {
+func envMap(m map[string]string) pluginkit.Env {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
@@ -111,7 +113,7 @@ func TestParseParams(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "plugin pl (pd-token-ledger)") {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), `pd-token-ledger "pl"`) {
 				t.Fatalf("err = %v, want %q naming the plugin", err, tc.wantErr)
 			}
 		})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
@@ -29,9 +30,12 @@ const interestTTL = 2 * time.Minute
 // Options configure a Tracker.
 type Options struct {
 	Params  Params
-	Clock   Clock       // nil: wall clock
-	Metrics *Metrics    // nil: the process-wide metrics registered with controller-runtime
-	Logger  logr.Logger // zero value: discard
+	Clock   Clock    // nil: wall clock
+	Metrics *Metrics // nil: new metrics registered on Registerer
+	// Registerer receives the metrics NewTracker creates and AIBrix's gauge names; nil: a
+	// private registry (nothing process-wide).
+	Registerer prometheus.Registerer
+	Logger     logr.Logger // zero value: discard
 }
 
 // podState is one pod's counters. The counts let a counter return to exactly zero when its
@@ -118,11 +122,16 @@ func NewTracker(o Options) *Tracker {
 	if o.Clock == nil {
 		o.Clock = realClock{}
 	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
 	if o.Metrics == nil {
-		o.Metrics = defaultMetrics()
+		// A fresh registry cannot hold a conflicting collector; Factory passes the EPP's
+		// registerer and its own Metrics, and reports a conflict there.
+		o.Metrics, _ = NewMetrics(o.Registerer)
 	}
 	if o.Params.AIBrixMetricNames {
-		o.Metrics.EnableAIBrixNames(aibrixRegistry)
+		o.Metrics.EnableAIBrixNames(o.Registerer)
 	}
 	now := o.Clock.Now()
 	t := &Tracker{

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
@@ -107,18 +106,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m.remoteReplicas = reuse(m.remoteReplicas).(prometheus.Gauge)
 	return m, err
 }
-
-// aibrixRegistry is where EnableAIBrixNames registers for ledgers built by NewTracker: the
-// registry the EPP serves.
-var aibrixRegistry prometheus.Registerer = ctrlmetrics.Registry
-
-var defaultMetrics = sync.OnceValue(func() *Metrics {
-	m, err := NewMetrics(ctrlmetrics.Registry)
-	if err != nil {
-		panic("tokenledger: registering metrics: " + err.Error())
-	}
-	return m
-})
 
 func splitPod(k tokenload.PodKey) (ns, name string) {
 	s := string(k)

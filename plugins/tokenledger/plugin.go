@@ -3,7 +3,6 @@ package tokenledger
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strings"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -14,7 +13,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
@@ -42,6 +41,10 @@ const (
 type Plugin struct {
 	tn      fwkplugin.TypedName
 	tracker *Tracker
+	// runCtx is the handle's context: the janitor and the shared-ledger sync run on it once the
+	// EPP has the whole plugin list (ResolveReferences) or at the plugin's first use, whichever
+	// comes first, not from the factory, so building a plugin list starts nothing.
+	runCtx context.Context
 }
 
 var (
@@ -53,17 +56,23 @@ var (
 	_ contract.PrefillReleaser = (*Plugin)(nil)
 )
 
-// Factory builds the plugin from its parameters (environment variables are the defaults) and
-// starts the janitor and the shared-ledger sync on the handle's context.
+// Factory builds the plugin from its parameters (environment variables are the defaults); the
+// janitor and the shared-ledger sync start on the handle's context when the EPP resolves the
+// plugin list (ResolveReferences) or at first use.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	ctx := handlectx.Of(handle)
+	ctx := pluginkit.Context(handle)
 	logger := log.FromContext(ctx).WithName(Type).WithValues("plugin", name)
-	p, err := ParseParams(name, raw, os.LookupEnv)
+	p, err := ParseParams(name, raw, pluginkit.OSEnv)
 	if err != nil {
 		return nil, err
 	}
-	pl := New(name, NewTracker(Options{Params: p, Logger: logger}))
-	pl.tracker.Start(ctx)
+	reg := pluginkit.Registerer(handle)
+	m, err := NewMetrics(reg)
+	if err != nil {
+		return nil, pluginkit.Errorf(Type, name, "%w", err)
+	}
+	pl := New(name, NewTracker(Options{Params: p, Logger: logger, Metrics: m, Registerer: reg}))
+	pl.runCtx = ctx
 	if p.SharingEnabled() {
 		logger.Info("Shared decode ledger enabled", "redis", p.Redis.Address, "replicaID", pl.tracker.ReplicaID())
 	}
@@ -78,7 +87,27 @@ func New(name string, t *Tracker) *Plugin {
 func (p *Plugin) TypedName() fwkplugin.TypedName { return p.tn }
 
 // TokenLedger implements Provider.
-func (p *Plugin) TokenLedger() tokenload.Ledger { return p.tracker }
+func (p *Plugin) TokenLedger() tokenload.Ledger {
+	p.start()
+	return p.tracker
+}
+
+// ResolveReferences is called by the EPP once every plugin exists (cmd/epp/pluginset): the
+// ledger's background work starts here, before the first request, so a replica joins the
+// shared ledger as soon as it runs.
+func (p *Plugin) ResolveReferences(fwkplugin.Handle) error {
+	p.start()
+	return nil
+}
+
+// start runs the tracker's background work on the handle's context the first time the EPP uses
+// the plugin (Tracker.Start runs once; a plugin built by New without a factory has no context
+// and its owner starts the tracker).
+func (p *Plugin) start() {
+	if p.runCtx != nil {
+		p.tracker.Start(p.runCtx)
+	}
+}
 
 // TokenLoadDefaults implements Provider.
 func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.TokenLoadDefaults() }
@@ -99,6 +128,7 @@ func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
 // unconfirmed sweep.
 func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
+	p.start()
 	if req != nil {
 		p.tracker.Confirm(req.RequestId)
 	}
@@ -108,6 +138,7 @@ func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwks
 // request's prefill leg returned. Each part is released at most once, so ResponseHeader's
 // later release of the same part (and a callback for a request already gone) is a no-op.
 func (p *Plugin) ReleasePrefillActive(requestID string) {
+	p.start()
 	if requestID != "" {
 		p.tracker.ReleasePrefillActive(requestID)
 	}
@@ -118,6 +149,7 @@ func (p *Plugin) ReleasePrefillActive(requestID string) {
 // the prefill leg failed, was skipped, fell back to local prefill or ran on the alternate (no KV
 // stays on the charged prefill pod).
 func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	p.start()
 	id := requestID(req, resp)
 	if id == "" {
 		return
@@ -141,6 +173,7 @@ func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, r
 // ResponseBody releases every remaining charge at end of stream: completion, failure and client
 // disconnect (GIE forces a final EndOfStream call when a scheduled stream ends early).
 func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
+	p.start()
 	if resp == nil || !resp.EndOfStream {
 		return
 	}

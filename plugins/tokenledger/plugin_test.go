@@ -131,7 +131,7 @@ func TestFactory(t *testing.T) {
 	if d := pl.(tokenload.Provider).TokenLoadDefaults(); d.RequestCost != 100 || d.KVWeight != 0.5 {
 		t.Fatalf("defaults %+v", d)
 	}
-	if _, err := Factory("bad", []byte(`{"kvWeight": -1}`), h); err == nil || !strings.Contains(err.Error(), "plugin bad (pd-token-ledger): parameter kvWeight") {
+	if _, err := Factory("bad", []byte(`{"kvWeight": -1}`), h); err == nil || !strings.Contains(err.Error(), `pd-token-ledger "bad": invalid parameters: parameter kvWeight`) {
 		t.Fatalf("err = %v", err)
 	}
 }

@@ -4,7 +4,6 @@
 package tokenproducer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,7 +18,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/internal/handlectx"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
@@ -128,15 +127,11 @@ type rawParams struct {
 }
 
 // ParseParameters decodes, selects the backend and validates.
-func ParseParameters(raw json.RawMessage) (Parameters, error) {
+func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, error) {
 	p := Parameters{Backend: BackendEstimate}
 	var r rawParams
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&r); err != nil {
-			return p, fmt.Errorf("failed to parse token-producer parameters: %w", err)
-		}
+	if err := pluginkit.Decode(pluginType, name, raw, &r); err != nil {
+		return p, err
 	}
 	set := 0
 	for _, b := range []bool{r.Estimate != nil, r.VLLM != nil, len(r.UDSTokenizerConfig) > 0} {
@@ -222,7 +217,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // LegacyFactory creates the deprecated "tokenizer" alias.
 func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	deprecation.Once(handlectx.Of(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
+	deprecation.Once(pluginkit.Context(handle), LegacyType, "Deprecated: plugin type 'tokenizer' is deprecated, use 'token-producer' instead")
 	p, err := newProducer(Type, name, raw)
 	if err != nil {
 		// The message keeps llm-d's wording, which names token-producer.
@@ -232,7 +227,7 @@ func LegacyFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (f
 }
 
 func newProducer(pluginType, name string, raw json.RawMessage) (*Producer, error) {
-	params, err := ParseParameters(raw)
+	params, err := ParseParameters(pluginType, name, raw)
 	if err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func TestParseParameters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := ParseParameters(json.RawMessage(tt.params))
+			p, err := ParseParameters(Type, "test", json.RawMessage(tt.params))
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v want %q", err, tt.wantErr)
@@ -183,7 +183,7 @@ func FuzzParseParameters(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		p, err := ParseParameters(json.RawMessage(s))
+		p, err := ParseParameters(Type, "test", json.RawMessage(s))
 		if err != nil {
 			return
 		}

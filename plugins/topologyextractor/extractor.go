@@ -6,15 +6,14 @@
 package topologyextractor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -32,12 +31,8 @@ type Parameters struct {
 // ParseParameters decodes the parameters strictly (unknown fields are errors).
 func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Parameters{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Parameters{}, err
 	}
 	return p, nil
 }

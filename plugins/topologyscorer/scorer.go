@@ -7,7 +7,6 @@
 package topologyscorer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/peer"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
@@ -50,12 +50,8 @@ type Config struct {
 // ParseParameters decodes (strictly), defaults and validates the parameters.
 func ParseParameters(name string, raw json.RawMessage) (Config, error) {
 	var p Parameters
-	if t := bytes.TrimSpace(raw); len(t) > 0 && string(t) != "null" {
-		dec := json.NewDecoder(bytes.NewReader(t))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&p); err != nil {
-			return Config{}, fmt.Errorf("%s %q: invalid parameters: %w", Type, name, err)
-		}
+	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
+		return Config{}, err
 	}
 	c := Config{Producer: p.TopologyProducerName, Table: DefaultWeights}
 	if p.Weights != nil {

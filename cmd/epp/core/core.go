@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
 	backendmetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/backend/metrics"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config"
@@ -39,6 +41,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/cmd/epp/tracing"
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Options configure New. Only Config is required.
@@ -63,6 +66,9 @@ type Options struct {
 	Standalone bool
 	// Validate builds everything but starts nothing that outlives New (pdgate validate).
 	Validate bool
+	// Registerer receives the plugins' metrics (through the handle's context, see
+	// plugins/lib/pluginkit); nil: controller-runtime's registry, which the EPP serves.
+	Registerer prometheus.Registerer
 	// PoolName labels flow control's metrics.
 	PoolName                    string
 	DisableEndpointSubsetFilter bool
@@ -138,7 +144,11 @@ func New(ctx context.Context, o Options) (*Core, error) {
 			return names
 		}
 	}
-	c.Handle = fwkplugin.NewEppHandle(ctx, podNames)
+	reg := o.Registerer
+	if reg == nil {
+		reg = crmetrics.Registry
+	}
+	c.Handle = fwkplugin.NewEppHandle(pluginkit.WithRegisterer(ctx, reg), podNames)
 	if err := pluginset.AddPrefixCacheScorerProducer(raw, c.Handle); err != nil {
 		return nil, fmt.Errorf("failed to load the configuration: %w", err)
 	}

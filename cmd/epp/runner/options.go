@@ -6,7 +6,6 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -15,6 +14,7 @@ import (
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 )
 
@@ -71,7 +71,7 @@ func NewOptions() *Options {
 		EndpointsPollInterval: time.Second,
 		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
 	}
-	if d, ok, err := pdknobs.RefreshMetricsIntervalFromEnv(os.LookupEnv); err != nil {
+	if d, ok, err := pdknobs.RefreshMetricsIntervalFromEnv(pluginkit.OSEnv); err != nil {
 		o.envErr = err
 	} else if ok {
 		o.RefreshMetricsInterval = d

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
 // Config is one EPP configuration under test and the pool it routes.
@@ -59,7 +60,7 @@ func Layout(name string, primaryPods int, hosts []string, port int) (eps []eppha
 			primary = append(primary, fmt.Sprintf("%s:%d", h, port))
 		}
 	}
-	llmd := func(role string) map[string]string { return map[string]string{"llm-d.ai/role": role} }
+	llmd := func(role string) map[string]string { return map[string]string{podmodel.LabelLLMDRole: role} }
 	switch name {
 	case "plain": // GIE's default config: every pod serves whole requests
 		for i := 0; i < primaryPods; i++ {
@@ -81,8 +82,8 @@ func Layout(name string, primaryPods int, hosts []string, port int) (eps []eppha
 	case "aibrix":
 		for rs := 0; rs < primaryPods/2; rs++ {
 			for k, role := range []string{"prefill", "prefill", "decode", "decode"} {
-				labels := map[string]string{"role-name": role, "roleset-name": fmt.Sprintf("rs%d", rs),
-					"model.aibrix.ai/engine": "vllm", "model.aibrix.ai/name": Model}
+				labels := map[string]string{podmodel.LabelRoleName: role, podmodel.LabelRolesetName: fmt.Sprintf("rs%d", rs),
+					podmodel.LabelEngine: "vllm", podmodel.LabelModelName: Model}
 				add(fmt.Sprintf("rs%d-%s-%d", rs, role, k%2), labels, role == "decode")
 			}
 		}

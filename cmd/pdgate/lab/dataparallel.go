@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -86,7 +87,7 @@ func (p *Plan) endpointRecords(pod Pod) []endpointRecord {
 		for k, v := range labels {
 			l[k] = v
 		}
-		l["model.aibrix.ai/port"] = strconv.Itoa(pod.enginePort + r)
+		l[podmodel.LabelPort] = strconv.Itoa(pod.enginePort + r)
 		out = append(out, endpointRecord{Name: RankEndpointName(pod.Name, r), Namespace: Namespace,
 			Address: pod.IP, Port: base + r, MetricsPort: pod.enginePort + r, Labels: l, Annotations: ann})
 	}

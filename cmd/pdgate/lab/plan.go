@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -238,16 +239,16 @@ func (p *Plan) Labels(pod Pod) map[string]string {
 	llmdRole := map[string]string{RolePrefill: "prefill", RoleDecode: "decode", RoleCombined: "both", RoleEncode: "encode"}[pod.Role]
 	gieEngine := map[string]string{EngineVLLM: "vllm", EngineSGLang: "sglang", EngineTRTLLM: "trtllm-serve"}[pod.Engine]
 	l := map[string]string{
-		"app":                    "pdgate-lab",
-		"llm-d.ai/role":          llmdRole,
-		"model.aibrix.ai/name":   sanitizeLabel(p.Topology.Model),
-		"model.aibrix.ai/engine": pod.Engine,
-		"model.aibrix.ai/port":   strconv.Itoa(pod.enginePort),
-		"inference.networking.k8s.io/engine-type": gieEngine,
+		"app":                       "pdgate-lab",
+		podmodel.LabelLLMDRole:      llmdRole,
+		podmodel.LabelModelName:     sanitizeLabel(p.Topology.Model),
+		podmodel.LabelEngine:        pod.Engine,
+		podmodel.LabelPort:          strconv.Itoa(pod.enginePort),
+		podmodel.LabelGIEEngineType: gieEngine,
 	}
 	if pod.Role == RolePrefill || pod.Role == RoleDecode {
-		l["role-name"] = pod.Role
-		l["roleset-name"] = pod.Roleset
+		l[podmodel.LabelRoleName] = pod.Role
+		l[podmodel.LabelRolesetName] = pod.Roleset
 	}
 	// No model.aibrix.ai/kv-connector-type: AIBrix's "nixl" is the Neuron agent's protocol,
 	// not the simulator's nixl (llm-d NIXL v2); each sidecar is started with its pod's
@@ -262,10 +263,10 @@ func (p *Plan) Labels(pod Pod) map[string]string {
 func (p *Plan) Annotations(pod Pod) map[string]string {
 	a := map[string]string{}
 	if cfg := bucketAnnotation(*pod.Spec); cfg != "" {
-		a["model.aibrix.ai/config"] = cfg
+		a[podmodel.AnnotationConfig] = cfg
 	}
 	if pod.BootstrapPort != 0 {
-		a["model.aibrix.ai/sglang-bootstrap-port"] = strconv.Itoa(pod.BootstrapPort)
+		a[podmodel.AnnotationBootstrap] = strconv.Itoa(pod.BootstrapPort)
 	}
 	for k, v := range pod.Spec.Annotations {
 		a[k] = v

@@ -23,6 +23,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
@@ -99,7 +100,11 @@ type endpointRef struct {
 // New builds a core for the plugin named name. Its goroutines live as long as ctx; without a
 // context (nil handle) nothing is started.
 func New(ctx context.Context, name string, cfg kvevents.Resolved, started bool) *Core {
-	m := kvevents.DefaultMetrics()
+	m, err := kvevents.NewMetrics(pluginkit.RegistererOf(ctx))
+	if err != nil {
+		// Only a foreign collector under one of our names conflicts; keep indexing, unexported.
+		log.FromContext(ctx).Error(err, "KV-event metrics not registered", "plugin", name)
+	}
 	c := &Core{name: name, cfg: cfg, m: m, known: map[string]endpointRef{},
 		ix: kvevents.NewIndex(kvevents.IndexConfig{BlockSize: cfg.BlockSize, HashSeed: cfg.HashSeed, MaxKeys: cfg.Size,
 			MaxBlocksPerEndpoint: cfg.MaxBlocksPerEndpoint, PodCacheSize: cfg.PodCacheSize, TierWeights: cfg.TierWeights}, m)}

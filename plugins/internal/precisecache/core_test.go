@@ -32,7 +32,7 @@ func TestSourceOf(t *testing.T) {
 func TestEndpointDeleteForgetsBlocks(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	_, r, err := kvevents.ParseConfig(nil)
+	_, r, err := kvevents.ParseConfig("test", "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

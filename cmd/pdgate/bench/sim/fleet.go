@@ -8,6 +8,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -49,8 +50,8 @@ func FleetPD(n int, model string) []PodSpec {
 			role = RoleDecode
 		}
 		out[i] = fleetPod(i, role, model)
-		out[i].Labels["role-name"] = role
-		out[i].Labels["roleset-name"] = fmt.Sprintf("rs-%d", i/2)
+		out[i].Labels[podmodel.LabelRoleName] = role
+		out[i].Labels[podmodel.LabelRolesetName] = fmt.Sprintf("rs-%d", i/2)
 	}
 	return out
 }
@@ -70,8 +71,8 @@ func fleetPod(i int, role, model string) PodSpec {
 		Name: fmt.Sprintf("%s-%d", role, i), Role: role, Engine: "vllm",
 		IP: fmt.Sprintf("10.%d.%d.%d", 1+i>>16&255, i>>8&255, i&255), Port: "8000",
 		Labels: map[string]string{
-			"llm-d.ai/role": llmd, "model.aibrix.ai/name": model, "model.aibrix.ai/engine": "vllm",
-			"model.aibrix.ai/port": "8000", "inference.networking.k8s.io/engine-type": "vllm",
+			podmodel.LabelLLMDRole: llmd, podmodel.LabelModelName: model, podmodel.LabelEngine: "vllm",
+			podmodel.LabelPort: "8000", podmodel.LabelGIEEngineType: "vllm",
 		},
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -78,7 +79,7 @@ func GoodputPolicies(root string) []Policy {
 	const rec = "config/recommended.yaml"
 	return []Policy{
 		{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
-			Annotations: map[string]string{"model.aibrix.ai/config": combinedLeastRequest},
+			Annotations: map[string]string{podmodel.AnnotationConfig: combinedLeastRequest},
 			About:       "AIBrix least-request over whole requests (combined-only fleets)"},
 		{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD,
 			About: "AIBrix pd, least_request prefill and decode"},

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
 )
 
@@ -35,7 +36,7 @@ var Policies = []Policy{
 	{Name: "gie-default-combined", Config: "", Fleet: FleetKindCombined,
 		About: "stock GIE v1.5.0 default config (queue, KV-cache and prefix scorers) on the combined-only fleet; the EPP CPU baseline"},
 	{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
-		Annotations: map[string]string{"model.aibrix.ai/config": combinedLeastRequest},
+		Annotations: map[string]string{podmodel.AnnotationConfig: combinedLeastRequest},
 		About:       "combined-only fleet, AIBrix least-request (same GPU count as the P/D fleet)"},
 	{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD,
 		About: "AIBrix pd strategy, least_request prefill and decode scoring"},

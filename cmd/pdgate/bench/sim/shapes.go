@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/pdgate/pdgate/plugins/podmodel"
 )
 
 // Shape is a fleet's split into prefill, decode and combined pods as a ratio P:D:C; every
@@ -107,8 +109,8 @@ func (s Shape) Layout(n int, model string) ([]PodSpec, error) {
 		for k := range count {
 			p := fleetPod(len(out), role, model)
 			if role != RoleCombined {
-				p.Labels["role-name"] = role
-				p.Labels["roleset-name"] = fmt.Sprintf("rs-%d", k%sets)
+				p.Labels[podmodel.LabelRoleName] = role
+				p.Labels[podmodel.LabelRolesetName] = fmt.Sprintf("rs-%d", k%sets)
 			}
 			out = append(out, p)
 		}

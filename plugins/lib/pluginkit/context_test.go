@@ -1,4 +1,4 @@
-package handlectx
+package pluginkit
 
 import (
 	"context"
@@ -15,7 +15,7 @@ type nilCtxHandle struct{ fwkplugin.Handle }
 
 func (nilCtxHandle) Context() context.Context { return nil }
 
-func TestOf(t *testing.T) {
+func TestContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), key{}, "epp")
 	tests := []struct {
 		name string
@@ -28,7 +28,7 @@ func TestOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Of(tt.h)
+			got := Context(tt.h)
 			if got == nil {
 				t.Fatal("nil context")
 			}
