@@ -7,10 +7,11 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func prompt(seed uint32, n int) []uint32 {
@@ -33,7 +34,7 @@ func burst(t *testing.T, b *Producer, prompts [][]uint32) []string {
 			defer wg.Done()
 			var eps []fwksched.Endpoint
 			for _, n := range []string{"r0", "r1", "r2"} {
-				eps = append(eps, fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: n}}, &fwkdl.Metrics{}, nil))
+				eps = append(eps, eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: n, Metrics: &fwkdl.Metrics{}}))
 			}
 			req := &fwksched.LLMRequest{TargetModel: "m", TokenizedPrompt: &fwksched.TokenizedPrompt{TokenIDs: p}}
 			if err := b.PrepareRequestData(context.Background(), req, eps); err != nil {

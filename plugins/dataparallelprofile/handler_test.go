@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestProcessResultsRoutesThroughThePrimaryPort(t *testing.T) {
@@ -18,8 +17,7 @@ func TestProcessResultsRoutesThroughThePrimaryPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rank3 := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "vllm-0-rank-3"}, PodName: "vllm-0",
-		Address: "10.0.0.5", Port: "8003"}, nil, nil)
+	rank3 := eptest.Scheduling(eptest.Spec{Name: "vllm-0-rank-3", PodName: "vllm-0", Address: "10.0.0.5", Port: "8003", NoMetrics: true})
 	req := &fwksched.LLMRequest{Headers: map[string]string{protocol.HeaderDataParallelHostPort: "6.6.6.6:1"}}
 	res, err := p.(*Handler).ProcessResults(context.Background(), nil, req,
 		map[string]*fwksched.ProfileRunResult{"default": {TargetEndpoints: []fwksched.Endpoint{rank3}}})

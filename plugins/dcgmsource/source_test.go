@@ -12,10 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 const exposition = `# TYPE DCGM_FI_DEV_GPU_UTIL gauge
@@ -45,7 +43,7 @@ func TestScrapeAndExtract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "vllm-0-rank-0"}, PodName: "vllm-0", Address: host, Port: "8000"}, nil)
+	ep := eptest.Data(eptest.Spec{Name: "vllm-0-rank-0", PodName: "vllm-0", Address: host, Port: "8000", NoMetrics: true})
 	for i := 0; i < 3; i++ {
 		data, err := src.(*Source).Poll(context.Background(), ep)
 		if err != nil {

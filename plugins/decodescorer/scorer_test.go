@@ -5,15 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(name string, m *engineattr.Metrics) fwksched.Endpoint {
-	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name}, fwkdl.NewMetrics(), nil)
+	e := eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: name, PodName: name})
 	if m != nil {
 		e.Put(engineattr.AttributeKey, m)
 	}

@@ -6,18 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(addr, port string, labels map[string]string) fwksched.Endpoint {
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "p-" + port},
-		Address: addr, Port: port, Labels: labels}, fwkdl.NewMetrics(), nil)
+	return eptest.Scheduling(eptest.Spec{Name: "p-" + port, Address: addr, Port: port, Labels: labels})
 }
 
 func res(eps ...fwksched.Endpoint) *fwksched.ProfileRunResult {

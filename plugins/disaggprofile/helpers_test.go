@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 // fakeDecider answers a fixed decision and counts calls.
@@ -48,10 +48,7 @@ func profilesOf(names ...string) map[string]fwksched.SchedulerProfile {
 }
 
 func ep(name, addr, port string, labels map[string]string) fwksched.Endpoint {
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{
-		NamespacedName: types.NamespacedName{Namespace: "default", Name: name},
-		PodName:        name, Address: addr, Port: port, Labels: labels,
-	}, fwkdl.NewMetrics(), nil)
+	return eptest.Scheduling(eptest.Spec{Namespace: "default", Name: name, PodName: name, Address: addr, Port: port, Labels: labels})
 }
 
 func res(eps ...fwksched.Endpoint) *fwksched.ProfileRunResult {

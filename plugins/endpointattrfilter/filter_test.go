@@ -6,18 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 const gpuConfig = `{"attribute":"GPUUtilization","producer":"dcgm-extractor","onMissing":"Pass","fallbackOnEmpty":true,
   "algorithm":{"type":"threshold","threshold":{"operator":"LessThanOrEqual","value":0.90}}}`
 
 func ep(name string, v float64) fwksched.Endpoint {
-	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}}, nil, nil)
+	e := eptest.Scheduling(eptest.Spec{Name: name, NoMetrics: true})
 	if v >= 0 {
 		e.Put(scalar.Key("GPUUtilization", "dcgm-extractor"), &scalar.Value{V: v})
 	}

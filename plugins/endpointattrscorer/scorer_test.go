@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestScore(t *testing.T) {
@@ -19,7 +18,7 @@ func TestScore(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk := func(v float64) fwksched.Endpoint {
-		e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "p"}}, nil, nil)
+		e := eptest.Scheduling(eptest.Spec{Name: "p", NoMetrics: true})
 		if v >= 0 {
 			e.Put(scalar.Key("GPUUtilization", "dcgm-extractor"), &scalar.Value{V: v})
 		}

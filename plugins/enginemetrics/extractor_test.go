@@ -9,12 +9,12 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func parse(t *testing.T, text string) sourcemetrics.PrometheusMetricMap {
@@ -32,9 +32,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func endpoint(labels map[string]string) fwkdl.Endpoint {
-	return fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{
-		NamespacedName: types.NamespacedName{Namespace: "ns", Name: "p-rank-0"}, PodName: "p", Labels: labels,
-	}, fwkdl.NewMetrics())
+	return eptest.Data(eptest.Spec{Namespace: "ns", Name: "p-rank-0", PodName: "p", Labels: labels})
 }
 
 func TestExtractPerEngine(t *testing.T) {

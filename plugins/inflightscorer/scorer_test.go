@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrconcurrency "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/concurrency"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/requestdataproducer/inflightload"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/tokenload"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestParseParameters(t *testing.T) {
@@ -45,7 +45,7 @@ func TestParseParameters(t *testing.T) {
 }
 
 func endpoint(name string, load *attrconcurrency.InFlightLoad) fwksched.Endpoint {
-	ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}}, fwkdl.NewMetrics(), nil)
+	ep := eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: name})
 	if load != nil {
 		ep.Put(attrconcurrency.InFlightLoadKey, load)
 	}

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func eps() []fwksched.Endpoint {
 	mk := func(name string, l map[string]string) fwksched.Endpoint {
-		return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}, Labels: l}, nil, nil)
+		return eptest.Scheduling(eptest.Spec{Name: name, Labels: l, NoMetrics: true})
 	}
 	return []fwksched.Endpoint{
 		mk("a", map[string]string{"role": "prefill", "zone": "x"}),

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestScore(t *testing.T) {
@@ -30,7 +31,7 @@ func TestScore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "p"}}, &fwkdl.Metrics{WaitingQueueSize: tt.queue}, nil)
+			ep := eptest.Scheduling(eptest.Spec{Name: "p", Metrics: &fwkdl.Metrics{WaitingQueueSize: tt.queue}})
 			if got := p.(*Scorer).Score(context.Background(), nil, nil, []fwksched.Endpoint{ep})[ep]; got != tt.want {
 				t.Fatalf("score %v, want %v", got, tt.want)
 			}

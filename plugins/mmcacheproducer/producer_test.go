@@ -6,12 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
 	"github.com/pdgate/pdgate/plugins/mmcachescorer"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func req(hashes ...string) *fwksched.LLMRequest {
@@ -25,7 +24,7 @@ func req(hashes ...string) *fwksched.LLMRequest {
 func eps() []fwksched.Endpoint {
 	var out []fwksched.Endpoint
 	for _, n := range []string{"a", "b"} {
-		out = append(out, fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: n}}, nil, nil))
+		out = append(out, eptest.Scheduling(eptest.Spec{Name: n, NoMetrics: true}))
 	}
 	return out
 }

@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestFactory(t *testing.T) {
@@ -55,7 +54,7 @@ func TestScore(t *testing.T) {
 		{"all cached", &encodercache.MatchInfo{Matched: 3, Total: 3}, 1},
 	}
 	for _, tc := range cases {
-		ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: tc.name}}, nil, nil)
+		ep := eptest.Scheduling(eptest.Spec{Name: tc.name, NoMetrics: true})
 		if tc.info != nil {
 			ep.Put(encodercache.Key(""), tc.info)
 		}

@@ -5,16 +5,16 @@ import (
 	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func pool(match map[string]int) []fwksched.Endpoint {
 	var out []fwksched.Endpoint
 	for _, n := range []string{"a", "b", "c"} {
-		ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: n}}, nil, nil)
+		ep := eptest.Scheduling(eptest.Spec{Name: n, NoMetrics: true})
 		ep.Put(attrprefix.PrefixCacheMatchInfoKey, attrprefix.NewPrefixCacheMatchInfo(match[n], 4, 16))
 		out = append(out, ep)
 	}

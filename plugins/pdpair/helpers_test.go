@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
@@ -15,6 +13,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/pdknobs"
 	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 type podSpec struct {
@@ -38,10 +37,8 @@ func mkEndpoint(s podSpec) fwksched.Endpoint {
 	for k, v := range s.extra {
 		labels[k] = v
 	}
-	ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{
-		NamespacedName: types.NamespacedName{Namespace: "ns", Name: s.name + "-rank-0"}, PodName: s.name,
-		Address: "10.0.0." + fmt.Sprint(len(s.name)), Port: "8000", Labels: labels,
-	}, fwkdl.NewMetrics(), nil)
+	ep := eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: s.name + "-rank-0", PodName: s.name,
+		Address: "10.0.0." + fmt.Sprint(len(s.name)), Port: "8000", Labels: labels})
 	if s.metrics != nil {
 		ep.Put(engineattr.AttributeKey, s.metrics)
 	}

@@ -6,19 +6,17 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
 	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func endpoint(name, addr string) fwksched.Endpoint {
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}, Address: addr, Port: "8000"},
-		fwkdl.NewMetrics(), nil)
+	return eptest.Scheduling(eptest.Spec{Name: name, Address: addr, Port: "8000"})
 }
 
 func request(tokens []uint32) *fwksched.LLMRequest {

@@ -5,16 +5,15 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(name string, running float64, match *attrprefix.PrefixCacheMatchInfo) fwksched.Endpoint {
-	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name}, fwkdl.NewMetrics(), nil)
+	e := eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: name, PodName: name})
 	e.Put(engineattr.AttributeKey, &engineattr.Metrics{Running: running, HasRunning: true})
 	if match != nil {
 		e.Put(attrprefix.PrefixCacheMatchInfoKey, match)

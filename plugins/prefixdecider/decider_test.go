@@ -17,6 +17,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 // wrongType is a Cloneable that is not PrefixCacheMatchInfo.
@@ -25,8 +26,7 @@ type wrongType struct{}
 func (wrongType) Clone() fwkdl.Cloneable { return wrongType{} }
 
 func endpoint(match, block int, withInfo bool) fwksched.Endpoint {
-	e := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "decode-0"}, Address: "10.0.0.2", Port: "8000"},
-		fwkdl.NewMetrics(), nil)
+	e := eptest.Scheduling(eptest.Spec{Name: "decode-0", Address: "10.0.0.2", Port: "8000"})
 	if withInfo {
 		e.Put(attrprefix.PrefixCacheMatchInfoKey, attrprefix.NewPrefixCacheMatchInfo(match, 100, block))
 	}

@@ -8,16 +8,15 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(role string, q int, kv float64) fwksched.Endpoint {
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: role}, Labels: map[string]string{"llm-d.ai/role": role}},
-		&fwkdl.Metrics{WaitingQueueSize: q, KVCacheUsagePercent: kv}, nil)
+	return eptest.Scheduling(eptest.Spec{Name: role, Role: role, Metrics: &fwkdl.Metrics{WaitingQueueSize: q, KVCacheUsagePercent: kv}})
 }
 
 func TestAdmitRequest(t *testing.T) {

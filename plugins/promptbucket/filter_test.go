@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/podmodel"
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(name, cfg string) fwksched.Endpoint {
 	labels := map[string]string{}
 	if cfg != "" {
-		labels[protocol.AnnotationLabelPrefix+"model.aibrix.ai/config"] = cfg
+		labels[protocol.AnnotationLabelPrefix+podmodel.AnnotationConfig] = cfg
 	}
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name, Labels: labels}, fwkdl.NewMetrics(), nil)
+	return eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: name, PodName: name, Labels: labels})
 }
 
 func bucket(lo, hi int) string {

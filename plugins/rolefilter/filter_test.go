@@ -7,11 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func pods() []fwksched.Endpoint {
@@ -24,7 +23,7 @@ func pods() []fwksched.Endpoint {
 			labels[podmodel.LabelLLMDRole] = r
 			name = r
 		}
-		out = append(out, fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}, Labels: labels}, nil, nil))
+		out = append(out, eptest.Scheduling(eptest.Spec{Name: name, Labels: labels, NoMetrics: true}))
 	}
 	return out
 }

@@ -6,15 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(name string, labels map[string]string) fwksched.Endpoint {
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, PodName: name, Labels: labels}, fwkdl.NewMetrics(), nil)
+	return eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: name, PodName: name, Labels: labels})
 }
 
 func names(eps []fwksched.Endpoint) string {

@@ -3,17 +3,14 @@ package stagesat
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func ep(role string, q int) fwksched.Endpoint {
-	labels := map[string]string{}
-	if role != "" {
-		labels["llm-d.ai/role"] = role
-	}
-	return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: role}, Labels: labels}, &fwkdl.Metrics{WaitingQueueSize: q}, nil)
+	return eptest.Scheduling(eptest.Spec{Name: role, Role: role, Labels: map[string]string{}, Metrics: &fwkdl.Metrics{WaitingQueueSize: q}})
 }
 
 // mean queue / 10

@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestPrepareRequestData(t *testing.T) {
 	ep := func(labels map[string]string) fwksched.Endpoint {
-		return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: "p"}, Labels: labels}, nil, nil)
+		return eptest.Scheduling(eptest.Spec{Name: "p", Labels: labels, NoMetrics: true})
 	}
 	tests := []struct {
 		name, params, instance string

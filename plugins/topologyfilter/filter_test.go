@@ -6,22 +6,22 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 // pod builds an endpoint with a topology attribute (host/rack/zone; "" = no attribute) and a
 // load (-1 = no metrics).
 func pod(name, host, rack, zone string, load int) fwksched.Endpoint {
-	var m *fwkdl.Metrics
+	spec := eptest.Spec{Name: name, NoMetrics: load < 0}
 	if load >= 0 {
-		m = &fwkdl.Metrics{RunningRequestsSize: load}
+		spec.Metrics = &fwkdl.Metrics{RunningRequestsSize: load}
 	}
-	ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}}, m, nil)
+	ep := eptest.Scheduling(spec)
 	if host+rack+zone != "" {
 		ep.Put(podmodel.TopologyAttributeKey(""), &podmodel.TopologyAttribute{Topology: podmodel.Topology{Hostname: host, Rack: rack, Zone: zone, Region: "eu"}})
 	}

@@ -6,16 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
 	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func pod(name string, topo podmodel.Topology, producer string) fwksched.Endpoint {
-	ep := fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}}, nil, nil)
+	ep := eptest.Scheduling(eptest.Spec{Name: name, NoMetrics: true})
 	if !topo.IsZero() {
 		ep.Put(podmodel.TopologyAttributeKey(producer), &podmodel.TopologyAttribute{Topology: topo})
 	}

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 // queueDetector: saturation = mean waiting queue / 10.
@@ -33,9 +33,7 @@ func (queueDetector) Saturation(_ context.Context, eps []fwkdl.Endpoint) float64
 }
 
 func ep(role string, q int) fwkdl.Endpoint {
-	e := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: role}, Labels: map[string]string{"llm-d.ai/role": role}}, nil)
-	e.UpdateMetrics(&fwkdl.Metrics{WaitingQueueSize: q})
-	return e
+	return eptest.Data(eptest.Spec{Name: role, Role: role, Metrics: &fwkdl.Metrics{WaitingQueueSize: q}})
 }
 
 func TestStageAwareDetector(t *testing.T) {

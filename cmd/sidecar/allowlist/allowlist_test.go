@@ -17,6 +17,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func hp(t *testing.T, s string) protocol.HostPort {
@@ -118,7 +119,7 @@ func TestKube(t *testing.T) {
 	if err := k.Start(ctx, sctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return k.Allowed(hp(t, "10.0.0.1:8000")) })
+	testsupport.Eventually(t, 5*time.Second, "the allow-list update", func() bool { return k.Allowed(hp(t, "10.0.0.1:8000")) })
 	tests := map[string]bool{
 		"10.0.0.1:8000":       true,
 		"10.0.0.1:8200":       true,
@@ -139,23 +140,12 @@ func TestKube(t *testing.T) {
 	if _, err := kc.CoreV1().Pods("ns").UpdateStatus(ctx, p2, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return k.Allowed(hp(t, "10.0.0.3:8000")) })
+	testsupport.Eventually(t, 5*time.Second, "the allow-list update", func() bool { return k.Allowed(hp(t, "10.0.0.3:8000")) })
 	// Deleting the pool empties the list.
 	if err := dc.Resource(PoolGVR).Namespace("ns").Delete(ctx, "pool", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return !k.Allowed(hp(t, "10.0.0.1:8000")) })
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not reached within 5s")
+	testsupport.Eventually(t, 5*time.Second, "the allow-list update", func() bool { return !k.Allowed(hp(t, "10.0.0.1:8000")) })
 }
 
 func TestPoolMembershipErrors(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // x-pdgate-decoder-port (the decode pod's model.aibrix.ai/port, written by the EPP) moves this
@@ -115,7 +116,7 @@ func TestDecoderPortHeaderSGLangAbort(t *testing.T) {
 	if resp.StatusCode/100 == 2 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	eventually(t, func() bool { return len(declared.requestsTo("/abort_request")) > 0 })
+	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(declared.requestsTo("/abort_request")) > 0 })
 	time.Sleep(50 * time.Millisecond)
 	if n := len(configured.requests()); n != 0 {
 		t.Fatalf("the --engine-url port got %d requests (decode leg or abort)", n)

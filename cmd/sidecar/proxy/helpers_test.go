@@ -191,15 +191,3 @@ func counter(c prometheus.Collector) float64 {
 	}
 	return out.Gauge.GetValue()
 }
-
-// eventually polls cond (bounded) for effects of background goroutines (aborts).
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 500; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatal("condition not reached within 5s")
-}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 const testSig = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -138,7 +139,7 @@ func TestPrefillReleaseCallbackWhenPrefillReturns(t *testing.T) {
 					t.Fatalf("an engine saw the callback header on %s", r.Path)
 				}
 			}
-			eventually(t, func() bool { return counter(env.metrics.PrefillReleases.WithLabelValues(releaseOK)) == 1 })
+			testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return counter(env.metrics.PrefillReleases.WithLabelValues(releaseOK)) == 1 })
 		})
 	}
 }
@@ -196,10 +197,10 @@ func TestPrefillReleaseCallbackNeverHurtsTheRequest(t *testing.T) {
 				t.Fatalf("status %d after %s: %s", resp.StatusCode, time.Since(start), body)
 			}
 			if tt.result != "" {
-				eventually(t, func() bool { return counter(env.metrics.PrefillReleases.WithLabelValues(tt.result)) == 1 })
+				testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return counter(env.metrics.PrefillReleases.WithLabelValues(tt.result)) == 1 })
 			}
 			if tt.called != nil {
-				eventually(t, func() bool { return tt.called.count() == 1 })
+				testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return tt.called.count() == 1 })
 			}
 			time.Sleep(50 * time.Millisecond)
 			if elsewhere.count() != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func TestSGLangLegs(t *testing.T) {
@@ -37,7 +38,7 @@ func TestSGLangLegs(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(body, "[DONE]") {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
 	}
-	eventually(t, func() bool { return len(pre.requests()) == 1 })
+	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(pre.requests()) == 1 })
 	p, d := pre.only(t), dec.only(t)
 	ridRE := regexp.MustCompile(`^req-1-[0-9a-f]{16}$`)
 	for _, leg := range []recorded{p, d} {
@@ -83,7 +84,7 @@ func TestSGLangIPv6BootstrapHost(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(hp.String(), "[::1]:") {
 		t.Fatalf("status %d %s (target %s)", resp.StatusCode, body, hp)
 	}
-	eventually(t, func() bool { return len(pre.requests()) == 1 })
+	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(pre.requests()) == 1 })
 	for _, leg := range []recorded{pre.only(t), dec.only(t)} {
 		if leg.Body["bootstrap_host"] != "::1" || leg.Body["bootstrap_port"] != 8998.0 {
 			t.Fatalf("leg body %s", leg.Raw)
@@ -114,7 +115,7 @@ func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
 		resp.Header.Get(protocol.HeaderPrefillOutcome) != "failed" || !strings.Contains(body, `"error"`) {
 		t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
 	}
-	eventually(t, func() bool { return len(dec.requestsTo("/abort_request")) == 2 })
+	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(dec.requestsTo("/abort_request")) == 2 })
 	aborts := dec.requestsTo("/abort_request")
 	decRID := dec.requestsTo("/v1/chat/completions")[0].Body["rid"]
 	for _, a := range aborts {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func TestSnowflake(t *testing.T) {
@@ -102,7 +103,7 @@ func TestTRTGenerationFirst(t *testing.T) {
 			t.Fatalf("status %d: %s", resp.StatusCode, body)
 		}
 	}
-	eventually(t, func() bool { return len(pre.requestsTo("/v1/chat/completions")) == 2 })
+	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(pre.requestsTo("/v1/chat/completions")) == 2 })
 	if n := len(pre.requestsTo("/server_info")); n != 1 {
 		t.Errorf("server_info fetched %d times, want 1 (cached)", n)
 	}

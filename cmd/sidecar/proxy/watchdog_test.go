@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // hang blocks until the request is cancelled (the sidecar gave up on it).
@@ -103,10 +104,10 @@ func TestDecodeWatchdog(t *testing.T) {
 				t.Errorf("read: %v", rerr)
 			}
 			if tt.wantPhase != "" {
-				eventually(t, func() bool { return counter(env.metrics.Watchdog.WithLabelValues(tt.wantPhase, tt.headersOut)) == 1 })
+				testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return counter(env.metrics.Watchdog.WithLabelValues(tt.wantPhase, tt.headersOut)) == 1 })
 			}
 			if tt.engine == EngineSGLang {
-				eventually(t, func() bool {
+				testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool {
 					return counter(env.metrics.Aborts.WithLabelValues("watchdog_"+tt.wantPhase, "ok")) == 2
 				})
 			}

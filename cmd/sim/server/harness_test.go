@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sim/batching"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // pumpHorizon: the pump only fires timers due within this much model time, so long waits
@@ -75,11 +76,9 @@ func post(t *testing.T, url string, body any, hdr map[string]string) result {
 
 func postCtx(ctx context.Context, t *testing.T, url string, body any, hdr map[string]string) result {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
+	req, err := testsupport.JSONRequest(ctx, url, hdr, body)
+	if err != nil {
+		return result{err: err}
 	}
 	resp, err := testClient.Do(req)
 	if err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
 	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func TestKVEventsOf(t *testing.T) {
@@ -64,21 +64,11 @@ func TestBindsKVEvents(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // A real simulator publishes its prefix cache over ZeroMQ: a subscriber's index learns the
 // prompt's blocks after a request, and forgets them when the cache evicts them.
 func TestSimPublishesKVEvents(t *testing.T) {
 	clk := newPump(t)
-	zport := freePort(t)
+	zport := testsupport.FreePort(t)
 	// 8 blocks of 16 tokens of capacity: the second prompt of 5 blocks evicts the first's
 	// leading blocks.
 	in := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleCombined, KVCapacityTokens: 128,
@@ -127,7 +117,7 @@ func TestSimPublishesKVEvents(t *testing.T) {
 // another instance): the EPP learns that the decode pod now caches the prompt.
 func TestDecodeReportsBlocksAfterHandoff(t *testing.T) {
 	clk := newPump(t)
-	zport := freePort(t)
+	zport := testsupport.FreePort(t)
 	p := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RolePrefill})
 	d := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleDecode, KVEventsEndpoint: "tcp://127.0.0.1:" + strconv.Itoa(zport)})
 	ctx, cancel := context.WithCancel(context.Background())

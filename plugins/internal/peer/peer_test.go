@@ -3,16 +3,15 @@ package peer
 import (
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestOf(t *testing.T) {
 	ep := func(name string) fwksched.Endpoint {
-		return fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Name: name}}, nil, nil)
+		return eptest.Scheduling(eptest.Spec{Name: name, NoMetrics: true})
 	}
 	d, p := ep("d"), ep("p")
 	cases := []struct {

@@ -7,7 +7,7 @@ package faults
 import (
 	"testing"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var (
@@ -18,5 +18,5 @@ var (
 // TestMain builds the four binaries once into a temporary directory (PDGATE_BIN_DIR skips
 // the build and uses binaries built elsewhere, e.g. bin/ after `make build`).
 func TestMain(m *testing.M) {
-	testbin.Main(m, "faults-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
+	testsupport.Main(m, "faults-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }

@@ -13,21 +13,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, "hostile-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
+	testsupport.Main(m, "hostile-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }
-
-func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // start runs a binary until the test ends and waits for its health URL.
 func start(t *testing.T, name, health string, args ...string) {
 	t.Helper()
-	testbin.Run(t, binDir, name, args...)
+	testsupport.Run(t, binDir, name, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {

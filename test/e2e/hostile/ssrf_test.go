@@ -1,41 +1,27 @@
 package hostile
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 const chat = `{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`
 
-// post sends body to the sidecar with extra headers and returns status, headers and body.
+// post sends body to the sidecar's chat endpoint with extra headers.
 func post(t *testing.T, url string, hdr map[string]string, body string) (int, http.Header, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("request: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return testsupport.PostJSON(t, url+"/v1/chat/completions", hdr, body)
 }
 
 // vllmPair starts a vLLM prefill and decode simulator and a sidecar whose allow-list holds
 // only the prefill engine; it returns the sidecar URL and the prefill port.
 func vllmPair(t *testing.T, sidecarArgs ...string) (url string, prefillPort int) {
-	pp, dp, sp := freePort(t), freePort(t), freePort(t)
+	pp, dp, sp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", pp), "--host", "127.0.0.1", "--port", fmt.Sprint(pp), "--role", "prefill", "--time-scale", "20")
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", dp), "--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--role", "decode", "--time-scale", "20")
 	url = fmt.Sprintf("http://127.0.0.1:%d", sp)
@@ -122,7 +108,7 @@ func TestSSRFRedirectNotFollowed(t *testing.T) {
 	}
 	go func() { _ = redirector.Serve(ln) }()
 	t.Cleanup(func() { _ = redirector.Close() })
-	dp, sp := freePort(t), freePort(t)
+	dp, sp := testsupport.FreePort(t), testsupport.FreePort(t)
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", dp), "--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--role", "decode", "--time-scale", "20")
 	url := fmt.Sprintf("http://127.0.0.1:%d", sp)
 	start(t, "sidecar", url+"/sidecar/healthz", "--listen", fmt.Sprintf("127.0.0.1:%d", sp),
@@ -139,7 +125,7 @@ func TestSSRFRedirectNotFollowed(t *testing.T) {
 // SGLang: the bootstrap port header must not let a caller point the decode engine at
 // another port of an allowed host.
 func TestSSRFBootstrapPortHeader(t *testing.T) {
-	pp, dp, sp, bp := freePort(t), freePort(t), freePort(t), freePort(t)
+	pp, dp, sp, bp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 	tr := newTrap(t, "127.0.0.1:0")
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", pp), "--host", "127.0.0.1", "--port", fmt.Sprint(pp), "--dialect", "sglang",
 		"--role", "prefill", "--bootstrap-port", fmt.Sprint(bp), "--time-scale", "20")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // rawStatus writes one raw HTTP/1.1 request (header values Go's client would refuse to send)
@@ -125,7 +127,7 @@ func TestUnknownFieldsPassThrough(t *testing.T) {
 	body.WriteString("}")
 
 	prefill, decode := newRecorder(t), newRecorder(t)
-	sp := freePort(t)
+	sp := testsupport.FreePort(t)
 	url := fmt.Sprintf("http://127.0.0.1:%d", sp)
 	start(t, "sidecar", url+"/sidecar/healthz", "--listen", fmt.Sprintf("127.0.0.1:%d", sp),
 		"--engine-url", "http://"+decode.addr, "--allowlist", prefill.addr)

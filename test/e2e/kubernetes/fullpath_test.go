@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/pdgate/pdgate/test/kubetest"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 // model is the simulator-pd sample's model.

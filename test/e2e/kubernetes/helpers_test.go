@@ -1,9 +1,7 @@
 package kubernetes
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -13,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // commonPort finds a port free on every given loopback address (pods share the pool's port
@@ -36,7 +34,7 @@ func commonPort(t *testing.T, hosts ...string) int {
 			_ = l2.Close()
 		}
 		_ = l.Close()
-		if ok && testbin.Claim(port) { // never the same port twice: three picks in a row must differ
+		if ok && testsupport.Claim(port) { // never the same port twice: three picks in a row must differ
 			return port
 		}
 	}
@@ -122,21 +120,9 @@ type reply struct {
 func complete(t *testing.T, url, prompt string, hdr map[string]string) reply {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":%q}],"max_tokens":8}`, model, prompt)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("request: %v", err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return reply{status: resp.StatusCode, decision: resp.Header.Get("x-pdgate-decision"),
-		outcome: resp.Header.Get("x-pdgate-prefill-outcome"), body: string(b)}
+	status, header, b := testsupport.PostJSON(t, url+"/v1/chat/completions", hdr, body)
+	return reply{status: status, decision: header.Get("x-pdgate-decision"),
+		outcome: header.Get("x-pdgate-prefill-outcome"), body: b}
 }
 
 // picked returns the endpoint a decision names for a profile ("decode", "prefill").

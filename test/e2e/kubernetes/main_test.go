@@ -16,7 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/pdgate/pdgate/test/kubetest"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 var (

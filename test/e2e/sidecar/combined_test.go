@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestPrefillOnCombinedPod: the EPP may pick a combined pod for the prefill stage, and a
@@ -22,7 +24,7 @@ func TestPrefillOnCombinedPod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cp, csp, dp, dsp := freePort(t), freePort(t), freePort(t), freePort(t)
+			cp, csp, dp, dsp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 			common := []string{"--host", "127.0.0.1", "--dialect", tt.dialect, "--time-scale", "20"}
 			start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", cp), append([]string{"--role", "combined", "--port", fmt.Sprint(cp)}, common...)...)
 			start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", dp), append([]string{"--role", "decode", "--port", fmt.Sprint(dp)}, common...)...)

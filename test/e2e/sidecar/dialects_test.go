@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 const chatBody = `{"model":"meta-llama/Llama-3.1-8B-Instruct","stream":true,"stream_options":{"include_usage":true},"max_tokens":24,` +
@@ -17,12 +19,12 @@ type pair struct {
 // startPair starts a prefill sim, a decode sim and a sidecar in front of the decode sim.
 func startPair(t *testing.T, dialect string, simArgs []string, sidecarArgs ...string) pair {
 	t.Helper()
-	pp, dp, sp := freePort(t), freePort(t), freePort(t)
+	pp, dp, sp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 	common := append([]string{"--host", "127.0.0.1", "--dialect", dialect, "--time-scale", "20"}, simArgs...)
 	var bootstrap int
 	prefillArgs := append([]string{"--role", "prefill", "--port", fmt.Sprint(pp)}, common...)
 	if dialect == "sglang" {
-		bootstrap = freePort(t)
+		bootstrap = testsupport.FreePort(t)
 		prefillArgs = append(prefillArgs, "--bootstrap-port", fmt.Sprint(bootstrap))
 	}
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", pp), prefillArgs...)
@@ -89,7 +91,7 @@ func TestDialectsStreamEndToEnd(t *testing.T) {
 // TestDecodeOnlyAndAllowList: without a prefill header the decode engine answers alone; a
 // prefill target outside the allow-list is refused before anything is sent.
 func TestDecodeOnlyAndAllowList(t *testing.T) {
-	cp, sp := freePort(t), freePort(t)
+	cp, sp := testsupport.FreePort(t), testsupport.FreePort(t)
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", cp), "--host", "127.0.0.1", "--port", fmt.Sprint(cp), "--role", "combined", "--time-scale", "20")
 	url := fmt.Sprintf("http://127.0.0.1:%d", sp)
 	start(t, "sidecar", url+"/sidecar/healthz", "--listen", fmt.Sprintf("127.0.0.1:%d", sp),

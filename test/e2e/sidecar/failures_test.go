@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestWatchdogAgainstSim: a decode engine that never sends its first token gets a clean 504;
@@ -26,7 +28,7 @@ func TestWatchdogAgainstSim(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pp, dp, sp := freePort(t), freePort(t), freePort(t)
+			pp, dp, sp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 			start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", pp), "--host", "127.0.0.1", "--port", fmt.Sprint(pp), "--role", "prefill", "--time-scale", "20")
 			start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", dp),
 				append([]string{"--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--role", "decode", "--time-scale", "20"}, tt.decodeFault...)...)
@@ -54,7 +56,7 @@ func TestWatchdogAgainstSim(t *testing.T) {
 // TestSGLangPrefillFailureDoesNotHang: SGLang's decode waits on a bootstrap room; when the
 // prefill fails the client must get an error at once, not wait out the bootstrap.
 func TestSGLangPrefillFailureDoesNotHang(t *testing.T) {
-	pp, dp, sp, bp := freePort(t), freePort(t), freePort(t), freePort(t)
+	pp, dp, sp, bp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", pp), "--host", "127.0.0.1", "--port", fmt.Sprint(pp), "--dialect", "sglang",
 		"--role", "prefill", "--bootstrap-port", fmt.Sprint(bp), "--fault-prefill-fail-rate", "1", "--time-scale", "20")
 	start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", dp), "--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--dialect", "sglang",

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var binDir string
@@ -46,7 +46,6 @@ func TestMain(m *testing.M) {
 }
 
 // freePort asks the kernel for an unused loopback port.
-func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // start runs a binary until the test ends and waits for its health URL.
 func start(t *testing.T, name string, health string, args ...string) {
@@ -107,10 +106,9 @@ func stream(t *testing.T, url string, hdr map[string]string, body string) stream
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
+	req, err := testsupport.JSONRequest(ctx, url+"/v1/chat/completions", hdr, body)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

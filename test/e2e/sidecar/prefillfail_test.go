@@ -3,6 +3,8 @@ package sidecar
 import (
 	"fmt"
 	"testing"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestPrefillFailIsVisible runs the simulator's prefill-fail fault against the real sidecar
@@ -24,7 +26,7 @@ func TestPrefillFailIsVisible(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			bad, good, dp, sp := freePort(t), freePort(t), freePort(t), freePort(t)
+			bad, good, dp, sp := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 			start(t, "sim", fmt.Sprintf("http://127.0.0.1:%d/health", bad), "--host", "127.0.0.1", "--port", fmt.Sprint(bad),
 				"--role", "prefill", "--time-scale", "20", "--fault-prefill-fail-rate", "1")
 			allow := fmt.Sprintf("127.0.0.1:%d", bad)

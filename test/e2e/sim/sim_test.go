@@ -4,10 +4,8 @@ package sim
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var simBin string
@@ -71,16 +71,10 @@ var client = &http.Client{Timeout: 30 * time.Second}
 
 func post(t *testing.T, url string, body map[string]any) (int, map[string]any, string) {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	resp, err := client.Post(url, "application/json", bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	status, _, raw := testsupport.PostJSON(t, url, nil, body)
 	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return resp.StatusCode, m, string(raw)
+	_ = json.Unmarshal([]byte(raw), &m)
+	return status, m, raw
 }
 
 func chat(extra map[string]any) map[string]any {

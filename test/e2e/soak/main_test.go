@@ -8,11 +8,11 @@ package soak
 import (
 	"testing"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, "soak-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
+	testsupport.Main(m, "soak-e2e", &binDir, &repoRoot, "sim", "sidecar", "epp", "gateway")
 }

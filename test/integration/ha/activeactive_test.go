@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // startRedis runs a real redis-server on a free loopback port for the test.
@@ -22,7 +24,7 @@ func startRedis(t *testing.T) string {
 		}
 		t.Skip("redis-server not installed; run hack/install-test-deps.sh")
 	}
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	dir := t.TempDir()
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", dir)
 	logf, _ := os.Create(filepath.Join(dir, "redis.log"))
@@ -51,7 +53,7 @@ func TestActiveActive(t *testing.T) {
 	for _, name := range []string{"epp-a", "epp-b", "epp-c"} {
 		epps = append(epps, startEPP(t, name, ns, kc, spec))
 	}
-	eventually(t, 3*time.Minute, "every replica ready", func() bool {
+	testsupport.Eventually(t, 3*time.Minute, "every replica ready", func() bool {
 		for _, e := range epps {
 			if e.exited() {
 				t.Fatalf("%s exited", e.name)
@@ -64,7 +66,7 @@ func TestActiveActive(t *testing.T) {
 	})
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
-	eventually(t, time.Minute, "three replicas in the shared ledger", func() bool {
+	testsupport.Eventually(t, time.Minute, "three replicas in the shared ledger", func() bool {
 		n, err := rdb.ZCard(ctx, "pdgate:dtl:replicas").Result()
 		return err == nil && n == int64(len(epps))
 	})

@@ -16,10 +16,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
-
-func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 // eppProcess is one running EPP.
 type eppProcess struct {
@@ -49,9 +47,9 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *e
 			t.Fatal(err)
 		}
 	}
-	p := &eppProcess{name: name, healthPort: freePort(t), metricsPort: freePort(t), logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
+	p := &eppProcess{name: name, healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t), logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
 	replace := map[string]string{
-		"--grpc-port":        strconv.Itoa(freePort(t)),
+		"--grpc-port":        strconv.Itoa(testsupport.FreePort(t)),
 		"--grpc-health-port": strconv.Itoa(p.healthPort),
 		"--metrics-port":     strconv.Itoa(p.metricsPort),
 	}
@@ -134,19 +132,6 @@ func (p *eppProcess) health(ctx context.Context, service string) (healthpb.Healt
 func (p *eppProcess) ready(ctx context.Context, service string) bool {
 	s, err := p.health(ctx, service)
 	return err == nil && s == healthpb.HealthCheckResponse_SERVING
-}
-
-// eventually polls cond every 250 ms until it holds or the timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
 }
 
 func tail(b []byte, n int) []byte {

@@ -9,7 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/pdgate/pdgate/test/kubetest"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 // eppFromChart renders the chart with the values files, creates its objects (RBAC,
@@ -52,7 +53,7 @@ func TestLeaderElection(t *testing.T) {
 
 	a := startEPP(t, "epp-a", ns, kc, spec)
 	b := startEPP(t, "epp-b", ns, kc, spec)
-	eventually(t, 3*time.Minute, "both EPPs live", func() bool {
+	testsupport.Eventually(t, 3*time.Minute, "both EPPs live", func() bool {
 		if a.exited() || b.exited() {
 			t.Fatalf("an EPP exited (a=%v b=%v)", a.exited(), b.exited())
 		}
@@ -60,7 +61,7 @@ func TestLeaderElection(t *testing.T) {
 	})
 
 	var leader, follower *eppProcess
-	eventually(t, time.Minute, "exactly one ready EPP", func() bool {
+	testsupport.Eventually(t, time.Minute, "exactly one ready EPP", func() bool {
 		ra, rb := a.ready(ctx, "readiness"), b.ready(ctx, "readiness")
 		switch {
 		case ra && !rb:
@@ -90,7 +91,7 @@ func TestLeaderElection(t *testing.T) {
 	holder := *lease.Spec.HolderIdentity
 
 	leader.stop(30 * time.Second)
-	eventually(t, 90*time.Second, follower.name+" takes over", func() bool { return follower.ready(ctx, "readiness") })
+	testsupport.Eventually(t, 90*time.Second, follower.name+" takes over", func() bool { return follower.ready(ctx, "readiness") })
 	lease, err = kube.CoordinationV1().Leases(ns).Get(ctx, lease.Name, metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == holder {
 		t.Fatalf("lease not handed over: holder before %q, now %+v (%v)", holder, lease.Spec.HolderIdentity, err)

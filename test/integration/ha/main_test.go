@@ -13,8 +13,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/pdgate/pdgate/test/kubetest"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 var (
@@ -40,7 +40,7 @@ func run(m *testing.M) int {
 		skipReason = skip
 		return m.Run()
 	}
-	binDir, cleanup, err := testbin.Binaries("ha", "epp")
+	binDir, cleanup, err := testsupport.Binaries("ha", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -12,6 +12,8 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestMetricsAuth: with the monitoring sample, Prometheus scrapes with the EPP
@@ -30,7 +32,7 @@ func TestMetricsAuth(t *testing.T) {
 		}
 	}
 	epp := startEPP(t, "epp-metrics", ns, kc, spec)
-	eventually(t, 3*time.Minute, "EPP ready", func() bool {
+	testsupport.Eventually(t, 3*time.Minute, "EPP ready", func() bool {
 		if epp.exited() {
 			t.Fatal("EPP exited")
 		}
@@ -63,7 +65,7 @@ func TestMetricsAuth(t *testing.T) {
 	}
 	var code int
 	var body string
-	eventually(t, 30*time.Second, "metrics listener", func() bool { code, body = scrape(token(release + "-epp")); return code == http.StatusOK })
+	testsupport.Eventually(t, 30*time.Second, "metrics listener", func() bool { code, body = scrape(token(release + "-epp")); return code == http.StatusOK })
 	if !strings.Contains(body, "inference_extension_info") {
 		t.Errorf("scrape with the EPP token lacks inference_extension_info:\n%.2000s", body)
 	}

@@ -32,8 +32,8 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/pdgate/pdgate/test/giehermetic"
-	"github.com/pdgate/pdgate/test/kubetest"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 // podIP places GIE's pod index i (GIE: 192.168.1.<i+1>) on loopback: 127.0.0.<i+1>, so GIE's
@@ -71,7 +71,7 @@ vllm:lora_requests_info{max_lora="",running_lora_adapters=%q,waiting_lora_adapte
 func servePods(t *testing.T, pods []giehermetic.PodState) (int, []*fakeVLLM) {
 	t.Helper()
 	if len(pods) == 0 {
-		return testbin.FreePort(t), nil
+		return testsupport.FreePort(t), nil
 	}
 	for range 50 {
 		first, err := net.Listen("tcp", podIP(pods[0].Index)+":0")
@@ -87,7 +87,7 @@ func servePods(t *testing.T, pods []giehermetic.PodState) (int, []*fakeVLLM) {
 			}
 			ls = append(ls, l)
 		}
-		if len(ls) != len(pods) || !testbin.Claim(port) {
+		if len(ls) != len(pods) || !testsupport.Claim(port) {
 			for _, l := range ls {
 				_ = l.Close()
 			}
@@ -182,7 +182,7 @@ type epp struct {
 // and a 100 ms flush of the pool gauges (GIE's harness waits up to 10 s for its default 5 s).
 func startEPP(t *testing.T, ns, config string) *epp {
 	t.Helper()
-	e := &epp{grpcPort: testbin.FreePort(t), healthPort: testbin.FreePort(t), metricsPort: testbin.FreePort(t), exited: make(chan struct{})}
+	e := &epp{grpcPort: testsupport.FreePort(t), healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t), exited: make(chan struct{})}
 	logPath := filepath.Join(t.TempDir(), "epp.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

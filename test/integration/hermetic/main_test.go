@@ -24,8 +24,8 @@ import (
 	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 
-	"github.com/pdgate/pdgate/test/kubetest"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 var (
@@ -54,7 +54,7 @@ func run(m *testing.M) int {
 		skipReason = skip
 		return m.Run()
 	}
-	binDir, cleanup, err := testbin.Binaries("hermetic", "epp")
+	binDir, cleanup, err := testsupport.Binaries("hermetic", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

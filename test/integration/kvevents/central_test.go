@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // llm-d's deprecated all-in-one scorer in central mode, as its sim-epp-kvcache config runs it:
@@ -43,7 +45,7 @@ schedulingProfiles:
 `
 
 func TestCentralModeLegacyScorerRoutesToTheCachingPod(t *testing.T) {
-	httpPort, zmqPort := freePort(t), freePort(t)
+	httpPort, zmqPort := testsupport.FreePort(t), testsupport.FreePort(t)
 	addrs := []string{"127.0.0.2:" + strconv.Itoa(httpPort), "127.0.0.3:" + strconv.Itoa(httpPort)}
 	for _, host := range []string{"127.0.0.2", "127.0.0.3"} {
 		// tcp://127.0.0.1:port is not the sim's own address: it connects, as vLLM does.

@@ -9,13 +9,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, cleanup, err := testbin.Binaries("kvevents", "epp", "sim")
+	dir, cleanup, err := testsupport.Binaries("kvevents", "epp", "sim")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // proc is a process the test starts, kills and restarts.
@@ -94,25 +94,6 @@ func startProc(t *testing.T, name string, args ...string) *proc {
 		}
 	})
 	return p
-}
-
-// freePort returns a port free on every loopback address the test uses (bound on 0.0.0.0),
-// claimed so that no other helper of this process hands it out again.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "0.0.0.0:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if testbin.Claim(p) {
-			return p
-		}
-	}
-	t.Fatal("no free port")
-	return 0
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
@@ -317,7 +298,7 @@ func prompt(seed string, n int) string {
 }
 
 func TestPreciseP2DOverZeroMQ(t *testing.T) {
-	httpPort, zmqPort := freePort(t), freePort(t)
+	httpPort, zmqPort := testsupport.FreePortOn(t, "0.0.0.0"), testsupport.FreePortOn(t, "0.0.0.0")
 	decodeAddr := "127.0.0.2:" + strconv.Itoa(httpPort)
 	prefillAddr := "127.0.0.3:" + strconv.Itoa(httpPort)
 	// The decode pod holds 40 blocks of 16 tokens; it publishes its cache, bound on its own

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // vllmMetrics serves vLLM metrics for a fake pod; finished requests grow per scrape so the
@@ -313,7 +314,7 @@ func eventuallyPicks(t *testing.T, e *eppProc, what string, n int, cond func(map
 // replica A steers replica B's decode picks; killing Redis degrades both to their local
 // ledgers without failed requests; restarting it resumes sharing.
 func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	srv := startRedis(t, port)
 	pods := startPods(t, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
 	a := startEPPProc(t, "epp-a", srv.addr(), pods)

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // eppBin is the real cmd/epp binary for the two-replica test: make build's (PDGATE_BIN_DIR),
@@ -18,7 +18,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, cleanup, err := testbin.Binaries("ledger", "epp")
+	dir, cleanup, err := testsupport.Binaries("ledger", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

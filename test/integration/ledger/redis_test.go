@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/pdgate/pdgate/test/testbin"
 )
 
 // redisServer is a real redis-server process on a loopback port, without persistence.
@@ -23,8 +21,6 @@ type redisServer struct {
 	out  *bytes.Buffer
 	done chan struct{}
 }
-
-func freePort(t *testing.T) int { return testbin.FreePort(t) }
 
 func (r *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(r.port)) }
 

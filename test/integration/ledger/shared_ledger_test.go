@@ -14,6 +14,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/tokenledger"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 const (
@@ -61,23 +62,14 @@ func decodeScore(tr *tokenledger.Tracker, p tokenload.PodKey) (v float64) {
 	return v
 }
 
-// eventually polls cond every 20 ms for at most 30 s (a loaded machine may stall a replica's
-// sync loop for seconds; the condition, not the clock, decides).
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
+// syncWait bounds waits for replicas' sync loops: a loaded machine may stall one for seconds;
+// the condition, not the clock, decides.
+const syncWait = 30 * time.Second
 
 func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	port := freePort(t)
+	port := testsupport.FreePort(t)
 	srv := startRedis(t, port)
 	a := newReplica(t, ctx, srv.addr(), "replica-a")
 	b := newReplica(t, ctx, srv.addr(), "replica-b")
@@ -90,21 +82,21 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	if got, _ := pick(a, "long", 50000); got != podA {
 		t.Fatalf("A picked %s on an empty ledger, want %s (first wins ties)", got, podA)
 	}
-	eventually(t, "B sees A's 50000 tokens on decode-0", func() bool { return decodeScore(b, podA) == 50000 })
+	testsupport.Eventually(t, syncWait, "B sees A's 50000 tokens on decode-0", func() bool { return decodeScore(b, podA) == 50000 })
 	got, scores := pick(b, "short-b1", 100)
 	if got != podB {
 		t.Fatalf("B picked %s with scores %v, want %s (steered by A's charge)", got, scores, podB)
 	}
 	// And B's charge is visible to A on top of A's own.
-	eventually(t, "A sees B's 100 tokens on decode-1", func() bool { return decodeScore(a, podB) == 100 })
+	testsupport.Eventually(t, syncWait, "A sees B's 100 tokens on decode-1", func() bool { return decodeScore(a, podB) == 100 })
 	if v := decodeScore(a, podA); v != 50000 {
 		t.Fatalf("A's own decode-0 score %v, want 50000 (own field must not be counted twice)", v)
 	}
 
 	// 2. Redis dies: both degrade to their local ledgers; scheduling and releases keep working.
 	srv.kill()
-	eventually(t, "B drops A's remote share", func() bool { return decodeScore(b, podA) == 0 })
-	eventually(t, "A drops B's remote share", func() bool { return decodeScore(a, podB) == 0 })
+	testsupport.Eventually(t, syncWait, "B drops A's remote share", func() bool { return decodeScore(b, podA) == 0 })
+	testsupport.Eventually(t, syncWait, "A drops B's remote share", func() bool { return decodeScore(a, podB) == 0 })
 	for i := 0; i < 50; i++ {
 		id := fmt.Sprintf("down-%d", i)
 		if _, s := pick(b, id, 10); s == nil {
@@ -119,17 +111,17 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 
 	// 3. Redis comes back (empty) on the same port: each replica republishes, sharing resumes.
 	srv = startRedis(t, port)
-	eventually(t, "B sees A's charge again", func() bool { return decodeScore(b, podA) == 50000 })
-	eventually(t, "A sees B's charge again", func() bool { return decodeScore(a, podB) == 100 })
+	testsupport.Eventually(t, syncWait, "B sees A's charge again", func() bool { return decodeScore(b, podA) == 50000 })
+	testsupport.Eventually(t, syncWait, "A sees B's charge again", func() bool { return decodeScore(a, podB) == 100 })
 
 	// 4. Releases propagate: the field is deleted and the remote share disappears.
 	a.ReleaseAll("long")
-	eventually(t, "B sees A's release", func() bool { return decodeScore(b, podA) == 0 })
+	testsupport.Eventually(t, syncWait, "B sees A's release", func() bool { return decodeScore(b, podA) == 0 })
 	b.ReleaseAll("short-b1")
-	eventually(t, "A sees B's release", func() bool { return decodeScore(a, podB) == 0 })
+	testsupport.Eventually(t, syncWait, "A sees B's release", func() bool { return decodeScore(a, podB) == 0 })
 	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
-	eventually(t, "no fields left for decode-0", func() bool {
+	testsupport.Eventually(t, syncWait, "no fields left for decode-0", func() bool {
 		n, err := rc.HLen(context.Background(), "pdgate:dtl:"+string(podA)).Result()
 		return err == nil && n == 0
 	})
@@ -138,7 +130,7 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 func TestDeadReplicaEntriesExpire(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := startRedis(t, freePort(t))
+	srv := startRedis(t, testsupport.FreePort(t))
 	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
 	b := newReplica(t, ctx, srv.addr(), "replica-b")
@@ -159,11 +151,11 @@ func TestDeadReplicaEntriesExpire(t *testing.T) {
 	if err := rc.HSet(ctx, key, "c", tokenledger.FormatSharedValue(700, 1, sumAt), "d", tokenledger.FormatSharedValue(9000, 1, sumAt)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "B counts only the live replica", func() bool { return decodeScore(b, podA) == 700 })
-	eventually(t, "the dead replica's field is pruned", func() bool {
+	testsupport.Eventually(t, syncWait, "B counts only the live replica", func() bool { return decodeScore(b, podA) == 700 })
+	testsupport.Eventually(t, syncWait, "the dead replica's field is pruned", func() bool {
 		ok, err := rc.HExists(ctx, key, "d").Result()
 		return err == nil && !ok
 	})
 	// c stops heartbeating: after the liveness TTL (2 s) it no longer counts.
-	eventually(t, "B drops the replica whose heartbeat expired", func() bool { return decodeScore(b, podA) == 0 })
+	testsupport.Eventually(t, syncWait, "B drops the replica whose heartbeat expired", func() bool { return decodeScore(b, podA) == 0 })
 }

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
-	"github.com/pdgate/pdgate/test/kubetest"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 var (
@@ -36,7 +36,7 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	dir, cleanup, err := testbin.Binaries("recommended", "epp")
+	dir, cleanup, err := testsupport.Binaries("recommended", "epp")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -20,8 +20,8 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
-	"github.com/pdgate/pdgate/test/kubetest"
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 const (
@@ -69,15 +69,15 @@ type epp struct {
 	seq    int
 }
 
-func configPath() string { return filepath.Join(testbin.RepoRoot(), "config", "recommended.yaml") }
+func configPath() string { return filepath.Join(testsupport.RepoRoot(), "config", "recommended.yaml") }
 
 // startProcess runs bin/epp with args (plus the config and free ports) and env.
 func startProcess(t *testing.T, pods []pod, port int, env []string, args ...string) *epp {
 	t.Helper()
-	grpcPort := testbin.FreePort(t)
+	grpcPort := testsupport.FreePort(t)
 	args = append(args, "--config-file", configPath(), "--secure-serving=false", "--metrics-endpoint-auth=false",
-		"--grpc-port", strconv.Itoa(grpcPort), "--grpc-health-port", strconv.Itoa(testbin.FreePort(t)),
-		"--metrics-port", strconv.Itoa(testbin.FreePort(t)))
+		"--grpc-port", strconv.Itoa(grpcPort), "--grpc-health-port", strconv.Itoa(testsupport.FreePort(t)),
+		"--metrics-port", strconv.Itoa(testsupport.FreePort(t)))
 	logPath := filepath.Join(t.TempDir(), "epp.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

@@ -9,19 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/test/testbin"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var binDir, repoRoot string
 
 func TestMain(m *testing.M) {
-	testbin.Main(m, "tls-integration", &binDir, &repoRoot, "sim", "sidecar", "epp")
+	testsupport.Main(m, "tls-integration", &binDir, &repoRoot, "sim", "sidecar", "epp")
 }
 
-func freePort(t *testing.T) int { return testbin.FreePort(t) }
-
 // run starts a binary until the test ends.
-func run(t *testing.T, name string, args ...string) { testbin.Run(t, binDir, name, args...) }
+func run(t *testing.T, name string, args ...string) { testsupport.Run(t, binDir, name, args...) }
 
 // peerCert completes one TLS handshake (no verification: the test compares the served
 // certificate itself) and returns the leaf, retrying until ctx ends.

@@ -14,11 +14,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func startEPP(t *testing.T, extra ...string) (grpcAddr string) {
 	t.Helper()
-	g, h, m := freePort(t), freePort(t), freePort(t)
+	g, h, m := testsupport.FreePort(t), testsupport.FreePort(t), testsupport.FreePort(t)
 	args := append([]string{"--endpoints-file", filepath.Join(repoRoot, "config/endpoints/sample.yaml"),
 		"--config-file", filepath.Join(repoRoot, "config/lab/epp/pd.yaml"),
 		"--grpc-port", fmt.Sprint(g), "--grpc-health-port", fmt.Sprint(h), "--metrics-port", fmt.Sprint(m)}, extra...)
@@ -113,7 +115,7 @@ func TestSidecarListenerTLSAndReload(t *testing.T) {
 	dir := t.TempDir()
 	certPath, keyPath := pairIn(dir)
 	first := writePair(t, certPath, keyPath, "sidecar-one")
-	dp, sp := freePort(t), freePort(t)
+	dp, sp := testsupport.FreePort(t), testsupport.FreePort(t)
 	run(t, "sim", "--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--role", "decode", "--time-scale", "20")
 	run(t, "sidecar", "--listen", fmt.Sprintf("127.0.0.1:%d", sp), "--engine-url", fmt.Sprintf("http://127.0.0.1:%d", dp),
 		"--allowlist", "127.0.0.1:1", "--tls-cert-file", certPath, "--tls-key-file", keyPath)
@@ -179,7 +181,7 @@ func TestSidecarPrefillLegTLS(t *testing.T) {
 	t.Cleanup(func() { _ = srv.Close() })
 	_ = der
 
-	dp, sp := freePort(t), freePort(t)
+	dp, sp := testsupport.FreePort(t), testsupport.FreePort(t)
 	run(t, "sim", "--host", "127.0.0.1", "--port", fmt.Sprint(dp), "--role", "decode", "--time-scale", "20")
 	run(t, "sidecar", "--listen", fmt.Sprintf("127.0.0.1:%d", sp), "--engine-url", fmt.Sprintf("http://127.0.0.1:%d", dp),
 		"--allowlist", ln.Addr().String(), "--enable-tls", "prefiller", "--tls-ca-file", certPath)
