@@ -9,7 +9,7 @@ export KUBEBUILDER_ASSETS ?= $(BIN)/envtest
 # test/e2e; test/bench holds in-process benchmark harnesses whose correctness tests run as unit tests.
 UNIT_PKGS = $$($(GO) list ./... | grep -Ev '/test/(integration|e2e)/|/hack/')
 
-.PHONY: all build run test unit integration e2e lint fmt vet staticcheck envtest deps bench soak fuzz clean
+.PHONY: all build run test unit integration e2e lint fmt vet staticcheck pluginimports envtest deps bench soak fuzz clean
 
 all: build
 
@@ -42,8 +42,8 @@ integration: build
 e2e: build
 	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 25m ./test/e2e/...
 
-## lint: gofmt, go vet, staticcheck (pinned)
-lint: fmt vet staticcheck
+## lint: gofmt, go vet, staticcheck (pinned), the plugins/ import rule
+lint: fmt vet staticcheck pluginimports
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -59,6 +59,10 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
+# No plugin imports another plugin; libraries (plugins/lib, plugins/internal) import no plugin.
+pluginimports:
+	$(GO) run ./hack/pluginimports
+
 ## bench: the quick variant of every benchmark; reports under bench-results/ (see docs/benchmarks.md)
 BENCH_OUT ?= $(CURDIR)/bench-results
 # The Azure LLM inference trace (CC BY 4.0) is kept beside the repository, not in it.
@@ -66,9 +70,9 @@ AZURE_TRACE ?= $(CURDIR)/../shared/data/azure-llm-inference-2023/conv.csv
 bench: build envtest
 	$(GO) test -run '^$$' -bench BenchmarkSchedulingCycle -benchtime 400x ./test/bench/scheduler/
 	$(GO) test -run '^$$' -bench BenchmarkBurstSpread -benchtime 1x ./test/bench/scheduler/
-	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkParse -benchtime 0.5s -v ./plugins/fastparser/ | grep -E 'less than|^ok'
+	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkParse -benchtime 0.5s -v ./plugins/parser/openaiparser/ | grep -E 'less than|^ok'
 	set -o pipefail; $(GO) test -run '^$$' -bench BenchmarkRequestPath -benchtime 200x -v ./test/bench/requestpath/ | grep -E 'efficiency|^ok'
-	$(GO) test -run '^$$' -bench SchedulingCycle -benchtime 5000x ./plugins/tokenledger/
+	$(GO) test -run '^$$' -bench SchedulingCycle -benchtime 5000x ./plugins/requestcontrol/pdtokenledger/
 	$(GO) test -run '^$$' -bench BenchmarkSidecarOverhead -benchtime 2000x ./cmd/sidecar/proxy/
 	$(BIN)/pdgate-bench epp --quick --bin-dir $(BIN) --out $(BENCH_OUT)/epp
 	$(BIN)/pdgate-bench memory --quick --bin-dir $(BIN) --out $(BENCH_OUT)/memory

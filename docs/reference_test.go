@@ -241,7 +241,7 @@ func notInReadmes(t *testing.T, dir string, params []string) []string {
 }
 
 func TestUnknownParamsDetectsStrangers(t *testing.T) {
-	tags := jsonTags(t, "../plugins/tokenledger", map[string]bool{})
+	tags := jsonTags(t, "../plugins/requestcontrol/pdtokenledger", map[string]bool{})
 	tests := []struct {
 		params []string
 		want   int

@@ -8,41 +8,41 @@ package plugins
 import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
-	"github.com/pdgate/pdgate/plugins/burstprefix"
-	"github.com/pdgate/pdgate/plugins/dataparallelprofile"
-	"github.com/pdgate/pdgate/plugins/dcgmsource"
-	"github.com/pdgate/pdgate/plugins/decodescorer"
-	"github.com/pdgate/pdgate/plugins/disaggheaders"
-	"github.com/pdgate/pdgate/plugins/disaggprofile"
-	"github.com/pdgate/pdgate/plugins/endpointattrfilter"
-	"github.com/pdgate/pdgate/plugins/endpointattrscorer"
-	"github.com/pdgate/pdgate/plugins/enginemetrics"
-	"github.com/pdgate/pdgate/plugins/fastparser"
-	"github.com/pdgate/pdgate/plugins/inflightscorer"
-	"github.com/pdgate/pdgate/plugins/labelselector"
-	"github.com/pdgate/pdgate/plugins/loadawarescorer"
-	"github.com/pdgate/pdgate/plugins/mmcacheproducer"
-	"github.com/pdgate/pdgate/plugins/mmcachescorer"
-	"github.com/pdgate/pdgate/plugins/nohitlru"
-	"github.com/pdgate/pdgate/plugins/pdpair"
-	"github.com/pdgate/pdgate/plugins/preciseproducer"
-	"github.com/pdgate/pdgate/plugins/precisescorer"
-	"github.com/pdgate/pdgate/plugins/prefillscorer"
-	"github.com/pdgate/pdgate/plugins/prefixdecider"
-	"github.com/pdgate/pdgate/plugins/prefixproducer"
-	"github.com/pdgate/pdgate/plugins/probabilisticadmitter"
-	"github.com/pdgate/pdgate/plugins/programawarefairness"
-	"github.com/pdgate/pdgate/plugins/promptbucket"
-	"github.com/pdgate/pdgate/plugins/ratecap"
-	"github.com/pdgate/pdgate/plugins/rolefilter"
-	"github.com/pdgate/pdgate/plugins/rolesetfilter"
-	"github.com/pdgate/pdgate/plugins/softreflectiveceiling"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
-	"github.com/pdgate/pdgate/plugins/topologyextractor"
-	"github.com/pdgate/pdgate/plugins/topologyfilter"
-	"github.com/pdgate/pdgate/plugins/topologyscorer"
+	"github.com/pdgate/pdgate/plugins/datalayer/aibrixenginemetrics"
+	"github.com/pdgate/pdgate/plugins/datalayer/burstprefix"
+	"github.com/pdgate/pdgate/plugins/datalayer/dcgmsource"
+	"github.com/pdgate/pdgate/plugins/datalayer/mmcacheproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/preciseproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/topologyextractor"
+	"github.com/pdgate/pdgate/plugins/deciders/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/filters/aibrixrolesetfilter"
+	"github.com/pdgate/pdgate/plugins/filters/endpointattrfilter"
+	"github.com/pdgate/pdgate/plugins/filters/labelselector"
+	"github.com/pdgate/pdgate/plugins/filters/promptbucket"
+	"github.com/pdgate/pdgate/plugins/filters/rolefilter"
+	"github.com/pdgate/pdgate/plugins/filters/topologyfilter"
+	"github.com/pdgate/pdgate/plugins/flowcontrol/programawarefairness"
+	"github.com/pdgate/pdgate/plugins/flowcontrol/softreflectiveceiling"
+	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
+	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
+	"github.com/pdgate/pdgate/plugins/profile/dataparallelprofile"
+	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/aibrixratecap"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/probabilisticadmitter"
+	"github.com/pdgate/pdgate/plugins/scorers/aibrixdecodescorer"
+	"github.com/pdgate/pdgate/plugins/scorers/aibrixprefillscorer"
+	"github.com/pdgate/pdgate/plugins/scorers/endpointattrscorer"
+	"github.com/pdgate/pdgate/plugins/scorers/inflightscorer"
+	"github.com/pdgate/pdgate/plugins/scorers/loadawarescorer"
+	"github.com/pdgate/pdgate/plugins/scorers/mmcachescorer"
+	"github.com/pdgate/pdgate/plugins/scorers/nohitlru"
+	"github.com/pdgate/pdgate/plugins/scorers/precisescorer"
+	"github.com/pdgate/pdgate/plugins/scorers/topologyscorer"
 )
 
 // registration pairs a plugin type name with its factory.
@@ -53,13 +53,13 @@ type registration struct {
 
 // registrations lists every pdgate plugin type. Keep it sorted by type name.
 var registrations = []registration{
-	{typeName: decodescorer.Type, factory: decodescorer.Factory},
-	{typeName: enginemetrics.Type, factory: enginemetrics.Factory},
-	{typeName: pdpair.Type, factory: pdpair.Factory},
-	{typeName: pdpair.PrefillFilterType, factory: pdpair.PrefillFilterFactory},
-	{typeName: prefillscorer.Type, factory: prefillscorer.Factory},
-	{typeName: ratecap.Type, factory: ratecap.Factory},
-	{typeName: rolesetfilter.Type, factory: rolesetfilter.Factory},
+	{typeName: aibrixdecodescorer.Type, factory: aibrixdecodescorer.Factory},
+	{typeName: aibrixenginemetrics.Type, factory: aibrixenginemetrics.Factory},
+	{typeName: aibrixpdpair.Type, factory: aibrixpdpair.Factory},
+	{typeName: aibrixpdpair.PrefillFilterType, factory: aibrixpdpair.PrefillFilterFactory},
+	{typeName: aibrixprefillscorer.Type, factory: aibrixprefillscorer.Factory},
+	{typeName: aibrixratecap.Type, factory: aibrixratecap.Factory},
+	{typeName: aibrixrolesetfilter.Type, factory: aibrixrolesetfilter.Factory},
 	{typeName: alwaysdisagg.MultimodalType, factory: alwaysdisagg.MultimodalFactory},
 	{typeName: alwaysdisagg.PDType, factory: alwaysdisagg.PDFactory},
 	{typeName: labelselector.ByLabelType, factory: labelselector.ByLabelFactory},
@@ -71,9 +71,9 @@ var registrations = []registration{
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
-	{typeName: tokenledger.Type, factory: tokenledger.Factory},
+	{typeName: pdtokenledger.Type, factory: pdtokenledger.Factory},
 	{typeName: prefixproducer.Type, factory: prefixproducer.Factory},
-	{typeName: fastparser.Type, factory: fastparser.Factory},
+	{typeName: openaiparser.Type, factory: openaiparser.Factory},
 	{typeName: rolefilter.PrefillType, factory: rolefilter.PrefillFactory},
 	{typeName: disaggheaders.LegacyType, factory: disaggheaders.LegacyFactory},
 	{typeName: prefixdecider.Type, factory: prefixdecider.Factory},

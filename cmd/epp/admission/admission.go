@@ -1,6 +1,6 @@
 // Package admission is the EPP's stage-aware admission (issue 24): the saturation detector
 // GIE's admission controllers and flow control read is measured per P/D stage (the larger of
-// the prefill and the decode tier's saturation, plugins/stagesat), and their refusals become
+// the prefill and the decode tier's saturation, plugins/lib/stagesat), and their refusals become
 // typed answers with llm-d's reason header: 429 when shedding (the pool is saturated, the
 // request waited out its queue TTL), 503 when there is no capacity at all (no endpoint, the
 // client left).
@@ -24,8 +24,8 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 
-	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/stagesat"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/lib/stagesat"
 )
 
 // DroppedReasonHeader is llm-d's drop-reason response header; the Reason* constants are its

@@ -11,7 +11,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 

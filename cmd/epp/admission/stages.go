@@ -7,8 +7,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
-	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/deciders/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
 )
 
 // Request stages (issue 24): a request the P/D decider will keep decode-only needs a decode

@@ -11,8 +11,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/alwaysdisagg"
-	"github.com/pdgate/pdgate/plugins/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/deciders/alwaysdisagg"
+	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
 )
 
 func completion(prompt string) *fwksched.LLMRequest {

@@ -40,7 +40,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/cmd/epp/tracing"
-	"github.com/pdgate/pdgate/plugins/contract"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 

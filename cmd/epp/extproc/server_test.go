@@ -24,9 +24,9 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/fastparser"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
 )
 
 var decodeEP = fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "d"},
@@ -157,7 +157,7 @@ func start(t *testing.T, f *fixture) *fixture {
 		plugins = append(plugins, f.gate)
 	}
 	srv := New(Config{Datastore: fakeDS{}, Scheduler: f.sched, Admission: admitAll{}, Candidates: fakeCandidates{},
-		Parser: fastparser.New("p", fastparser.Params{Payload: fastparser.ModeRaw}), Plugins: plugins}, f.opts)
+		Parser: openaiparser.New("p", openaiparser.Params{Payload: openaiparser.ModeRaw}), Plugins: plugins}, f.opts)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/prefix"
 
-	"github.com/pdgate/pdgate/plugins/prefixproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 )
 
 // ensurePrefixProducer makes sure a producer of PrefixCacheMatchInfo exists for the plugins

@@ -6,8 +6,8 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
 )
 
 // referenceResolver is implemented by plugins that name other plugins in their parameters

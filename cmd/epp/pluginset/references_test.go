@@ -11,8 +11,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
 
-	"github.com/pdgate/pdgate/plugins/prefixproducer"
-	"github.com/pdgate/pdgate/plugins/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
 )
 
 // A default producer exists exactly when a configured plugin reads its key: the

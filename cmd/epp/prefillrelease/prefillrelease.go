@@ -27,8 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/pdgate/pdgate/plugins/contract"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Results of pdgate_epp_prefill_release_callbacks_total.

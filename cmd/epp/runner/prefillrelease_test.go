@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 func TestPrefillReleaseAddressFlag(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
-	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 // Config is one EPP configuration under test and the pool it routes.

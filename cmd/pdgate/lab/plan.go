@@ -11,8 +11,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Fixed in-pod ports: every pod has its own loopback IP, so pods share port numbers the way

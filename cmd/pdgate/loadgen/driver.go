@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Leg is one stage a pod served for a request, per the decision trace.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Prefill outcomes (x-pdgate-prefill-outcome) and failure classes.

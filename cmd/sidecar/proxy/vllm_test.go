@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 func TestVLLMConnectors(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package precisecache is what precise-prefix-cache-producer and precise-prefix-cache-scorer
-// share: the KV-event index and subscribers of one plugin instance (plugins/kvevents), wired
+// share: the KV-event index and subscribers of one plugin instance (plugins/lib/kvevents), wired
 // to GIE's endpoints, requests and attributes.
 package precisecache
 
@@ -22,7 +22,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
-	"github.com/pdgate/pdgate/plugins/kvevents"
+	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 )
 
 func TestSourceOf(t *testing.T) {

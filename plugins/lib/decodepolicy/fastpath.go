@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 )
 
 // FastPath runs AIBrix's three ordered decode load-imbalance checks over candidates (already

@@ -10,7 +10,7 @@ import (
 	"math"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
-	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 )
 
 // Constants from AIBrix.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
-	"github.com/pdgate/pdgate/plugins/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 )
 
 func TestFreePercent(t *testing.T) {

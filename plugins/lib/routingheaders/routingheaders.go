@@ -2,7 +2,7 @@
 // (x-prefiller-host-port, x-encoder-hosts-ports, x-pdgate-decoder-port and pdgate's
 // prefill-pod hints) from a scheduling result. It is the one writer that
 // disagg-profile-handler and the deprecated llm-d PreRequest plugins disagg-headers-handler
-// and prefill-header-handler (plugins/disaggheaders) share, kept in a library so that no
+// and prefill-header-handler (plugins/requestcontrol/disaggheaders) share, kept in a library so that no
 // plugin imports another.
 package routingheaders
 
@@ -15,9 +15,9 @@ import (
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/pdknobs"
-	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Written describes what Write put on the request, for logs and traces.
@@ -30,7 +30,7 @@ type Written struct {
 // Write sets the routing headers from result. Every routing header is first deleted so that a
 // value that reached the map by any path (client, earlier plugin) can never survive: a stage
 // that did not run leaves its header absent, which the EPP's ext_proc server turns into an
-// explicit RemoveHeaders entry. Every value comes from plugins/podmodel, the one reader of pod
+// explicit RemoveHeaders entry. Every value comes from plugins/lib/podmodel, the one reader of pod
 // labels, so the writer never forwards a value the pod model refused and every leg goes to
 // the pod's model.aibrix.ai/port when it declares one:
 //   - prefill: the first endpoint's host:port (IPv6 bracketed), with its SGLang bootstrap

@@ -1,6 +1,6 @@
 // Package tokenload is the contract of the token-load ledger that the token_load and
 // hybrid_cache_load policies read: per-pod prefill (active, kv) and decode token charges. The
-// pd-token-ledger plugin (plugins/tokenledger) implements it; aibrix-pd-pair programs against
+// pd-token-ledger plugin (plugins/requestcontrol/pdtokenledger) implements it; aibrix-pd-pair programs against
 // it, so neither plugin imports the other. Selection code must read the ledger and charge its pick inside one
 // Ledger.Atomically call, so that a burst of concurrent requests sees each other's picks.
 package tokenload
@@ -85,7 +85,7 @@ type Provider interface {
 	TokenLoadDefaults() Defaults
 }
 
-// PluginType is the type name of the plugin that owns a ledger (plugins/tokenledger
+// PluginType is the type name of the plugin that owns a ledger (plugins/requestcontrol/pdtokenledger
 // registers it); Lookup names it in its errors.
 const PluginType = "pd-token-ledger"
 

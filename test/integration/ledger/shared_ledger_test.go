@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
-	"github.com/pdgate/pdgate/plugins/tokenledger"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -24,25 +24,25 @@ const (
 
 var decodePods = []tokenload.PodKey{podA, podB}
 
-func newReplica(t *testing.T, ctx context.Context, addr, id string) *tokenledger.Tracker {
+func newReplica(t *testing.T, ctx context.Context, addr, id string) *pdtokenledger.Tracker {
 	t.Helper()
 	raw := fmt.Sprintf(`{"redis":{"address":%q,"replicaID":%q,"syncIntervalMs":100,"livenessTTLSeconds":2,"timeoutMs":50}}`, addr, id)
-	p, err := tokenledger.ParseParams(id, []byte(raw), func(string) (string, bool) { return "", false })
+	p, err := pdtokenledger.ParseParams(id, []byte(raw), func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := tokenledger.NewMetrics(nil)
+	m, err := pdtokenledger.NewMetrics(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := tokenledger.NewTracker(tokenledger.Options{Params: p, Metrics: m, Logger: testr.New(t).WithName(id)})
+	tr := pdtokenledger.NewTracker(pdtokenledger.Options{Params: p, Metrics: m, Logger: testr.New(t).WithName(id)})
 	tr.Start(ctx)
 	return tr
 }
 
 // pick is a token_load decode pick: the pod with the fewest decode tokens (first wins ties),
 // charged in the same critical section.
-func pick(tr *tokenledger.Tracker, requestID string, promptTokens float64) (tokenload.PodKey, map[tokenload.PodKey]float64) {
+func pick(tr *pdtokenledger.Tracker, requestID string, promptTokens float64) (tokenload.PodKey, map[tokenload.PodKey]float64) {
 	var best tokenload.PodKey
 	scores := map[tokenload.PodKey]float64{}
 	tr.Atomically(func(tx tokenload.Tx) {
@@ -57,7 +57,7 @@ func pick(tr *tokenledger.Tracker, requestID string, promptTokens float64) (toke
 	return best, scores
 }
 
-func decodeScore(tr *tokenledger.Tracker, p tokenload.PodKey) (v float64) {
+func decodeScore(tr *pdtokenledger.Tracker, p tokenload.PodKey) (v float64) {
 	tr.Atomically(func(tx tokenload.Tx) { v = tx.Decode(p, nil) })
 	return v
 }
@@ -148,7 +148,7 @@ func TestDeadReplicaEntriesExpire(t *testing.T) {
 	if err := rc.ZAdd(ctx, "pdgate:dtl:replicas", redis.Z{Score: nowMS, Member: "c"}, redis.Z{Score: nowMS - 60000, Member: "d"}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := rc.HSet(ctx, key, "c", tokenledger.FormatSharedValue(700, 1, sumAt), "d", tokenledger.FormatSharedValue(9000, 1, sumAt)).Err(); err != nil {
+	if err := rc.HSet(ctx, key, "c", pdtokenledger.FormatSharedValue(700, 1, sumAt), "d", pdtokenledger.FormatSharedValue(9000, 1, sumAt)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.Eventually(t, syncWait, "B counts only the live replica", func() bool { return decodeScore(b, podA) == 700 })

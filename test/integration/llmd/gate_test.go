@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 func TestConditionalDecode(t *testing.T) {

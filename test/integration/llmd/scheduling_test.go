@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 const role = "llm-d.ai/role"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/core"
-	"github.com/pdgate/pdgate/plugins/pdpair"
+	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
 )
 
 // epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), with
@@ -70,7 +70,7 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 		e.dispatches = admission.NewDispatchesAt(now)
 	}
 	for _, p := range c.Handle.GetAllPlugins() {
-		if pp, ok := p.(*pdpair.Plugin); ok && now != nil {
+		if pp, ok := p.(*aibrixpdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
 		}
 		if k, ok := p.(kvEventSink); ok {

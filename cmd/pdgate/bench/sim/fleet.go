@@ -8,8 +8,8 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
-	"github.com/pdgate/pdgate/plugins/podmodel"
-	"github.com/pdgate/pdgate/plugins/protocol"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
 )
 
 // Pod roles in a simulated fleet.

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
-	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 // Result is one run's outcome.

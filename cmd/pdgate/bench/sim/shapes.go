@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 // Shape is a fleet's split into prefill, decode and combined pods as a ratio P:D:C; every

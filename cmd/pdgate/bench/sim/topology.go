@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 // Placement lays the fleet out over zones, racks and hosts (one region) and makes a KV

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
-	"github.com/pdgate/pdgate/plugins/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 func TestPlacement(t *testing.T) {

@@ -1,0 +1,102 @@
+package aibrixpdpair
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+)
+
+// Own parameters of aibrix-pd-pair (the AIBrix knobs of plugins/lib/pdknobs sit next to them).
+type ownParams struct {
+	// LedgerRef names the pd-token-ledger plugin instance (looked up at first use).
+	LedgerRef string `json:"ledgerRef"`
+	// PrefillDeciderRef names a prefill decider (contract.Decider, e.g.
+	// prefix-based-pd-decider) asked about the pair's decode pod before the pick is
+	// registered; "" keeps AIBrix's rule (every pair gets its prefill leg).
+	PrefillDeciderRef string `json:"prefillDeciderRef"`
+	// CombinedOverflow sends whole requests to combined pods when the P/D tier is hot (AIBrix's
+	// overflow rule) without prompt-length bucketing too; AIBrix applies it only with
+	// bucketing, so without it a hybrid fleet's combined pods serve only when no pair exists.
+	CombinedOverflow bool `json:"combinedOverflow"`
+	// DefaultRoutingStrategy applies when neither lockedRoutingStrategy, the routing-strategy
+	// header nor the profile's routingStrategy name one (AIBrix's ROUTING_ALGORITHM).
+	DefaultRoutingStrategy string `json:"defaultRoutingStrategy"`
+	// HonorRoutingStrategyHeader lets clients choose a strategy with routing-strategy.
+	HonorRoutingStrategyHeader *bool `json:"honorRoutingStrategyHeader"`
+	// TrackerTTLSeconds force-releases in-flight prefill / pending decode counts of requests
+	// whose response never reached the EPP.
+	TrackerTTLSeconds int `json:"trackerTTLSeconds"`
+	// PrefixTableCapacity bounds the prefix table ((block, pod) entries).
+	PrefixTableCapacity int `json:"prefixTableCapacity"`
+	// Seed fixes random tie-breaks (tests); 0 = time-based.
+	Seed int64 `json:"seed"`
+}
+
+// Params are aibrix-pd-pair's parameters: its own fields and the AIBrix knobs side by side in
+// one object, decoded strictly in one pass (both embedded structs' fields are declared).
+type Params struct {
+	ownParams
+	pdknobs.Knobs
+}
+
+// Strategies an EPP can honour (see README).
+const (
+	StrategyPD           = "pd"
+	StrategyRandom       = "random"
+	StrategyLeastRequest = "least-request"
+	StrategyLeastKVCache = "least-kv-cache"
+)
+
+// KnownStrategies lists the routing-strategy values pdgate implements.
+var KnownStrategies = []string{StrategyPD, StrategyRandom, StrategyLeastRequest, StrategyLeastKVCache}
+
+// ParseParams builds the parameters: defaults, the AIBRIX_* variables of env over the knobs'
+// defaults, the raw parameters (pluginkit.Decode), then Validate.
+func ParseParams(pluginType, name string, raw json.RawMessage, env pluginkit.Env, warn func(string)) (Params, error) {
+	k, err := pdknobs.FromEnv(env, warn)
+	if err != nil {
+		return Params{}, pluginkit.Errorf(pluginType, name, "%w", err)
+	}
+	p := Params{ownParams: ownParams{LedgerRef: "pd-token-ledger", DefaultRoutingStrategy: StrategyPD,
+		TrackerTTLSeconds: 120, PrefixTableCapacity: 1 << 20}, Knobs: k}
+	if err := pluginkit.Decode(pluginType, name, raw, &p); err != nil {
+		return Params{}, err
+	}
+	p.DefaultRoutingStrategy = strings.ToLower(p.DefaultRoutingStrategy)
+	return p, nil
+}
+
+// Validate checks the knobs and the plugin's own fields.
+func (p Params) Validate() error {
+	if err := p.Knobs.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case !contains(KnownStrategies, strings.ToLower(p.DefaultRoutingStrategy)):
+		return fmt.Errorf("parameter defaultRoutingStrategy=%q: must be one of %s", p.DefaultRoutingStrategy, strings.Join(KnownStrategies, ", "))
+	case p.LedgerRef == "":
+		return fmt.Errorf("parameter ledgerRef: must not be empty")
+	case p.TrackerTTLSeconds <= 0:
+		return fmt.Errorf("parameter trackerTTLSeconds=%d: must be > 0", p.TrackerTTLSeconds)
+	case p.PrefixTableCapacity <= 0:
+		return fmt.Errorf("parameter prefixTableCapacity=%d: must be > 0", p.PrefixTableCapacity)
+	}
+	return nil
+}
+
+// HonorHeader reports whether the routing-strategy header is honoured (default true).
+func (p Params) HonorHeader() bool {
+	return p.HonorRoutingStrategyHeader == nil || *p.HonorRoutingStrategyHeader
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

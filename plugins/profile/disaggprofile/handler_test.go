@@ -1,0 +1,448 @@
+package disaggprofile
+
+import (
+	"context"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/protocol"
+)
+
+func req() *fwksched.LLMRequest {
+	return &fwksched.LLMRequest{RequestId: "r1", TargetModel: "m", Headers: map[string]string{}}
+}
+
+func resultsOf(kv ...any) map[string]*fwksched.ProfileRunResult {
+	m := map[string]*fwksched.ProfileRunResult{}
+	for i := 0; i < len(kv); i += 2 {
+		r, _ := kv[i+1].(*fwksched.ProfileRunResult)
+		m[kv[i].(string)] = r
+	}
+	return m
+}
+
+var (
+	dEp  = ep("decode-0", "10.0.0.2", "8000", map[string]string{podmodel.LabelLLMDRole: "decode"})
+	pEp  = ep("prefill-0", "10.0.0.1", "8000", map[string]string{podmodel.LabelLLMDRole: "prefill"})
+	eEp1 = ep("encode-0", "10.0.0.5", "8000", map[string]string{podmodel.LabelLLMDRole: "encode"})
+	eEp2 = ep("encode-1", "10.0.0.6", "8001", map[string]string{podmodel.LabelLLMDRole: "encode"})
+	cEp  = ep("combined-0", "10.0.0.9", "8000", map[string]string{podmodel.LabelLLMDRole: "prefill-decode"})
+)
+
+func defaults() Parameters {
+	return Parameters{Profiles: Profiles{"decode", "prefill", "encode"}, StageOrder: DecodeFirst, CombinedDecodeSkipsPrefill: true}
+}
+
+func TestPickSequence(t *testing.T) {
+	type step struct {
+		results map[string]*fwksched.ProfileRunResult
+		want    string // comma list of profiles returned, "" for done
+	}
+	tests := []struct {
+		name     string
+		profiles []string
+		prefill  *fakeDecider
+		encode   *fakeDecider
+		steps    []step
+		// after the last step: expected results map entries that are nil (skipped)
+		wantSkipped []string
+	}{
+		{name: "decode not run → run decode", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf(), "decode"}}},
+		{name: "decode failed → done", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", nil), ""}}},
+		{name: "decode empty → done", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res()), ""}}},
+		{name: "decider approves → run prefill", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp)), "prefill"}}},
+		{name: "decider declines → skip prefill", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{},
+			steps: []step{{resultsOf("decode", res(dEp)), ""}}, wantSkipped: []string{"prefill"}},
+		{name: "all done → done", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp), "prefill", res(pEp)), ""}}},
+		{name: "prefill profile missing → decider never called", profiles: []string{"decode"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp)), ""}}},
+		{name: "prefill profile without decider → skipped", profiles: []string{"decode", "prefill"},
+			steps: []step{{resultsOf("decode", res(dEp)), ""}}, wantSkipped: []string{"prefill"}},
+		{name: "EPD: no multimodal → skip encode, no prefill decider", profiles: []string{"decode", "encode"}, encode: &fakeDecider{},
+			steps: []step{{resultsOf("decode", res(dEp)), ""}}, wantSkipped: []string{"encode"}},
+		{name: "EPD: multimodal → run encode", profiles: []string{"decode", "encode"}, encode: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp)), "encode"}}},
+		{name: "EPD: encode failed → done", profiles: []string{"decode", "encode"}, encode: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp), "encode", nil), ""}}},
+		{name: "E/P/D: multimodal → encode next, then prefill", profiles: []string{"decode", "encode", "prefill"},
+			encode: &fakeDecider{yes: true}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp)), "encode"}, {resultsOf("decode", res(dEp), "encode", res(eEp1)), "prefill"},
+				{resultsOf("decode", res(dEp), "encode", res(eEp1), "prefill", res(pEp)), ""}}},
+		{name: "E/P/D: text-only high uncached → skip encode, run prefill", profiles: []string{"decode", "encode", "prefill"},
+			encode: &fakeDecider{}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp)), "prefill"}}, wantSkipped: []string{"encode"}},
+		{name: "E/P/D: text-only, no prefill → done", profiles: []string{"decode", "encode", "prefill"},
+			encode: &fakeDecider{}, prefill: &fakeDecider{},
+			steps: []step{{resultsOf("decode", res(dEp)), ""}}, wantSkipped: []string{"encode", "prefill"}},
+		{name: "E/P/D: encode failed → fall through to prefill", profiles: []string{"decode", "encode", "prefill"},
+			encode: &fakeDecider{yes: true}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(dEp), "encode", nil), "prefill"}}},
+		{name: "combined decode pick → no prefill", profiles: []string{"decode", "prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf("decode", res(cEp)), ""}}, wantSkipped: []string{"prefill"}},
+		{name: "decode profile not configured → nothing", profiles: []string{"prefill"}, prefill: &fakeDecider{yes: true},
+			steps: []step{{resultsOf(), ""}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var pd, ed contract.Decider
+			if tt.prefill != nil {
+				pd = tt.prefill
+			}
+			if tt.encode != nil {
+				ed = tt.encode
+			}
+			h := NewHandler("h", defaults(), pd, ed)
+			cs := fwksched.NewCycleState()
+			var last map[string]*fwksched.ProfileRunResult
+			for i, s := range tt.steps {
+				got := h.Pick(context.Background(), cs, req(), profilesOf(tt.profiles...), s.results)
+				if strings.Join(keys(got), ",") != s.want {
+					t.Fatalf("step %d: Pick = %v, want %q", i, keys(got), s.want)
+				}
+				last = s.results
+			}
+			for _, name := range tt.wantSkipped {
+				if r, ok := last[name]; !ok || r != nil {
+					t.Fatalf("%s not marked skipped: %v", name, last)
+				}
+			}
+		})
+	}
+}
+
+// The decider is asked once per cycle: a skip is remembered in the results map.
+func TestPickDoesNotReaskDecider(t *testing.T) {
+	d := &fakeDecider{}
+	h := NewHandler("h", defaults(), d, nil)
+	cs := fwksched.NewCycleState()
+	results := resultsOf("decode", res(dEp))
+	for i := 0; i < 3; i++ {
+		h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), results)
+	}
+	if d.calls != 1 {
+		t.Fatalf("decider asked %d times", d.calls)
+	}
+}
+
+func TestPickNilDeciders(t *testing.T) {
+	for _, profiles := range [][]string{{"decode"}, {"decode", "prefill"}, {"decode", "encode"}, {"decode", "encode", "prefill"}} {
+		for _, decoded := range []bool{false, true} {
+			h := NewHandler("h", defaults(), nil, nil)
+			results := resultsOf()
+			if decoded {
+				results = resultsOf("decode", res(dEp))
+			}
+			got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), profilesOf(profiles...), results)
+			want := "decode"
+			if decoded {
+				want = ""
+			}
+			if strings.Join(keys(got), ",") != want {
+				t.Fatalf("profiles %v decoded=%v: Pick = %v", profiles, decoded, keys(got))
+			}
+		}
+	}
+	if got := NewHandler("h", defaults(), nil, nil).Pick(context.Background(), nil, nil, profilesOf("decode"), resultsOf()); len(got) != 0 {
+		t.Fatal("nil request must pick nothing")
+	}
+}
+
+func TestSkipMarkerAndDecodeResultPublished(t *testing.T) {
+	d := &fakeDecider{yes: true}
+	h := NewHandler("h", defaults(), d, nil)
+	cs := fwksched.NewCycleState()
+	decisiontrace.Start(cs)
+	// A decode-profile plugin (e.g. a combined-pod picker) asks to skip prefill.
+	contract.MarkSkipPrefill(cs, "combined pod picked by aibrix overflow")
+	got := h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
+	if len(got) != 0 || d.calls != 0 {
+		t.Fatalf("skip marker ignored: %v calls=%d", keys(got), d.calls)
+	}
+	dr, ok := contract.DecodeResult(cs)
+	if !ok || dr.First() != dEp || dr.Profile != "decode" {
+		t.Fatalf("decode result not published: %+v", dr)
+	}
+	tr := decisiontrace.FromCycleState(cs)
+	if !strings.Contains(tr.Compact(), "prefill-skipped=skip marker in cycle state: combined pod") {
+		t.Fatalf("trace: %s", tr.Compact())
+	}
+}
+
+func TestCombinedSkipDisabled(t *testing.T) {
+	p := defaults()
+	p.CombinedDecodeSkipsPrefill = false
+	h := NewHandler("h", p, &fakeDecider{yes: true}, nil)
+	got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), profilesOf("decode", "prefill"), resultsOf("decode", res(cEp)))
+	if _, ok := got["prefill"]; !ok {
+		t.Fatalf("llm-d behaviour: a prefill-decode decode pick may still get a remote prefill; got %v", keys(got))
+	}
+}
+
+func TestPrefillFirst(t *testing.T) {
+	p := defaults()
+	p.StageOrder = PrefillFirst
+	tests := []struct {
+		name       string
+		approve    bool
+		prefillRes *fwksched.ProfileRunResult
+		wantUsed   bool
+	}{
+		{"approved and found", true, res(pEp), true},
+		{"declined after decode → dropped", false, res(pEp), false},
+		{"approved but prefill found nothing", true, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &fakeDecider{yes: tt.approve}
+			h := NewHandler("h", p, d, nil)
+			cs := fwksched.NewCycleState()
+			profiles := profilesOf("decode", "prefill")
+			results := resultsOf()
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "prefill" {
+				t.Fatalf("first pick = %v", keys(got))
+			}
+			results["prefill"] = tt.prefillRes
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "decode" {
+				t.Fatalf("second pick = %v", keys(got))
+			}
+			if tt.prefillRes != nil {
+				if pr, ok := contract.PrefillResult(cs); !ok || pr.First() != pEp {
+					t.Fatal("prefill pick not published before decode")
+				}
+			}
+			results["decode"] = res(dEp)
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
+				t.Fatalf("third pick = %v", keys(got))
+			}
+			out, err := h.ProcessResults(context.Background(), cs, req(), results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed || d.calls != 1 {
+				t.Fatalf("prefill used=%v want %v (calls %d)", used, tt.wantUsed, d.calls)
+			}
+		})
+	}
+}
+
+func TestProcessResults(t *testing.T) {
+	tests := []struct {
+		name    string
+		pf      Profiles
+		results map[string]*fwksched.ProfileRunResult
+		wantErr string
+		want    []string
+	}{
+		{name: "decode failed", pf: defaults().Profiles, results: resultsOf("decode", nil), wantErr: "failed to find available decode workers"},
+		{name: "decode missing", pf: defaults().Profiles, results: resultsOf(), wantErr: "failed to find available decode workers"},
+		{name: "decode only", pf: defaults().Profiles, results: resultsOf("decode", res(dEp), "prefill", nil), want: []string{"decode"}},
+		{name: "decode + prefill", pf: defaults().Profiles, results: resultsOf("decode", res(dEp), "prefill", res(pEp)), want: []string{"decode", "prefill"}},
+		{name: "encode nil omitted", pf: defaults().Profiles, results: resultsOf("decode", res(dEp), "encode", nil, "prefill", res(pEp)), want: []string{"decode", "prefill"}},
+		{name: "full EPD", pf: defaults().Profiles, results: resultsOf("decode", res(dEp), "encode", res(eEp1), "prefill", res(pEp)), want: []string{"decode", "encode", "prefill"}},
+		{name: "custom names", pf: Profiles{"my-d", "my-p", "my-e"}, results: resultsOf("my-d", res(dEp), "my-p", res(pEp)), want: []string{"my-d", "my-p"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := defaults()
+			p.Profiles = tt.pf
+			out, err := NewHandler("h", p, nil, nil).ProcessResults(context.Background(), nil, req(), tt.results)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v", err)
+				}
+				return
+			}
+			if err != nil || out.PrimaryProfileName != tt.pf.Decode || len(out.ProfileResults) != len(tt.want) {
+				t.Fatalf("out %+v err %v", out, err)
+			}
+			for _, n := range tt.want {
+				if out.ProfileResults[n] == nil {
+					t.Fatalf("%s missing", n)
+				}
+			}
+		})
+	}
+	if _, err := NewHandler("h", defaults(), nil, nil).ProcessResults(context.Background(), nil, nil, resultsOf()); err == nil || err.Error() != "request is nil" {
+		t.Fatalf("nil request: %v", err)
+	}
+}
+
+func TestDecisionMetric(t *testing.T) {
+	tests := []struct {
+		name     string
+		enc, pre bool
+		want     string
+	}{
+		{"decode-only", false, false, DecisionDecodeOnly},
+		{"prefill-decode", false, true, DecisionPrefillDecode},
+		{"encode-decode", true, false, DecisionEncodeDecode},
+		{"encode-prefill-decode", true, true, DecisionEncodePrefillDecode},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			model := "metric-" + tt.name
+			h := NewHandler("h", defaults(), &fakeDecider{yes: tt.pre}, &fakeDecider{yes: tt.enc})
+			cs := fwksched.NewCycleState()
+			r := &fwksched.LLMRequest{RequestId: "x", TargetModel: model}
+			results := resultsOf("decode", res(dEp))
+			profiles := profilesOf("decode", "encode", "prefill")
+			for i := 0; i < 4; i++ {
+				next := h.Pick(context.Background(), cs, r, profiles, results)
+				if len(next) == 0 {
+					break
+				}
+				for n := range next {
+					results[n] = res(map[string]fwksched.Endpoint{"encode": eEp1, "prefill": pEp}[n])
+				}
+			}
+			h.Pick(context.Background(), cs, r, profiles, results)                      // a repeated final call must not double count
+			if v := counterValue(h.decisions.WithLabelValues(model, tt.want)); v != 1 { // the handler's own counter
+				t.Fatalf("%s = %v", tt.want, v)
+			}
+		})
+	}
+	if DecisionType(false, false) != "decode-only" || modelLabel("") != "unknown" {
+		t.Fatal("labels")
+	}
+}
+
+func TestPreRequestHeaders(t *testing.T) {
+	h := NewHandler("h", defaults(), nil, nil)
+	r := req()
+	r.Headers[protocol.HeaderPrefillerHostPort] = "6.6.6.6:1"
+	r.Headers["X-Encoder-Hosts-Ports"] = "6.6.6.6:2"
+	h.PreRequest(context.Background(), r, &fwksched.SchedulingResult{PrimaryProfileName: "decode",
+		ProfileResults: map[string]*fwksched.ProfileRunResult{"decode": res(dEp), "prefill": res(pEp), "encode": res(eEp1, eEp2)}})
+	if r.Headers[protocol.HeaderPrefillerHostPort] != "10.0.0.1:8000" || r.Headers[protocol.HeaderEncoderHostsPorts] != "10.0.0.5:8000,10.0.0.6:8001" {
+		t.Fatalf("headers %v", r.Headers)
+	}
+	if _, spoof := r.Headers["X-Encoder-Hosts-Ports"]; spoof {
+		t.Fatal("differently-cased spoofed header survived")
+	}
+	h.PreRequest(context.Background(), r, &fwksched.SchedulingResult{PrimaryProfileName: "decode",
+		ProfileResults: map[string]*fwksched.ProfileRunResult{"decode": res(dEp)}})
+	if _, ok := r.Headers[protocol.HeaderPrefillerHostPort]; ok {
+		t.Fatal("stale prefill header kept")
+	}
+	h.PreRequest(context.Background(), nil, nil) // no panic
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestNoDecodeEndpointIs503 checks both handlers answer a decode profile that found nothing
+// with a typed 503 (GIE would have mapped the error to 429).
+func TestNoDecodeEndpointIs503(t *testing.T) {
+	empty := resultsOf("decode", nil)
+	for name, process := range map[string]func() error{
+		HandlerType: func() error {
+			_, err := NewHandler("h", defaults(), nil, nil).ProcessResults(context.Background(), fwksched.NewCycleState(), req(), empty)
+			return err
+		},
+		PDHandlerType: func() error {
+			_, err := newPD(t, "", nil).ProcessResults(context.Background(), fwksched.NewCycleState(), req(), empty)
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, ok := contract.AnswerOf(process())
+			if !ok || a.Status != 503 || a.Cause != contract.CauseNoDecodeEndpoint {
+				t.Fatalf("answer %+v, want 503 %s", a, contract.CauseNoDecodeEndpoint)
+			}
+		})
+	}
+}
+
+func TestCheckProfiles(t *testing.T) {
+	tests := []struct {
+		name       string
+		configured []string
+		wantDecode string
+		wantErr    string
+	}{
+		{"decode exists", []string{"decode", "prefill"}, "decode", ""},
+		{"only profile serves as decode (llm-d decode-only example)", []string{"default"}, "default", ""},
+		{"several profiles, none decode", []string{"a", "b"}, "", `decode profile "decode" is not configured (scheduling profiles: a, b)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHandler("h", defaults(), nil, nil)
+			pd := newPD(t, "", nil)
+			for _, c := range []struct {
+				check  func([]string) error
+				decode func() string
+			}{
+				{h.CheckProfiles, func() string { return h.params.Profiles.Decode }},
+				{pd.CheckProfiles, func() string { return pd.params.DecodeProfile }},
+			} {
+				err := c.check(tt.configured)
+				if tt.wantErr != "" {
+					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+						t.Fatalf("error %v, want %q", err, tt.wantErr)
+					}
+					continue
+				}
+				if err != nil || c.decode() != tt.wantDecode {
+					t.Fatalf("err %v decode %q, want %q", err, c.decode(), tt.wantDecode)
+				}
+			}
+		})
+	}
+}
+
+// llm-d's prefill-first (no decider): prefill always runs first, its pick is published before
+// decode runs, and the request is P/D unless the prefill profile found nothing.
+func TestPrefillFirstWithoutDecider(t *testing.T) {
+	p := defaults()
+	p.StageOrder = PrefillFirst
+	for _, tt := range []struct {
+		name       string
+		prefillRes *fwksched.ProfileRunResult
+		wantUsed   bool
+	}{{"prefill found", res(pEp), true}, {"prefill found nothing", nil, false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := NewHandler("h", p, nil, nil)
+			cs := fwksched.NewCycleState()
+			profiles := profilesOf("decode", "prefill")
+			results := resultsOf()
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "prefill" {
+				t.Fatalf("first pick = %v", keys(got))
+			}
+			results["prefill"] = tt.prefillRes
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "decode" {
+				t.Fatalf("second pick = %v", keys(got))
+			}
+			if _, ok := contract.PrefillResult(cs); ok != tt.wantUsed {
+				t.Fatalf("prefill pick published = %v", ok)
+			}
+			results["decode"] = res(dEp)
+			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
+				t.Fatalf("third pick = %v", keys(got))
+			}
+			out, err := h.ProcessResults(context.Background(), cs, req(), results)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed {
+				t.Fatalf("prefill used=%v want %v", used, tt.wantUsed)
+			}
+		})
+	}
+}

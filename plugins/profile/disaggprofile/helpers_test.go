@@ -1,0 +1,73 @@
+package disaggprofile
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
+)
+
+// fakeDecider answers a fixed decision and counts calls.
+type fakeDecider struct {
+	name  string
+	yes   bool
+	calls int
+}
+
+func (f *fakeDecider) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "fake-decider", Name: f.name}
+}
+
+func (f *fakeDecider) Disaggregate(context.Context, *fwksched.CycleState, *fwksched.LLMRequest, fwksched.Endpoint) contract.Decision {
+	f.calls++
+	return contract.Decision{Run: f.yes, Cause: contract.CauseAlways, Reason: "fake"}
+}
+
+// notDecider is a plugin that is not a decider.
+type notDecider struct{}
+
+func (notDecider) TypedName() fwkplugin.TypedName { return fwkplugin.TypedName{Type: "x", Name: "x"} }
+
+type fakeProfile struct{}
+
+func (fakeProfile) Run(context.Context, *fwksched.LLMRequest, *fwksched.CycleState, []fwksched.Endpoint) (*fwksched.ProfileRunResult, error) {
+	return nil, nil
+}
+
+func profilesOf(names ...string) map[string]fwksched.SchedulerProfile {
+	m := map[string]fwksched.SchedulerProfile{}
+	for _, n := range names {
+		m[n] = fakeProfile{}
+	}
+	return m
+}
+
+func ep(name, addr, port string, labels map[string]string) fwksched.Endpoint {
+	return eptest.Scheduling(eptest.Spec{Namespace: "default", Name: name, PodName: name, Address: addr, Port: port, Labels: labels})
+}
+
+func res(eps ...fwksched.Endpoint) *fwksched.ProfileRunResult {
+	return &fwksched.ProfileRunResult{TargetEndpoints: eps}
+}
+
+func keys(m map[string]fwksched.SchedulerProfile) []string {
+	out := []string{}
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func newHandle(t *testing.T, plugins map[string]fwkplugin.Plugin) fwkplugin.Handle {
+	t.Helper()
+	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	for n, p := range plugins {
+		h.AddPlugin(n, p)
+	}
+	return h
+}

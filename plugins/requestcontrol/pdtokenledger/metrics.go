@@ -1,0 +1,139 @@
+package pdtokenledger
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+)
+
+// Metrics are the ledger's Prometheus series.
+type Metrics struct {
+	active, kv, decode *prometheus.GaugeVec
+	forceReleased      *prometheus.CounterVec
+	sessions           prometheus.Gauge
+	sessionsFull       prometheus.Counter
+	sharedSyncs        *prometheus.CounterVec
+	remoteReplicas     prometheus.Gauge
+
+	// aibrix holds AIBrix's names of the three per-pod gauges (active, kv, decode) once
+	// EnableAIBrixNames ran; nil otherwise. Atomic: the process-wide Metrics is shared by
+	// every ledger, and a config reload may enable the names while another ledger charges.
+	aibrixOnce sync.Once
+	aibrix     atomic.Pointer[[3]*prometheus.GaugeVec]
+}
+
+// AIBrixGaugeNames are AIBrix's ledger gauge names, same labels as pdgate's. The decode one is
+// inferred (AIBrix's constant PDTokenLoadDecodeTokens; its exported name is not documented).
+var AIBrixGaugeNames = [3]string{"pd_token_load_active_tokens", "pd_token_load_kv_tokens", "pd_token_load_decode_tokens"}
+
+// EnableAIBrixNames also emits the per-pod gauges under AIBrix's names on reg (idempotent;
+// already registered collectors are reused).
+func (m *Metrics) EnableAIBrixNames(reg prometheus.Registerer) {
+	m.aibrixOnce.Do(func() {
+		var g [3]*prometheus.GaugeVec
+		for i, name := range AIBrixGaugeNames {
+			g[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name,
+				Help: "AIBrix-compatible name of the matching pdgate_token_load_* gauge."}, podLabels)
+			if reg == nil {
+				continue
+			}
+			if err := reg.Register(g[i]); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if errors.As(err, &are) {
+					g[i] = are.ExistingCollector.(*prometheus.GaugeVec)
+				}
+			}
+		}
+		m.aibrix.Store(&g)
+	})
+}
+
+// both sets two gauges at once: pdgate's name and AIBrix's.
+type both [2]gaugeSetter
+
+func (b both) Set(v float64) { b[0].Set(v); b[1].Set(v) }
+
+type gaugeSetter interface{ Set(float64) }
+
+var podLabels = []string{"namespace", "pod_name"}
+
+// NewMetrics creates the ledger metrics and registers them with reg (nil: not registered).
+// Collectors already registered with reg are reused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		active: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_active_tokens",
+			Help: "Prefill tokens being computed on the pod (token-load ledger)."}, podLabels),
+		kv: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_kv_tokens",
+			Help: "Prefill tokens whose KV stays resident on the pod until their requests complete."}, podLabels),
+		decode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_tokens",
+			Help: "Prompt tokens charged to the decode pod by this EPP replica, without growth."}, podLabels),
+		forceReleased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_force_released_total",
+			Help: "Ledger charges released by the janitor: part=prefill|decode, reason=ttl|unconfirmed."}, []string{"part", "reason"}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_sessions",
+			Help: "Sessions in the token-load session table."}),
+		sessionsFull: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_token_load_session_table_full_total",
+			Help: "New sessions not recorded because the session table was full."}),
+		sharedSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_shared_syncs_total",
+			Help: "Round trips to Redis for the shared decode ledger by result (ok, error)."}, []string{"result"}),
+		remoteReplicas: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_shared_remote_replicas",
+			Help: "Other live EPP replicas seen in the shared decode ledger at the last sync."}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	var err error
+	reuse := func(c prometheus.Collector) prometheus.Collector {
+		if e := reg.Register(c); e != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(e, &are) {
+				return are.ExistingCollector
+			}
+			err = errors.Join(err, e)
+		}
+		return c
+	}
+	m.active = reuse(m.active).(*prometheus.GaugeVec)
+	m.kv = reuse(m.kv).(*prometheus.GaugeVec)
+	m.decode = reuse(m.decode).(*prometheus.GaugeVec)
+	m.forceReleased = reuse(m.forceReleased).(*prometheus.CounterVec)
+	m.sessions = reuse(m.sessions).(prometheus.Gauge)
+	m.sessionsFull = reuse(m.sessionsFull).(prometheus.Counter)
+	m.sharedSyncs = reuse(m.sharedSyncs).(*prometheus.CounterVec)
+	m.remoteReplicas = reuse(m.remoteReplicas).(prometheus.Gauge)
+	return m, err
+}
+
+func splitPod(k tokenload.PodKey) (ns, name string) {
+	s := string(k)
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i], s[i+1:]
+		}
+	}
+	return "", s
+}
+
+func (m *Metrics) podGauges(k tokenload.PodKey) (a, kv, d gaugeSetter) {
+	ns, name := splitPod(k)
+	a, kv, d = m.active.WithLabelValues(ns, name), m.kv.WithLabelValues(ns, name), m.decode.WithLabelValues(ns, name)
+	if g := m.aibrix.Load(); g != nil {
+		a, kv, d = both{a, g[0].WithLabelValues(ns, name)}, both{kv, g[1].WithLabelValues(ns, name)}, both{d, g[2].WithLabelValues(ns, name)}
+	}
+	return a, kv, d
+}
+
+func (m *Metrics) deletePod(k tokenload.PodKey) {
+	ns, name := splitPod(k)
+	m.active.DeleteLabelValues(ns, name)
+	m.kv.DeleteLabelValues(ns, name)
+	m.decode.DeleteLabelValues(ns, name)
+	if g := m.aibrix.Load(); g != nil {
+		for _, v := range g {
+			v.DeleteLabelValues(ns, name)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package pdtokenledger
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// metricValue reads a single gauge or counter (prometheus/testutil needs a module go.mod lacks).
+func metricValue(t *testing.T, m prometheus.Metric) float64 {
+	t.Helper()
+	var out dto.Metric
+	if err := m.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case out.Gauge != nil:
+		return out.Gauge.GetValue()
+	case out.Counter != nil:
+		return out.Counter.GetValue()
+	}
+	t.Fatalf("metric is neither a gauge nor a counter")
+	return 0
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 { return metricValue(t, c) }
+
+// seriesCount counts a vector's series.
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 1024)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
+}
+
+func TestMetricsReuseRegistered(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m1, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatalf("second registration: %v", err)
+	}
+	if m1.active != m2.active || m1.sessionsFull != m2.sessionsFull {
+		t.Fatal("second NewMetrics did not reuse the registered collectors")
+	}
+}
+
+func TestGaugesFollowLedger(t *testing.T) {
+	tr, _, m := newTestTracker(t, nil)
+	chargeBoth(tr, "r1", "ns/p", "ns/d", 100, 40)
+	cases := []struct {
+		name string
+		vec  *prometheus.GaugeVec
+		pod  []string
+		want float64
+	}{
+		{"active", m.active, []string{"ns", "p"}, 100},
+		{"kv", m.kv, []string{"ns", "p"}, 100},
+		{"decode", m.decode, []string{"ns", "d"}, 40},
+	}
+	for _, tc := range cases {
+		if got := metricValue(t, tc.vec.WithLabelValues(tc.pod...)); got != tc.want {
+			t.Fatalf("%s gauge = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	tr.ReleasePrefillActive("r1")
+	if got := metricValue(t, m.active.WithLabelValues("ns", "p")); got != 0 {
+		t.Fatalf("active after release = %v", got)
+	}
+	if got := metricValue(t, m.kv.WithLabelValues("ns", "p")); got != 100 {
+		t.Fatalf("kv after active release = %v", got)
+	}
+}
+
+// With aibrixMetricNames the per-pod gauges also appear under AIBrix's pd_token_load_* names,
+// set and deleted together with pdgate's.
+func TestAIBrixMetricNames(t *testing.T) {
+	for _, enable := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		m, err := NewMetrics(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enable {
+			m.EnableAIBrixNames(reg)
+			m.EnableAIBrixNames(reg) // idempotent
+		}
+		a, kv, d := m.podGauges("ns/p")
+		a.Set(3)
+		kv.Set(4)
+		d.Set(5)
+		got := map[string]float64{}
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			for _, mm := range mf.GetMetric() {
+				got[mf.GetName()] = mm.GetGauge().GetValue()
+			}
+		}
+		for i, name := range AIBrixGaugeNames {
+			v, ok := got[name]
+			if ok != enable || (enable && v != float64(i+3)) {
+				t.Fatalf("enable=%v: %s = %v (present %v)", enable, name, v, ok)
+			}
+		}
+		if got["pdgate_token_load_active_tokens"] != 3 {
+			t.Fatalf("pdgate's gauge lost: %v", got)
+		}
+		m.deletePod("ns/p")
+		mfs, _ = reg.Gather()
+		for _, mf := range mfs {
+			if len(mf.GetMetric()) > 0 && (mf.GetName() == AIBrixGaugeNames[0] || mf.GetName() == "pdgate_token_load_active_tokens") {
+				t.Fatalf("%s not deleted with the pod", mf.GetName())
+			}
+		}
+	}
+}

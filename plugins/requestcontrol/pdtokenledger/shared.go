@@ -1,0 +1,282 @@
+package pdtokenledger
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+)
+
+// warnEvery rate-limits the "Redis unreachable" warning.
+const warnEvery = 30 * time.Second
+
+// sharedLedger publishes this replica's decode charges to Redis and caches the other live
+// replicas' charges in Tracker.remote. Every sync is one pipelined round trip; the scheduling
+// path only reads the cache, so Redis never adds latency to a request.
+type sharedLedger struct {
+	t       *Tracker
+	client  *redis.Client
+	p       RedisParams
+	id      string
+	trigger chan struct{}
+
+	// owned by the sync goroutine
+	published map[tokenload.PodKey]bool     // pods whose field this replica has written
+	dead      map[tokenload.PodKey][]string // fields of dead replicas to delete on the next sync
+	healthy   bool
+	lastWarn  time.Time
+}
+
+// redisLogger sends go-redis's internal messages (one per failed dial while Redis is down) to
+// V(2); the ledger logs its own rate-limited warning instead.
+type redisLogger struct{ log logr.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.V(2).Info("go-redis", "detail", fmt.Sprintf(format, v...))
+}
+
+var redisLogOnce sync.Once
+
+func newReplicaID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "epp"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return strings.NewReplacer(",", "-", " ", "-").Replace(host) + "-" + hex.EncodeToString(b[:])
+}
+
+// enableSharing wires the Redis-shared decode ledger into t; Start runs it.
+func (t *Tracker) enableSharing() *sharedLedger {
+	p := t.p.Redis
+	if p.ReplicaID == "" {
+		p.ReplicaID = newReplicaID()
+	}
+	timeout := time.Duration(p.TimeoutMS) * time.Millisecond
+	s := &sharedLedger{
+		t: t, p: p, id: p.ReplicaID, trigger: make(chan struct{}, 1),
+		published: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{}, healthy: true,
+		client: redis.NewClient(&redis.Options{
+			Addr: p.Address, DB: p.DB, Password: p.password, Protocol: 2, DisableIdentity: true,
+			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
+			MaxRetries: -1, PoolSize: 2, ContextTimeoutEnabled: true,
+			DialerRetries: 1, DialerRetryTimeout: timeout,
+			MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		}),
+	}
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{log: t.log}) })
+	t.notify = func() {
+		select {
+		case s.trigger <- struct{}{}:
+		default:
+		}
+	}
+	return s
+}
+
+func (s *sharedLedger) podKey(k tokenload.PodKey) string { return s.p.KeyPrefix + string(k) }
+func (s *sharedLedger) replicasKey() string              { return s.p.KeyPrefix + "replicas" }
+
+// run syncs on every local change and at least every SyncIntervalMS until ctx ends.
+func (s *sharedLedger) run(ctx context.Context) {
+	defer s.client.Close()
+	tk := time.NewTicker(time.Duration(s.p.SyncIntervalMS) * time.Millisecond)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.withdraw()
+			return
+		case <-tk.C:
+		case <-s.trigger:
+		}
+		s.sync(ctx)
+	}
+}
+
+type ownValue struct {
+	pod   tokenload.PodKey
+	value string
+}
+
+// snapshot collects what to publish and which pods to read, under the ledger lock.
+func (s *sharedLedger) snapshot() (own []ownValue, zero []tokenload.PodKey, read []tokenload.PodKey, offset float64) {
+	t := s.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	offset = t.redisOffset
+	epochUnix := float64(t.epoch.UnixNano()) / 1e9
+	seen := map[tokenload.PodKey]bool{}
+	for k, ps := range t.pods {
+		if ps.decN > 0 {
+			n := float64(ps.decN)
+			sumAt := ps.decSumRel + n*epochUnix + n*offset
+			own = append(own, ownValue{pod: k, value: FormatSharedValue(ps.decTokens, ps.decN, sumAt)})
+			seen[k] = true
+		}
+	}
+	for k := range s.published {
+		if !seen[k] {
+			zero = append(zero, k)
+		}
+	}
+	for k := range t.interest {
+		read = append(read, k)
+	}
+	return own, zero, read, offset
+}
+
+// sync is one pipelined round trip: TIME, heartbeat, publish, prune, read live replicas and
+// the interesting pods' hashes.
+func (s *sharedLedger) sync(ctx context.Context) {
+	own, zero, read, offset := s.snapshot()
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.p.TimeoutMS)*time.Millisecond)
+	defer cancel()
+	before := time.Now()
+	nowRedisMS := float64(before.UnixNano())/1e6 + offset*1000
+	cutoff := nowRedisMS - float64(s.p.LivenessTTLSeconds)*1000
+	keyTTL := time.Duration(s.p.KeyTTLSeconds) * time.Second
+
+	pipe := s.client.Pipeline()
+	timeCmd := pipe.Time(ctx)
+	pipe.ZAdd(ctx, s.replicasKey(), redis.Z{Score: nowRedisMS, Member: s.id})
+	pipe.ZRemRangeByScore(ctx, s.replicasKey(), "-inf", "("+strconv.FormatFloat(cutoff, 'f', 0, 64))
+	pipe.PExpire(ctx, s.replicasKey(), keyTTL)
+	for _, o := range own {
+		pipe.HSet(ctx, s.podKey(o.pod), s.id, o.value)
+		pipe.PExpire(ctx, s.podKey(o.pod), keyTTL)
+	}
+	for _, k := range zero {
+		pipe.HDel(ctx, s.podKey(k), s.id)
+	}
+	for k, fields := range s.dead {
+		pipe.HDel(ctx, s.podKey(k), fields...)
+	}
+	liveCmd := pipe.ZRangeByScore(ctx, s.replicasKey(), &redis.ZRangeBy{Min: strconv.FormatFloat(cutoff, 'f', 0, 64), Max: "+inf"})
+	reads := make([]*redis.MapStringStringCmd, len(read))
+	for i, k := range read {
+		reads[i] = pipe.HGetAll(ctx, s.podKey(k))
+	}
+	_, err := pipe.Exec(ctx)
+	after := time.Now()
+	if err != nil {
+		s.fail(err, after)
+		return
+	}
+	s.t.metrics.sharedSyncs.WithLabelValues("ok").Inc()
+	if !s.healthy {
+		s.healthy = true
+		s.t.log.Info("Shared decode ledger reachable again; sharing resumed", "redis", s.p.Address)
+	}
+	for _, o := range own {
+		s.published[o.pod] = true
+	}
+	for _, k := range zero {
+		delete(s.published, k)
+	}
+	clear(s.dead)
+
+	mid := before.Add(after.Sub(before) / 2)
+	newOffset := float64(timeCmd.Val().UnixNano()-mid.UnixNano()) / 1e9
+	live := map[string]bool{}
+	for _, id := range liveCmd.Val() {
+		live[id] = true
+	}
+	remote := make(map[tokenload.PodKey]remoteAgg, len(read))
+	replicas := map[string]bool{}
+	for i, k := range read {
+		var agg remoteAgg
+		for field, v := range reads[i].Val() {
+			if field == s.id {
+				continue
+			}
+			if !live[field] {
+				s.dead[k] = append(s.dead[k], field)
+				continue
+			}
+			tokens, charges, sumAt, perr := ParseSharedValue(v)
+			if perr != nil {
+				s.t.log.V(1).Info("Ignoring malformed shared ledger field", "key", s.podKey(k), "field", field, "err", perr)
+				continue
+			}
+			if charges <= 0 {
+				continue
+			}
+			replicas[field] = true
+			agg.tokens += max(0, tokens)
+			agg.charges += float64(charges)
+			agg.sumAt += sumAt
+		}
+		if agg.charges > 0 {
+			remote[k] = agg
+		}
+	}
+	s.t.metrics.remoteReplicas.Set(float64(len(replicas)))
+	s.t.mu.Lock()
+	s.t.remote = remote
+	s.t.redisOffset = newOffset
+	s.t.mu.Unlock()
+}
+
+// fail degrades to the local ledger: remote values are dropped (they would only go stale).
+func (s *sharedLedger) fail(err error, now time.Time) {
+	s.t.metrics.sharedSyncs.WithLabelValues("error").Inc()
+	s.t.mu.Lock()
+	s.t.remote = map[tokenload.PodKey]remoteAgg{}
+	s.t.mu.Unlock()
+	s.t.metrics.remoteReplicas.Set(0)
+	if s.healthy || now.Sub(s.lastWarn) >= warnEvery {
+		s.t.log.Info("Shared decode ledger unreachable; scoring with the local ledger only", "redis", s.p.Address, "err", err.Error())
+		s.lastWarn = now
+	}
+	s.healthy = false
+}
+
+// withdraw removes this replica's fields and heartbeat on shutdown (best effort).
+func (s *sharedLedger) withdraw() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(s.p.TimeoutMS)*time.Millisecond)
+	defer cancel()
+	pipe := s.client.Pipeline()
+	for k := range s.published {
+		pipe.HDel(ctx, s.podKey(k), s.id)
+	}
+	pipe.ZRem(ctx, s.replicasKey(), s.id)
+	_, _ = pipe.Exec(ctx)
+}
+
+// FormatSharedValue renders a replica's decode state of one pod: "<tokens>,<charges>,<sumat>"
+// (sumat: Σ charge times in Unix seconds on the Redis clock).
+func FormatSharedValue(tokens float64, charges int, sumAt float64) string {
+	return strconv.FormatFloat(tokens, 'f', -1, 64) + "," + strconv.Itoa(charges) + "," + strconv.FormatFloat(sumAt, 'f', 3, 64)
+}
+
+// ParseSharedValue parses FormatSharedValue's format.
+func ParseSharedValue(v string) (tokens float64, charges int, sumAt float64, err error) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 3 {
+		return 0, 0, 0, fmt.Errorf("shared ledger value %q: want <tokens>,<charges>,<sumat>", v)
+	}
+	if tokens, err = strconv.ParseFloat(parts[0], 64); err != nil || !validTokens(tokens) {
+		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad tokens", v)
+	}
+	if charges, err = strconv.Atoi(parts[1]); err != nil || charges < 0 {
+		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad charges", v)
+	}
+	if sumAt, err = strconv.ParseFloat(parts[2], 64); err != nil || !validTokens(sumAt) {
+		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad sumat", v)
+	}
+	return tokens, charges, sumAt, nil
+}
