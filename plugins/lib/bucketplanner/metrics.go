@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Metrics are the planner's Prometheus series.
@@ -29,20 +31,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		known: map[string]bool{},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.bandTotal, m.tokensTotal, m.bandMax} {
-			if err := reg.Register(c); err != nil {
-				if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-					switch c {
-					case m.bandTotal:
-						m.bandTotal = are.ExistingCollector.(*prometheus.CounterVec)
-					case m.tokensTotal:
-						m.tokensTotal = are.ExistingCollector.(*prometheus.CounterVec)
-					case m.bandMax:
-						m.bandMax = are.ExistingCollector.(*prometheus.GaugeVec)
-					}
-				}
-			}
-		}
+		// A conflicting foreign collector leaves the series unregistered; planning goes on.
+		m.bandTotal, _ = pluginkit.Register(reg, m.bandTotal)
+		m.tokensTotal, _ = pluginkit.Register(reg, m.tokensTotal)
+		m.bandMax, _ = pluginkit.Register(reg, m.bandMax)
 	}
 	return m
 }

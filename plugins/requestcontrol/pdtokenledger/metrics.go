@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
@@ -38,14 +39,8 @@ func (m *Metrics) EnableAIBrixNames(reg prometheus.Registerer) {
 		for i, name := range AIBrixGaugeNames {
 			g[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name,
 				Help: "AIBrix-compatible name of the matching pdgate_token_load_* gauge."}, podLabels)
-			if reg == nil {
-				continue
-			}
-			if err := reg.Register(g[i]); err != nil {
-				var are prometheus.AlreadyRegisteredError
-				if errors.As(err, &are) {
-					g[i] = are.ExistingCollector.(*prometheus.GaugeVec)
-				}
+			if reg != nil {
+				g[i], _ = pluginkit.Register(reg, g[i]) // a foreign collector: AIBrix's names stay unexported
 			}
 		}
 		m.aibrix.Store(&g)
@@ -85,26 +80,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	var err error
-	reuse := func(c prometheus.Collector) prometheus.Collector {
-		if e := reg.Register(c); e != nil {
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(e, &are) {
-				return are.ExistingCollector
-			}
-			err = errors.Join(err, e)
-		}
-		return c
-	}
-	m.active = reuse(m.active).(*prometheus.GaugeVec)
-	m.kv = reuse(m.kv).(*prometheus.GaugeVec)
-	m.decode = reuse(m.decode).(*prometheus.GaugeVec)
-	m.forceReleased = reuse(m.forceReleased).(*prometheus.CounterVec)
-	m.sessions = reuse(m.sessions).(prometheus.Gauge)
-	m.sessionsFull = reuse(m.sessionsFull).(prometheus.Counter)
-	m.sharedSyncs = reuse(m.sharedSyncs).(*prometheus.CounterVec)
-	m.remoteReplicas = reuse(m.remoteReplicas).(prometheus.Gauge)
-	return m, err
+	var errs [8]error
+	m.active, errs[0] = pluginkit.Register(reg, m.active)
+	m.kv, errs[1] = pluginkit.Register(reg, m.kv)
+	m.decode, errs[2] = pluginkit.Register(reg, m.decode)
+	m.forceReleased, errs[3] = pluginkit.Register(reg, m.forceReleased)
+	m.sessions, errs[4] = pluginkit.Register(reg, m.sessions)
+	m.sessionsFull, errs[5] = pluginkit.Register(reg, m.sessionsFull)
+	m.sharedSyncs, errs[6] = pluginkit.Register(reg, m.sharedSyncs)
+	m.remoteReplicas, errs[7] = pluginkit.Register(reg, m.remoteReplicas)
+	return m, errors.Join(errs[:]...)
 }
 
 func splitPod(k tokenload.PodKey) (ns, name string) {
