@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,10 @@ const (
 	// dispatchHorizon bounds the ledger: anything older is covered by any fresh scrape, and a
 	// detector treats metrics older than its staleness threshold as saturated anyway.
 	dispatchHorizon = 5 * time.Second
+	// maxDispatchesPerPod bounds one pod's entries: a pod whose metrics went stale (or a pool
+	// served faster than it is scraped) would otherwise hold a horizon's worth; any count near
+	// it is saturated many times over.
+	maxDispatchesPerPod = 1024
 )
 
 // Dispatches records where the EPP sent each request, per endpoint, for the last few seconds.
@@ -94,28 +99,25 @@ func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
 	if result == nil {
 		return
 	}
-	var at time.Time
 	for _, pr := range result.ProfileResults {
 		if pr == nil || len(pr.TargetEndpoints) == 0 || pr.TargetEndpoints[0] == nil {
 			continue
 		}
 		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil && inPrefillTier(md.Labels) {
-			if at.IsZero() {
-				at = d.now()
-			}
-			d.record(endpointKey(md), at)
+			d.record(endpointKey(md))
 		}
 	}
 }
 
-func (d *Dispatches) record(key string, at time.Time) {
+// record appends a dispatch to key now. The time is taken under the lock, so each pod's times
+// are in order and counting is a binary search.
+func (d *Dispatches) record(key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	at := d.now()
 	times := d.byPod[key]
-	drop := 0
-	for drop < len(times) && at.Sub(times[drop]) > dispatchHorizon {
-		drop++
-	}
+	drop := sort.Search(len(times), func(i int) bool { return at.Sub(times[i]) <= dispatchHorizon })
+	drop = max(drop, len(times)+1-maxDispatchesPerPod)
 	d.byPod[key] = append(times[drop:], at)
 	if at.Sub(d.lastSweep) > dispatchHorizon { // endpoints gone from the pool leave the ledger
 		d.lastSweep = at
@@ -209,11 +211,8 @@ func plusWaiting(m *fwkdl.Metrics, n int) *fwkdl.Metrics {
 
 // sinceLocked counts the legs dispatched to md since m was taken (less the arrival allowance).
 func (d *Dispatches) sinceLocked(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) int {
-	times, since, n := d.byPod[endpointKey(md)], m.UpdateTime.Add(-arrivalAllowance), 0
-	for j := len(times) - 1; j >= 0 && !times[j].Before(since); j-- {
-		n++
-	}
-	return n
+	times, since := d.byPod[endpointKey(md)], m.UpdateTime.Add(-arrivalAllowance)
+	return len(times) - sort.Search(len(times), func(i int) bool { return !times[i].Before(since) })
 }
 
 // inPrefillTier is stagesat's prefill tier: prefill and encode-prefill pods.

@@ -194,3 +194,18 @@ func TestConcurrentAdmissionsSeeEachOthersReservations(t *testing.T) {
 		})
 	}
 }
+
+// A pod whose metrics stopped refreshing keeps at most maxDispatchesPerPod entries, and the
+// count is a binary search over them.
+func TestDispatchesPerPodBound(t *testing.T) {
+	start := time.Unix(1000, 0)
+	p0 := scraped("prefill-0", "prefill", 0, start)
+	led := NewDispatchesAt(func() time.Time { return start.Add(time.Millisecond) })
+	for range 3 * maxDispatchesPerPod {
+		led.Dispatched(picked(p0, scraped("decode-0", "decode", 0, start)))
+	}
+	seen := led.Candidates(poolOf{p0}).Locate(context.Background(), nil)
+	if got := seen[0].GetMetrics().WaitingQueueSize; got != maxDispatchesPerPod {
+		t.Fatalf("waiting seen %d, want the bound %d", got, maxDispatchesPerPod)
+	}
+}
