@@ -12,7 +12,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/stagesat"
 )
 
 // Prefill dispatches since the last scrape (issue 24). Admission and the scheduler read engine
@@ -215,13 +215,9 @@ func (d *Dispatches) sinceLocked(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) i
 	return len(times) - sort.Search(len(times), func(i int) bool { return !times[i].Before(since) })
 }
 
-// inPrefillTier is stagesat's prefill tier: prefill and encode-prefill pods.
+// inPrefillTier reports whether a pod with these labels is in stagesat's prefill tier.
 func inPrefillTier(labels map[string]string) bool {
-	switch podmodel.RoleOfLabels(labels) {
-	case podmodel.RolePrefill, podmodel.RoleEncodePrefill:
-		return true
-	}
-	return false
+	return stagesat.TierOf(labels) == stagesat.TierPrefill
 }
 
 // endpointKey names an endpoint: its namespaced name and port (data-parallel ranks of one pod

@@ -26,6 +26,28 @@ type Endpoint interface {
 	GetMetadata() *fwkdl.EndpointMetadata
 }
 
+// Tier is the stage tier a pod's role puts it in.
+type Tier int
+
+// The tiers: prefill and encode-prefill pods; decode pods and pods with no role; everything
+// else (combined, encode, other AIBrix roles).
+const (
+	TierNeither Tier = iota
+	TierPrefill
+	TierDecode
+)
+
+// TierOf returns the tier of a pod with these labels.
+func TierOf(labels map[string]string) Tier {
+	switch podmodel.RoleOfLabels(labels) {
+	case podmodel.RolePrefill, podmodel.RoleEncodePrefill:
+		return TierPrefill
+	case podmodel.RoleDecode, podmodel.RoleNone:
+		return TierDecode
+	}
+	return TierNeither
+}
+
 // Split partitions eps into the prefill and decode tiers.
 func Split[E Endpoint](eps []E) (prefill, decode []E) {
 	for _, ep := range eps {
@@ -33,10 +55,10 @@ func Split[E Endpoint](eps []E) (prefill, decode []E) {
 		if md == nil {
 			continue
 		}
-		switch podmodel.RoleOfLabels(md.Labels) {
-		case podmodel.RolePrefill, podmodel.RoleEncodePrefill:
+		switch TierOf(md.Labels) {
+		case TierPrefill:
 			prefill = append(prefill, ep)
-		case podmodel.RoleDecode, podmodel.RoleNone:
+		case TierDecode:
 			decode = append(decode, ep)
 		}
 	}

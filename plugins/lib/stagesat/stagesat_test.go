@@ -44,3 +44,22 @@ func TestSaturation(t *testing.T) {
 		})
 	}
 }
+
+func TestTierOf(t *testing.T) {
+	cases := []struct {
+		labels map[string]string
+		want   Tier
+	}{
+		{labels: map[string]string{"llm-d.ai/role": "prefill"}, want: TierPrefill},
+		{labels: map[string]string{"llm-d.ai/role": "encode-prefill"}, want: TierPrefill},
+		{labels: map[string]string{"llm-d.ai/role": "decode"}, want: TierDecode},
+		{labels: nil, want: TierDecode}, // no role: a decode target, as GIE's pools are
+		{labels: map[string]string{"llm-d.ai/role": "prefill-decode"}, want: TierNeither},
+		{labels: map[string]string{"llm-d.ai/role": "encode"}, want: TierNeither},
+	}
+	for _, tc := range cases {
+		if got := TierOf(tc.labels); got != tc.want {
+			t.Errorf("TierOf(%v) = %v, want %v", tc.labels, got, tc.want)
+		}
+	}
+}
