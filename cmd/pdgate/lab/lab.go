@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type Lab struct {
 	sup   *Supervisor
 	procs []ProcSpec
 	kube  *kubeLab
+	// endpoints is the standalone EPP's endpoints file ("" in Kubernetes mode).
+	endpoints string
+	routers   int // routers started by StartRouter
 	// Kubeconfig is the local API server's admin kubeconfig (Kubernetes mode).
 	Kubeconfig string
 }
@@ -114,7 +118,7 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Lab{Plan: plan, URL: "http://" + plan.GatewayAddr, sup: NewSupervisor(o.Dir), procs: plan.Procs(endpoints)}
+	l := &Lab{Plan: plan, URL: "http://" + plan.GatewayAddr, sup: NewSupervisor(o.Dir), procs: plan.Procs(endpoints), endpoints: endpoints}
 	if o.Kubernetes {
 		if l.kube, err = startKube(ctx, plan, o.KubeAssets, o.CRDDir); err != nil {
 			return nil, err
@@ -149,20 +153,54 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 		l.Stop()
 		return nil, err
 	}
-	if err := l.warmUp(rctx); err != nil {
+	if err := l.warmUp(rctx, l.URL); err != nil {
 		l.Stop()
 		return nil, fmt.Errorf("lab not serving (logs in %s): %w", o.Dir, err)
 	}
 	return l, nil
 }
 
+// StartRouter starts one more EPP and gateway over the same pods, with the same
+// EndpointPickerConfig and no state shared with the lab's own (standalone mode): what a second
+// gateway or EPP replica sees. It returns the new gateway's URL once a request has gone
+// through it; Stop stops it with the rest of the lab.
+func (l *Lab) StartRouter(ctx context.Context) (string, error) {
+	if l.kube != nil {
+		return "", errors.New("lab: a second router needs the standalone lab (not --kubernetes)")
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return "", err
+	}
+	r := router{grpcPort: ports[0], healthPort: ports[1], metricsPort: ports[2],
+		gatewayAdminAddr: "127.0.0.1:" + strconv.Itoa(ports[3]), gatewayAddr: "127.0.0.1:" + strconv.Itoa(ports[4])}
+	l.routers++
+	procs := l.Plan.routerProcs(l.endpoints, r, "-"+strconv.Itoa(l.routers+1))
+	for _, spec := range procs {
+		if err := l.sup.Start(spec); err != nil {
+			return "", err
+		}
+	}
+	l.procs = append(l.procs, procs...)
+	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := l.sup.WaitHealthy(rctx, procs); err != nil {
+		return "", fmt.Errorf("second router not healthy (logs in %s): %w", l.Plan.Dir, err)
+	}
+	url := "http://" + r.gatewayAddr
+	if err := l.warmUp(rctx, url); err != nil {
+		return "", fmt.Errorf("second router not serving (logs in %s): %w", l.Plan.Dir, err)
+	}
+	return url, nil
+}
+
 // warmUp sends one small completion through the gateway until it succeeds: the EPP only
 // schedules once it has scraped its endpoints.
-func (l *Lab) warmUp(ctx context.Context) error {
+func (l *Lab) warmUp(ctx context.Context, url string) error {
 	body, _ := json.Marshal(map[string]any{"model": l.Plan.Topology.Model, "prompt": "warm up", "max_tokens": 1})
 	var last string
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, l.URL+"/v1/completions", bytes.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {

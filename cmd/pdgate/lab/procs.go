@@ -81,23 +81,43 @@ func (p *Plan) Procs(endpointsPath string) []ProcSpec {
 		out = append(out, ProcSpec{Name: "sidecar-" + pod.Name, Binary: bin("sidecar"), Args: args,
 			Health: "http://" + pod.Endpoint() + "/sidecar/healthz"})
 	}
+	return append(out, p.routerProcs(endpointsPath, p.ownRouter(), "")...)
+}
+
+// router is one EPP and its gateway: the lab's own, and any StartRouter adds.
+type router struct {
+	grpcPort, healthPort, metricsPort int
+	gatewayAddr, gatewayAdminAddr     string
+}
+
+func (p *Plan) ownRouter() router {
+	return router{grpcPort: p.EPPGRPCPort, healthPort: p.EPPHealthPort, metricsPort: p.EPPMetricsPort,
+		gatewayAddr: p.GatewayAddr, gatewayAdminAddr: p.GatewayAdminAddr}
+}
+
+// routerProcs are one router's EPP and gateway; suffix tells a second router's processes
+// apart ("" for the lab's own: "epp", "gateway").
+func (p *Plan) routerProcs(endpointsPath string, r router, suffix string) []ProcSpec {
+	t := p.Topology
 	eppArgs := []string{
 		"--endpoints-file", endpointsPath, "--config-file", t.Path(t.EPPConfig),
-		"--grpc-port", strconv.Itoa(p.EPPGRPCPort), "--grpc-health-port", strconv.Itoa(p.EPPHealthPort),
-		"--metrics-port", strconv.Itoa(p.EPPMetricsPort), "--secure-serving=" + strconv.FormatBool(p.EPPTLS),
+		"--grpc-port", strconv.Itoa(r.grpcPort), "--grpc-health-port", strconv.Itoa(r.healthPort),
+		"--metrics-port", strconv.Itoa(r.metricsPort), "--secure-serving=" + strconv.FormatBool(p.EPPTLS),
 		"--allow-decision-trace=true",
 		// Sidecars report the end of each prefill leg here, so the ledger's prefill charge
-		// ends with the leg (not with the response headers).
+		// ends with the leg (not with the response headers). Only the lab's own EPP hears
+		// them: the sidecars name one address.
 		"--prefill-release-address=" + p.PrefillReleaseAddress(),
 	}
 	eppArgs = append(eppArgs, t.EPPArgs...)
-	out = append(out, ProcSpec{Name: "epp", Binary: bin("epp"), Args: eppArgs})
-	out = append(out, ProcSpec{Name: "gateway", Binary: bin("gateway"), Args: []string{
-		"--listen", p.GatewayAddr, "--admin-listen", p.GatewayAdminAddr,
-		"--epp", "127.0.0.1:" + strconv.Itoa(p.EPPGRPCPort),
-		"--epp-tls=" + strconv.FormatBool(p.EPPTLS), "--epp-insecure-skip-verify",
-	}, Health: "http://" + p.GatewayAdminAddr + "/readyz"})
-	return out
+	return []ProcSpec{
+		{Name: "epp" + suffix, Binary: filepath.Join(p.BinDir, "epp"), Args: eppArgs},
+		{Name: "gateway" + suffix, Binary: filepath.Join(p.BinDir, "gateway"), Args: []string{
+			"--listen", r.gatewayAddr, "--admin-listen", r.gatewayAdminAddr,
+			"--epp", "127.0.0.1:" + strconv.Itoa(r.grpcPort),
+			"--epp-tls=" + strconv.FormatBool(p.EPPTLS), "--epp-insecure-skip-verify",
+		}, Health: "http://" + r.gatewayAdminAddr + "/readyz"},
+	}
 }
 
 // String renders a command line for logs and --dry-run.

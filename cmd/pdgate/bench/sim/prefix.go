@@ -155,11 +155,12 @@ type PrefixOptions struct {
 	// engine's events; each approximate one sees only what it routed itself).
 	Routers []int
 	// Lab also runs the comparison with real processes (PrefixLabTopologies): LabRequests
-	// requests, one in LabDirect sent straight to an engine (0 = none), binaries from BinDir.
+	// requests, one in LabDirect sent by a second router (0 = none), binaries from BinDir.
 	Lab         bool
 	LabRequests int
 	LabDirect   int
-	// LabDirectRoute is how the direct requests pick an engine (DirectPrefix, DirectRoundRobin).
+	// LabDirectRoute is the second router: a second EPP and gateway (DirectRouter), or
+	// straight to an engine (DirectPrefix, DirectRoundRobin).
 	LabDirectRoute string
 	// LabParallel runs both lab topologies at once (two subnets) instead of one after the other.
 	LabParallel bool
@@ -197,7 +198,7 @@ type PrefixData struct {
 // NewPrefixCommand is `pdgate bench sim prefix`.
 func NewPrefixCommand() *cobra.Command {
 	o := PrefixOptions{Root: ".", Out: "bench-results/sim-prefix", Pods: 8, Requests: 20000, Load: 0.8, Seed: 1,
-		Routers: []int{1, 2}, LabRequests: 3000, LabDirect: 2, LabDirectRoute: DirectPrefix, LabParallel: true, BinDir: "bin", Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
+		Routers: []int{1, 2}, LabRequests: 3000, LabDirect: 2, LabDirectRoute: DirectRouter, LabParallel: true, BinDir: "bin", Workload: DefaultSharedPrefix, Scrape: 50 * time.Millisecond}
 	cmd := &cobra.Command{
 		Use:   "prefix",
 		Short: "Precise vs approximate prefix-cache routing on a shared-prefix workload (same fleet, load and seed)",
@@ -228,8 +229,8 @@ rate (share of prompt tokens served from the prefilling pod's prefix cache) of b
 	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.BoolVar(&o.Lab, "lab", false, "also run both policies in the lab (real processes from --bin-dir, config/lab/prefix/*.yaml; minutes)")
 	f.IntVar(&o.LabRequests, "lab-requests", o.LabRequests, "requests per lab run")
-	f.IntVar(&o.LabDirect, "lab-direct", o.LabDirect, "lab: one request in N goes straight to an engine, as a second router sharing no state would send it (0 = none)")
-	f.StringVar(&o.LabDirectRoute, "lab-direct-route", o.LabDirectRoute, "lab: how the direct requests pick an engine: prefix (affinity: the pod their system prompt hashes to) or round-robin")
+	f.IntVar(&o.LabDirect, "lab-direct", o.LabDirect, "lab: one request in N goes through a second router sharing no state with the lab's EPP (0 = none)")
+	f.StringVar(&o.LabDirectRoute, "lab-direct-route", o.LabDirectRoute, "lab: the second router: router (a second EPP and gateway of the same policy), or straight to an engine by prefix (affinity: the pod its system prompt hashes to) or round-robin")
 	f.BoolVar(&o.LabParallel, "lab-parallel", o.LabParallel, "lab: run both topologies at once on two subnets, so the host's noise falls on both alike (false: one after the other)")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --lab (make build)")
 	return cmd

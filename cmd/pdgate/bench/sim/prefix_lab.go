@@ -17,10 +17,11 @@ import (
 )
 
 // The lab side of the prefix comparison: real processes (bin/sim publishing KV events over
-// ZeroMQ, sidecars, bin/epp, bin/gateway), the same shared-prefix workload. The lab has one
-// EPP; a share of the requests (--lab-direct) goes straight to the engines in turn, as a
-// second router sharing no state with the EPP would send them: the approximate EPP never
-// learns those blocks, the precise one reads them from the engines' events.
+// ZeroMQ, sidecars, bin/epp, bin/gateway), the same shared-prefix workload. A share of the
+// requests (--lab-direct) is routed by a second router sharing no state with the lab's EPP:
+// by default a second real EPP and gateway of the same policy, or, without one, straight to
+// an engine as a load-blind router would send them. The approximate EPP never learns those
+// blocks, the precise one reads them from the engines' events.
 
 // PrefixLabTopologies are the two lab topologies, identical but for the EndpointPickerConfig.
 var PrefixLabTopologies = []struct{ Policy, Topology string }{
@@ -35,9 +36,11 @@ const prefixLabPods = 4
 type PrefixLabRun struct {
 	Policy, Topology string
 	Requests         int
-	// Routed are the requests the EPP routed, Direct those sent straight to an engine.
+	// Routed are the requests the lab's EPP routed, Direct those the second router sent.
 	Routed, Direct loadgen.Percentiles
-	Failed         int
+	// All is every request's TTFT, whichever router sent it.
+	All    loadgen.Percentiles
+	Failed int
 	// PrefixHitRate is the engines' prefix-cache hit tokens over their prompt tokens.
 	PrefixHitRate float64
 	// Computed is each pod's prompt tokens prefilled (not served from its prefix cache), the
@@ -72,11 +75,11 @@ func (r *PrefixLabRun) engineDeltas(before, after []map[string]float64) {
 	}
 }
 
-const prefixLabHeader = "| policy | requests | failed | prefix-hit rate | routed TTFT p50 (ms) | p90 | p99 | direct TTFT p99 (ms) | prefill tokens max/mean over pods |\n|---|---|---|---|---|---|---|---|---|\n"
+const prefixLabHeader = "| policy | requests | failed | prefix-hit rate | routed TTFT p50 (ms) | p90 | p99 | second router's TTFT p50 / p99 (ms) | all TTFT p99 (ms) | prefill tokens max/mean over pods |\n|---|---|---|---|---|---|---|---|---|---|\n"
 
 func (r PrefixLabRun) row() string {
-	return fmt.Sprintf("| %s | %d | %d | %.1f %% | %.0f | %.0f | %.0f | %.0f | %.2f |\n", r.Policy, r.Requests, r.Failed, 100*r.PrefixHitRate,
-		r.Routed.P50, r.Routed.P90, r.Routed.P99, r.Direct.P99, r.Spread)
+	return fmt.Sprintf("| %s | %d | %d | %.1f %% | %.0f | %.0f | %.0f | %.0f / %.0f | %.0f | %.2f |\n", r.Policy, r.Requests, r.Failed, 100*r.PrefixHitRate,
+		r.Routed.P50, r.Routed.P90, r.Routed.P99, r.Direct.P50, r.Direct.P99, r.All.P99, r.Spread)
 }
 
 // chatRequests turns the seeded shared-prefix arrivals at rate req/s into OpenAI chat
@@ -125,20 +128,25 @@ func (g *sliceGen) Next() (workload.Request, bool) {
 
 // Direct routes: how the second router (the direct traffic) picks an engine.
 const (
+	DirectRouter     = "router"      // a second EPP and gateway of the same policy
 	DirectPrefix     = "prefix"      // prefix affinity: the pod its prefix key hashes to
 	DirectRoundRobin = "round-robin" // the engines in turn
 )
 
 // splitDirect deals the requests out: every direct-th one (1 in direct; 0 = none) to an engine
-// by route (keys[i] mod pods for DirectPrefix, in turn otherwise), perPod[k] for pod k, the
-// others to routed, each list in arrival order.
+// by route (keys[i] mod pods for DirectPrefix, in turn otherwise; all to perPod[0], the
+// second router, for DirectRouter), perPod[k] for pod k, the others to routed, each list in
+// arrival order.
 func splitDirect(reqs []workload.Request, keys []uint64, route string, direct, pods int) (routed []workload.Request, perPod [][]workload.Request) {
 	perPod = make([][]workload.Request, pods)
 	for i, r := range reqs {
 		if direct > 0 && pods > 0 && i%direct == direct-1 {
 			k := (i / direct) % pods
-			if route == DirectPrefix {
+			switch route {
+			case DirectPrefix:
 				k = int(keys[i] % uint64(pods))
+			case DirectRouter:
+				k = 0
 			}
 			perPod[k] = append(perPod[k], r)
 		} else {
@@ -156,8 +164,20 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 		return PrefixLabRun{}, fmt.Errorf("start the lab %s: %w", topology, err)
 	}
 	defer l.Stop()
-	pods := l.Plan.Pods
-	routed, perPod := splitDirect(reqs, keys, o.LabDirectRoute, o.LabDirect, len(pods))
+	// targets[0] is the lab's gateway, then the second router's URL or every engine
+	targets := []string{l.URL}
+	if o.LabDirectRoute == DirectRouter {
+		url, err := l.StartRouter(ctx)
+		if err != nil {
+			return PrefixLabRun{}, err
+		}
+		targets = append(targets, url)
+	} else {
+		for _, p := range l.Plan.Pods {
+			targets = append(targets, "http://"+p.EngineAddr())
+		}
+	}
+	routed, perPod := splitDirect(reqs, keys, o.LabDirectRoute, o.LabDirect, len(targets)-1)
 	before, err := scrapeCounters(ctx, l.Plan)
 	if err != nil {
 		return PrefixLabRun{}, err
@@ -166,7 +186,7 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 		res *loadgen.Result
 		err error
 	}
-	results := make([]out, len(pods)+1)
+	results := make([]out, len(targets))
 	var wg sync.WaitGroup
 	run := func(i int, url string, rs []workload.Request) {
 		defer wg.Done()
@@ -177,10 +197,10 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 			MaxRequests: len(rs), KeepSamples: true})
 		results[i] = out{res, err}
 	}
-	wg.Add(len(pods) + 1)
-	go run(0, l.URL, routed)
-	for k, p := range pods {
-		go run(k+1, "http://"+p.EngineAddr(), perPod[k])
+	wg.Add(len(targets))
+	go run(0, targets[0], routed)
+	for k, url := range targets[1:] {
+		go run(k+1, url, perPod[k])
 	}
 	wg.Wait()
 	after, err := scrapeCounters(ctx, l.Plan)
@@ -188,7 +208,7 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 		return PrefixLabRun{}, err
 	}
 	r := PrefixLabRun{Policy: policy, Topology: topology, Requests: len(reqs)}
-	var directTTFT []time.Duration
+	var directTTFT, allTTFT []time.Duration
 	for i, x := range results {
 		if x.err != nil {
 			return PrefixLabRun{}, fmt.Errorf("lab %s: workload: %w", topology, x.err)
@@ -199,15 +219,19 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 		for _, s := range x.res.Samples {
 			if !s.OK {
 				r.Failed++
-			} else if i > 0 {
-				directTTFT = append(directTTFT, time.Duration(s.TTFTMS*float64(time.Millisecond)))
+				continue
+			}
+			ttft := time.Duration(s.TTFTMS * float64(time.Millisecond))
+			allTTFT = append(allTTFT, ttft)
+			if i > 0 {
+				directTTFT = append(directTTFT, ttft)
 			}
 		}
 		if i == 0 {
 			r.Routed = x.res.LatencyMS.TTFT
 		}
 	}
-	r.Direct = loadgen.Summarize(directTTFT)
+	r.Direct, r.All = loadgen.Summarize(directTTFT), loadgen.Summarize(allTTFT)
 	r.engineDeltas(before, after)
 	return r, nil
 }
@@ -247,15 +271,18 @@ func RunPrefixLab(ctx context.Context, o PrefixOptions) ([]PrefixLabRun, error) 
 	}
 	mp, mo := o.Workload.means()
 	rate := o.Load * CapacityPerGPU(prof, mp, mo) * prefixLabPods
-	if o.LabDirectRoute != DirectPrefix && o.LabDirectRoute != DirectRoundRobin {
-		return nil, fmt.Errorf("--lab-direct-route: %q is neither %s nor %s", o.LabDirectRoute, DirectPrefix, DirectRoundRobin)
+	if o.LabDirectRoute != DirectRouter && o.LabDirectRoute != DirectPrefix && o.LabDirectRoute != DirectRoundRobin {
+		return nil, fmt.Errorf("--lab-direct-route: %q is not %s, %s or %s", o.LabDirectRoute, DirectRouter, DirectPrefix, DirectRoundRobin)
 	}
 	reqs, keys, err := chatRequests(o.Workload, prof.Model, rate, o.Seed, o.LabRequests)
 	if err != nil {
 		return nil, err
 	}
-	direct := "none straight to an engine"
-	if o.LabDirect > 0 {
+	direct := "one router"
+	switch {
+	case o.LabDirect > 0 && o.LabDirectRoute == DirectRouter:
+		direct = fmt.Sprintf("1 in %d through a second EPP and gateway of the same policy", o.LabDirect)
+	case o.LabDirect > 0:
 		direct = fmt.Sprintf("1 in %d straight to an engine (%s)", o.LabDirect, o.LabDirectRoute)
 	}
 	mode := "one after the other"

@@ -94,6 +94,7 @@ func TestSplitDirect(t *testing.T) {
 		{"all in turn", DirectRoundRobin, 1, 3, []string{}, [][]string{{"0", "3", "6", "9"}, {"1", "4", "7"}, {"2", "5", "8"}}},
 		{"half by prefix key", DirectPrefix, 2, 2, []string{"0", "2", "4", "6", "8"}, [][]string{{}, {"1", "3", "5", "7", "9"}}},
 		{"a third by prefix key over four pods", DirectPrefix, 3, 4, []string{"0", "1", "3", "4", "6", "7", "9"}, [][]string{{"8"}, {"5"}, {"2"}, {}}},
+		{"half to a second router", DirectRouter, 2, 1, []string{"0", "2", "4", "6", "8"}, [][]string{{"1", "3", "5", "7", "9"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
