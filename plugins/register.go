@@ -28,6 +28,9 @@ import (
 	"github.com/pdgate/pdgate/plugins/flowcontrol/softreflectiveceiling"
 	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
 	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
+	"github.com/pdgate/pdgate/plugins/pickers/maxscorepicker"
+	"github.com/pdgate/pdgate/plugins/pickers/randompicker"
+	"github.com/pdgate/pdgate/plugins/pickers/weightedrandompicker"
 	"github.com/pdgate/pdgate/plugins/profile/dataparallelprofile"
 	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/aibrixratecap"
@@ -98,6 +101,9 @@ var registrations = []registration{
 	{typeName: mmcacheproducer.Type, factory: mmcacheproducer.Factory},
 	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
 	{typeName: nohitlru.Type, factory: nohitlru.Factory},
+	{typeName: maxscorepicker.Type, factory: maxscorepicker.Factory},
+	{typeName: randompicker.Type, factory: randompicker.Factory},
+	{typeName: weightedrandompicker.Type, factory: weightedrandompicker.Factory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.

@@ -69,6 +69,10 @@ type Options struct {
 	// Registerer receives the plugins' metrics (through the handle's context, see
 	// plugins/lib/pluginkit); nil: controller-runtime's registry, which the EPP serves.
 	Registerer prometheus.Registerer
+	// Seed, when set, seeds every plugin's random source (through the handle's context, see
+	// pluginkit.WithSeed), so the same inputs give the same decisions (`pdgate bench sim`);
+	// nil: seeded from the time.
+	Seed *int64
 	// PoolName labels flow control's metrics.
 	PoolName                    string
 	DisableEndpointSubsetFilter bool
@@ -148,7 +152,11 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	if reg == nil {
 		reg = crmetrics.Registry
 	}
-	c.Handle = fwkplugin.NewEppHandle(pluginkit.WithRegisterer(ctx, reg), podNames)
+	hctx := pluginkit.WithRegisterer(ctx, reg)
+	if o.Seed != nil {
+		hctx = pluginkit.WithSeed(hctx, *o.Seed)
+	}
+	c.Handle = fwkplugin.NewEppHandle(hctx, podNames)
 	if err := pluginset.AddPrefixCacheScorerProducer(raw, c.Handle); err != nil {
 		return nil, fmt.Errorf("failed to load the configuration: %w", err)
 	}

@@ -43,11 +43,13 @@ type registration struct {
 	factory  fwkplugin.FactoryFunc
 }
 
+// ownedByPdgate are the types of GIE's runner that pdgate registers itself, under the same
+// name, with the same parameters and semantics (plugins/pickers): GIE's pickers draw from a
+// package-level, time-seeded random source, so a run could not be repeated for a seed.
+var ownedByPdgate = []string{picker.MaxScorePickerType, picker.RandomPickerType, picker.WeightedRandomPickerType}
+
 var inTree = []registration{
 	{typeName: prefix.PrefixCacheScorerPluginType, factory: prefix.PrefixCachePluginFactory},
-	{typeName: picker.MaxScorePickerType, factory: picker.MaxScorePickerFactory},
-	{typeName: picker.RandomPickerType, factory: picker.RandomPickerFactory},
-	{typeName: picker.WeightedRandomPickerType, factory: picker.WeightedRandomPickerFactory},
 	{typeName: profile.SingleProfileHandlerType, factory: profile.SingleProfileHandlerFactory},
 	{typeName: kvcacheutilization.KvCacheUtilizationScorerType, factory: kvcacheutilization.KvCacheUtilizationScorerFactory},
 	{typeName: queuedepth.QueueScorerType, factory: queuedepth.QueueScorerFactory},

@@ -38,3 +38,37 @@ func TestContext(t *testing.T) {
 		})
 	}
 }
+
+func TestSeed(t *testing.T) {
+	names := func() []types.NamespacedName { return nil }
+	seeded := fwkplugin.NewEppHandle(WithSeed(context.Background(), 7), names)
+	unseeded := fwkplugin.NewEppHandle(context.Background(), names)
+	tests := []struct {
+		name     string
+		h        fwkplugin.Handle
+		wantSeed int64
+		wantOK   bool
+	}{
+		{name: "seeded", h: seeded, wantSeed: 7, wantOK: true},
+		{name: "seed zero is a seed", h: fwkplugin.NewEppHandle(WithSeed(context.Background(), 0), names), wantSeed: 0, wantOK: true},
+		{name: "no seed", h: unseeded},
+		{name: "no handle", h: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, ok := Seed(tt.h)
+			if s != tt.wantSeed || ok != tt.wantOK {
+				t.Fatalf("Seed = %d, %v; want %d, %v", s, ok, tt.wantSeed, tt.wantOK)
+			}
+			if _, ok := SeedFor(tt.h, "p"); ok != tt.wantOK {
+				t.Fatalf("SeedFor ok = %v, want %v", ok, tt.wantOK)
+			}
+		})
+	}
+	a, _ := SeedFor(seeded, "prefill-picker")
+	b, _ := SeedFor(seeded, "decode-picker")
+	a2, _ := SeedFor(seeded, "prefill-picker")
+	if a == b || a != a2 {
+		t.Fatalf("SeedFor: same name %d/%d must agree, different names %d/%d must differ", a, a2, a, b)
+	}
+}

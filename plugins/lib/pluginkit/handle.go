@@ -59,3 +59,39 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	}
 	return c, nil
 }
+
+type seedKey struct{}
+
+// WithSeed returns ctx carrying seed, the seed of the random sources of plugins built from a
+// handle with that context (pickers' tie-breaks and draws, random pair selection): a run with
+// the same seed, the same configuration and the same inputs makes the same decisions. The EPP
+// sets it from core.Options.Seed (`pdgate bench sim` from --seed); without it every random
+// source is seeded from the time, as GIE's are.
+func WithSeed(ctx context.Context, seed int64) context.Context {
+	return context.WithValue(ctx, seedKey{}, seed)
+}
+
+// Seed returns the seed on h's context and whether there is one.
+func Seed(h fwkplugin.Handle) (int64, bool) { return SeedOf(Context(h)) }
+
+// SeedOf is Seed for a context.
+func SeedOf(ctx context.Context) (int64, bool) {
+	s, ok := ctx.Value(seedKey{}).(int64)
+	return s, ok
+}
+
+// SeedFor derives the seed of one random source from the context's seed and the plugin
+// instance's name, so that two instances (the prefill and the decode profile's pickers) draw
+// independent sequences; it returns false when the context carries no seed.
+func SeedFor(h fwkplugin.Handle, name string) (uint64, bool) {
+	s, ok := Seed(h)
+	if !ok {
+		return 0, false
+	}
+	x := uint64(s) ^ 0x9e3779b97f4a7c15
+	for i := 0; i < len(name); i++ { // FNV-1a over the name, folded into the seed
+		x ^= uint64(name[i])
+		x *= 0x100000001b3
+	}
+	return x, true
+}

@@ -1,0 +1,120 @@
+// Package pickerkit is what pdgate's pickers (max-score-picker, random-picker,
+// weighted-random-picker, GIE v1.5.0's types with an injectable random source) share: their
+// one parameter, the random source each instance owns, and the shuffle that breaks ties.
+package pickerkit
+
+import (
+	"cmp"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+)
+
+// DefaultMaxNumOfEndpoints is GIE's default for every picker.
+const DefaultMaxNumOfEndpoints = 1
+
+// Parameters are the pickers' parameters (GIE's pickerParameters).
+type Parameters struct {
+	// MaxNumOfEndpoints is how many endpoints the picker returns at most; ≤ 0 falls back to
+	// the default, as GIE does.
+	MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+}
+
+// ParseParameters decodes the parameters of picker type pluginType, instance name; unknown
+// fields are errors.
+func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, error) {
+	p := Parameters{MaxNumOfEndpoints: DefaultMaxNumOfEndpoints}
+	if err := pluginkit.Decode(pluginType, name, raw, &p); err != nil {
+		return Parameters{}, err
+	}
+	p.MaxNumOfEndpoints = Max(p.MaxNumOfEndpoints)
+	return p, nil
+}
+
+// Max is n, or the default when n ≤ 0 (GIE's fallback on an invalid value).
+func Max(n int) int {
+	if n <= 0 {
+		return DefaultMaxNumOfEndpoints
+	}
+	return n
+}
+
+// Rand is a picker instance's random source, safe for concurrent Picks. A seeded one also
+// puts its candidates in a canonical order before drawing (see Shuffle).
+type Rand struct {
+	mu     sync.Mutex
+	r      *rand.Rand
+	seeded bool
+}
+
+// NewRand is a source seeded with seed when seeded, else from the time (GIE's behaviour).
+func NewRand(seed uint64, seeded bool) *Rand {
+	if !seeded {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return &Rand{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), seeded: seeded}
+}
+
+// RandFor is the source of plugin instance name built from h: seeded from the seed on h's
+// context (pluginkit.WithSeed) and the name when there is one, else from the time.
+func RandFor(h fwkplugin.Handle, name string) *Rand {
+	seed, ok := pluginkit.SeedFor(h, name)
+	return NewRand(seed, ok)
+}
+
+// Seeded reports whether the source was seeded (decisions are reproducible).
+func (r *Rand) Seeded() bool { return r.seeded }
+
+// Float64 is a uniform draw in [0, 1).
+func (r *Rand) Float64() float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.r.Float64()
+}
+
+// Floats draws len(out) uniform numbers in [0, 1) under one lock.
+func (r *Rand) Floats(out []float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range out {
+		out[i] = r.r.Float64()
+	}
+}
+
+// Shuffle shuffles eps in place. A seeded source first sorts them by namespaced name: the
+// scheduler builds the candidate slice from a map, so its order differs from run to run and a
+// seeded shuffle of it alone would not repeat. Unseeded, the order is random anyway and the
+// sort is skipped (the request path's cost stays GIE's).
+func (r *Rand) Shuffle(eps []*fwksched.ScoredEndpoint) {
+	if r.seeded {
+		Canonical(eps)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.r.Shuffle(len(eps), func(i, j int) { eps[i], eps[j] = eps[j], eps[i] })
+}
+
+// Canonical sorts eps by namespaced name (namespace, then name).
+func Canonical(eps []*fwksched.ScoredEndpoint) {
+	slices.SortFunc(eps, func(a, b *fwksched.ScoredEndpoint) int {
+		na, nb := a.GetMetadata().NamespacedName, b.GetMetadata().NamespacedName
+		return cmp.Or(cmp.Compare(na.Namespace, nb.Namespace), cmp.Compare(na.Name, nb.Name))
+	})
+}
+
+// Targets returns the first n of eps as the profile's result.
+func Targets(eps []*fwksched.ScoredEndpoint, n int) *fwksched.ProfileRunResult {
+	eps = eps[:min(n, len(eps))]
+	out := make([]fwksched.Endpoint, len(eps))
+	for i, e := range eps {
+		out[i] = e
+	}
+	return &fwksched.ProfileRunResult{TargetEndpoints: out}
+}

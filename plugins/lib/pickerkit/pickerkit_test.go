@@ -1,0 +1,86 @@
+package pickerkit
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+)
+
+func ep(ns, name string) *fwksched.ScoredEndpoint {
+	md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: ns, Name: name}}
+	return &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil)}
+}
+
+func keys(eps []*fwksched.ScoredEndpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.GetMetadata().NamespacedName.String()
+	}
+	return out
+}
+
+func TestParseParameters(t *testing.T) {
+	tests := []struct {
+		raw, wantErr string
+		want         int
+	}{
+		{raw: "", want: 1},
+		{raw: "{}", want: 1},
+		{raw: `{"maxNumOfEndpoints": 4}`, want: 4},
+		{raw: `{"maxNumOfEndpoints": 0}`, want: 1},
+		{raw: `{"maxNumOfEndpoints": "x"}`, wantErr: `t "n": invalid parameters`},
+		{raw: `{"other": 1}`, wantErr: "other"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.raw, func(t *testing.T) {
+			p, err := ParseParameters("t", "n", json.RawMessage(tt.raw))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || p.MaxNumOfEndpoints != tt.want {
+				t.Fatalf("%+v, %v; want %d", p, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestShuffle(t *testing.T) {
+	in := func() []*fwksched.ScoredEndpoint {
+		return []*fwksched.ScoredEndpoint{ep("b", "x"), ep("a", "y"), ep("a", "x"), ep("c", "a")}
+	}
+	c := in()
+	Canonical(c)
+	if got, want := keys(c), []string{"a/x", "a/y", "b/x", "c/a"}; !slices.Equal(got, want) {
+		t.Fatalf("Canonical: %v, want %v", got, want)
+	}
+	// seeded: the result depends on the seed only, not on the input order
+	a, b := in(), in()
+	slices.Reverse(b)
+	NewRand(1, true).Shuffle(a)
+	NewRand(1, true).Shuffle(b)
+	if !slices.Equal(keys(a), keys(b)) {
+		t.Fatalf("seeded shuffles of two orders differ: %v %v", keys(a), keys(b))
+	}
+	// unseeded: still a permutation
+	u := in()
+	NewRand(0, false).Shuffle(u)
+	got := keys(u)
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a/x", "a/y", "b/x", "c/a"}) {
+		t.Fatalf("unseeded shuffle lost endpoints: %v", got)
+	}
+	if r := Targets(a, 2); len(r.TargetEndpoints) != 2 {
+		t.Fatalf("Targets kept %d", len(r.TargetEndpoints))
+	}
+	if r := Targets(a, 9); len(r.TargetEndpoints) != 4 {
+		t.Fatalf("Targets kept %d", len(r.TargetEndpoints))
+	}
+}

@@ -1,0 +1,71 @@
+// Package maxscorepicker is max-score-picker: GIE v1.5.0's picker of the same type (shuffle,
+// stable sort by score descending, keep the top maxNumOfEndpoints), with the random source that
+// breaks ties owned by the instance and seeded from the EPP's seed when one is set
+// (pluginkit.WithSeed), so a seeded run repeats its decisions.
+package maxscorepicker
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
+)
+
+// Type is the plugin type name (GIE's).
+const Type = "max-score-picker"
+
+// debug is GIE's logutil.DEBUG verbosity.
+const debug = 4
+
+// Picker picks the endpoints with the highest scores, ties broken at random.
+type Picker struct {
+	tn  fwkplugin.TypedName
+	max int
+	rnd *pickerkit.Rand
+}
+
+var _ fwksched.Picker = (*Picker)(nil)
+
+// Factory builds the picker; its random source is seeded from the handle's seed, if any.
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	p, err := pickerkit.ParseParameters(Type, name, raw)
+	if err != nil {
+		return nil, err
+	}
+	return New(name, p.MaxNumOfEndpoints, pickerkit.RandFor(handle, name)), nil
+}
+
+// New builds a picker returning at most maxNumOfEndpoints endpoints (≤ 0: 1) that draws from
+// rnd (nil: time-seeded).
+func New(name string, maxNumOfEndpoints int, rnd *pickerkit.Rand) *Picker {
+	if rnd == nil {
+		rnd = pickerkit.NewRand(0, false)
+	}
+	return &Picker{tn: fwkplugin.TypedName{Type: Type, Name: name}, max: pickerkit.Max(maxNumOfEndpoints), rnd: rnd}
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (p *Picker) TypedName() fwkplugin.TypedName { return p.tn }
+
+// Pick shuffles the candidates (the tie-break), sorts them by score, highest first, keeping
+// the shuffled order among equal scores, and returns the first maxNumOfEndpoints.
+func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
+	log.FromContext(ctx).V(debug).Info("Selecting endpoints from candidates sorted by max score",
+		"max-num-of-endpoints", p.max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	p.rnd.Shuffle(eps)
+	slices.SortStableFunc(eps, func(a, b *fwksched.ScoredEndpoint) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	return pickerkit.Targets(eps, p.max)
+}

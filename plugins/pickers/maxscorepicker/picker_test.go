@@ -1,0 +1,147 @@
+package maxscorepicker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+)
+
+func endpoints(scores ...float64) []*fwksched.ScoredEndpoint {
+	out := make([]*fwksched.ScoredEndpoint, len(scores))
+	for i, s := range scores {
+		md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}}
+		out[i] = &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil), Score: s}
+	}
+	return out
+}
+
+func names(r *fwksched.ProfileRunResult) []string {
+	out := make([]string, len(r.TargetEndpoints))
+	for i, e := range r.TargetEndpoints {
+		out[i] = e.GetMetadata().NamespacedName.Name
+	}
+	return out
+}
+
+// shuffled is a copy of eps in a random order, as GIE's scheduler hands them (from a map).
+func shuffled(eps []*fwksched.ScoredEndpoint, r *rand.Rand) []*fwksched.ScoredEndpoint {
+	out := slices.Clone(eps)
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+func TestPick(t *testing.T) {
+	tests := []struct {
+		name   string
+		max    int
+		scores []float64
+		// want lists the acceptable picks, position by position: a set per position (ties)
+		want [][]string
+	}{
+		{name: "single max", max: 1, scores: []float64{10, 25, 15}, want: [][]string{{"pod1"}}},
+		{name: "default on invalid max", max: 0, scores: []float64{10, 25, 15}, want: [][]string{{"pod1"}}},
+		{name: "top two by score", max: 2, scores: []float64{20, 25, 30}, want: [][]string{{"pod2"}, {"pod1"}}},
+		{name: "fewer candidates than max", max: 4, scores: []float64{20, 25, 30}, want: [][]string{{"pod2"}, {"pod1"}, {"pod0"}}},
+		{name: "ties broken among equals only", max: 1, scores: []float64{50, 50, 30, 50}, want: [][]string{{"pod0", "pod1", "pod3"}}},
+		{name: "tie then lower", max: 3, scores: []float64{30, 25, 30}, want: [][]string{{"pod0", "pod2"}, {"pod0", "pod2"}, {"pod1"}}},
+		{name: "no candidates", max: 1, scores: nil, want: [][]string{}},
+	}
+	order := rand.New(rand.NewPCG(1, 2))
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New("p", tt.max, pickerkit.NewRand(7, true))
+			seen := map[string]bool{}
+			for range 200 {
+				got := names(p.Pick(context.Background(), nil, shuffled(endpoints(tt.scores...), order)))
+				if len(got) != len(tt.want) {
+					t.Fatalf("picked %v, want %d endpoints", got, len(tt.want))
+				}
+				for i, n := range got {
+					if !slices.Contains(tt.want[i], n) {
+						t.Fatalf("position %d: %s, want one of %v", i, n, tt.want[i])
+					}
+					if i == 0 {
+						seen[n] = true
+					}
+				}
+			}
+			if len(tt.want) > 0 && len(seen) != len(tt.want[0]) {
+				t.Errorf("first pick over 200 runs took %v, want every one of %v (random tie-break)", seen, tt.want[0])
+			}
+		})
+	}
+}
+
+// A seeded picker makes the same sequence of picks whatever order the candidates come in.
+func TestSeededIsReproducible(t *testing.T) {
+	eps := endpoints(5, 5, 5, 5, 5, 5, 1)
+	run := func(order *rand.Rand) []string {
+		p := New("p", 2, pickerkit.NewRand(42, true))
+		var out []string
+		for range 50 {
+			out = append(out, names(p.Pick(context.Background(), nil, shuffled(eps, order)))...)
+		}
+		return out
+	}
+	a, b := run(rand.New(rand.NewPCG(1, 1))), run(rand.New(rand.NewPCG(2, 2)))
+	if !slices.Equal(a, b) {
+		t.Fatalf("seeded picks differ with the input order:\n%v\n%v", a, b)
+	}
+	other := New("p", 2, pickerkit.NewRand(43, true))
+	var c []string
+	for range 50 {
+		c = append(c, names(other.Pick(context.Background(), nil, slices.Clone(eps)))...)
+	}
+	if slices.Equal(a, c) {
+		t.Error("seeds 42 and 43 picked the same 100 endpoints")
+	}
+}
+
+func TestFactory(t *testing.T) {
+	names := func() []k8stypes.NamespacedName { return nil }
+	seeded := fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), 9), names)
+	tests := []struct {
+		name    string
+		raw     string
+		handle  fwkplugin.Handle
+		wantMax int
+		seeded  bool
+		wantErr string
+	}{
+		{name: "defaults", wantMax: 1},
+		{name: "max", raw: `{"maxNumOfEndpoints": 3}`, wantMax: 3},
+		{name: "invalid max falls back", raw: `{"maxNumOfEndpoints": -2}`, wantMax: 1},
+		{name: "seeded handle", handle: seeded, wantMax: 1, seeded: true},
+		{name: "unknown field", raw: `{"max": 3}`, wantErr: `max-score-picker "x": invalid parameters`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, err := Factory("x", json.RawMessage(tt.raw), tt.handle)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pl.(*Picker)
+			if p.max != tt.wantMax || p.rnd.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.max, p.rnd.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			}
+		})
+	}
+}

@@ -1,0 +1,145 @@
+package weightedrandompicker
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+)
+
+func endpoints(scores ...float64) []*fwksched.ScoredEndpoint {
+	out := make([]*fwksched.ScoredEndpoint, len(scores))
+	for i, s := range scores {
+		md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}}
+		out[i] = &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil), Score: s}
+	}
+	return out
+}
+
+func names(r *fwksched.ProfileRunResult) []string {
+	out := make([]string, len(r.TargetEndpoints))
+	for i, e := range r.TargetEndpoints {
+		out[i] = e.GetMetadata().NamespacedName.Name
+	}
+	return out
+}
+
+// shuffled is a copy of eps in a random order, as GIE's scheduler hands them (from a map).
+func shuffled(eps []*fwksched.ScoredEndpoint, r *rand.Rand) []*fwksched.ScoredEndpoint {
+	out := slices.Clone(eps)
+	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// A-Res: a candidate's chance grows with its score; a zero score is never picked while a
+// positive one exists; all zero: uniform. Frequencies are checked against the exact
+// probabilities (single pick: score share) with a fixed seed, so the test cannot flake.
+func TestPick(t *testing.T) {
+	const n = 20000
+	tests := []struct {
+		name   string
+		max    int
+		scores []float64
+		want   []float64 // share of picks per pod (of n × endpoints per pick)
+	}{
+		{name: "high weight dominates", max: 1, scores: []float64{10, 90}, want: []float64{0.1, 0.9}},
+		{name: "equal weights uniform", max: 1, scores: []float64{100, 100, 100}, want: []float64{1. / 3, 1. / 3, 1. / 3}},
+		{name: "zero weight excluded", max: 1, scores: []float64{30, 0}, want: []float64{1, 0}},
+		{name: "multi-tier proportional", max: 1, scores: []float64{100, 90, 50, 30, 30}, want: []float64{0.3333, 0.3, 0.1667, 0.1, 0.1}},
+		{name: "all zero uniform", max: 1, scores: []float64{0, 0, 0, 0}, want: []float64{0.25, 0.25, 0.25, 0.25}},
+		{name: "max honoured, zero last", max: 2, scores: []float64{10, 10, 0}, want: []float64{0.5, 0.5, 0}},
+		{name: "fewer candidates than max", max: 3, scores: []float64{5, 0}, want: []float64{0.5, 0.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := New("p", tt.max, pickerkit.NewRand(5, true))
+			counts := map[string]int{}
+			total := 0
+			for range n {
+				got := names(p.Pick(context.Background(), nil, endpoints(tt.scores...)))
+				if len(got) != min(tt.max, len(tt.scores)) {
+					t.Fatalf("picked %v, want %d endpoints", got, min(tt.max, len(tt.scores)))
+				}
+				if len(got) > 0 && tt.want[0] == 1 && got[0] != "pod0" {
+					t.Fatalf("picked %v, want pod0 first", got)
+				}
+				for _, g := range got {
+					counts[g]++
+					total++
+				}
+			}
+			for i, w := range tt.want {
+				got := float64(counts[fmt.Sprintf("pod%d", i)]) / float64(total)
+				if got < w-0.02 || got > w+0.02 {
+					t.Errorf("pod%d: share %.3f, want %.3f ± 0.02", i, got, w)
+				}
+			}
+		})
+	}
+}
+
+// A seeded picker makes the same sequence of picks whatever order the candidates come in.
+func TestSeededIsReproducible(t *testing.T) {
+	for _, scores := range [][]float64{{1, 2, 3, 4, 5, 6}, {0, 0, 0, 0}} {
+		eps := endpoints(scores...)
+		run := func(order *rand.Rand) []string {
+			p := New("p", 2, pickerkit.NewRand(42, true))
+			var out []string
+			for range 50 {
+				out = append(out, names(p.Pick(context.Background(), nil, shuffled(eps, order)))...)
+			}
+			return out
+		}
+		if a, b := run(rand.New(rand.NewPCG(1, 1))), run(rand.New(rand.NewPCG(2, 2))); !slices.Equal(a, b) {
+			t.Fatalf("scores %v: seeded picks differ with the input order:\n%v\n%v", scores, a, b)
+		}
+	}
+}
+
+func TestFactory(t *testing.T) {
+	names := func() []k8stypes.NamespacedName { return nil }
+	seeded := fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), 9), names)
+	tests := []struct {
+		name    string
+		raw     string
+		handle  fwkplugin.Handle
+		wantMax int
+		seeded  bool
+		wantErr string
+	}{
+		{name: "defaults", wantMax: 1},
+		{name: "max", raw: `{"maxNumOfEndpoints": 3}`, wantMax: 3},
+		{name: "invalid max falls back", raw: `{"maxNumOfEndpoints": -2}`, wantMax: 1},
+		{name: "seeded handle", handle: seeded, wantMax: 1, seeded: true},
+		{name: "unknown field", raw: `{"max": 3}`, wantErr: `weighted-random-picker "x": invalid parameters`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, err := Factory("x", json.RawMessage(tt.raw), tt.handle)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pl.(*Picker)
+			if p.max != tt.wantMax || p.rnd.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.max, p.rnd.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			}
+		})
+	}
+}
