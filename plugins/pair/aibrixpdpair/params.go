@@ -31,7 +31,8 @@ type ownParams struct {
 	TrackerTTLSeconds int `json:"trackerTTLSeconds"`
 	// PrefixTableCapacity bounds the prefix table ((block, pod) entries).
 	PrefixTableCapacity int `json:"prefixTableCapacity"`
-	// Seed fixes random tie-breaks (tests); 0 = time-based.
+	// Seed fixes random tie-breaks (tests); 0 = the EPP's seed when it has one
+	// (pluginkit.WithSeed, `pdgate bench sim --seed`), else time-based.
 	Seed int64 `json:"seed"`
 }
 

@@ -92,7 +92,12 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.Planner, logger logr.Logger) *Plugin {
 	seed := p.Seed
 	if seed == 0 {
-		seed = time.Now().UnixNano()
+		// the EPP's seed (pluginkit.WithSeed) makes a run reproducible; without one, the time
+		if s, ok := pluginkit.SeedFor(handle, name); ok {
+			seed = int64(s)
+		} else {
+			seed = time.Now().UnixNano()
+		}
 	}
 	m, _ := newPairMetrics(prometheus.NewRegistry()) // a fresh registry cannot conflict; Factory passes the EPP's
 	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger, m: m}

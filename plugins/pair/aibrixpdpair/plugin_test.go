@@ -2,17 +2,20 @@ package aibrixpdpair
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -297,4 +300,30 @@ type fakeNotDecider struct{}
 
 func (fakeNotDecider) TypedName() fwkplugin.TypedName {
 	return fwkplugin.TypedName{Type: "max-score-picker", Name: "picker"}
+}
+
+// With seed 0 the selector's random tie-breaks follow the EPP's seed (pluginkit.WithSeed):
+// two plugins built from seeded handles draw the same sequence.
+func TestSeedFromHandle(t *testing.T) {
+	p, err := ParseParams(Type, "pair", nil, func(string) (string, bool) { return "", false }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	draws := func(h fwkplugin.Handle) []int {
+		s := New("pair", p, h, nil, logr.Discard()).Selector()
+		out := make([]int, 20)
+		for i := range out {
+			out[i] = s.rng.Intn(1000)
+		}
+		return out
+	}
+	seeded := func(seed int64) fwkplugin.Handle {
+		return fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), seed), func() []k8stypes.NamespacedName { return nil })
+	}
+	if a, b := draws(seeded(1)), draws(seeded(1)); !slices.Equal(a, b) {
+		t.Fatalf("same EPP seed, different draws: %v %v", a, b)
+	}
+	if a, b := draws(seeded(1)), draws(seeded(2)); slices.Equal(a, b) {
+		t.Fatalf("EPP seeds 1 and 2 drew the same: %v", a)
+	}
 }

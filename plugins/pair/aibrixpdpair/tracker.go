@@ -33,6 +33,14 @@ func NewTracker(ttl time.Duration, now func() time.Time) *Tracker {
 	return &Tracker{prefill: map[string]int{}, pending: map[string]int{}, reqs: map[string]*trackEntry{}, ttl: ttl, now: now}
 }
 
+// SetClock replaces the tracker's time source (the TTL sweep's clock): `pdgate bench sim`
+// runs it on virtual time.
+func (t *Tracker) SetClock(now func() time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.now = now
+}
+
 // PrefillCount returns a pod's in-flight prefill count.
 func (t *Tracker) PrefillCount(pod string) float64 {
 	t.mu.Lock()
