@@ -88,6 +88,9 @@ func (t *Tracker) runJanitor(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tk.C:
+			if t.external.Load() {
+				continue // SetClock: swept on the clock's owner's time
+			}
 			if r := t.Sweep(); r != (SweepResult{}) {
 				t.log.V(1).Info("Token-load janitor pass", "forceReleased", r.ForceReleased, "unconfirmed", r.Unconfirmed,
 					"sessionsExpired", r.SessionsExpired, "podsPruned", r.PodsPruned)

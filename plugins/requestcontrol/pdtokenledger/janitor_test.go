@@ -149,3 +149,26 @@ func TestJanitorForceReleaseCounterAndPrune(t *testing.T) {
 		t.Fatalf("recreated pod active = %v", got.ActiveTokens)
 	}
 }
+
+// SetClock puts the ledger on another clock (bench sim's virtual one): TTLs are measured on it
+// and the epoch restarts at its now.
+func TestSetClock(t *testing.T) {
+	m, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(Options{Params: testParams(t), Metrics: m}) // wall clock
+	c := newFakeClock()
+	tr.SetClock(c)
+	if !tr.epoch.Equal(c.Now()) || !tr.lastSweep.Equal(c.Now()) {
+		t.Fatalf("epoch %v, last sweep %v; want the new clock's now %v", tr.epoch, tr.lastSweep, c.Now())
+	}
+	chargeBoth(tr, "r1", "ns/p", "ns/d", 100, 50)
+	if r := tr.Sweep(); r.ForceReleased+r.Unconfirmed != 0 {
+		t.Fatalf("fresh charges released: %+v", r)
+	}
+	c.Advance(2 * time.Hour) // past the charges' TTL and the confirmation timeout, on the new clock only
+	if r := tr.Sweep(); r.ForceReleased+r.Unconfirmed == 0 {
+		t.Fatalf("after 2 h on the set clock: %+v, want the request's charges released", r)
+	}
+}

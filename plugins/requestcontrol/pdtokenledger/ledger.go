@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -113,6 +114,7 @@ type Tracker struct {
 	notify      func() // wakes the shared-ledger publisher; nil without Redis
 	shared      *sharedLedger
 	started     sync.Once
+	external    atomic.Bool // SetClock: the owner of the clock runs Sweep
 }
 
 var _ tokenload.Ledger = (*Tracker)(nil)
@@ -144,6 +146,19 @@ func NewTracker(o Options) *Tracker {
 		t.shared = t.enableSharing()
 	}
 	return t
+}
+
+// SetClock puts the ledger on c's time (`pdgate bench sim` runs it on virtual time), before
+// its first charge: the epoch and the last sweep restart at c's now, and the background
+// janitor, whose ticker is the wall clock's, stops sweeping: the caller runs Sweep every
+// Params().JanitorIntervalSeconds of c's time.
+func (t *Tracker) SetClock(c Clock) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.clock = c
+	t.epoch = c.Now()
+	t.lastSweep = t.epoch
+	t.external.Store(true)
 }
 
 // Start runs the janitor and, with Redis configured, the shared-ledger sync until ctx ends.
