@@ -128,7 +128,7 @@ func CalibrateRecord(root string, rec *LabRecord, name, azurePath string, over *
 			return nil, err
 		}
 		s, err := New(Config{Profile: prof, Pods: pods, EPPConfig: topo.Path(topo.EPPConfig), Model: topo.Model,
-			Source: NewGeneratorSource(gen, 0, rec.Seed, rec.Requests), Overheads: o, MaxInflight: rec.Concurrency})
+			Source: NewGeneratorSource(gen, 0, rec.Seed, rec.Requests), Overheads: o, MaxInflight: rec.Concurrency, Seed: rec.Seed})
 		if err != nil {
 			return nil, err
 		}

@@ -298,7 +298,7 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []w
 	pods := p.fleet(o.Pods, prof.Model)
 	placement.Apply(pods)
 	cfg := Config{Profile: prof, Pods: pods, EPPConfig: p.configPath(o.Root),
-		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads, Placement: placement}
+		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads, Placement: placement, Seed: o.Seed}
 	if o.Progress != nil && o.Requests >= progressMinRequests {
 		began, step := time.Now(), o.Requests/10
 		cfg.OnArrival = func(n int) {

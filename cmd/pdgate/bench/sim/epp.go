@@ -16,6 +16,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 )
 
 // epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), with
@@ -36,14 +37,18 @@ type epp struct {
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
+	// ledgers are the token-load ledgers put on the virtual clock, swept here (janitor) on it
+	ledgers []*ledgerJanitor
+	now     func() time.Time // the virtual clock (nil: none)
 	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
 	// every second until the handle's context ends; the indexer stays reachable until then)
 	stop context.CancelFunc
 }
 
 // loadEPP reads an EndpointPickerConfig file ("" = GIE's default config) and builds it for
-// the given pods; now is the virtual clock for plugins that accept one.
-func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
+// the given pods; now is the virtual clock for plugins that accept one, seed seeds the
+// plugins' random sources.
+func loadEPP(file string, pods []PodSpec, now func() time.Time, seed int64) (*epp, error) {
 	var raw []byte
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -57,7 +62,7 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 		names[i] = types.NamespacedName{Namespace: "default", Name: p.Name}
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	c, err := core.New(ctx, core.Options{Config: raw, Standalone: true,
+	c, err := core.New(ctx, core.Options{Config: raw, Standalone: true, Seed: &seed,
 		PodNames: func() []types.NamespacedName { return names }})
 	if err != nil {
 		stop()
@@ -68,16 +73,43 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time) (*epp, error) {
 		respHead: h.ResponseHeader, respBody: h.ResponseBody, dispatches: c.Dispatches}
 	if now != nil {
 		e.dispatches = admission.NewDispatchesAt(now)
+		e.now = now
 	}
 	for _, p := range c.Handle.GetAllPlugins() {
 		if pp, ok := p.(*aibrixpdpair.Plugin); ok && now != nil {
 			pp.Selector().Now = now
+			pp.Selector().Tracker.SetClock(now)
+		}
+		if pl, ok := p.(*pdtokenledger.Plugin); ok && now != nil {
+			t := pl.Tracker()
+			t.SetClock(clockFunc(now))
+			e.ledgers = append(e.ledgers, &ledgerJanitor{t: t, every: time.Duration(t.Params().JanitorIntervalSeconds) * time.Second, last: now()})
 		}
 		if k, ok := p.(kvEventSink); ok {
 			e.kv = append(e.kv, k)
 		}
 	}
 	return e, nil
+}
+
+// clockFunc is a virtual clock as a pdtokenledger.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+// ledgerJanitor runs a ledger's janitor pass on virtual time: at the first scheduling call at
+// least every apart from the previous pass (the wall-clock janitor is off, SetClock).
+type ledgerJanitor struct {
+	t     *pdtokenledger.Tracker
+	every time.Duration
+	last  time.Time
+}
+
+func (j *ledgerJanitor) due(now time.Time) {
+	if now.Sub(j.last) >= j.every {
+		j.t.Sweep()
+		j.last = now
+	}
 }
 
 // threadCPU is the calling thread's CPU time.
@@ -99,6 +131,9 @@ func (e errAdmission) Error() string { return "not admitted: " + e.err.Error() }
 func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*pod) (*fwksched.SchedulingResult, error) {
 	start := threadCPU()
 	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
+	for _, j := range e.ledgers {
+		j.due(e.now())
+	}
 	snap := make([]fwksched.Endpoint, len(pods))
 	for i, p := range pods {
 		snap[i] = fwksched.NewEndpoint(p.meta, e.dispatches.Seen(p.meta, p.metrics), p.attrs)

@@ -552,7 +552,7 @@ func goodputPoint(ctx context.Context, o GoodputOptions, prof *costmodel.Profile
 		}
 	}
 	s, err := New(Config{Profile: prof, Pods: pods, EPPConfig: c.Policy.configPath(o.Root), Model: prof.Model,
-		Source: src, Scrape: o.Scrape})
+		Source: src, Scrape: o.Scrape, Seed: o.Seed})
 	if err != nil {
 		return GoodputPoint{}, fmt.Errorf("%s: %w", c.Name(), err)
 	}

@@ -310,7 +310,7 @@ func runPrefixPolicy(ctx context.Context, o PrefixOptions, prof *costmodel.Profi
 		return PrefixRun{}, err
 	}
 	s, err := New(Config{Profile: prof, Pods: p.fleet(o.Pods, prof.Model), EPPConfig: p.configPath(o.Root),
-		Model: prof.Model, Source: src, Scrape: o.Scrape, Routers: routers})
+		Model: prof.Model, Source: src, Scrape: o.Scrape, Routers: routers, Seed: o.Seed})
 	if err != nil {
 		return PrefixRun{}, fmt.Errorf("policy %s: %w", p.Name, err)
 	}

@@ -57,6 +57,9 @@ type Config struct {
 	// plugin state) the requests are spread over in turn: several gateways or EPP replicas
 	// that share no routing state. 0 or 1 = one EPP.
 	Routers int
+	// Seed seeds the EPPs' random sources (pickers' tie-breaks, random pairings; router i gets
+	// Seed+i): a run is reproducible for a given Config and Seed.
+	Seed int64
 }
 
 // Sim is one virtual-time cluster run.
@@ -119,7 +122,7 @@ func New(cfg Config) (*Sim, error) {
 		s.byAddr[spec.Addr()] = p
 	}
 	for i := 0; i < max(cfg.Routers, 1); i++ {
-		e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now)
+		e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now, cfg.Seed+int64(i))
 		if err != nil {
 			for _, o := range s.epps {
 				o.stop()
