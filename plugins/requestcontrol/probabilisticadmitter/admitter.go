@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -96,7 +97,17 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if err != nil {
 		return nil, err
 	}
-	a := New(name, p, rand.Float64)
+	draw := rand.Float64
+	if seed, ok := pluginkit.SeedFor(handle, name); ok {
+		// the EPP's seed (bench sim --seed): the same load sheds the same requests
+		r, mu := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), &sync.Mutex{}
+		draw = func() float64 {
+			mu.Lock()
+			defer mu.Unlock()
+			return r.Float64()
+		}
+	}
+	a := New(name, p, draw)
 	if a.rejected, err = pluginkit.Register(pluginkit.Registerer(handle), a.rejected); err != nil {
 		return nil, pluginkit.Errorf(Type, name, "%w", err)
 	}
