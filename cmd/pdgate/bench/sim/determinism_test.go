@@ -30,6 +30,8 @@ func TestSameSeedSameRun(t *testing.T) {
 		{name: "gie-default combined", pods: func() []PodSpec { return FleetCombined(16, "m") }},
 		{name: "least-request", config: "config/bench/routing/least-request.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
 		{name: "recommended", config: "config/recommended.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
+		{name: "llm-d-pd", config: "config/llmd/pd.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
+		{name: "aibrix-token-load", config: "config/aibrix/token-load.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
 		{name: "pd-topology 2x4", config: "config/bench/topology/pd-topology.yaml", topology: "2x4",
 			pods: func() []PodSpec { return FleetPD(16, "m") }},
 	} {
