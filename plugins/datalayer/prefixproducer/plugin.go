@@ -159,6 +159,12 @@ func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest,
 		total*blockSize*CharactersPerToken)
 }
 
+// Wait returns once the index writes of every earlier PreRequest are applied: PreRequest
+// records a request's blocks asynchronously (as GIE does), so whether the next request sees
+// them depends on goroutine scheduling; `pdgate bench sim` waits after each scheduling call so
+// that a run repeats for a seed.
+func (p *Producer) Wait() { p.wg.Wait() }
+
 // gpuBlocks is a new server's index capacity: its CacheNumBlocks with autoTune, else GIE's
 // default capacity (GIE uses its default here, not lruCapacityPerServer).
 func (p *Producer) gpuBlocks(ep fwksched.Endpoint) int {

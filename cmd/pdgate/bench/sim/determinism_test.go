@@ -15,7 +15,8 @@ import (
 // over the same seeded workload give the same per-request latencies (in completion order, so
 // the order is compared too), the same per-pod routing and the same failures; a GIE default
 // picker policy and P/D policies (AIBrix pairing, pdgate's recommended config with its token
-// ledger, topology-aware pairing over a placement) are each run twice.
+// ledger, topology-aware pairing over a placement) and two routers over GIE's prefix scorer
+// (whose producer writes its index asynchronously) are each run twice.
 func TestSameSeedSameRun(t *testing.T) {
 	rng := rand.New(rand.NewSource(3))
 	rows := make([]workload.AzureRow, 400)
@@ -25,6 +26,7 @@ func TestSameSeedSameRun(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, config, topology string
+		routers                int
 		pods                   func() []PodSpec
 	}{
 		{name: "gie-default combined", pods: func() []PodSpec { return FleetCombined(16, "m") }},
@@ -32,6 +34,8 @@ func TestSameSeedSameRun(t *testing.T) {
 		{name: "recommended", config: "config/recommended.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
 		{name: "llm-d-pd", config: "config/llmd/pd.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
 		{name: "aibrix-token-load", config: "config/aibrix/token-load.yaml", pods: func() []PodSpec { return FleetPD(16, "m") }},
+		{name: "prefix-approx 2 routers", config: "config/bench/prefix/approx.yaml", routers: 2,
+			pods: func() []PodSpec { return FleetCombined(16, "m") }},
 		{name: "pd-topology 2x4", config: "config/bench/topology/pd-topology.yaml", topology: "2x4",
 			pods: func() []PodSpec { return FleetPD(16, "m") }},
 	} {
@@ -47,7 +51,8 @@ func TestSameSeedSameRun(t *testing.T) {
 				}
 				pods := tc.pods()
 				placement.Apply(pods)
-				cfg := Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1}
+				cfg := Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1,
+					Routers: tc.routers}
 				if tc.config != "" {
 					cfg.EPPConfig = repoFile(tc.config)
 				}

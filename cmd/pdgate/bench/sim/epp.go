@@ -15,6 +15,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/core"
+	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 )
@@ -40,6 +41,10 @@ type epp struct {
 	// ledgers are the token-load ledgers put on the virtual clock, swept here (janitor) on it
 	ledgers []*ledgerJanitor
 	now     func() time.Time // the virtual clock (nil: none)
+	// async are the plugins whose PreRequest work finishes on another goroutine; each
+	// scheduling call waits for it, so the next request sees it whatever the goroutine
+	// scheduling (a run repeats for a seed)
+	async []interface{ Wait() }
 	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
 	// every second until the handle's context ends; the indexer stays reachable until then)
 	stop context.CancelFunc
@@ -84,6 +89,9 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time, seed int64) (*ep
 			t := pl.Tracker()
 			t.SetClock(clockFunc(now))
 			e.ledgers = append(e.ledgers, &ledgerJanitor{t: t, every: time.Duration(t.Params().JanitorIntervalSeconds) * time.Second, last: now()})
+		}
+		if pp, ok := p.(*prefixproducer.Producer); ok {
+			e.async = append(e.async, pp)
 		}
 		if k, ok := p.(kvEventSink); ok {
 			e.kv = append(e.kv, k)
@@ -155,6 +163,9 @@ func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*po
 		p.PreRequest(ctx, req, res)
 	}
 	e.dispatches.Dispatched(res)
+	for _, a := range e.async {
+		a.Wait()
+	}
 	return res, nil
 }
 
