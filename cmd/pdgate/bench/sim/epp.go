@@ -105,8 +105,8 @@ type clockFunc func() time.Time
 
 func (f clockFunc) Now() time.Time { return f() }
 
-// ledgerJanitor runs a ledger's janitor pass on virtual time: at the first scheduling call at
-// least every apart from the previous pass (the wall-clock janitor is off, SetClock).
+// ledgerJanitor runs a ledger's janitor pass on virtual time, at the first scheduling call
+// `every` or more after the previous pass (SetClock turned the wall-clock janitor off).
 type ledgerJanitor struct {
 	t     *pdtokenledger.Tracker
 	every time.Duration
