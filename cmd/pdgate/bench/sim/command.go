@@ -113,7 +113,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.IntVar(&pods, "pods", o.Pods, "simulated GPUs per fleet (P/D fleets: half prefill, half decode)")
 	f.IntVar(&requests, "requests", o.Requests, "requests per policy and load")
 	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")
-	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all")
+	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all; NAME=FILE runs an EndpointPickerConfig of your own on the P/D fleet")
 	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")

@@ -167,3 +167,44 @@ func TestLoadLabRecordRejectsIncomplete(t *testing.T) {
 		t.Fatalf("the committed record: %v", err)
 	}
 }
+
+func TestSelectPolicies(t *testing.T) {
+	tests := []struct {
+		list    string
+		names   []string
+		configs []string
+		err     string
+	}{
+		{"least-request,recommended", []string{"least-request", "recommended"}, []string{"config/bench/routing/least-request.yaml", "config/recommended.yaml"}, ""},
+		{"pd-topology", []string{"pd-topology"}, []string{"config/bench/topology/pd-topology.yaml"}, ""},
+		{"mine=/tmp/x.yaml, recommended", []string{"mine", "recommended"}, []string{"/tmp/x.yaml", "config/recommended.yaml"}, ""},
+		{"no-such", nil, nil, `unknown policy "no-such"`},
+		{"=x.yaml", nil, nil, "want NAME=FILE"},
+		{"mine=", nil, nil, "want NAME=FILE"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.list, func(t *testing.T) {
+			got, err := SelectPolicies(tc.list)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.names) {
+				t.Fatalf("%d policies, want %d", len(got), len(tc.names))
+			}
+			for i, p := range got {
+				if p.Name != tc.names[i] || p.Config != tc.configs[i] || p.Fleet != FleetKindPD {
+					t.Fatalf("policy %d = %+v, want %s on %s", i, p, tc.names[i], tc.configs[i])
+				}
+			}
+			if got := (Policy{Config: "/abs/c.yaml"}).configPath("/root"); got != "/abs/c.yaml" {
+				t.Fatalf("absolute config joined to the root: %s", got)
+			}
+		})
+	}
+}

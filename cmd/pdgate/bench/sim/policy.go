@@ -57,7 +57,9 @@ var TopologyPolicies = []Policy{
 		About: "llm-d P/D with stageOrder prefill-first, decode picked near the prefill pod (topology-affinity-filter preferred + load allowance, topology-affinity-scorer)"},
 }
 
-// SelectPolicies picks policies by name ("all" or a comma-separated list).
+// SelectPolicies picks policies by name ("all" or a comma-separated list). An entry
+// NAME=FILE is a policy of the user's own: the EndpointPickerConfig FILE (relative to the
+// repository root, or absolute) on the P/D fleet, reported as NAME.
 func SelectPolicies(list string) ([]Policy, error) {
 	if list == "" || list == "all" {
 		return Policies, nil
@@ -65,6 +67,14 @@ func SelectPolicies(list string) ([]Policy, error) {
 	var out []Policy
 	for _, n := range strings.Split(list, ",") {
 		n = strings.TrimSpace(n)
+		if name, file, ok := strings.Cut(n, "="); ok {
+			name, file = strings.TrimSpace(name), strings.TrimSpace(file)
+			if name == "" || file == "" {
+				return nil, fmt.Errorf("--policies: %q: want NAME=FILE (an EndpointPickerConfig for the P/D fleet)", n)
+			}
+			out = append(out, Policy{Name: name, Config: file, Fleet: FleetKindPD, About: "EndpointPickerConfig " + file})
+			continue
+		}
 		found := false
 		for _, p := range append(append([]Policy(nil), Policies...), TopologyPolicies...) {
 			if p.Name == n {
@@ -99,8 +109,8 @@ func (p Policy) fleet(n int, model string) []PodSpec {
 }
 
 func (p Policy) configPath(root string) string {
-	if p.Config == "" {
-		return ""
+	if p.Config == "" || filepath.IsAbs(p.Config) {
+		return p.Config
 	}
 	return filepath.Join(root, p.Config)
 }
