@@ -1,9 +1,12 @@
 package simbench
 
 import (
+	"math/rand"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
@@ -88,5 +91,47 @@ func TestParseTransferCost(t *testing.T) {
 		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
 			t.Errorf("%q: %v, %v; want %v (error %v)", tc.in, got, err, tc.want, tc.wantErr)
 		}
+	}
+}
+
+// The topology comparison is paired: with one seed, topology-blind and topology-aware pairing
+// (config/bench/topology, a picker instance per profile) make the same prefill picks, so the
+// two runs differ only where the decode pick differs; and the aware one moves transfers closer.
+func TestTopologyComparisonIsPaired(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	rows := make([]workload.AzureRow, 600)
+	for i := range rows {
+		rows[i] = workload.AzureRow{Offset: time.Duration(i) * 4 * time.Millisecond,
+			ContextTokens: 300 + rng.Intn(3000), GeneratedTokens: 1 + rng.Intn(100)}
+	}
+	once := func(config string) *Result {
+		src, err := NewAzureSource(rows, 250, 1, len(rows), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		placement, err := ParsePlacement("2x4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods := FleetPD(32, "m")
+		placement.Apply(pods)
+		return run(t, Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1,
+			EPPConfig: repoFile(config)})
+	}
+	blind, aware := once("config/bench/topology/pd-prefill-first.yaml"), once("config/bench/topology/pd-topology.yaml")
+	prefillLegs := func(r *Result) []int {
+		var out []int
+		for _, p := range r.perPod {
+			out = append(out, p.prefill)
+		}
+		return out
+	}
+	if a, b := prefillLegs(blind), prefillLegs(aware); !slices.Equal(a, b) {
+		t.Fatalf("prefill legs per pod differ: blind %v, aware %v", a, b)
+	}
+	near := func(r *Result) int { return r.transfers[podmodel.LevelHost] + r.transfers[podmodel.LevelRack] }
+	if near(aware) <= near(blind) {
+		t.Fatalf("host/rack-local transfers: aware %d, blind %d; want more with topology-aware pairing (all: %v vs %v)",
+			near(aware), near(blind), aware.transfers, blind.transfers)
 	}
 }
