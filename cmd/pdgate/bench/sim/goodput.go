@@ -124,8 +124,16 @@ func ParseCells(spec string, policies []Policy) ([]Cell, error) {
 		if shape.IsCombined() {
 			kind = FleetKindCombined
 		}
+		candidates := policies
+		if name, file, own := strings.Cut(pol, "="); own {
+			if name == "" || file == "" {
+				return nil, fmt.Errorf("--cells: %q: want shape/NAME=FILE for an EndpointPickerConfig of your own", item)
+			}
+			candidates = []Policy{{Name: name, Config: file, Fleet: kind, About: "EndpointPickerConfig " + file}}
+			pol = name
+		}
 		matched := false
-		for _, p := range policies {
+		for _, p := range candidates {
 			if (pol == "*" && p.Fleet == kind) || p.Name == pol {
 				if p.Fleet != kind {
 					return nil, fmt.Errorf("--cells: policy %s routes %s fleets, not shape %s", p.Name, p.Fleet, shape.Name)
@@ -221,7 +229,7 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	f.IntVar(&o.Requests, "requests", o.Requests, "at least this many requests per rate point")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "virtual time the arrivals of each rate point span at least")
 	f.StringVar(&workloads, "workloads", strings.Join(o.Workloads, ","), "comma list: azure-conv, sessions, rag")
-	f.StringVar(&o.Cells, "cells", o.Cells, "comma list of shape/policy; shapes combined, pd, hybrid, pd-P:D, hybrid-P:D:C; policy * = every P/D policy")
+	f.StringVar(&o.Cells, "cells", o.Cells, "comma list of shape/policy; shapes combined, pd, hybrid, pd-P:D, hybrid-P:D:C; policy * = every P/D policy, NAME=FILE an EndpointPickerConfig of your own")
 	f.StringVar(&slos, "slos", "", "explicit SLOs for every workload, name=TTFT/TPOT,... (default: interactive and relaxed derived per workload)")
 	f.Float64Var(&o.InteractiveTTFTx, "interactive-ttft-x", o.InteractiveTTFTx, "interactive TTFT = x × unloaded prefill of the median prompt")
 	f.Float64Var(&o.InteractiveTPOTx, "interactive-tpot-x", o.InteractiveTPOTx, "interactive TPOT = x × unloaded decode step")

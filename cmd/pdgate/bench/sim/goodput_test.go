@@ -65,7 +65,15 @@ func TestParseCells(t *testing.T) {
 	if len(cells) != 13 || names[0] != "combined/least-request-combined" || names[1] != "pd-1:1/least-request" || names[12] != "pd-1:2/recommended" {
 		t.Fatalf("cells = %v", names)
 	}
-	for _, bad := range []string{"", "pd", "pd/nope", "combined/recommended", "pd/least-request-combined", "x/recommended"} {
+	own, err := ParseCells("pd-1:1/mine=/tmp/mine.yaml,combined/c=rel/c.yaml", pols)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(own) != 2 || own[0].Name() != "pd-1:1/mine" || own[0].Policy.Config != "/tmp/mine.yaml" || own[0].Policy.Fleet != FleetKindPD ||
+		own[1].Policy.Fleet != FleetKindCombined || own[1].Policy.configPath("/root") != "/root/rel/c.yaml" {
+		t.Fatalf("own configs: %+v", own)
+	}
+	for _, bad := range []string{"", "pd", "pd/nope", "combined/recommended", "pd/least-request-combined", "x/recommended", "pd/=x.yaml", "pd/mine="} {
 		if _, err := ParseCells(bad, pols); err == nil {
 			t.Errorf("ParseCells(%q): no error", bad)
 		}
