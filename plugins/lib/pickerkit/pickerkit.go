@@ -46,6 +46,39 @@ func Max(n int) int {
 	return n
 }
 
+// Base is what every picker instance holds: its name, how many endpoints it returns and its
+// random source. A picker embeds it and adds Pick.
+type Base struct {
+	tn fwkplugin.TypedName
+	// Max is how many endpoints Pick returns at most.
+	Max int
+	// Rand breaks ties (or draws the pick).
+	Rand *Rand
+}
+
+// NewBase is the Base of instance name of picker type pluginType returning at most
+// maxNumOfEndpoints endpoints (≤ 0: the default) drawing from rnd (nil: time-seeded).
+func NewBase(pluginType, name string, maxNumOfEndpoints int, rnd *Rand) Base {
+	if rnd == nil {
+		rnd = NewRand(0, false)
+	}
+	return Base{tn: fwkplugin.TypedName{Type: pluginType, Name: name}, Max: Max(maxNumOfEndpoints), Rand: rnd}
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (b *Base) TypedName() fwkplugin.TypedName { return b.tn }
+
+// Build is a picker factory's body: it decodes the parameters of instance name and builds the
+// picker with newPicker, its random source seeded from handle's seed when there is one.
+func Build[P fwkplugin.Plugin](pluginType, name string, raw json.RawMessage, handle fwkplugin.Handle,
+	newPicker func(name string, maxNumOfEndpoints int, rnd *Rand) P) (fwkplugin.Plugin, error) {
+	p, err := ParseParameters(pluginType, name, raw)
+	if err != nil {
+		return nil, err
+	}
+	return newPicker(name, p.MaxNumOfEndpoints, RandFor(handle, name)), nil
+}
+
 // Rand is a picker instance's random source, safe for concurrent Picks. A seeded one also
 // puts its candidates in a canonical order before drawing (see Shuffle).
 type Rand struct {

@@ -84,3 +84,28 @@ func TestShuffle(t *testing.T) {
 		t.Fatalf("Targets kept %d", len(r.TargetEndpoints))
 	}
 }
+
+func TestNewBase(t *testing.T) {
+	tests := []struct {
+		name    string
+		max     int
+		rnd     *Rand
+		wantMax int
+		seeded  bool
+	}{
+		{"defaults", 0, nil, DefaultMaxNumOfEndpoints, false},
+		{"negative max falls back", -3, nil, DefaultMaxNumOfEndpoints, false},
+		{"seeded source kept", 4, NewRand(7, true), 4, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBase("max-score-picker", "p", tc.max, tc.rnd)
+			if b.Max != tc.wantMax || b.Rand == nil || b.Rand.Seeded() != tc.seeded {
+				t.Fatalf("Base = max %d, rand %v; want max %d, seeded %v", b.Max, b.Rand, tc.wantMax, tc.seeded)
+			}
+			if tn := b.TypedName(); tn.Type != "max-score-picker" || tn.Name != "p" {
+				t.Fatalf("TypedName = %v", tn)
+			}
+		})
+	}
+}

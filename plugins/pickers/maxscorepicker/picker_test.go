@@ -3,44 +3,18 @@ package maxscorepicker
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
-
-func endpoints(scores ...float64) []*fwksched.ScoredEndpoint {
-	out := make([]*fwksched.ScoredEndpoint, len(scores))
-	for i, s := range scores {
-		md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}}
-		out[i] = &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil), Score: s}
-	}
-	return out
-}
-
-func names(r *fwksched.ProfileRunResult) []string {
-	out := make([]string, len(r.TargetEndpoints))
-	for i, e := range r.TargetEndpoints {
-		out[i] = e.GetMetadata().NamespacedName.Name
-	}
-	return out
-}
-
-// shuffled is a copy of eps in a random order, as GIE's scheduler hands them (from a map).
-func shuffled(eps []*fwksched.ScoredEndpoint, r *rand.Rand) []*fwksched.ScoredEndpoint {
-	out := slices.Clone(eps)
-	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
-}
 
 func TestPick(t *testing.T) {
 	tests := []struct {
@@ -64,7 +38,7 @@ func TestPick(t *testing.T) {
 			p := New("p", tt.max, pickerkit.NewRand(7, true))
 			seen := map[string]bool{}
 			for range 200 {
-				got := names(p.Pick(context.Background(), nil, shuffled(endpoints(tt.scores...), order)))
+				got := eptest.Names(p.Pick(context.Background(), nil, eptest.Shuffled(eptest.Scored(tt.scores...), order)))
 				if len(got) != len(tt.want) {
 					t.Fatalf("picked %v, want %d endpoints", got, len(tt.want))
 				}
@@ -86,12 +60,12 @@ func TestPick(t *testing.T) {
 
 // A seeded picker makes the same sequence of picks whatever order the candidates come in.
 func TestSeededIsReproducible(t *testing.T) {
-	eps := endpoints(5, 5, 5, 5, 5, 5, 1)
+	eps := eptest.Scored(5, 5, 5, 5, 5, 5, 1)
 	run := func(order *rand.Rand) []string {
 		p := New("p", 2, pickerkit.NewRand(42, true))
 		var out []string
 		for range 50 {
-			out = append(out, names(p.Pick(context.Background(), nil, shuffled(eps, order)))...)
+			out = append(out, eptest.Names(p.Pick(context.Background(), nil, eptest.Shuffled(eps, order)))...)
 		}
 		return out
 	}
@@ -102,7 +76,7 @@ func TestSeededIsReproducible(t *testing.T) {
 	other := New("p", 2, pickerkit.NewRand(43, true))
 	var c []string
 	for range 50 {
-		c = append(c, names(other.Pick(context.Background(), nil, slices.Clone(eps)))...)
+		c = append(c, eptest.Names(other.Pick(context.Background(), nil, slices.Clone(eps)))...)
 	}
 	if slices.Equal(a, c) {
 		t.Error("seeds 42 and 43 picked the same 100 endpoints")
@@ -139,8 +113,8 @@ func TestFactory(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := pl.(*Picker)
-			if p.max != tt.wantMax || p.rnd.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
-				t.Fatalf("max %d seeded %v name %v; want %d %v", p.max, p.rnd.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
 			}
 		})
 	}

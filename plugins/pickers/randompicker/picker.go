@@ -22,38 +22,26 @@ const debug = 4
 
 // Picker picks endpoints uniformly at random.
 type Picker struct {
-	tn  fwkplugin.TypedName
-	max int
-	rnd *pickerkit.Rand
+	pickerkit.Base
 }
 
 var _ fwksched.Picker = (*Picker)(nil)
 
 // Factory builds the picker; its random source is seeded from the handle's seed, if any.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := pickerkit.ParseParameters(Type, name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, p.MaxNumOfEndpoints, pickerkit.RandFor(handle, name)), nil
+	return pickerkit.Build(Type, name, raw, handle, New)
 }
 
 // New builds a picker returning at most maxNumOfEndpoints endpoints (≤ 0: 1) that draws from
 // rnd (nil: time-seeded).
 func New(name string, maxNumOfEndpoints int, rnd *pickerkit.Rand) *Picker {
-	if rnd == nil {
-		rnd = pickerkit.NewRand(0, false)
-	}
-	return &Picker{tn: fwkplugin.TypedName{Type: Type, Name: name}, max: pickerkit.Max(maxNumOfEndpoints), rnd: rnd}
+	return &Picker{Base: pickerkit.NewBase(Type, name, maxNumOfEndpoints, rnd)}
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (p *Picker) TypedName() fwkplugin.TypedName { return p.tn }
 
 // Pick shuffles the candidates and returns the first maxNumOfEndpoints.
 func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
 	log.FromContext(ctx).V(debug).Info("Selecting endpoints from candidates randomly",
-		"max-num-of-endpoints", p.max, "num-of-candidates", len(eps), "scored-endpoints", eps)
-	p.rnd.Shuffle(eps)
-	return pickerkit.Targets(eps, p.max)
+		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	p.Rand.Shuffle(eps)
+	return pickerkit.Targets(eps, p.Max)
 }

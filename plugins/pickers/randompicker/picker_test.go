@@ -10,37 +10,12 @@ import (
 	"testing"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
-
-func endpoints(scores ...float64) []*fwksched.ScoredEndpoint {
-	out := make([]*fwksched.ScoredEndpoint, len(scores))
-	for i, s := range scores {
-		md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}}
-		out[i] = &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil), Score: s}
-	}
-	return out
-}
-
-func names(r *fwksched.ProfileRunResult) []string {
-	out := make([]string, len(r.TargetEndpoints))
-	for i, e := range r.TargetEndpoints {
-		out[i] = e.GetMetadata().NamespacedName.Name
-	}
-	return out
-}
-
-// shuffled is a copy of eps in a random order, as GIE's scheduler hands them (from a map).
-func shuffled(eps []*fwksched.ScoredEndpoint, r *rand.Rand) []*fwksched.ScoredEndpoint {
-	out := slices.Clone(eps)
-	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
-}
 
 // Scores are ignored: every candidate is picked with probability max/candidates.
 func TestPick(t *testing.T) {
@@ -61,7 +36,7 @@ func TestPick(t *testing.T) {
 			p := New("p", tt.max, pickerkit.NewRand(3, true))
 			counts := map[string]int{}
 			for range n {
-				got := names(p.Pick(context.Background(), nil, endpoints(tt.scores...)))
+				got := eptest.Names(p.Pick(context.Background(), nil, eptest.Scored(tt.scores...)))
 				if len(got) != tt.want {
 					t.Fatalf("picked %v, want %d endpoints", got, tt.want)
 				}
@@ -82,12 +57,12 @@ func TestPick(t *testing.T) {
 
 // A seeded picker makes the same sequence of picks whatever order the candidates come in.
 func TestSeededIsReproducible(t *testing.T) {
-	eps := endpoints(1, 2, 3, 4, 5, 6)
+	eps := eptest.Scored(1, 2, 3, 4, 5, 6)
 	run := func(order *rand.Rand) []string {
 		p := New("p", 2, pickerkit.NewRand(42, true))
 		var out []string
 		for range 50 {
-			out = append(out, names(p.Pick(context.Background(), nil, shuffled(eps, order)))...)
+			out = append(out, eptest.Names(p.Pick(context.Background(), nil, eptest.Shuffled(eps, order)))...)
 		}
 		return out
 	}
@@ -126,8 +101,8 @@ func TestFactory(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := pl.(*Picker)
-			if p.max != tt.wantMax || p.rnd.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
-				t.Fatalf("max %d seeded %v name %v; want %d %v", p.max, p.rnd.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
 			}
 		})
 	}

@@ -28,33 +28,21 @@ const debug = 4
 
 // Picker picks endpoints at random with probability derived from their scores.
 type Picker struct {
-	tn  fwkplugin.TypedName
-	max int
-	rnd *pickerkit.Rand
+	pickerkit.Base
 }
 
 var _ fwksched.Picker = (*Picker)(nil)
 
 // Factory builds the picker; its random source is seeded from the handle's seed, if any.
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := pickerkit.ParseParameters(Type, name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, p.MaxNumOfEndpoints, pickerkit.RandFor(handle, name)), nil
+	return pickerkit.Build(Type, name, raw, handle, New)
 }
 
 // New builds a picker returning at most maxNumOfEndpoints endpoints (≤ 0: 1) that draws from
 // rnd (nil: time-seeded).
 func New(name string, maxNumOfEndpoints int, rnd *pickerkit.Rand) *Picker {
-	if rnd == nil {
-		rnd = pickerkit.NewRand(0, false)
-	}
-	return &Picker{tn: fwkplugin.TypedName{Type: Type, Name: name}, max: pickerkit.Max(maxNumOfEndpoints), rnd: rnd}
+	return &Picker{Base: pickerkit.NewBase(Type, name, maxNumOfEndpoints, rnd)}
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (p *Picker) TypedName() fwkplugin.TypedName { return p.tn }
 
 type keyed struct {
 	ep  *fwksched.ScoredEndpoint
@@ -68,16 +56,16 @@ func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksch
 	logger := log.FromContext(ctx).V(debug)
 	if !slices.ContainsFunc(eps, func(e *fwksched.ScoredEndpoint) bool { return e.Score > 0 }) {
 		logger.Info("All scores are zero, delegating to RandomPicker for uniform selection")
-		p.rnd.Shuffle(eps)
-		return pickerkit.Targets(eps, p.max)
+		p.Rand.Shuffle(eps)
+		return pickerkit.Targets(eps, p.Max)
 	}
 	logger.Info("Selecting endpoints from candidates by random weighted picker",
-		"max-num-of-endpoints", p.max, "num-of-candidates", len(eps), "scored-endpoints", eps)
-	if p.rnd.Seeded() {
+		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	if p.Rand.Seeded() {
 		pickerkit.Canonical(eps) // the draws follow the candidates' order
 	}
 	u := make([]float64, len(eps))
-	p.rnd.Floats(u)
+	p.Rand.Floats(u)
 	ks := make([]keyed, len(eps))
 	for i, e := range eps {
 		ks[i].ep = e
@@ -98,7 +86,7 @@ func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksch
 		}
 		return 0
 	})
-	n := min(p.max, len(ks))
+	n := min(p.Max, len(ks))
 	out := make([]fwksched.Endpoint, n)
 	for i := range n {
 		out[i] = ks[i].ep

@@ -10,37 +10,12 @@ import (
 	"testing"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
-	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
-
-func endpoints(scores ...float64) []*fwksched.ScoredEndpoint {
-	out := make([]*fwksched.ScoredEndpoint, len(scores))
-	for i, s := range scores {
-		md := &fwkdl.EndpointMetadata{NamespacedName: k8stypes.NamespacedName{Namespace: "default", Name: fmt.Sprintf("pod%d", i)}}
-		out[i] = &fwksched.ScoredEndpoint{Endpoint: fwksched.NewEndpoint(md, nil, nil), Score: s}
-	}
-	return out
-}
-
-func names(r *fwksched.ProfileRunResult) []string {
-	out := make([]string, len(r.TargetEndpoints))
-	for i, e := range r.TargetEndpoints {
-		out[i] = e.GetMetadata().NamespacedName.Name
-	}
-	return out
-}
-
-// shuffled is a copy of eps in a random order, as GIE's scheduler hands them (from a map).
-func shuffled(eps []*fwksched.ScoredEndpoint, r *rand.Rand) []*fwksched.ScoredEndpoint {
-	out := slices.Clone(eps)
-	r.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
-	return out
-}
 
 // A-Res: a candidate's chance grows with its score; a zero score is never picked while a
 // positive one exists; all zero: uniform. Frequencies are checked against the exact
@@ -67,7 +42,7 @@ func TestPick(t *testing.T) {
 			counts := map[string]int{}
 			total := 0
 			for range n {
-				got := names(p.Pick(context.Background(), nil, endpoints(tt.scores...)))
+				got := eptest.Names(p.Pick(context.Background(), nil, eptest.Scored(tt.scores...)))
 				if len(got) != min(tt.max, len(tt.scores)) {
 					t.Fatalf("picked %v, want %d endpoints", got, min(tt.max, len(tt.scores)))
 				}
@@ -92,12 +67,12 @@ func TestPick(t *testing.T) {
 // A seeded picker makes the same sequence of picks whatever order the candidates come in.
 func TestSeededIsReproducible(t *testing.T) {
 	for _, scores := range [][]float64{{1, 2, 3, 4, 5, 6}, {0, 0, 0, 0}} {
-		eps := endpoints(scores...)
+		eps := eptest.Scored(scores...)
 		run := func(order *rand.Rand) []string {
 			p := New("p", 2, pickerkit.NewRand(42, true))
 			var out []string
 			for range 50 {
-				out = append(out, names(p.Pick(context.Background(), nil, shuffled(eps, order)))...)
+				out = append(out, eptest.Names(p.Pick(context.Background(), nil, eptest.Shuffled(eps, order)))...)
 			}
 			return out
 		}
@@ -137,8 +112,8 @@ func TestFactory(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := pl.(*Picker)
-			if p.max != tt.wantMax || p.rnd.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
-				t.Fatalf("max %d seeded %v name %v; want %d %v", p.max, p.rnd.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
 			}
 		})
 	}
