@@ -1,6 +1,7 @@
 package pickerkit
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -8,7 +9,10 @@ import (
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 func ep(ns, name string) *fwksched.ScoredEndpoint {
@@ -105,6 +109,49 @@ func TestNewBase(t *testing.T) {
 			}
 			if tn := b.TypedName(); tn.Type != "max-score-picker" || tn.Name != "p" {
 				t.Fatalf("TypedName = %v", tn)
+			}
+		})
+	}
+}
+
+type testPicker struct{ Base }
+
+func newTestPicker(name string, max int, rnd *Rand) *testPicker {
+	return &testPicker{NewBase("test-picker", name, max, rnd)}
+}
+
+func TestBuild(t *testing.T) {
+	names := func() []k8stypes.NamespacedName { return nil }
+	seeded := fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), 9), names)
+	tests := []struct {
+		name    string
+		raw     string
+		handle  fwkplugin.Handle
+		wantMax int
+		seeded  bool
+		wantErr string
+	}{
+		{name: "defaults", wantMax: 1},
+		{name: "max", raw: `{"maxNumOfEndpoints": 3}`, wantMax: 3},
+		{name: "invalid max falls back", raw: `{"maxNumOfEndpoints": -2}`, wantMax: 1},
+		{name: "seeded handle", handle: seeded, wantMax: 1, seeded: true},
+		{name: "unknown field", raw: `{"max": 3}`, wantErr: `test-picker "x": invalid parameters`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pl, err := Build("test-picker", "x", json.RawMessage(tt.raw), tt.handle, newTestPicker)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := pl.(*testPicker)
+			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: "test-picker", Name: "x"}) {
+				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
 			}
 		})
 	}

@@ -9,11 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -71,39 +69,17 @@ func TestSeededIsReproducible(t *testing.T) {
 	}
 }
 
+// The factory decodes through pickerkit.Build (its table test covers the parameters and the
+// seed); here: it builds this type, and names it in errors.
 func TestFactory(t *testing.T) {
-	names := func() []k8stypes.NamespacedName { return nil }
-	seeded := fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), 9), names)
-	tests := []struct {
-		name    string
-		raw     string
-		handle  fwkplugin.Handle
-		wantMax int
-		seeded  bool
-		wantErr string
-	}{
-		{name: "defaults", wantMax: 1},
-		{name: "max", raw: `{"maxNumOfEndpoints": 3}`, wantMax: 3},
-		{name: "invalid max falls back", raw: `{"maxNumOfEndpoints": -2}`, wantMax: 1},
-		{name: "seeded handle", handle: seeded, wantMax: 1, seeded: true},
-		{name: "unknown field", raw: `{"max": 3}`, wantErr: `random-picker "x": invalid parameters`},
+	pl, err := Factory("x", json.RawMessage(`{"maxNumOfEndpoints": 3}`), nil)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			pl, err := Factory("x", json.RawMessage(tt.raw), tt.handle)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := pl.(*Picker)
-			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
-				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
-			}
-		})
+	if p := pl.(*Picker); p.Max != 3 || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
+		t.Fatalf("max %d name %v", p.Max, p.TypedName())
+	}
+	if _, err := Factory("x", json.RawMessage(`{"max": 3}`), nil); err == nil || !strings.Contains(err.Error(), Type+` "x"`) {
+		t.Fatalf("unknown field: err %v, want one naming %s \"x\"", err, Type)
 	}
 }
