@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -101,14 +102,17 @@ func TestHarnessBothKinds(t *testing.T) {
 
 // TestBenchEPPQuick runs `pdgate-bench epp --quick` on one small size with the baseline and
 // one pdgate config and checks the report: every request routed, CPU measured, the burst
-// counted over the 8 primary pods, files written.
+// counted over the 8 primary pods, files written. The EPP's CPU is read from /proc in 10 ms
+// ticks, so the phase sends enough requests (~0.25 ms each at 1 KB) to span several: with 60,
+// a phase could measure 0 ticks.
 func TestBenchEPPQuick(t *testing.T) {
+	const quickRequests = 400
 	needAssets(t)
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pdgate-bench"), "epp", "--quick", "--sizes", "1k",
-		"--requests", "60", "--burst", "40", "--configs", "gie-default,llmd-pd", "--out", out, "--bin-dir", binDir)
+		"--requests", strconv.Itoa(quickRequests), "--burst", "40", "--configs", "gie-default,llmd-pd", "--out", out, "--bin-dir", binDir)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -151,7 +155,7 @@ func TestBenchEPPQuick(t *testing.T) {
 		t.Fatalf("configs: %+v", rep.Data.Configs)
 	}
 	for _, c := range rep.Data.Configs {
-		if c.Error != "" || len(c.Sizes) != 1 || c.Sizes[0].Load.Requests != 60 || c.Sizes[0].Load.OK != 60 || c.Sizes[0].Load.CPU <= 0 {
+		if c.Error != "" || len(c.Sizes) != 1 || c.Sizes[0].Load.Requests != quickRequests || c.Sizes[0].Load.OK != quickRequests || c.Sizes[0].Load.CPU <= 0 {
 			t.Fatalf("%s: %+v", c.Name, c)
 		}
 		inPrimary := 0
