@@ -166,7 +166,7 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 	defer l.Stop()
 	// targets[0] is the lab's gateway, then the second router's URL or every engine
 	targets := []string{l.URL}
-	if o.LabDirectRoute == DirectRouter {
+	if o.LabDirectRoute == DirectRouter && o.LabDirect > 0 { // no second router without its share
 		url, err := l.StartRouter(ctx)
 		if err != nil {
 			return PrefixLabRun{}, err
