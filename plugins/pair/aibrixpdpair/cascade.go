@@ -234,11 +234,21 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 	sort.Strings(names)
 	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	wD := 1.0
+	if in.DecodeFirst != nil {
+		minP := math.Inf(1)
+		for _, name := range names {
+			minP = math.Min(minP, pScores[name].score)
+		}
+		if wD = in.DecodeFirst.weight(minP); wD != 1 {
+			note("decode first: least prefill score %.4g < %g, decode weighs %g", minP, in.DecodeFirst.PrefillScoreBelow, wD)
+		}
+	}
 	best, bestScore, found := "", math.Inf(1), false
 	for _, name := range names {
-		f := pScores[name].score/maxP + dScores[name].score/maxD
-		note("pair %q: prefill %s %.4g/%.4g + decode %s %.4g/%.4g = %.4g", name,
-			pScores[name].pod.Key, pScores[name].score, maxP, dScores[name].pod.Key, dScores[name].score, maxD, f)
+		f := pScores[name].score/maxP + wD*dScores[name].score/maxD
+		note("pair %q: prefill %s %.4g/%.4g + %g·decode %s %.4g/%.4g = %.4g", name,
+			pScores[name].pod.Key, pScores[name].score, maxP, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
 		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
 		if !math.IsNaN(f) && (!found || f < bestScore) {
 			best, bestScore, found = name, f, true
@@ -270,6 +280,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
 	d.Cause = contract.CausePaired
 	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
+	if wD != 1 {
+		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)", best, wD, bestScore)
+	}
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
 	if s.Prefix != nil && pv.prompt.Blocks() > 0 {

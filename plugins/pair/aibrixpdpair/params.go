@@ -3,6 +3,7 @@ package aibrixpdpair
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
@@ -21,6 +22,9 @@ type ownParams struct {
 	// overflow rule) without prompt-length bucketing too; AIBrix applies it only with
 	// bucketing, so without it a hybrid fleet's combined pods serve only when no pair exists.
 	CombinedOverflow bool `json:"combinedOverflow"`
+	// DecodeFirst weighs the decode side of the pair score more while prefill has room (see
+	// DecodeFirst); nil keeps AIBrix's equal sum.
+	DecodeFirst *DecodeFirst `json:"decodeFirst,omitempty"`
 	// DefaultRoutingStrategy applies when neither lockedRoutingStrategy, the routing-strategy
 	// header nor the profile's routingStrategy name one (AIBrix's ROUTING_ALGORITHM).
 	DefaultRoutingStrategy string `json:"defaultRoutingStrategy"`
@@ -34,6 +38,29 @@ type ownParams struct {
 	// Seed fixes random tie-breaks (tests); 0 = the EPP's seed when it has one
 	// (pluginkit.WithSeed, `pdgate bench sim --seed`), else time-based.
 	Seed int64 `json:"seed"`
+}
+
+// DecodeFirst makes the pair score regime-aware. With rolesets of one prefill and one decode
+// pod, AIBrix's prefill/maxPrefill + decode/maxDecode trades one side against the other at a
+// fixed rate, but which side binds depends on the load: while the prefill queues are short the
+// decode pods' TPOT decides whether a request meets its SLO, once they are long the prefill
+// wait does. So while the least-loaded candidate prefill pod scores below PrefillScoreBelow,
+// the pair minimising prefill/maxPrefill + Weight·decode/maxDecode wins; otherwise AIBrix's
+// equal sum does.
+type DecodeFirst struct {
+	// Weight multiplies decode/maxDecode (> 0; 1 = AIBrix's sum).
+	Weight float64 `json:"weight"`
+	// PrefillScoreBelow is the prefill score (in the prefill policy's units: tokens of prefill
+	// work in flight under token_load) below which decode goes first (> 0).
+	PrefillScoreBelow float64 `json:"prefillScoreBelow"`
+}
+
+// weight returns the pair score's decode weight for a minimum prefill score.
+func (f *DecodeFirst) weight(minPrefillScore float64) float64 {
+	if f == nil || !(minPrefillScore < f.PrefillScoreBelow) {
+		return 1
+	}
+	return f.Weight
 }
 
 // Params are aibrix-pd-pair's parameters: its own fields and the AIBrix knobs side by side in
@@ -84,6 +111,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter trackerTTLSeconds=%d: must be > 0", p.TrackerTTLSeconds)
 	case p.PrefixTableCapacity <= 0:
 		return fmt.Errorf("parameter prefixTableCapacity=%d: must be > 0", p.PrefixTableCapacity)
+	case p.DecodeFirst != nil && !(p.DecodeFirst.Weight > 0 && !math.IsInf(p.DecodeFirst.Weight, 0)):
+		return fmt.Errorf("parameter decodeFirst.weight=%g: must be a finite number > 0", p.DecodeFirst.Weight)
+	case p.DecodeFirst != nil && !(p.DecodeFirst.PrefillScoreBelow > 0 && !math.IsInf(p.DecodeFirst.PrefillScoreBelow, 0)):
+		return fmt.Errorf("parameter decodeFirst.prefillScoreBelow=%g: must be a finite number > 0", p.DecodeFirst.PrefillScoreBelow)
 	}
 	return nil
 }

@@ -37,6 +37,8 @@ type Input struct {
 	PrefillNeeded func(decode *podmodel.Pod) contract.Decision
 	// CombinedOverflow applies the combined-pod overflow rule without bucketing as well.
 	CombinedOverflow bool
+	// DecodeFirst, when set, weighs the decode side of the pair score while prefill has room.
+	DecodeFirst *DecodeFirst
 	// Explain records the intermediate steps in Decision.Notes (for a decision trace); without
 	// it none are formatted.
 	Explain bool

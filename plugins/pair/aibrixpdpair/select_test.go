@@ -535,3 +535,39 @@ func TestCombinedOverflowWithoutBucketing(t *testing.T) {
 		})
 	}
 }
+
+// decodeFirst turns AIBrix's equal sum into prefill/maxP + weight·decode/maxD while the least
+// prefill score is below its threshold. Rolesets: a (prefill 2000, decode 1000) and b (prefill
+// 500, decode 3000); maxP 2000, maxD 3000. Equal sum: a 1.333, b 1.25 → b. Weight 3: a 2,
+// b 3.25 → a.
+func TestDecodeFirst(t *testing.T) {
+	pods, _ := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+	)
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	tests := []struct {
+		name  string
+		first *DecodeFirst
+		want  string
+		final float64
+	}{
+		{"AIBrix's sum without it", nil, "b", 0.25 + 1},
+		{"decode first while the least prefill score is below the threshold", &DecodeFirst{Weight: 3, PrefillScoreBelow: 1000}, "a", 1 + 1},
+		{"equal sum once every prefill pod is at the threshold", &DecodeFirst{Weight: 3, PrefillScoreBelow: 500}, "b", 0.25 + 1},
+		{"weight 1 is the sum", &DecodeFirst{Weight: 1, PrefillScoreBelow: 1e9}, "b", 0.25 + 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newFakeLedger()
+			l.prefill["ns/a-p"], l.prefill["ns/b-p"] = 2000, 500
+			l.decode["ns/a-d"], l.decode["ns/b-d"] = 1000, 3000
+			d, err := newSel(t, l.source()).Select(Input{RequestID: "r", Pods: pods, Knobs: k, DecodeFirst: tt.first, Explain: true})
+			if err != nil || d.Roleset != tt.want || math.Abs(d.FinalScore-tt.final) > 1e-9 {
+				t.Fatalf("got roleset %q score %g (%v), want %q %g; notes %q", d.Roleset, d.FinalScore, err, tt.want, tt.final, d.Notes)
+			}
+		})
+	}
+}
