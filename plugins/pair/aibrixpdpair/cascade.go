@@ -236,12 +236,13 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	wD := 1.0
 	if in.DecodeFirst != nil {
-		minP := math.Inf(1)
-		for _, name := range names {
-			minP = math.Min(minP, pScores[name].score)
+		ps := make([]float64, len(names))
+		for i, name := range names {
+			ps[i] = pScores[name].score
 		}
-		if wD = in.DecodeFirst.weight(minP); wD != 1 {
-			note("decode first: least prefill score %.4g < %g, decode weighs %g", minP, in.DecodeFirst.PrefillScoreBelow, wD)
+		var at float64
+		if wD, at = in.DecodeFirst.weight(ps); wD != 1 {
+			note("decode first: prefill score quantile %.4g < %g, decode weighs %g", at, in.DecodeFirst.PrefillScoreBelow, wD)
 		}
 	}
 	best, bestScore, found := "", math.Inf(1), false

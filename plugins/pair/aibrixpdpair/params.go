@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
@@ -44,23 +46,44 @@ type ownParams struct {
 // pod, AIBrix's prefill/maxPrefill + decode/maxDecode trades one side against the other at a
 // fixed rate, but which side binds depends on the load: while the prefill queues are short the
 // decode pods' TPOT decides whether a request meets its SLO, once they are long the prefill
-// wait does. So while the least-loaded candidate prefill pod scores below PrefillScoreBelow,
-// the pair minimising prefill/maxPrefill + Weight·decode/maxDecode wins; otherwise AIBrix's
-// equal sum does.
+// wait does. So while the candidate pairs' prefill scores at Quantile are below
+// PrefillScoreBelow, the pair minimising prefill/maxPrefill + Weight·decode/maxDecode wins;
+// otherwise AIBrix's equal sum does.
 type DecodeFirst struct {
 	// Weight multiplies decode/maxDecode (> 0; 1 = AIBrix's sum).
 	Weight float64 `json:"weight"`
 	// PrefillScoreBelow is the prefill score (in the prefill policy's units: tokens of prefill
 	// work in flight under token_load) below which decode goes first (> 0).
 	PrefillScoreBelow float64 `json:"prefillScoreBelow"`
+	// Quantile of the candidate pairs' prefill scores that is compared with PrefillScoreBelow,
+	// in [0, 1]; nil = 0, the least loaded prefill pod. A higher quantile returns to the equal
+	// sum sooner, trading TPOT-bound goodput for prefill wait (README).
+	Quantile *float64 `json:"quantile,omitempty"`
 }
 
-// weight returns the pair score's decode weight for a minimum prefill score.
-func (f *DecodeFirst) weight(minPrefillScore float64) float64 {
-	if f == nil || !(minPrefillScore < f.PrefillScoreBelow) {
-		return 1
+// DefaultDecodeFirstQuantile is DecodeFirst.Quantile's default: the least loaded prefill pod.
+const DefaultDecodeFirstQuantile = 0.0
+
+// weight returns the pair score's decode weight and the quantile it was decided on, for the
+// candidate pairs' prefill scores (sorted in place unless the quantile is 0).
+func (f *DecodeFirst) weight(prefillScores []float64) (w, at float64) {
+	if f == nil || len(prefillScores) == 0 {
+		return 1, math.NaN()
 	}
-	return f.Weight
+	q := DefaultDecodeFirstQuantile
+	if f.Quantile != nil {
+		q = *f.Quantile
+	}
+	if q == 0 {
+		at = slices.Min(prefillScores) // no sort on the default path
+	} else {
+		sort.Float64s(prefillScores)
+		at = prefillScores[int(q*float64(len(prefillScores)-1))]
+	}
+	if at < f.PrefillScoreBelow {
+		return f.Weight, at
+	}
+	return 1, at
 }
 
 // Params are aibrix-pd-pair's parameters: its own fields and the AIBrix knobs side by side in
@@ -115,6 +138,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter decodeFirst.weight=%g: must be a finite number > 0", p.DecodeFirst.Weight)
 	case p.DecodeFirst != nil && !(p.DecodeFirst.PrefillScoreBelow > 0 && !math.IsInf(p.DecodeFirst.PrefillScoreBelow, 0)):
 		return fmt.Errorf("parameter decodeFirst.prefillScoreBelow=%g: must be a finite number > 0", p.DecodeFirst.PrefillScoreBelow)
+	case p.DecodeFirst != nil && p.DecodeFirst.Quantile != nil && !(*p.DecodeFirst.Quantile >= 0 && *p.DecodeFirst.Quantile <= 1):
+		return fmt.Errorf("parameter decodeFirst.quantile=%g: must be in [0, 1]", *p.DecodeFirst.Quantile)
 	}
 	return nil
 }

@@ -215,6 +215,8 @@ func TestParseParams(t *testing.T) {
 		{raw: `{"decodeFirst":{"weight":3,"prefillScoreBelow":3000}}`},
 		{raw: `{"decodeFirst":{"weight":0,"prefillScoreBelow":3000}}`, wantErr: "decodeFirst.weight"},
 		{raw: `{"decodeFirst":{"weight":3}}`, wantErr: "decodeFirst.prefillScoreBelow"},
+		{raw: `{"decodeFirst":{"weight":3,"prefillScoreBelow":1,"quantile":1.5}}`, wantErr: "decodeFirst.quantile"},
+		{raw: `{"decodeFirst":{"weight":3,"prefillScoreBelow":1,"quantile":0}}`},
 		{raw: `{"decodeFirst":{"weight":3,"prefillScoreBelow":1,"typo":1}}`, wantErr: "typo"},
 		{raw: `{"decodeScorePolicy":"x"}`, wantErr: "decodeScorePolicy"},
 		{raw: `{}`, env: map[string]string{"AIBRIX_DECODE_SCORE_RATIO_THRESHOLD": "-1"}, wantErr: "decodeScoreRatioThreshold"},

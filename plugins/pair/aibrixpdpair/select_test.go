@@ -571,3 +571,29 @@ func TestDecodeFirst(t *testing.T) {
 		})
 	}
 }
+
+func TestDecodeFirstQuantile(t *testing.T) {
+	q := func(v float64) *float64 { return &v }
+	tests := []struct {
+		name   string
+		first  *DecodeFirst
+		scores []float64
+		want   float64
+		at     float64
+	}{
+		{"the least loaded pod by default, below", &DecodeFirst{Weight: 5, PrefillScoreBelow: 1000}, []float64{4000, 500, 2000}, 5, 500},
+		{"the least loaded pod by default, at or above", &DecodeFirst{Weight: 5, PrefillScoreBelow: 500}, []float64{4000, 500, 2000}, 1, 500},
+		{"quantile 0.5 is the median", &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000, Quantile: q(0.5)}, []float64{4000, 0, 2000}, 5, 2000},
+		{"the median at or above", &DecodeFirst{Weight: 5, PrefillScoreBelow: 2000, Quantile: q(0.5)}, []float64{4000, 0, 2000}, 1, 2000},
+		{"quantile 1 is the busiest pod", &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000, Quantile: q(1)}, []float64{4000, 0, 2000}, 1, 4000},
+		{"no decodeFirst", nil, []float64{0}, 1, math.NaN()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, at := tt.first.weight(append([]float64(nil), tt.scores...))
+			if w != tt.want || (at != tt.at && !(math.IsNaN(at) && math.IsNaN(tt.at))) {
+				t.Fatalf("weight %g at %g, want %g at %g", w, at, tt.want, tt.at)
+			}
+		})
+	}
+}
