@@ -115,16 +115,18 @@ func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
 		resp.Header.Get(protocol.HeaderPrefillOutcome) != "failed" || !strings.Contains(body, `"error"`) {
 		t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
 	}
-	testsupport.Eventually(t, 5*time.Second, "a background effect", func() bool { return len(dec.requestsTo("/abort_request")) == 2 })
+	// The fake records an abort when it arrives; the sidecar counts it once the answer is back,
+	// so both are awaited.
+	aborted := env.metrics.Aborts.WithLabelValues("prefill_failure", "ok")
+	testsupport.Eventually(t, 5*time.Second, "two aborts sent and counted", func() bool {
+		return len(dec.requestsTo("/abort_request")) == 2 && counter(aborted) == 2
+	})
 	aborts := dec.requestsTo("/abort_request")
 	decRID := dec.requestsTo("/v1/chat/completions")[0].Body["rid"]
 	for _, a := range aborts {
 		if a.Body["rid"] != decRID {
 			t.Errorf("abort rid %v, want %v", a.Body["rid"], decRID)
 		}
-	}
-	if got := counter(env.metrics.Aborts.WithLabelValues("prefill_failure", "ok")); got != 2 {
-		t.Errorf("abort metric %v", got)
 	}
 }
 
