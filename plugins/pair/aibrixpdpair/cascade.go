@@ -280,8 +280,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
 	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
 	d.Cause = contract.CausePaired
-	d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
-	if wD != 1 {
+	if wD == 1 {
+		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
+	} else {
 		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)", best, wD, bestScore)
 	}
 
