@@ -66,6 +66,15 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 		return false
 	}
 	defer func() { _ = resp.Body.Close() }()
+	if o.gate != nil && resp.StatusCode/100 == 5 {
+		// The decode failed while its prefill leg may still be out: when the prefill failed,
+		// the decode's error is its consequence (the KV pull failed) and the client is told
+		// the cause. A 4xx is about the request itself and is answered at once.
+		if lerr := p.awaitPrefill(r, rq, o.gate, "status "+strconv.Itoa(resp.StatusCode)); lerr != nil {
+			p.writePrefillFailure(w, rq, lerr)
+			return false
+		}
+	}
 
 	var (
 		committed bool
@@ -206,6 +215,9 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	if o.gate != nil {
+		if !committed && r.Context().Err() == nil {
+			p.awaitPrefill(r, rq, o.gate, "transport: "+truncate(err.Error(), 128))
+		}
 		if lerr := o.gate.failure(); lerr != nil {
 			if committed {
 				panic(http.ErrAbortHandler)
@@ -228,6 +240,22 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	writeError(w, http.StatusBadGateway, "decode leg failed: "+truncate(err.Error(), 256), protocol.HeaderErrorDecode)
+}
+
+// awaitPrefill waits, for a decode leg that failed before answering, until its concurrent
+// prefill leg's outcome is known (bounded by the leg's timeout and the client), and returns
+// the prefill failure if there was one.
+func (p *Proxy) awaitPrefill(r *http.Request, rq *request, g *gate, decodeErr string) *legError {
+	select {
+	case <-g.finished:
+	default:
+		rq.log.V(1).Info("decode failed while the prefill leg is still out; waiting for the prefill outcome", "decode", decodeErr)
+		if !g.await(r.Context(), rq.t.prefill) {
+			rq.log.Info("prefill outcome unknown when the decode failed; answering the decode's error", "decode", decodeErr,
+				"clientGone", r.Context().Err() != nil)
+		}
+	}
+	return g.failure()
 }
 
 func (p *Proxy) writeGateFailure(w http.ResponseWriter, rq *request, g *gate) {

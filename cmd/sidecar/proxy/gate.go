@@ -1,9 +1,15 @@
 package proxy
 
 import (
+	"context"
 	"sync"
 	"time"
 )
+
+// gateGrace is how long past the prefill leg's own deadline a failed decode waits for the
+// leg to record its outcome (the leg always records one when its context ends; the grace
+// only keeps a lost wake-up from turning into a hang).
+const gateGrace = time.Second
 
 // gate joins a concurrent prefill leg with its decode leg: whichever happens first wins
 // between "decode started answering" (commit) and "prefill failed" (fail).
@@ -13,6 +19,8 @@ type gate struct {
 	// phase). SGLang keeps the stream and only records the failure.
 	resetAfterCommit bool
 	succeeded        chan struct{}
+	// finished closes when the prefill leg's outcome is known (success or failure).
+	finished chan struct{}
 
 	mu        sync.Mutex
 	committed bool
@@ -24,7 +32,7 @@ type gate struct {
 }
 
 func newGate(resetAfterCommit bool) *gate {
-	return &gate{resetAfterCommit: resetAfterCommit, succeeded: make(chan struct{}), start: time.Now()}
+	return &gate{resetAfterCommit: resetAfterCommit, succeeded: make(chan struct{}), finished: make(chan struct{}), start: time.Now()}
 }
 
 // attach registers the decode leg's cancel; a failure recorded earlier cancels at once.
@@ -47,6 +55,7 @@ func (g *gate) succeed() {
 	}
 	g.done, g.end = true, time.Now()
 	close(g.succeeded)
+	close(g.finished)
 }
 
 // fail records a terminal prefill failure. It reports whether the client will be answered
@@ -58,6 +67,7 @@ func (g *gate) fail(lerr *legError) (beforeResponse bool) {
 		return false
 	}
 	g.done, g.end = true, time.Now()
+	close(g.finished)
 	if g.committed && !g.resetAfterCommit {
 		g.mu.Unlock()
 		return false
@@ -80,6 +90,29 @@ func (g *gate) commit() bool {
 	}
 	g.committed = true
 	return true
+}
+
+// await blocks until the prefill leg's outcome is known, ctx ends (the client left) or the
+// leg's deadline (start + limit, plus gateGrace) passes. It reports whether the outcome is
+// known. A decode that failed while the prefill is still out calls it before answering:
+// with concurrent legs the decode's error is often only the consequence of a prefill
+// failure that has not arrived yet (the KV pull failed), and the client must be told the
+// cause.
+func (g *gate) await(ctx context.Context, limit time.Duration) bool {
+	select {
+	case <-g.finished:
+		return true
+	default:
+	}
+	t := time.NewTimer(time.Until(g.start.Add(limit + gateGrace)))
+	defer t.Stop()
+	select {
+	case <-g.finished:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	return false
 }
 
 func (g *gate) failure() *legError {

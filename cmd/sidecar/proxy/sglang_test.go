@@ -1,13 +1,17 @@
 package proxy
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/test/testsupport"
@@ -155,5 +159,104 @@ func TestSGLangPrefillFailureAfterDecodeAnswerKeepsStream(t *testing.T) {
 	}
 	if n := len(dec.requestsTo("/abort_request")); n != 0 {
 		t.Fatalf("no abort after the decode answered; got %d", n)
+	}
+}
+
+// TestConcurrentDecodeFailureWaitsForPrefill: with concurrent legs a decode that fails before
+// its prefill leg has answered is often the consequence of that prefill failing (the KV pull
+// failed). The sidecar waits for the prefill outcome and, when the prefill failed, answers
+// the prefill failure; when the prefill succeeded, the decode's own error.
+func TestConcurrentDecodeFailureWaitsForPrefill(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		dropDecode    bool // the decode connection breaks instead of answering a 502
+		prefillStatus int
+		wantStatus    int
+		wantErrHeader string
+		wantOutcome   string
+	}{
+		{"decode 502, prefill fails later", false, 500, 500, protocol.HeaderErrorPrefill, outcomeFailed},
+		{"decode connection lost, prefill fails later", true, 503, 503, protocol.HeaderErrorPrefill, outcomeFailed},
+		{"decode 502, prefill succeeds later", false, 200, 502, "", outcomeOK},
+		{"decode connection lost, prefill succeeds later", true, 200, 502, protocol.HeaderErrorDecode, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			release := make(chan struct{}) // the prefill answers only after the decode failed
+			pre := newFake(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+				select {
+				case <-release:
+				case <-r.Context().Done():
+					return
+				}
+				if tc.prefillStatus != 200 {
+					jsonAnswer(w, tc.prefillStatus, map[string]any{"error": "prefill failed"})
+					return
+				}
+				jsonAnswer(w, 200, map[string]any{"choices": []any{}})
+			})
+			dec := newFake(t, func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
+				if r.URL.Path == "/abort_request" {
+					w.WriteHeader(200)
+					return
+				}
+				if tc.dropDecode {
+					panic(http.ErrAbortHandler)
+				}
+				jsonAnswer(w, 502, map[string]any{"error": "KV transfer from the prefill pod failed"})
+			})
+			cfg := testConfig(dec, pre.hp())
+			cfg.Engine = EngineSGLang
+			waiting := make(chan struct{})
+			var once sync.Once
+			cfg.Log = funcr.New(func(_, args string) {
+				if strings.Contains(args, "waiting for the prefill outcome") {
+					once.Do(func() { close(waiting) })
+				}
+			}, funcr.Options{Verbosity: 1})
+			env := startProxy(t, cfg)
+			type answer struct {
+				resp *http.Response
+				body string
+			}
+			answered := make(chan answer, 1)
+			go func() {
+				req, _ := http.NewRequest(http.MethodPost, env.srv.URL+"/v1/chat/completions",
+					strings.NewReader(`{"model":"m","messages":[],"stream":true}`))
+				req.Header.Set(protocol.HeaderPrefillerHostPort, pre.hp().String())
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					answered <- answer{body: err.Error()}
+					return
+				}
+				defer func() { _ = resp.Body.Close() }()
+				b, _ := io.ReadAll(resp.Body)
+				answered <- answer{resp, string(b)}
+			}()
+			var a answer
+			select {
+			case <-waiting: // the sidecar holds the decode's failure until the prefill answers
+				close(release)
+				a = <-answered
+			case a = <-answered: // answered before the prefill's outcome was known
+				close(release)
+			}
+			if a.resp == nil {
+				t.Fatalf("request failed: %s", a.body)
+			}
+			h := a.resp.Header
+			if a.resp.StatusCode != tc.wantStatus || h.Get(protocol.HeaderPrefillOutcome) != tc.wantOutcome {
+				t.Fatalf("status %d outcome %q, want %d %q (body %s)", a.resp.StatusCode, h.Get(protocol.HeaderPrefillOutcome),
+					tc.wantStatus, tc.wantOutcome, a.body)
+			}
+			for _, k := range []string{protocol.HeaderErrorPrefill, protocol.HeaderErrorDecode} {
+				if want := k == tc.wantErrHeader; (h.Get(k) == "true") != want {
+					t.Errorf("%s = %q, want set %v", k, h.Get(k), want)
+				}
+			}
+			diverted := counter(env.metrics.PrefillDiverted.WithLabelValues(string(EngineSGLang), outcomeFailed, classHTTP))
+			if want := map[bool]float64{true: 1}[tc.wantOutcome == outcomeFailed]; diverted != want {
+				t.Errorf("prefill_diverted_total{outcome=failed,reason=http_status} = %v, want %v", diverted, want)
+			}
+		})
 	}
 }
