@@ -1,7 +1,7 @@
 // Package workload generates the request streams `pdgate lab` and `pdgate bench` drive
 // through a gateway: synthetic chat, RAG, multi-turn sessions, multimodal and mixed
-// traffic, a replay of the Azure LLM inference conversation trace, the conditional-decode
-// coordinator, or a JSONL file.
+// traffic, replays of the Azure LLM inference conversation trace and of a Mooncake trace
+// (with its prefix structure), the conditional-decode coordinator, or a JSONL file.
 package workload
 
 import (
@@ -40,7 +40,7 @@ type Generator interface {
 }
 
 // Names lists the built-in workloads.
-var Names = []string{"chat", "rag", "sessions", "multimodal", "mixed", "azure-conv", "conditional"}
+var Names = []string{"chat", "rag", "sessions", "multimodal", "mixed", "azure-conv", "mooncake", "conditional"}
 
 // Options parameterise the built-in workloads.
 type Options struct {
@@ -48,6 +48,8 @@ type Options struct {
 	Seed  int64
 	// AzureConvPath is the Azure conversation trace CSV (azure-conv).
 	AzureConvPath string
+	// MooncakePath is the Mooncake trace JSONL (mooncake; "" = DefaultMooncakePath).
+	MooncakePath string
 	// TimeScale compresses trace timestamps: 10 replays ten times faster.
 	TimeScale float64
 	// MaxTokensCap bounds generated tokens (0 = no cap).
@@ -83,6 +85,8 @@ func New(name string, o Options) (Generator, error) {
 		return &roundRobin{gens: gens}, nil
 	case "azure-conv":
 		return LoadAzureTrace(o.AzureConvPath, o)
+	case "mooncake":
+		return LoadMooncakeTrace(o.MooncakePath, o)
 	}
 	if strings.HasSuffix(name, ".jsonl") || fileExists(name) {
 		return LoadJSONL(name)
