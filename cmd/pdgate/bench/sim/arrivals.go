@@ -21,6 +21,8 @@ type Arrival struct {
 	Bytes   int      // request body size
 	Tokens  []uint32 // the simulator's tokenization of the prompt
 	Output  int      // tokens the simulator generates (max_tokens)
+	// Turn is a conversation turn's kind, for traces that know it (TTFT per kind).
+	Turn Turn
 }
 
 // Source yields arrivals in time order; ok=false ends the workload.

@@ -32,9 +32,12 @@ type Options struct {
 	Policies string
 	Profile  string // cost profile file; "" = config/sim/llama3-8b-h100.yaml
 	Azure    string
-	Seed     int64
-	SLO      SLO
-	Scrape   time.Duration
+	// Trace replays another trace instead of the Azure one: "mooncake=FILE" (ParseTraceSpec);
+	// "" = the Azure trace (--azure-conv).
+	Trace  string
+	Seed   int64
+	SLO    SLO
+	Scrape time.Duration
 	// Overheads of the scale runs (the data path outside the engines); zero = engines and
 	// routing alone.
 	Overheads Overheads
@@ -115,7 +118,8 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")
 	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all; NAME=FILE runs an EndpointPickerConfig of your own on the P/D fleet")
 	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
-	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
+	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV (the workload unless --trace names another; always the calibration's)")
+	f.StringVar(&o.Trace, "trace", "", "replay this trace instead of the Azure one: mooncake=FILE (a Mooncake JSONL trace, e.g. "+workload.DefaultMooncakePath+"), azure-conv=FILE")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput: TTFT target")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput: TPOT target")
@@ -174,6 +178,11 @@ func (o Options) Validate() error {
 	if !(o.Tolerance > 0) {
 		errs = append(errs, errors.New("--tolerance must be > 0"))
 	}
+	if o.Trace != "" {
+		if _, err := ParseTraceSpec(o.Trace); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -205,6 +214,11 @@ func Run(ctx context.Context, o Options) error {
 	}
 	w := o.Stdout
 	d := &Data{Options: o, Profile: prof.Name}
+	newSource, trace, err := o.workloadSource(rows)
+	if err != nil {
+		return err
+	}
+	d.Trace = &trace
 
 	cal, err := o.calibrate(ctx, azure)
 	if err != nil {
@@ -215,11 +229,15 @@ func Run(ctx context.Context, o Options) error {
 		cal.Topology, cal.Workload, cal.Requests, cal.LabTTFT.P50, cal.SimTTFT.P50, 100*cal.ErrorP50, cal.ModelOnly.P50,
 		100*cal.Tolerance, metWord(cal.Met))
 
-	mp, mo := azureMeans(rows)
+	mp, mo := trace.MeanPrompt, trace.MeanOutput
+	if trace.FollowUps > 0 {
+		fmt.Fprintf(w, "trace %s: %d requests, %.1f %% of prompt blocks reuse an earlier prefix, %d follow-up turns\n",
+			trace.File, trace.Requests, 100*trace.ReusedBlockShare, trace.FollowUps)
+	}
 	d.CapacityPerGPU = CapacityPerGPU(prof, mp, mo)
 	capacity := d.CapacityPerGPU * float64(o.Pods)
-	fmt.Fprintf(w, "fleet: %d simulated GPUs, estimated capacity %.0f req/s (%.2f per GPU for the trace's mean %0.f prompt / %.0f output tokens)\n",
-		o.Pods, capacity, d.CapacityPerGPU, mp, mo)
+	fmt.Fprintf(w, "fleet: %d simulated GPUs, estimated capacity %.0f req/s (%.2f per GPU for the %s trace's mean %0.f prompt / %.0f output tokens)\n",
+		o.Pods, capacity, d.CapacityPerGPU, trace.Name, mp, mo)
 	type job struct {
 		load float64
 		p    Policy
@@ -242,7 +260,7 @@ func Run(ctx context.Context, o Options) error {
 			defer wg.Done()
 			for i := range next {
 				j := jobs[i]
-				runs[i], errs[i] = runPolicy(ctx, o, prof, rows, j.p, j.load, capacity)
+				runs[i], errs[i] = runPolicy(ctx, o, prof, newSource, j.p, j.load, capacity)
 				if errs[i] != nil {
 					continue
 				}
@@ -250,6 +268,11 @@ func Run(ctx context.Context, o Options) error {
 				mu.Lock()
 				fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
 					j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
+				if sm.FollowUpTTFT != nil {
+					fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens\n",
+						"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
+						100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens))
+				}
 				mu.Unlock()
 			}
 		}()
@@ -275,11 +298,11 @@ func Run(ctx context.Context, o Options) error {
 	return nil
 }
 
-func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, rows []workload.AzureRow, p Policy, load, capacity float64) (RunData, error) {
+func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, newSource func(rate float64) (Source, error), p Policy, load, capacity float64) (RunData, error) {
 	if err := ctx.Err(); err != nil {
 		return RunData{}, err
 	}
-	src, err := NewAzureSource(rows, load*capacity, o.Seed, o.Requests, 0)
+	src, err := newSource(load * capacity)
 	if err != nil {
 		return RunData{}, err
 	}
@@ -382,19 +405,4 @@ func (o Options) calibrate(ctx context.Context, azure string) (*Calibration, err
 	}
 	fmt.Fprintf(o.Stdout, "lab record written to %s (copy it to %s to make it the reference)\n", out, o.Calibration)
 	return CalibrateRecord(o.Root, rec, out, azure, nil, o.Tolerance)
-}
-
-// CapacityPerGPU estimates one GPU's sustainable request rate for a mean request: the prefill
-// compute (with the step overhead amortised over the chunk budget) plus the request's share
-// of decode steps at a reference batch of 64 (a P/D fleet splits the same work over its
-// prefill and decode halves). It only sets the offered load's scale; saturation with the
-// trace's heavy-tailed lengths comes earlier or later.
-func CapacityPerGPU(p *costmodel.Profile, meanPrompt, meanOutput float64) float64 {
-	n := int(meanPrompt)
-	chunk := float64(max(p.ChunkedPrefillTokens, n))
-	prefill := ms(p.PrefillSpan(0, n)) + ms(p.PrefillOverhead())*meanPrompt/chunk
-	const batch = 64
-	step := ms(p.DecodeStep(batch, batch*int(meanPrompt+meanOutput/2)))
-	decode := meanOutput * step / batch
-	return 1000 / (prefill + decode)
 }

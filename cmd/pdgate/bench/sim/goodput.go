@@ -41,7 +41,9 @@ type GoodputOptions struct {
 	Cells     string // "shape/policy,..."; policy "*" = every P/D policy
 	Profile   string
 	Azure     string
-	Seed      int64
+	// Mooncake is the Mooncake trace the mooncake workload replays.
+	Mooncake string
+	Seed     int64
 	// SLOs, when set, replace the derived interactive and relaxed SLOs for every workload.
 	SLOs []report.SLO
 	// Multipliers of the derived SLOs: TTFT = x × the unloaded prefill time of the workload's
@@ -64,7 +66,7 @@ type GoodputOptions struct {
 func GoodputDefaults() GoodputOptions {
 	return GoodputOptions{Root: ".", Out: "bench-results/goodput", Pods: 64, Requests: 1000, Duration: 20 * time.Second,
 		Workloads: []string{WorkloadAzure, WorkloadSessions, WorkloadRAG}, Cells: DefaultGoodputCells,
-		Azure: workload.DefaultAzureConvPath, Seed: 1,
+		Azure: workload.DefaultAzureConvPath, Mooncake: workload.DefaultMooncakePath, Seed: 1,
 		InteractiveTTFTx: 5, InteractiveTPOTx: 1.5, RelaxedTTFTx: 25, RelaxedTPOTx: 7,
 		Fractions: []float64{0.25, 0.5, 0.75, 1.0, 1.5, 2.0}, Extend: 3, Refine: 1, Target: report.GoodputTarget,
 		Scrape: 50 * time.Millisecond, Parallel: 2}
@@ -228,7 +230,7 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	f.IntVar(&o.Pods, "pods", o.Pods, "simulated GPUs in every fleet")
 	f.IntVar(&o.Requests, "requests", o.Requests, "at least this many requests per rate point")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "virtual time the arrivals of each rate point span at least")
-	f.StringVar(&workloads, "workloads", strings.Join(o.Workloads, ","), "comma list: azure-conv, sessions, rag")
+	f.StringVar(&workloads, "workloads", strings.Join(o.Workloads, ","), "comma list: azure-conv, sessions, rag, mooncake")
 	f.StringVar(&o.Cells, "cells", o.Cells, "comma list of shape/policy; shapes combined, pd, hybrid, pd-P:D, hybrid-P:D:C; policy * = every P/D policy, NAME=FILE an EndpointPickerConfig of your own")
 	f.StringVar(&slos, "slos", "", "explicit SLOs for every workload, name=TTFT/TPOT,... (default: interactive and relaxed derived per workload)")
 	f.Float64Var(&o.InteractiveTTFTx, "interactive-ttft-x", o.InteractiveTTFTx, "interactive TTFT = x × unloaded prefill of the median prompt")
@@ -241,6 +243,7 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	f.Float64Var(&o.Target, "target", o.Target, "attainment that defines goodput")
 	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
+	f.StringVar(&o.Mooncake, "mooncake", o.Mooncake, "Mooncake trace JSONL (the mooncake workload)")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")
 	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "cells swept at once")
@@ -332,19 +335,18 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	if err != nil {
 		return err
 	}
-	var rows []workload.AzureRow
-	azure := filepath.Join(o.Root, o.Azure)
-	if filepath.IsAbs(o.Azure) {
-		azure = o.Azure
-	}
-	f, err := os.Open(azure)
-	if err != nil {
-		return fmt.Errorf("--azure-conv: %w", err)
-	}
-	rows, err = workload.ParseAzureTrace(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("--azure-conv %s: %w", azure, err)
+	var rows Traces
+	for _, name := range o.Workloads {
+		switch name {
+		case WorkloadAzure:
+			if rows.Azure, err = readAzure(Options{Root: o.Root}.path(o.Azure)); err != nil {
+				return fmt.Errorf("--azure-conv: %w", err)
+			}
+		case WorkloadMooncake:
+			if rows.Mooncake, err = workload.LoadMooncakeFile(Options{Root: o.Root}.path(o.Mooncake)); err != nil {
+				return fmt.Errorf("--mooncake: %w", err)
+			}
+		}
 	}
 	cells, err := ParseCells(o.Cells, GoodputPolicies(o.Root))
 	if err != nil {
@@ -447,7 +449,7 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 
 // sweepCell measures attainment at the sweep's rates (ascending, stopping once every SLO is
 // missed), extends above or below when a crossing lies outside, and interpolates the goodput.
-func sweepCell(ctx context.Context, o GoodputOptions, prof *costmodel.Profile, rows []workload.AzureRow,
+func sweepCell(ctx context.Context, o GoodputOptions, prof *costmodel.Profile, rows Traces,
 	wl GoodputWorkload, c Cell, onPoint func(GoodputPoint)) (GoodputCell, error) {
 	out := GoodputCell{Workload: wl.Name, Cell: c.Name(), Shape: c.Shape, Policy: c.Policy.Name, Config: c.Policy.Config,
 		MaxRate: map[string]report.MaxRate{}}
@@ -540,7 +542,7 @@ func attainmentCurve(points []GoodputPoint, slo string) []report.RatePoint {
 	return out
 }
 
-func goodputPoint(ctx context.Context, o GoodputOptions, prof *costmodel.Profile, rows []workload.AzureRow,
+func goodputPoint(ctx context.Context, o GoodputOptions, prof *costmodel.Profile, rows Traces,
 	wl GoodputWorkload, c Cell, ratePerGPU float64) (GoodputPoint, error) {
 	if err := ctx.Err(); err != nil {
 		return GoodputPoint{}, err

@@ -89,11 +89,11 @@ func TestGoodputWorkloadsAreSeededAndReuseAsDocumented(t *testing.T) {
 		{WorkloadSessions, 0.5, 0.95, 1000},
 		{WorkloadRAG, 0.2, 0.8, 3000},
 	} {
-		a, err := SampleWorkload(tc.name, nil, 7, 1000, 16)
+		a, err := SampleWorkload(tc.name, Traces{}, 7, 1000, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := SampleWorkload(tc.name, nil, 7, 1000, 16)
+		b, _ := SampleWorkload(tc.name, Traces{}, 7, 1000, 16)
 		if a != b {
 			t.Errorf("%s: same seed, different samples: %+v vs %+v", tc.name, a, b)
 		}

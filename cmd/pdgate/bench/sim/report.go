@@ -15,7 +15,9 @@ type Data struct {
 	CapacityPerGPU float64      `json:"capacityPerGPU"`
 	WallSeconds    float64      `json:"wallSeconds"`
 	Calibration    *Calibration `json:"calibration"`
-	Runs           []RunData    `json:"runs"`
+	// Trace is the replayed workload's trace (name, file, means; reuse for Mooncake).
+	Trace *TraceInfo `json:"trace"`
+	Runs  []RunData  `json:"runs"`
 }
 
 // RunData is one policy at one load.
@@ -91,6 +93,9 @@ func buildReport(d *Data, policies []Policy) *report.Report {
 			Text: fmt.Sprintf("%d simulated GPUs, %d requests per policy. Latencies in ms; goodput = share of requests with TTFT ≤ %v and TPOT ≤ %v. "+
 				"max/min = requests per pod among the pods serving that leg.", d.Options.Pods, d.Options.Requests, d.Options.SLO.TTFT, d.Options.SLO.TPOT),
 			Tables: []report.Table{t}}
+		if tt, ok := turnsTable(byLoad[load]); ok {
+			sec.Tables = append(sec.Tables, tt)
+		}
 		cdf := report.Plot{File: fmt.Sprintf("ttft-cdf-load-%.2f.png", load), Title: fmt.Sprintf("TTFT CDF, load %.2f, %d GPUs", load, d.Options.Pods),
 			XLabel: "TTFT (ms)", YLabel: "share of requests", LogX: true}
 		for _, r := range byLoad[load] {
@@ -143,4 +148,21 @@ func thin(x, y []float64, n int) ([]float64, []float64) {
 	}
 	ox, oy = append(ox, x[len(x)-1]), append(oy, y[len(y)-1])
 	return ox, oy
+}
+
+// turnsTable splits TTFT by conversation turn and shows the fleet's prefill work, for runs
+// whose workload marks turns (the Mooncake trace).
+func turnsTable(runs []RunData) (report.Table, bool) {
+	t := report.Table{Title: "First turns vs follow-up turns (TTFT ms) and the fleet's prefill work",
+		Columns: []string{"policy", "first p50", "p90", "p99", "follow-up p50", "p90", "p99", "prefix hit rate", "prompt Mtokens", "computed Mtokens"}}
+	for _, r := range runs {
+		s := r.Summary
+		if s.FirstTurnTTFT == nil || s.FollowUpTTFT == nil {
+			continue
+		}
+		a, b := s.FirstTurnTTFT, s.FollowUpTTFT
+		t.Rows = append(t.Rows, []string{r.Policy, f1(a.P50), f1(a.P90), f1(a.P99), f1(b.P50), f1(b.P90), f1(b.P99),
+			report.F(s.PrefixHitRate, 3), report.F(float64(s.PromptTokens)/1e6, 2), report.F(float64(s.ComputedPrefillTokens)/1e6, 2)})
+	}
+	return t, len(t.Rows) > 0
 }

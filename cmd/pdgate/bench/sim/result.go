@@ -14,10 +14,12 @@ type Result struct {
 	sent, ended int
 	failed      map[string]int
 	ttft, tpot  []float64 // ms, served requests
-	e2e         []float64
-	perPod      []podLoad
-	legs        legStats
-	transfers   [5]int // KV transfers by shared topology level (with a Placement)
+	// TTFT of served first and follow-up turns (arrivals with a Turn), ms
+	ttftFirst, ttftFollow []float64
+	e2e                   []float64
+	perPod                []podLoad
+	legs                  legStats
+	transfers             [5]int // KV transfers by shared topology level (with a Placement)
 	// prompt tokens prefilled and those of them served from the prefilling pod's prefix cache
 	promptTokens, cachedTokens int64
 
@@ -83,6 +85,14 @@ type Summary struct {
 	// Transfers counts KV transfers by the tightest level the two pods shared (host, rack,
 	// zone, region, none), with a placement; nil without.
 	Transfers map[string]int `json:",omitempty"`
+	// FirstTurnTTFT and FollowUpTTFT split TTFT by conversation turn (served requests of
+	// traces that mark turns: Mooncake's follow-ups continue a conversation seen earlier in
+	// the trace); nil for workloads without turns.
+	FirstTurnTTFT *Dist `json:",omitempty"`
+	FollowUpTTFT  *Dist `json:",omitempty"`
+	// PromptTokens is the prompt tokens of every prefill (prefill legs and local prefills);
+	// ComputedPrefillTokens is the fleet's prefill work: those tokens minus prefix-cache hits.
+	PromptTokens, ComputedPrefillTokens int64
 }
 
 // prefix records one prefill: prompt tokens and how many were prefix-cache hits.
@@ -97,6 +107,12 @@ func newResult(pods int) *Result {
 
 func (r *Result) record(q *request, ttft, tpot, e2e time.Duration) {
 	r.ttft = append(r.ttft, ms(ttft))
+	switch q.a.Turn {
+	case TurnFirst:
+		r.ttftFirst = append(r.ttftFirst, ms(ttft))
+	case TurnFollowUp:
+		r.ttftFollow = append(r.ttftFollow, ms(ttft))
+	}
 	r.e2e = append(r.e2e, ms(e2e))
 	if q.a.Output > 1 {
 		r.tpot = append(r.tpot, ms(tpot))
@@ -123,6 +139,11 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 		VirtualSeconds: s.now().Sub(s.start).Seconds(), WallSeconds: wall.Seconds()}
 	if r.promptTokens > 0 {
 		sum.PrefixHitRate = float64(r.cachedTokens) / float64(r.promptTokens)
+	}
+	sum.PromptTokens, sum.ComputedPrefillTokens = r.promptTokens, r.promptTokens-r.cachedTokens
+	if len(r.ttftFirst)+len(r.ttftFollow) > 0 {
+		first, follow := dist(r.ttftFirst), dist(r.ttftFollow)
+		sum.FirstTurnTTFT, sum.FollowUpTTFT = &first, &follow
 	}
 	if r.sent > 0 {
 		var cpu time.Duration

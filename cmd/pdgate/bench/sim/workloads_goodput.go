@@ -17,7 +17,8 @@ import (
 
 // Goodput workloads: the Azure conversation trace as is (no prefix reuse), multi-turn
 // sessions over shared system prompts (heavy reuse), long-context RAG (long prompts, partial
-// reuse). Every generator is seeded; the parameters are documented in the README.
+// reuse), the Mooncake conversation trace (real long-context multi-turn reuse). Every
+// generator is seeded or deterministic; the parameters are documented in the README.
 const (
 	WorkloadAzure    = "azure-conv"
 	WorkloadSessions = "sessions"
@@ -58,16 +59,18 @@ var DefaultRAG = RAGParams{Docs: 500, DocMin: 1000, DocMax: 4000, PerRequest: 3,
 	QuestionMin: 20, QuestMax: 100, OutMin: 16, OutMax: 256}
 
 // NewWorkloadSource returns the named goodput workload at a mean rate of rate req/s.
-func NewWorkloadSource(name string, rows []workload.AzureRow, rate float64, seed int64, n int) (Source, error) {
+func NewWorkloadSource(name string, traces Traces, rate float64, seed int64, n int) (Source, error) {
 	switch name {
 	case WorkloadAzure:
-		return NewAzureSource(rows, rate, seed, n, 0)
+		return NewAzureSource(traces.Azure, rate, seed, n, 0)
+	case WorkloadMooncake:
+		return NewMooncakeSource(traces.Mooncake, rate, n)
 	case WorkloadSessions:
 		return NewSessionsSource(DefaultSessions, rate, seed, n)
 	case WorkloadRAG:
 		return NewRAGSource(DefaultRAG, rate, seed, n)
 	}
-	return nil, fmt.Errorf("workload %q: want %s, %s or %s", name, WorkloadAzure, WorkloadSessions, WorkloadRAG)
+	return nil, fmt.Errorf("workload %q: want %s, %s, %s or %s", name, WorkloadAzure, WorkloadSessions, WorkloadRAG, WorkloadMooncake)
 }
 
 // chatArrival builds an arrival from chat messages, tokenized as decodeRequest tokenizes a
@@ -249,8 +252,8 @@ type WorkloadStats struct {
 }
 
 // SampleWorkload draws n requests of the workload and summarises them.
-func SampleWorkload(name string, rows []workload.AzureRow, seed int64, n, blockSize int) (WorkloadStats, error) {
-	src, err := NewWorkloadSource(name, rows, 100, seed, n)
+func SampleWorkload(name string, traces Traces, seed int64, n, blockSize int) (WorkloadStats, error) {
+	src, err := NewWorkloadSource(name, traces, 100, seed, n)
 	if err != nil {
 		return WorkloadStats{}, err
 	}
