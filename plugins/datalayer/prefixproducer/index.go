@@ -26,6 +26,41 @@ type index struct {
 	defaultSize int
 }
 
+// Sparse recording. The index records and looks up every one of a prompt's first
+// denseBlocks blocks (GIE's default cap: up to there matching is GIE's exactly), then one
+// checkpoint every checkpointStride blocks, and the prompt's last block. Block hashes are
+// chained, so holding block i stands for holding blocks 0..i: a checkpoint carries the weight
+// of the blocks since the previous recorded one, both in the match count and in the server's
+// LRU capacity. Whole-prompt matching of a 220 KB prompt (3,400 blocks) then costs 360 index
+// operations instead of 3,400, on the request path's CPU budget. Where the walk stops at a
+// checkpoint, the blocks of the gap before it are probed from the far end, so the last block
+// of an earlier prompt that this one extends (a chat's previous turn) is found exactly.
+const (
+	denseBlocks      = 256
+	checkpointStride = 32
+)
+
+// recorded calls f for each block the index records or looks up in a prompt of n blocks, in
+// order, with its weight (the blocks since the previous recorded one).
+func recorded(n int, f func(i, weight int) bool) {
+	prev := -1
+	for i := 0; i < min(n, denseBlocks); i++ {
+		if !f(i, 1) {
+			return
+		}
+		prev = i
+	}
+	for i := denseBlocks - 1 + checkpointStride; i < n; i += checkpointStride {
+		if !f(i, i-prev) {
+			return
+		}
+		prev = i
+	}
+	if n > denseBlocks && prev != n-1 {
+		f(n-1, n-1-prev)
+	}
+}
+
 // serverLRU is one server's LRU of block hashes; eviction clears its slot's bit.
 type serverLRU struct {
 	slot  int
@@ -54,12 +89,8 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 		l = x.track(s, c)
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
-	for _, h := range hashes {
-		l.cache.add(h)
-	}
-	for _, h := range hashes {
-		word[h] |= bit
-	}
+	recorded(len(hashes), func(i, w int) bool { l.cache.addWeighted(hashes[i], w); return true })
+	recorded(len(hashes), func(i, _ int) bool { word[hashes[i]] |= bit; return true })
 }
 
 // track gives s a slot and an LRU of capacity c.
@@ -88,24 +119,35 @@ func (x *index) track(s serverID, c int) *serverLRU {
 }
 
 // matchLongestPrefix counts, per server, the leading blocks of hashes the index says it holds
-// (GIE's greedy walk: it stops at the first block no server holds).
+// (GIE's greedy walk over the recorded blocks: it stops at the first one no server holds; a
+// checkpoint held counts its weight; at the stop, the gap before it is probed backwards).
 func (x *index) matchLongestPrefix(hashes []blockHash) map[serverID]int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	counts := make([]int, len(x.bySlot))
-	for _, h := range hashes {
+	credit := func(h blockHash, n int) bool {
 		held := false
 		for w, word := range x.words {
 			m := word[h]
 			held = held || m != 0
 			for ; m != 0; m &= m - 1 {
-				counts[64*w+bits.TrailingZeros64(m)]++
+				counts[64*w+bits.TrailingZeros64(m)] += n
 			}
 		}
-		if !held {
-			break
-		}
+		return held
 	}
+	recorded(len(hashes), func(i, w int) bool {
+		if credit(hashes[i], w) {
+			return true
+		}
+		prev := i - w
+		for j := i - 1; j > prev; j-- {
+			if credit(hashes[j], j-prev) {
+				break
+			}
+		}
+		return false
+	})
 	res := map[serverID]int{}
 	for slot, n := range counts {
 		if n > 0 {

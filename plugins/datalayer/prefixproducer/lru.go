@@ -12,16 +12,24 @@ package prefixproducer
 // request allocates ~0.7 MB (its body, decoded prompt and token estimate), so cycles are
 // frequent, and marking the index took about a third of the EPP's CPU. The behaviour is the
 // same: TestBlockLRUMatchesSimpleLRU drives both with one random sequence.
+//
+// Capacity is in blocks and an entry weighs the blocks it stands for: 1 for a block the index
+// records one by one, more for a checkpoint that stands for the blocks since the previous
+// recorded one (index.go, "sparse recording"), so a server's LRU holds as many prompt blocks
+// as its GPU cache whatever the spacing.
 type blockLRU struct {
 	capacity   int
+	used       int                 // sum of the entries' weights
 	at         map[blockHash]int32 // hash → position in entries
 	entries    []lruEntry
-	head, tail int32 // most / least recently used position; none when empty
+	free       []int32 // positions of evicted entries, reused first
+	head, tail int32   // most / least recently used position; none when empty
 	evicted    func(blockHash)
 }
 
 type lruEntry struct {
 	hash       blockHash
+	weight     int32
 	prev, next int32 // towards the most / least recently used; none at the ends
 }
 
@@ -33,29 +41,51 @@ func newBlockLRU(capacity int, evicted func(blockHash)) *blockLRU {
 	return &blockLRU{capacity: capacity, at: map[blockHash]int32{}, head: none, tail: none, evicted: evicted}
 }
 
-// add makes h the most recently used entry, evicting the least recently used one when full.
-func (l *blockLRU) add(h blockHash) {
+// add makes h the most recently used entry of weight 1, evicting the least recently used
+// ones when full.
+func (l *blockLRU) add(h blockHash) { l.addWeighted(h, 1) }
+
+// addWeighted makes h the most recently used entry, of weight w (>= 1; an entry already there
+// takes the new weight), evicting the least recently used ones until the weights fit the
+// capacity (an entry heavier than the capacity stays alone).
+func (l *blockLRU) addWeighted(h blockHash, w int) {
 	if i, ok := l.at[h]; ok {
 		if i != l.head {
 			l.unlink(i)
 			l.pushFront(i)
 		}
+		l.used += w - int(l.entries[i].weight)
+		l.entries[i].weight = int32(w)
+		for l.used > l.capacity && l.tail != i {
+			l.evictTail()
+		}
 		return
 	}
-	var i int32
-	if len(l.entries) < l.capacity {
-		i = int32(len(l.entries))
-		l.entries = append(l.entries, lruEntry{hash: h})
-	} else {
-		i = l.tail
-		old := l.entries[i].hash
-		l.unlink(i)
-		delete(l.at, old)
-		l.evicted(old)
-		l.entries[i].hash = h
+	for l.used+w > l.capacity && l.tail != none {
+		l.evictTail()
 	}
+	var i int32
+	if n := len(l.free); n > 0 {
+		i, l.free = l.free[n-1], l.free[:n-1]
+		l.entries[i] = lruEntry{hash: h, weight: int32(w)}
+	} else {
+		i = int32(len(l.entries))
+		l.entries = append(l.entries, lruEntry{hash: h, weight: int32(w)})
+	}
+	l.used += w
 	l.at[h] = i
 	l.pushFront(i)
+}
+
+// evictTail drops the least recently used entry.
+func (l *blockLRU) evictTail() {
+	i := l.tail
+	old := l.entries[i].hash
+	l.unlink(i)
+	delete(l.at, old)
+	l.used -= int(l.entries[i].weight)
+	l.free = append(l.free, i)
+	l.evicted(old)
 }
 
 func (l *blockLRU) unlink(i int32) {
@@ -85,11 +115,11 @@ func (l *blockLRU) pushFront(i int32) {
 
 // purge empties the LRU, reporting every entry as evicted.
 func (l *blockLRU) purge() {
-	for _, e := range l.entries {
-		l.evicted(e.hash)
+	for i := l.head; i != none; i = l.entries[i].next {
+		l.evicted(l.entries[i].hash)
 	}
 	l.at = map[blockHash]int32{}
-	l.entries = nil
+	l.entries, l.free, l.used = nil, nil, 0
 	l.head, l.tail = none, none
 }
 

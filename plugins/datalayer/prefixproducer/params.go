@@ -7,10 +7,17 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
-// Defaults: GIE v1.5.0 approx-prefix-cache-producer's.
+// Defaults: GIE v1.5.0 approx-prefix-cache-producer's, except the match cap.
 const (
-	DefaultBlockSizeTokens      = 16
-	DefaultMaxPrefixBlocks      = 256
+	DefaultBlockSizeTokens = 16
+	// GIEMaxPrefixBlocks is GIE's default cap (256 blocks, 4,096 tokens with 16-token blocks).
+	// pdgate's default is no block cap but the context length: a fully cached long prompt
+	// must match all its blocks (see README, "Whole-prompt matching").
+	GIEMaxPrefixBlocks = 256
+	// DefaultContextLengthTokens caps the tokens matched when neither
+	// maxPrefixBlocksToMatch nor maxPrefixTokensToMatch is set: 1 Mi tokens, above every
+	// served model's context length, so in practice the whole prompt.
+	DefaultContextLengthTokens  = 1 << 20
 	DefaultLRUCapacityPerServer = 31250
 	// CharactersPerToken converts the block size in tokens to prompt bytes (GIE's
 	// averageCharactersPerToken).
@@ -29,18 +36,38 @@ type Parameters struct {
 	// BlockSize is GIE's deprecated block size in characters: refused unless
 	// BlockSizeTokens is set.
 	BlockSize int `json:"blockSize"`
-	// MaxPrefixBlocksToMatch caps the blocks hashed and matched per request.
+	// MaxPrefixBlocksToMatch, when > 0, caps the blocks hashed and matched per request;
+	// 0 (the default) leaves the cap to ContextLengthTokens.
 	MaxPrefixBlocksToMatch int `json:"maxPrefixBlocksToMatch"`
 	// MaxPrefixTokensToMatch, when > 0, sets the cap to MaxPrefixTokensToMatch / block size.
 	MaxPrefixTokensToMatch int `json:"maxPrefixTokensToMatch"`
+	// ContextLengthTokens caps the tokens matched when neither of the two above is set
+	// (pdgate's; GIE has no such field).
+	ContextLengthTokens int `json:"contextLengthTokens"`
 	// LRUCapacityPerServer is the index capacity (blocks) of a server.
 	LRUCapacityPerServer int `json:"lruCapacityPerServer"`
 }
 
-// DefaultParameters are GIE's defaults.
+// MaxBlocks is the number of blocks hashed and matched per request at block size blockSize
+// (tokens): maxPrefixTokensToMatch / blockSize when set (GIE's precedence), else
+// maxPrefixBlocksToMatch when set, else contextLengthTokens / blockSize.
+func (p Parameters) MaxBlocks(blockSize int) int {
+	switch {
+	case blockSize <= 0:
+		return 0
+	case p.MaxPrefixTokensToMatch > 0:
+		return p.MaxPrefixTokensToMatch / blockSize
+	case p.MaxPrefixBlocksToMatch > 0:
+		return p.MaxPrefixBlocksToMatch
+	}
+	return p.ContextLengthTokens / blockSize
+}
+
+// DefaultParameters are GIE's defaults, with the match capped by the context length instead
+// of GIE's 256 blocks.
 func DefaultParameters() Parameters {
 	return Parameters{AutoTune: true, BlockSizeTokens: DefaultBlockSizeTokens,
-		MaxPrefixBlocksToMatch: DefaultMaxPrefixBlocks, LRUCapacityPerServer: DefaultLRUCapacityPerServer}
+		ContextLengthTokens: DefaultContextLengthTokens, LRUCapacityPerServer: DefaultLRUCapacityPerServer}
 }
 
 // ParseParameters decodes raw over the defaults and validates as GIE does.
@@ -64,6 +91,12 @@ func (p Parameters) validate() error {
 	}
 	if p.MaxPrefixTokensToMatch < 0 {
 		return fmt.Errorf("invalid configuration: MaxPrefixTokensToMatch must be >= 0 (current value: %d)", p.MaxPrefixTokensToMatch)
+	}
+	if p.MaxPrefixBlocksToMatch < 0 {
+		return fmt.Errorf("invalid configuration: maxPrefixBlocksToMatch must be >= 0 (current value: %d)", p.MaxPrefixBlocksToMatch)
+	}
+	if p.ContextLengthTokens <= 0 {
+		return fmt.Errorf("invalid configuration: contextLengthTokens must be > 0 (current value: %d)", p.ContextLengthTokens)
 	}
 	return nil
 }

@@ -106,11 +106,7 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 		p.runOnce.Do(func() { go p.run(pluginkit.Context(p.handle), p.handle) })
 	}
 	blockSize := p.BlockSize(endpoints)
-	maxBlocks := p.params.MaxPrefixBlocksToMatch
-	if p.params.MaxPrefixTokensToMatch > 0 && blockSize > 0 {
-		maxBlocks = p.params.MaxPrefixTokensToMatch / blockSize
-	}
-	hashes := hashPrompt(request, blockSize, maxBlocks)
+	hashes := hashPrompt(request, blockSize, p.params.MaxBlocks(blockSize))
 	matches := p.idx.matchLongestPrefix(hashes)
 	for _, ep := range endpoints {
 		ep.Put(attrprefix.PrefixCacheMatchInfoKey,
