@@ -30,7 +30,7 @@ func NewCommand() *cobra.Command {
 config as real processes against a local kube-apiserver (envtest binaries in bin/envtest) with idle
 fake vLLM pods on loopback addresses, and drives them over real ext_proc gRPC the way Envoy does
 (FULL_DUPLEX_STREAMED body frames, response phase included) with many concurrent streams and OpenAI
-chat bodies of 1 KB, 16 KB and 220 KB. Reports req/s, EPP CPU ms per request, EPP-added latency
+chat bodies of 1 KB, 16 KB, 220 KB and 1 MB. Reports req/s, EPP CPU ms per request, EPP-added latency
 p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 8 equal idle pods
 (max/min per pod) and each EPP's resident memory. Writes <out>/epp.{json,md} and PNG plots.`,
 		Args: cobra.NoArgs,
@@ -86,8 +86,8 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 	f := c.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "directory for epp.json, epp.md and the plots")
 	f.BoolVar(&o.Quick, "quick", false, "short variant (fewer requests, smaller burst, no 512-endpoint memory run): what make bench runs, under 2 minutes")
-	f.StringSliceVar(&sizes, "sizes", []string{"1k", "16k", "220k"}, "request body sizes (bytes, or with a k suffix for KiB)")
-	f.IntSliceVar(&o.Requests, "requests", o.Requests, "measured requests per size (default 3000,1500,300; quick 600,300,60)")
+	f.StringSliceVar(&sizes, "sizes", []string{"1k", "16k", "220k", "1024k"}, "request body sizes (bytes, or with a k suffix for KiB); also the filter: --sizes 220k,1024k runs only those")
+	f.IntSliceVar(&o.Requests, "requests", o.Requests, "measured requests per size (default 3000,1500,300,60; quick 600,300,60,15)")
 	f.IntVar(&o.Concurrency, "concurrency", o.Concurrency, "concurrent ext_proc streams")
 	f.IntVar(&o.Conns, "conns", o.Conns, "HTTP/2 connections to the EPP (streams are spread over them)")
 	f.IntVar(&o.ChunkSize, "chunk-size", o.ChunkSize, "request body frame size in bytes")

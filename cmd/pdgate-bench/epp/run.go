@@ -47,11 +47,11 @@ type Options struct {
 // DefaultOptions are the full run's settings, or the quick variant's (`make bench`).
 func DefaultOptions(quick bool) Options {
 	o := Options{Out: filepath.Join("bench-results", "epp"), Quick: quick,
-		Sizes: []int{1 << 10, 16 << 10, 220 << 10}, Requests: []int{3000, 1500, 300},
+		Sizes: []int{1 << 10, 16 << 10, 220 << 10, 1 << 20}, Requests: []int{3000, 1500, 300, 60},
 		Concurrency: 32, Conns: 4, ChunkSize: 16 << 10, Burst: 800, Parser: "map",
 		MaxPhase: 60 * time.Second, MemoryEndpoints: 512, Progress: os.Stderr}
 	if quick {
-		o.Requests, o.Burst, o.MaxPhase, o.MemoryEndpoints = []int{600, 300, 60}, 400, 10*time.Second, 0
+		o.Requests, o.Burst, o.MaxPhase, o.MemoryEndpoints = []int{600, 300, 60, 15}, 400, 10*time.Second, 0
 	}
 	return o
 }
