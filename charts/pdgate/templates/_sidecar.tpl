@@ -21,6 +21,9 @@ target port and forwards to the engine on localhost.
     {{- end }}
     {{- if eq $ms.engine "trtllm" }}
     - --trt-schedule-style={{ $ms.trtllm.scheduleStyle }}
+    # This StatefulSet's machine ids: the first, and how many; the pod adds its ordinal.
+    - --trt-machine-id={{ .machineBase | int }}
+    - --trt-machine-id-slots={{ .replicas | int }}
     {{- end }}
     {{- if eq $ms.engine "sglang" }}
     - --sglang-bootstrap-port={{ $ms.sglang.bootstrapPort | int }}
@@ -38,6 +41,12 @@ target port and forwards to the engine on localhost.
       valueFrom:
         fieldRef:
           fieldPath: status.podIP
+    {{- if eq $ms.engine "trtllm" }}
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
+    {{- end }}
     {{- with $sc.env }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

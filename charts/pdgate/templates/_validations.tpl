@@ -44,6 +44,20 @@ Cross-field checks values.schema.json cannot express. Each message names the val
 {{- if eq $n 0 -}}
 {{- fail "modelServers.enabled is true but no pod is requested: add a roleset with prefillReplicas/decodeReplicas or set modelServers.combined.replicas" -}}
 {{- end -}}
+{{- if eq .Values.modelServers.engine "trtllm" -}}
+{{- $decode := int .Values.modelServers.combined.replicas -}}
+{{- range .Values.modelServers.rolesets -}}
+{{- $decode = add $decode (int .decodeReplicas) -}}
+{{- end -}}
+{{- if gt $decode 1024 -}}
+{{- fail (printf "modelServers: %d decode and combined replicas with engine trtllm, but TensorRT-LLM request ids have 1024 machine ids, one per decode sidecar; use at most 1024" $decode) -}}
+{{- end -}}
+{{- range $k := list "trt-machine-id" "trt-machine-id-slots" "pod-name" -}}
+{{- if hasKey $.Values.sidecar.flags $k -}}
+{{- fail (printf "sidecar.flags.%s: with modelServers.engine=trtllm the chart gives every decode sidecar a distinct machine id (StatefulSet ordinal ranges) and sets this flag itself" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if ne (len .Values.inferencePool.targetPorts) 1 -}}
 {{- fail "modelServers.enabled needs exactly one inferencePool.targetPorts entry: the port the sample pods serve on" -}}
 {{- end -}}

@@ -55,6 +55,9 @@ func (o *Options) checkEngineSettings() error {
 		{flag: "trt-machine-id", engines: []proxy.Engine{proxy.EngineTRTLLM}, value: func() string { return strconv.Itoa(o.TRTMachineID) },
 			valid: func() bool { return o.TRTMachineID >= 0 && o.TRTMachineID < 1024 }, allowed: "an integer in [0,1024)",
 			reset: func() { o.TRTMachineID = def.TRTMachineID }},
+		{flag: "trt-machine-id-slots", engines: []proxy.Engine{proxy.EngineTRTLLM}, value: func() string { return strconv.Itoa(o.TRTMachineIDSlots) },
+			valid: func() bool { return o.TRTMachineIDSlots >= 0 && o.TRTMachineIDSlots <= trtMachineIDs }, allowed: "an integer in [0,1024]",
+			reset: func() { o.TRTMachineIDSlots = def.TRTMachineIDSlots }},
 		{flag: "sglang-bootstrap-port", engines: []proxy.Engine{proxy.EngineSGLang}, value: func() string { return strconv.Itoa(o.BootstrapPort) },
 			valid: func() bool { return o.BootstrapPort >= 1 && o.BootstrapPort <= 65535 }, allowed: "an integer in 1..65535",
 			reset: func() { o.BootstrapPort = def.BootstrapPort }},
@@ -111,6 +114,8 @@ func defaultOf(st engineSetting, def Options) string {
 		return def.TRTSchedule
 	case "trt-machine-id":
 		return strconv.Itoa(def.TRTMachineID)
+	case "trt-machine-id-slots":
+		return strconv.Itoa(def.TRTMachineIDSlots)
 	case "sglang-bootstrap-port":
 		return strconv.Itoa(def.BootstrapPort)
 	case "decode-abort-timeout":

@@ -27,7 +27,12 @@ type Options struct {
 	KVConnector             string
 	TRTSchedule             string
 	TRTMachineID            int
-	BootstrapPort           int
+	// TRTMachineIDSlots > 0: TRTMachineID is the first of this many ids reserved for the
+	// pod's StatefulSet, and the pod takes TRTMachineID + its ordinal (read from PodName).
+	TRTMachineIDSlots int
+	// PodName is the pod's name (env POD_NAME), for TRTMachineIDSlots.
+	PodName       string
+	BootstrapPort int
 
 	PrefillTimeout      time.Duration
 	FailurePolicy       string
@@ -80,6 +85,8 @@ type Options struct {
 	env map[string]envValue
 	// warnings are the ignored settings checkEngineSettings found (logged by Run).
 	warnings []string
+	// trtMachineID is the machine id in effect (Validate derives it).
+	trtMachineID int
 }
 
 // envValue is one engine-scoped variable as read: its name, raw text, and the value it
@@ -173,6 +180,7 @@ func NewOptions() *Options {
 		MaxRequestBytes:       32 << 20,
 		MaxIdleConnsPerHost:   1024,
 		InferencePool:         os.Getenv("INFERENCE_POOL"),
+		PodName:               os.Getenv("POD_NAME"),
 		PrefillRetryOnce:      true,
 	}
 	// AIBrix's default connector is shfs (docs/aibrix-knobs.md); AIBrix fleets relying on the
@@ -200,6 +208,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KVConnector, "kv-connector", o.KVConnector, "vLLM KV connector: "+proxy.Join(proxy.Connectors)+" (env AIBRIX_KV_CONNECTOR_TYPE)")
 	fs.StringVar(&o.TRTSchedule, "trt-schedule-style", o.TRTSchedule, "TensorRT-LLM schedule style: "+proxy.Join(proxy.ScheduleStyles)+" (env AIBRIX_TRT_SCHEDULE_STYLE)")
 	fs.IntVar(&o.TRTMachineID, "trt-machine-id", o.TRTMachineID, "TensorRT-LLM Snowflake machine id in [0,1024), distinct per sidecar sharing workers (env AIBRIX_TRT_MACHINE_ID)")
+	fs.IntVar(&o.TRTMachineIDSlots, "trt-machine-id-slots", o.TRTMachineIDSlots, "TensorRT-LLM: when > 0, --trt-machine-id is the first of this many machine ids reserved for this pod's StatefulSet, and the sidecar takes --trt-machine-id + the pod's ordinal (from --pod-name); a pod whose ordinal is not below this count refuses to start")
+	fs.StringVar(&o.PodName, "pod-name", o.PodName, "this pod's name, for --trt-machine-id-slots (env POD_NAME)")
 	fs.IntVar(&o.BootstrapPort, "sglang-bootstrap-port", o.BootstrapPort, "SGLang bootstrap port used when the EPP sends none (env SGLANG_BOOTSTRAP_PORT)")
 	fs.DurationVar(&o.PrefillTimeout, "prefill-timeout", o.PrefillTimeout, "deadline of the prefill leg, all attempts together (env AIBRIX_PREFILL_REQUEST_TIMEOUT, seconds)")
 	fs.StringVar(&o.FailurePolicy, "prefill-failure-policy", o.FailurePolicy, "on prefill failure: "+proxy.Join(proxy.FailurePolicies))
@@ -240,6 +250,14 @@ func (o *Options) Validate() error {
 	}
 	if err := o.checkEngineSettings(); err != nil {
 		return err
+	}
+	o.trtMachineID = o.TRTMachineID
+	if o.Engine == string(proxy.EngineTRTLLM) && o.TRTMachineIDSlots > 0 {
+		id, err := deriveTRTMachineID(o.TRTMachineID, o.TRTMachineIDSlots, o.PodName)
+		if err != nil {
+			return err
+		}
+		o.trtMachineID = id
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
 		return errors.New("--tls-cert-file and --tls-key-file go together")

@@ -99,6 +99,9 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	log.Info("sidecar listening", "addr", ln.Addr().String(), "engine", o.Engine, "engineURL", o.EngineURL,
 		"kvConnector", o.KVConnector, "prefillFailurePolicy", o.FailurePolicy)
+	if o.Engine == string(proxy.EngineTRTLLM) {
+		log.Info("TensorRT-LLM request ids", "machineID", o.trtMachineID, "slots", o.TRTMachineIDSlots, "pod", o.PodName)
+	}
 	if o.OnListening != nil {
 		o.OnListening(ln.Addr().String())
 	}
@@ -214,7 +217,7 @@ func (o *Options) proxyConfig(log logr.Logger, checker allowlist.Checker, m *pro
 	}
 	return proxy.Config{
 		Engine: proxy.Engine(o.Engine), EngineURL: u, KVConnector: proxy.Connector(o.KVConnector),
-		TRTSchedule: proxy.ScheduleStyle(o.TRTSchedule), TRTMachineID: o.TRTMachineID,
+		TRTSchedule: proxy.ScheduleStyle(o.TRTSchedule), TRTMachineID: o.trtMachineID,
 		SGLangBootstrapPort: o.BootstrapPort,
 		PrefillTimeout:      o.PrefillTimeout, FailurePolicy: proxy.FailurePolicy(o.FailurePolicy),
 		PrefillMaxRetries: o.PrefillMaxRetries, PrefillRetryBackoff: o.PrefillRetryBackoff, SkipPrefillRetryOnce: !o.PrefillRetryOnce,

@@ -117,19 +117,32 @@ func checkStored(ctx context.Context, t *testing.T, s *apiServer, ns, release st
 			t.Errorf("stored endpointPickerRef %v, want Service %s-epp with a failure mode", ref, release)
 		}
 	}
+	var templates []corev1.PodTemplateSpec
+	var names []string
 	for _, d := range ofKind(objs, "Deployment") {
 		got, err := s.kube.AppsV1().Deployments(ns).Get(ctx, d.GetName(), metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("read back Deployment %s: %v", d.GetName(), err)
 		}
-		for _, c := range got.Spec.Template.Spec.InitContainers {
+		templates, names = append(templates, got.Spec.Template), append(names, "Deployment "+d.GetName())
+	}
+	for _, d := range ofKind(objs, "StatefulSet") {
+		got, err := s.kube.AppsV1().StatefulSets(ns).Get(ctx, d.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("read back StatefulSet %s: %v", d.GetName(), err)
+		}
+		templates, names = append(templates, got.Spec.Template), append(names, "StatefulSet "+d.GetName())
+	}
+	for i, tmpl := range templates {
+		d := names[i]
+		for _, c := range tmpl.Spec.InitContainers {
 			if c.Name == "pdgate-sidecar" && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
-				t.Errorf("%s: stored sidecar has restartPolicy %v; the server did not keep it a native sidecar", d.GetName(), c.RestartPolicy)
+				t.Errorf("%s: stored sidecar has restartPolicy %v; the server did not keep it a native sidecar", d, c.RestartPolicy)
 			}
 		}
-		for _, c := range got.Spec.Template.Spec.Containers {
+		for _, c := range tmpl.Spec.Containers {
 			if c.Name == "epp" && (c.ReadinessProbe == nil || c.ReadinessProbe.GRPC == nil) {
-				t.Errorf("%s: stored EPP readiness probe %v, want gRPC", d.GetName(), c.ReadinessProbe)
+				t.Errorf("%s: stored EPP readiness probe %v, want gRPC", d, c.ReadinessProbe)
 			}
 		}
 	}

@@ -181,13 +181,14 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 	}
 }
 
-// checkModelServers: every sample pod is a member of the pool, carries the labels llm-d and
-// AIBrix read, and decode-capable pods run the sidecar as a native sidecar on the pool port.
+// checkModelServers: every sample pod (Deployment, or StatefulSet for TRT-LLM decode-capable
+// pods) is a member of the pool, carries the labels llm-d and AIBrix read, and decode-capable
+// pods run the sidecar as a native sidecar on the pool port.
 func checkModelServers(t *testing.T, release string, pool *unstructured.Unstructured, objs []*unstructured.Unstructured) {
 	t.Helper()
 	sel := field(t, pool, "spec", "selector", "matchLabels").(map[string]any)
 	poolPort := toString(field(t, pool, "spec", "targetPorts").([]any)[0].(map[string]any)["number"])
-	for _, d := range ofKind(objs, "Deployment") {
+	for _, d := range append(ofKind(objs, "Deployment"), ofKind(objs, "StatefulSet")...) {
 		labels, _, _ := unstructured.NestedStringMap(d.Object, "spec", "template", "metadata", "labels")
 		if labels["app.kubernetes.io/component"] != "model-server" {
 			continue
