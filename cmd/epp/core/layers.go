@@ -2,6 +2,8 @@ package core
 
 import (
 	"context"
+	"fmt"
+	"reflect"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -17,6 +19,9 @@ import (
 // GIE's "unknown" layer, before the PrepareData producers of what it reads, and be refused,
 // though the profile handler calls it during scheduling, after every producer ran.
 func orderDataDependencies(plugins []fwkplugin.Plugin) ([]string, error) {
+	if err := checkComparableDeclarations(plugins); err != nil {
+		return nil, err
+	}
 	placed := make([]fwkplugin.Plugin, len(plugins))
 	for i, p := range plugins {
 		placed[i] = p
@@ -26,6 +31,31 @@ func orderDataDependencies(plugins []fwkplugin.Plugin) ([]string, error) {
 		}
 	}
 	return datalayer.ValidateAndOrderDataDependencies(placed)
+}
+
+// checkComparableDeclarations refuses a plugin whose Produces or Consumes declares a value
+// that == cannot compare: GIE's check compares a producer's and a consumer's declarations with
+// != and panics on such a value (a struct holding a map), taking `pdgate validate` and the EPP
+// down with it instead of naming the plugin.
+func checkComparableDeclarations(plugins []fwkplugin.Plugin) error {
+	for _, p := range plugins {
+		var decls []map[string]any
+		if pr, ok := p.(fwkplugin.ProducerPlugin); ok {
+			decls = append(decls, pr.Produces())
+		}
+		if c, ok := p.(fwkplugin.ConsumerPlugin); ok {
+			decls = append(decls, c.Consumes())
+		}
+		for _, m := range decls {
+			for key, v := range m {
+				if v != nil && !reflect.TypeOf(v).Comparable() {
+					return fmt.Errorf("plugin %s declares data key %q with a value of type %T, which cannot be compared; declare a comparable value such as a typed nil pointer",
+						p.TypedName(), key, v)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func hasGIELayer(p fwkplugin.Plugin) bool {

@@ -93,7 +93,7 @@ func (p *Producer) PreciseCore() *precisecache.Core { return p.core }
 func (p *Producer) Produces() map[string]any {
 	return map[string]any{
 		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
-		precisecache.MatchInfoKey:          precisecache.MatchInfo{},
+		precisecache.MatchInfoKey:          precisecache.MatchInfoType,
 	}
 }
 

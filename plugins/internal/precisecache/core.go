@@ -32,6 +32,12 @@ import (
 // read.
 const MatchInfoKey = "PrecisePrefixCacheMatchInfo"
 
+// MatchInfoType is what the precise plugins declare in Produces and Consumes for MatchInfoKey.
+// GIE's dependency check compares the declared values with ==, so the declaration must be
+// comparable: a typed nil pointer (the attribute is stored as *MatchInfo), never a MatchInfo
+// value, whose map would make the comparison panic.
+var MatchInfoType = (*MatchInfo)(nil)
+
 // MatchInfo is one endpoint's precise prefix match for one request.
 type MatchInfo struct {
 	// Blocks is the unweighted count of leading blocks held (llm-d's cachedBlockCount).
@@ -89,7 +95,11 @@ type Core struct {
 	known     map[string]endpointRef // endpoint name → subscribed endpoint
 	startOnce sync.Once
 	running   atomic.Bool // subscribers may be started (a plugin built without a handle never dials)
-	pool      func() []types.NamespacedName
+	podNames  func() []types.NamespacedName
+	pool      *poolView
+	// watchInterval and unreachableAfter tune the pool watch (pool.go).
+	watchInterval    time.Duration
+	unreachableAfter time.Duration
 }
 
 type endpointRef struct {
@@ -105,12 +115,13 @@ func New(ctx context.Context, name string, cfg kvevents.Resolved, started bool) 
 		// Only a foreign collector under one of our names conflicts; keep indexing, unexported.
 		log.FromContext(ctx).Error(err, "KV-event metrics not registered", "plugin", name)
 	}
-	c := &Core{name: name, cfg: cfg, m: m, known: map[string]endpointRef{},
+	c := &Core{name: name, cfg: cfg, m: m, known: map[string]endpointRef{}, pool: newPoolView(ctx),
+		watchInterval: DefaultWatchInterval, unreachableAfter: DefaultUnreachableAfter,
 		ix: kvevents.NewIndex(kvevents.IndexConfig{BlockSize: cfg.BlockSize, HashSeed: cfg.HashSeed, MaxKeys: cfg.Size,
 			MaxBlocksPerEndpoint: cfg.MaxBlocksPerEndpoint, PodCacheSize: cfg.PodCacheSize, TierWeights: cfg.TierWeights}, m)}
 	c.log = log.FromContext(ctx).WithValues("plugin", name)
 	c.subs = kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: cfg.TopicFilter, ZMQEndpoint: cfg.Central,
-		SocketPort: cfg.SocketPort}, c.ix, m, c.log)
+		SocketPort: cfg.SocketPort, Resolve: c.pool.resolve}, c.ix, m, c.log)
 	if started {
 		c.Start(ctx)
 	}
@@ -119,7 +130,7 @@ func New(ctx context.Context, name string, cfg kvevents.Resolved, started bool) 
 
 // SetPool gives the core the pool's endpoint list (the EPP handle's PodList): the central
 // socket is bound only once the pool has an endpoint.
-func (c *Core) SetPool(pool func() []types.NamespacedName) { c.pool = pool }
+func (c *Core) SetPool(pool func() []types.NamespacedName) { c.podNames = pool }
 
 // Start runs what New did not start (the central socket, the size log); once.
 func (c *Core) Start(ctx context.Context) {
@@ -135,6 +146,9 @@ func (c *Core) start(ctx context.Context) {
 	if cfg.MetricsLoggingInterval > 0 {
 		go c.housekeeping(ctx)
 	}
+	if c.pool.list != nil {
+		go c.watchPool(ctx)
+	}
 	if cfg.Speculative {
 		c.log.Info("speculativeIndexing is accepted but not implemented: the index holds only what engines reported")
 	}
@@ -146,7 +160,7 @@ func (c *Core) bindCentral(ctx context.Context) {
 	// Bind once the pool has an endpoint: an EPP that serves has one within its first
 	// endpoint sync, while `pdgate validate` (and any assembly that never serves) has none and
 	// so never takes the port a running EPP on the same host holds.
-	for c.pool != nil && len(c.pool()) == 0 {
+	for c.podNames != nil && len(c.podNames()) == 0 {
 		select {
 		case <-ctx.Done():
 			return

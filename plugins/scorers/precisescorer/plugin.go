@@ -113,14 +113,14 @@ func (s *Scorer) Produces() map[string]any {
 	}
 	return map[string]any{
 		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
-		precisecache.MatchInfoKey:          precisecache.MatchInfo{},
+		precisecache.MatchInfoKey:          precisecache.MatchInfoType,
 	}
 }
 
 // Consumes implements fwkplugin.ConsumerPlugin.
 func (s *Scorer) Consumes() map[string]any {
 	if s.own == nil {
-		return map[string]any{precisecache.MatchInfoKey: precisecache.MatchInfo{}}
+		return map[string]any{precisecache.MatchInfoKey: precisecache.MatchInfoType}
 	}
 	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
 }
