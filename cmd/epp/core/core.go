@@ -153,6 +153,9 @@ func New(ctx context.Context, o Options) (*Core, error) {
 		reg = crmetrics.Registry
 	}
 	hctx := pluginkit.WithRegisterer(ctx, reg)
+	if o.PodNames == nil {
+		hctx = pluginkit.WithEndpoints(hctx, func() []fwkdl.Endpoint { return ds.PodList(datastore.AllPodsPredicate) })
+	}
 	if o.Seed != nil {
 		hctx = pluginkit.WithSeed(hctx, *o.Seed)
 	}

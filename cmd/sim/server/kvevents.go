@@ -29,11 +29,13 @@ type kvPublisher struct {
 	sock   zmq4.Socket
 	topic  []byte
 	format kvevents.EventFormat
-	ch     chan []kvevents.Event
-	done   chan struct{}
-	cancel context.CancelFunc
-	log    logr.Logger
-	m      *simMetrics
+	// seqStart is the first sequence number.
+	seqStart uint64
+	ch       chan []kvevents.Event
+	done     chan struct{}
+	cancel   context.CancelFunc
+	log      logr.Logger
+	m        *simMetrics
 }
 
 // bindsKVEvents is vLLM's rule (bind when the endpoint contains "*" or "::" or is ipc://,
@@ -81,7 +83,7 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sock := zmq4.NewPub(ctx, zmq4.WithDialerMaxRetries(-1), zmq4.WithDialerRetry(time.Second))
 	ep := o.KVEventsEndpoint
-	p := &kvPublisher{sock: sock, topic: []byte(topic), format: format, ch: make(chan []kvevents.Event, 4096),
+	p := &kvPublisher{sock: sock, topic: []byte(topic), format: format, seqStart: o.KVEventsSeqStart, ch: make(chan []kvevents.Event, 4096),
 		done: make(chan struct{}), cancel: cancel, log: in.log.WithValues("kvEvents", ep, "topic", topic), m: in.m}
 	if bindsKVEvents(ep, o.Host) {
 		if err := sock.Listen(strings.Replace(ep, "*", "0.0.0.0", 1)); err != nil {
@@ -104,15 +106,18 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 			p.run()
 		}()
 	}
-	// A restarted engine starts from an empty cache: say so first (seq 0).
-	p.publish([]kvevents.Event{{Kind: kvevents.KindCleared}})
+	// A restarted engine starts from an empty cache: say so first (unless told to behave as
+	// vLLM and SGLang, which publish nothing at start).
+	if !o.KVEventsNoStartClear {
+		p.publish([]kvevents.Event{{Kind: kvevents.KindCleared}})
+	}
 	p.log.Info("publishing KV-cache events")
 	return p, nil
 }
 
 func (p *kvPublisher) run() {
 	defer close(p.done)
-	var seq uint64
+	seq := p.seqStart
 	for events := range p.ch {
 		payload, err := kvevents.EncodeBatch(kvevents.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: events}, p.format)
 		if err != nil {

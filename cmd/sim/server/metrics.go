@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pdgate/pdgate/cmd/sim/batching"
@@ -107,7 +108,9 @@ func newSimMetrics(in *Instance) *simMetrics {
 		Help: "KV handoffs by result (produced, pulled, failed).", ConstLabels: labels}, []string{"result"})
 	m.faults = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_sim_faults_total",
 		Help: "Injected faults by kind.", ConstLabels: labels}, []string{"fault"})
-	m.reg.MustRegister(m.handoffs, m.faults, m)
+	// process_start_time_seconds, as vLLM's and SGLang's Python Prometheus clients export it:
+	// the EPP reads a change as an engine restart.
+	m.reg.MustRegister(m.handoffs, m.faults, m, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.samples = []sample{{at: in.clock.Now()}}
 	return m
 }

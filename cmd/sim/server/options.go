@@ -87,6 +87,11 @@ type Options struct {
 	KVEventsEndpoint string `json:"kvEventsEndpoint,omitempty"`
 	KVEventsTopic    string `json:"kvEventsTopic,omitempty"`
 	KVEventsFormat   string `json:"kvEventsFormat,omitempty"`
+	// KVEventsSeqStart is the first sequence number (vLLM and SGLang: 0; some publishers 1).
+	KVEventsSeqStart uint64 `json:"kvEventsSeqStart,omitempty"`
+	// KVEventsNoStartClear leaves out the AllBlocksCleared the sim publishes first (vLLM and
+	// SGLang publish nothing at start), so a subscriber must detect a restart on its own.
+	KVEventsNoStartClear bool `json:"kvEventsNoStartClear,omitempty"`
 
 	Fault5xxRate            float64  `json:"fault5xxRate,omitempty"`
 	FaultPrefillFailRate    float64  `json:"faultPrefillFailRate,omitempty"`
@@ -132,6 +137,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SharedStorageDir, "shared-storage-dir", "", "shared KV store and EC cache directory")
 	fs.StringVar(&o.KVEventsEndpoint, "kv-events-endpoint", "", "publish KV-cache events on this ZeroMQ endpoint (tcp://*:5557 binds, tcp://host:port connects); off when empty")
 	fs.StringVar(&o.KVEventsTopic, "kv-events-topic", "", "KV-event topic (default kv@<advertise-host>:<port>@<model>)")
+	fs.Uint64Var(&o.KVEventsSeqStart, "kv-events-seq-start", 0, "first KV-event sequence number (vLLM and SGLang count from 0)")
+	fs.BoolVar(&o.KVEventsNoStartClear, "kv-events-no-start-clear", false, "do not publish AllBlocksCleared at start (as vLLM and SGLang do not)")
 	fs.StringVar(&o.KVEventsFormat, "kv-events-format", KVEventsFormatMap, "map (vLLM >= 0.24) or array (vLLM <= 0.23, SGLang) events")
 	fs.Float64Var(&o.Fault5xxRate, "fault-5xx-rate", 0, "fraction of requests answered 500 (seeded)")
 	fs.Float64Var(&o.FaultPrefillFailRate, "fault-prefill-fail-rate", 0, "fraction of prefills that fail")

@@ -149,6 +149,7 @@ func (e *Extractor) extract(families sourcemetrics.PrometheusMetricMap, engine, 
 	m := &engineattr.Metrics{Engine: engine, UpdateTime: now}
 	m.Running, m.HasRunning = gauge(families, mp.Running, sumAgg)
 	m.Waiting, m.HasWaiting = gauge(families, mp.Waiting, sumAgg)
+	m.ProcessStart, m.HasProcessStart = gauge(families, ProcessStartMetric, maxAgg)
 	m.KVUsage, m.HasKVUsage = gauge(families, mp.KVUsage, maxAgg)
 	m.GenThroughput, m.HasGenThroughput = gauge(families, mp.GenThroughput, sumAgg)
 	m.PrefillPrealloc, _ = gauge(families, mp.PrefillPreallocReqs, sumAgg)

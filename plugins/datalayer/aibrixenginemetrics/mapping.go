@@ -14,6 +14,10 @@ type Mapping struct {
 	DecodePreallocReqs  string `json:"decodePreallocReqs,omitempty"`  // gauge
 }
 
+// ProcessStartMetric is the process start time every engine's Prometheus client exports
+// (the client library's process collector, not an engine metric), read for every engine.
+const ProcessStartMetric = "process_start_time_seconds"
+
 // BuiltinMappings are the metric names of the engines pdgate knows. Keys are engine names as
 // found in inference.networking.k8s.io/engine-type or AIBrix's engine label (podmodel.LabelEngine).
 var BuiltinMappings = map[string]Mapping{

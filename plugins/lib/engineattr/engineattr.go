@@ -37,6 +37,11 @@ type Metrics struct {
 	HasDrainRate1m  bool
 	PrefillPrealloc float64 // sglang:num_prefill_prealloc_queue_reqs (0 when missing)
 	DecodePrealloc  float64 // sglang:num_decode_prealloc_queue_reqs (0 when missing)
+	// ProcessStart is the engine process's start time (process_start_time_seconds, Unix
+	// seconds, exported by Python's and Go's Prometheus clients): a new value means the
+	// engine restarted and lost what it cached.
+	ProcessStart    float64
+	HasProcessStart bool
 
 	UpdateTime time.Time
 }

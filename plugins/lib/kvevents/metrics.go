@@ -28,6 +28,12 @@ const (
 	ResultApplied   = "applied"
 	ResultDuplicate = "duplicate"
 	ResultMalformed = "malformed"
+	// ResultOverLimit: a new source beyond MaxSources.
+	ResultOverLimit = "over_limit"
+	// ResultUnmatched and ResultAmbiguous: central-mode topics naming no pool endpoint, or an
+	// address several endpoints share (Resolution).
+	ResultUnmatched = "unmatched_source"
+	ResultAmbiguous = "ambiguous_source"
 )
 
 // Resync reasons (label values of pdgate_kv_events_resyncs_total): why an endpoint's blocks
@@ -37,6 +43,14 @@ const (
 	ResyncReset      = "sequence_reset"
 	ResyncDisconnect = "disconnect"
 	ResyncRemoved    = "endpoint_removed"
+	// ResyncRestart: the stream shows a new publisher process (a sequence number repeated
+	// with another payload, or the batch ts going back).
+	ResyncRestart = "publisher_restart"
+	// ResyncEngineRestart: the engine's scraped metrics show a new process start time.
+	ResyncEngineRestart = "engine_restart"
+	// ResyncUnreachable: the engine's metrics have not been scraped for longer than the
+	// staleness bound (the process is down or restarting).
+	ResyncUnreachable = "engine_unreachable"
 )
 
 // NewMetrics returns the pipeline's collectors registered on reg (the registerer the EPP puts
@@ -72,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func newMetrics() *Metrics {
 	return &Metrics{
 		Messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_messages_total",
-			Help: "KV-event messages received from engines, by result (applied, duplicate, malformed)."}, []string{"result"}),
+			Help: "KV-event messages received from engines, by result (applied, duplicate, malformed, over_limit, unmatched_source, ambiguous_source)."}, []string{"result"}),
 		Events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_events_total",
 			Help: "KV-cache events applied to the index, by type (BlockStored, BlockRemoved, AllBlocksCleared)."}, []string{"type"}),
 		StoresSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_stores_skipped_total",
@@ -80,7 +94,7 @@ func newMetrics() *Metrics {
 		Gaps: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_sequence_gaps_total",
 			Help: "Sequence-number gaps detected in engines' event streams (messages lost)."}),
 		Resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_resyncs_total",
-			Help: "Times an endpoint's indexed blocks were dropped because its stream could no longer be trusted, by reason (gap, sequence_reset, disconnect, endpoint_removed)."}, []string{"reason"}),
+			Help: "Times an endpoint's indexed blocks were dropped because its stream could no longer be trusted, by reason (gap, sequence_reset, publisher_restart, engine_restart, engine_unreachable, disconnect, endpoint_removed)."}, []string{"reason"}),
 		Lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "pdgate_kv_events_lag_seconds",
 			Help:    "Time from an engine publishing a batch (its ts) to the EPP applying it.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5}}),

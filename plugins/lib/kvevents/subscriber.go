@@ -2,7 +2,6 @@ package kvevents
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"sync"
@@ -28,6 +27,9 @@ type SubscriberConfig struct {
 	SocketPort int
 	// ReconnectDelay is the pause before a broken or refused socket is rebuilt.
 	ReconnectDelay time.Duration
+	// Resolve, in central mode, maps the endpoint a topic names to the pool endpoint whose
+	// source it is (see Resolution). Nil takes the topic's endpoint as the source, unchecked.
+	Resolve func(topicEndpoint string, rank int) (SourceKey, Resolution)
 }
 
 // Subscribers owns the SUB sockets feeding one index: one per endpoint in discovery mode
@@ -41,7 +43,8 @@ type Subscribers struct {
 	mu     sync.Mutex
 	subs   map[string]*sub // endpoint "address:port" → its subscriber
 	seqMu  sync.Mutex
-	seqs   map[SourceKey]uint64 // last applied sequence number + 1 (0 = none yet)
+	seqs   map[SourceKey]streamState
+	unres  unresolvedLog
 	closed bool
 }
 
@@ -55,7 +58,7 @@ func NewSubscribers(ctx context.Context, cfg SubscriberConfig, ix *Index, m *Met
 	if cfg.ReconnectDelay <= 0 {
 		cfg.ReconnectDelay = 2 * time.Second
 	}
-	s := &Subscribers{ctx: ctx, cfg: cfg, ix: ix, m: m, log: logger, subs: map[string]*sub{}, seqs: map[SourceKey]uint64{}}
+	s := &Subscribers{ctx: ctx, cfg: cfg, ix: ix, m: m, log: logger, subs: map[string]*sub{}, seqs: map[SourceKey]streamState{}}
 	// AfterFunc, not a goroutine waiting on Done: building subscribers starts nothing.
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
@@ -99,12 +102,7 @@ func (s *Subscribers) Remove(endpoint string, rank int) {
 	if sb != nil {
 		sb.cancel()
 	}
-	src := SourceKey{Endpoint: endpoint, Rank: rank}
-	s.forgetSeq(src)
-	if s.ix.Holds(src) > 0 && s.m != nil {
-		s.m.Resyncs.WithLabelValues(ResyncRemoved).Inc()
-	}
-	s.ix.Forget(src)
+	s.Forget(SourceKey{Endpoint: endpoint, Rank: rank}, ResyncRemoved)
 }
 
 func joinHostPort(host string, port int) string {
@@ -208,90 +206,4 @@ func (s *Subscribers) StartCentral() error {
 		}
 	}()
 	return nil
-}
-
-// handle applies one message [topic, seq (8 bytes big-endian), payload]. In central mode the
-// source comes from the topic and the batch's rank.
-func (s *Subscribers) handle(src SourceKey, central bool, frames [][]byte) {
-	if len(frames) != 3 || len(frames[1]) < 8 {
-		s.count(ResultMalformed)
-		return
-	}
-	seq := binary.BigEndian.Uint64(frames[1][len(frames[1])-8:])
-	batch, err := DecodeBatch(frames[2])
-	if central {
-		ep, _ := EndpointOf(string(frames[0]))
-		src = SourceKey{Endpoint: ep, Rank: batch.DPRank}
-	}
-	s.Deliver(src, seq, batch, err)
-}
-
-// Deliver applies a decoded batch of src with sequence number seq (err: the decoding error),
-// enforcing the stream rules: a repeated sequence number is dropped; a jump forward (messages
-// lost) or backward (the publisher restarted) drops everything src held before the batch is
-// applied; a batch that cannot be decoded drops everything src held (what it said is lost).
-func (s *Subscribers) Deliver(src SourceKey, seq uint64, batch Batch, err error) {
-	if err != nil {
-		s.count(ResultMalformed)
-		s.log.V(2).Info("malformed KV-event batch; the endpoint's blocks are dropped", "endpoint", src.Endpoint, "err", err.Error())
-		s.resync(src, ResyncGap)
-		s.setSeq(src, seq+1)
-		return
-	}
-	s.seqMu.Lock()
-	next, known := s.seqs[src]
-	full := !known && len(s.seqs) >= MaxSources
-	s.seqMu.Unlock()
-	if full {
-		// A central socket anyone can reach must not grow without bound with invented topics.
-		s.count(ResultMalformed)
-		return
-	}
-	switch {
-	case known && next > 0 && seq == next-1:
-		s.count(ResultDuplicate)
-		return
-	case known && next > 0 && seq < next-1:
-		s.resync(src, ResyncReset)
-	case known && next > 0 && seq > next:
-		if s.m != nil {
-			s.m.Gaps.Inc()
-		}
-		s.resync(src, ResyncGap)
-	}
-	s.setSeq(src, seq+1)
-	s.ix.Apply(src, batch.Events)
-	s.count(ResultApplied)
-	if s.m != nil && batch.TS > 0 {
-		if lag := time.Since(time.Unix(0, int64(batch.TS*1e9))).Seconds(); lag >= 0 && lag < 3600 {
-			s.m.Lag.Observe(lag)
-		}
-	}
-}
-
-func (s *Subscribers) setSeq(src SourceKey, next uint64) {
-	s.seqMu.Lock()
-	s.seqs[src] = next
-	s.seqMu.Unlock()
-}
-
-func (s *Subscribers) forgetSeq(src SourceKey) {
-	s.seqMu.Lock()
-	delete(s.seqs, src)
-	s.seqMu.Unlock()
-}
-
-// resync drops what src held and its sequence state.
-func (s *Subscribers) resync(src SourceKey, reason string) {
-	s.forgetSeq(src)
-	if s.ix.Holds(src) > 0 && s.m != nil {
-		s.m.Resyncs.WithLabelValues(reason).Inc()
-	}
-	s.ix.Clear(src)
-}
-
-func (s *Subscribers) count(result string) {
-	if s.m != nil {
-		s.m.Messages.WithLabelValues(result).Inc()
-	}
 }
