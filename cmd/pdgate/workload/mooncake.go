@@ -302,3 +302,25 @@ func (m *mooncakeReplay) Next() (Request, bool) {
 	return Request{At: time.Duration(float64(m.offsets[i]) / m.o.TimeScale), Kind: kind,
 		Path: "/v1/completions", Body: body, Stream: true}, true
 }
+
+// MooncakeConversations keeps whole conversations: every row whose conversation key is a
+// multiple of every (every <= 1: all rows). The key is the row's first block past the prefix
+// every request shares (its last block when it has none): a follow-up turn repeats its
+// conversation's blocks, so it has its first turn's key and stays with it. A short slice of
+// the conversation trace sees almost no follow-ups (the median turn comes ~2 min after the
+// previous one, and 120 rows span ~40 s); a slice of every 20th conversation spans ~14 min
+// of the trace and keeps its multi-turn reuse.
+func MooncakeConversations(rows []MooncakeRow, every int) []MooncakeRow {
+	if every <= 1 || len(rows) == 0 {
+		return rows
+	}
+	st, _ := AnalyzeMooncake(rows)
+	var out []MooncakeRow
+	for _, r := range rows {
+		key := r.HashIDs[min(st.CommonPrefixBlocks, len(r.HashIDs)-1)]
+		if key%uint64(every) == 0 {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -212,3 +212,29 @@ func TestMooncakeTraceFile(t *testing.T) {
 		t.Fatalf("second request at %v, want 30ms", second.At)
 	}
 }
+
+func TestMooncakeConversations(t *testing.T) {
+	r := func(ids ...uint64) MooncakeRow {
+		return MooncakeRow{InputLength: 512 * len(ids), OutputLength: 1, HashIDs: ids}
+	}
+	rows := []MooncakeRow{r(0, 2, 5), r(0, 3), r(0, 2, 5, 7), r(0, 4), r(0, 3, 9), r(0)}
+	for _, tc := range []struct {
+		every int
+		want  []int // kept rows
+	}{
+		{0, []int{0, 1, 2, 3, 4, 5}},
+		{1, []int{0, 1, 2, 3, 4, 5}},
+		{2, []int{0, 2, 3, 5}}, // conversations 2 and 4, and row 5's key is its only block, 0
+		{3, []int{1, 4, 5}},
+	} {
+		got := MooncakeConversations(rows, tc.every)
+		if len(got) != len(tc.want) {
+			t.Fatalf("every %d: kept %d rows, want %v", tc.every, len(got), tc.want)
+		}
+		for i, w := range tc.want {
+			if &got[i].HashIDs[0] != &rows[w].HashIDs[0] {
+				t.Fatalf("every %d: row %d is not input row %d", tc.every, i, w)
+			}
+		}
+	}
+}

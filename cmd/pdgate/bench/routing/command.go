@@ -22,6 +22,7 @@ var (
 	DefaultOptions = Options{
 		Out: "bench-results/routing", BinDir: "bin", ConfigDir: "config/bench/routing",
 		AzureConv: workload.DefaultAzureConvPath, TraceOffset: 15900, Requests: 150, MixedRequests: 150,
+		MooncakeEvery: 20, MooncakeRequests: 120, MooncakeLoad: 0.5,
 		Loads: []float64{0.5, 0.8, 1.0}, MixedLoad: 0.8, TimeScale: 0.5, Gap: 2 * time.Second,
 		SLO: SLO{TTFT: 500 * time.Millisecond, TPOT: 50 * time.Millisecond}, Seed: 1, Subnet: "127.0.78",
 	}
@@ -83,6 +84,11 @@ at 80 % load only.`,
 	f.IntVar(&o.MixedRequests, "mixed-requests", o.MixedRequests, "requests of the mixed phase")
 	f.Float64SliceVar(&o.Loads, "loads", o.Loads, "azure phases' loads as fractions of the P/D fleet's capacity (quick: 0.8)")
 	f.Float64Var(&o.MixedLoad, "mixed-load", o.MixedLoad, "mixed phase's load (0 = no mixed phase)")
+	f.StringVar(&o.Mooncake, "mooncake", "", "also replay a slice of a Mooncake trace JSONL (e.g. "+workload.DefaultMooncakePath+"; default: no mooncake phase)")
+	f.IntVar(&o.MooncakeEvery, "mooncake-every", o.MooncakeEvery, "keep every n-th conversation of the Mooncake trace (whole conversations, so a short slice keeps its follow-up turns)")
+	f.IntVar(&o.MooncakeOffset, "mooncake-offset", o.MooncakeOffset, "first row of the replayed Mooncake slice (of the kept conversations' rows)")
+	f.IntVar(&o.MooncakeRequests, "mooncake-requests", o.MooncakeRequests, "rows of the Mooncake slice")
+	f.Float64Var(&o.MooncakeLoad, "mooncake-load", o.MooncakeLoad, "mooncake phase's load (a fraction of the P/D fleet's capacity for the slice)")
 	f.StringSliceVar(&o.Policies, "policies", nil, "policies to run (default all; quick: least-request,recommended,combined-only)")
 	f.Float64Var(&o.TimeScale, "time-scale", o.TimeScale, "simulator model seconds per wall second")
 	f.DurationVar(&o.Gap, "phase-gap", o.Gap, "idle model time after each phase")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -26,6 +27,11 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{"gap", func(o *Options) { o.Gap = -time.Second }, "--phase-gap"},
 		{"slo", func(o *Options) { o.SLO.TPOT = 0 }, "--slo-tpot"},
 		{"unknown policy", func(o *Options) { o.Policies = []string{"recommended", "fastest"} }, `unknown policy "fastest"`},
+		{"mooncake phase", func(o *Options) { o.Mooncake = "t.jsonl" }, ""},
+		{"mooncake slice too short", func(o *Options) { o.Mooncake, o.MooncakeRequests = "t.jsonl", 1 }, "--mooncake-requests"},
+		{"mooncake negative offset", func(o *Options) { o.Mooncake, o.MooncakeOffset = "t.jsonl", -3 }, "--mooncake-offset"},
+		{"mooncake load", func(o *Options) { o.Mooncake, o.MooncakeLoad = "t.jsonl", 0 }, "--mooncake-load"},
+		{"mooncake every", func(o *Options) { o.Mooncake, o.MooncakeEvery = "t.jsonl", 0 }, "--mooncake-every"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,5 +117,46 @@ func TestPrepareOnTheTrace(t *testing.T) {
 	}
 	if res.FleetGPUs[FleetPD] != 4 || res.FleetGPUs[FleetCombined] != 4 {
 		t.Fatalf("GPUs %v", res.FleetGPUs)
+	}
+}
+
+// With --mooncake, Prepare adds the trace slice's phase at its own capacity.
+func TestPrepareWithMooncake(t *testing.T) {
+	o := DefaultOptions
+	o.ConfigDir = "../../../../config/bench/routing"
+	o.AzureConv = "../../../../" + DefaultOptions.AzureConv
+	o.Mooncake = "../../../../" + workload.DefaultMooncakePath
+	for _, f := range []string{o.AzureConv, o.Mooncake} {
+		if _, err := os.Stat(f); err != nil {
+			t.Skipf("trace not available: %v", err)
+		}
+	}
+	o.Requests, o.MixedLoad, o.Loads = 20, 0, []float64{0.8}
+	o.MooncakeOffset, o.MooncakeRequests, o.MooncakeLoad = 100, 40, 0.5
+	res, phases, err := Prepare(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc := res.MooncakeCapacity
+	if len(phases) != 2 || res.MooncakeSlice != [2]int{100, 140} || !(mc.PDRPS > 0) || !(mc.PDRPS < res.AzureCapacity.PDRPS) {
+		t.Fatalf("phases %d, slice %v, capacity %+v vs azure %+v", len(phases), res.MooncakeSlice, mc, res.AzureCapacity)
+	}
+	p := phases[1]
+	if p.Name != "mooncake@50%" || len(p.Requests) != 40 || p.RateRPS != 0.5*mc.PDRPS {
+		t.Fatalf("mooncake phase %s: %d requests at %v req/s", p.Name, len(p.Requests), p.RateRPS)
+	}
+	// every 20th conversation: the slice keeps follow-up turns of its own conversations
+	follow := 0
+	for _, r := range p.Requests {
+		if strings.HasSuffix(r.Kind, "/"+workload.KindMooncakeFollowUp) {
+			follow++
+		}
+	}
+	if follow < 5 {
+		t.Fatalf("%d follow-up turns in the slice of every 20th conversation", follow)
+	}
+	o.MooncakeOffset = 12_000
+	if _, _, err := Prepare(o); err == nil || !strings.Contains(err.Error(), "--mooncake-offset/--mooncake-requests") {
+		t.Fatalf("a slice past the trace: %v", err)
 	}
 }

@@ -104,6 +104,9 @@ func setupSection(res *Results) report.Section {
 	if res.MixedCapacity.PDRPS > 0 {
 		t.Rows = append(t.Rows, capRow(WorkloadMixed, res.MixedCapacity))
 	}
+	if res.MooncakeCapacity.PDRPS > 0 {
+		t.Rows = append(t.Rows, capRow(WorkloadMooncake, res.MooncakeCapacity))
+	}
 	pt := report.Table{Title: "Policies", Columns: []string{"policy", "fleet", "config", "what"}}
 	for _, p := range res.Policies {
 		pt.Rows = append(pt.Rows, []string{p.Policy.Name, p.Policy.Fleet, "config/bench/routing/" + p.Policy.Config, p.Policy.Note})

@@ -36,6 +36,12 @@ type Options struct {
 	TraceOffset, Requests int
 	// MixedRequests is the number of requests of the mixed phase.
 	MixedRequests int
+	// Mooncake is a Mooncake trace JSONL ("" = no mooncake phase); MooncakeEvery keeps every
+	// n-th conversation (workload.MooncakeConversations), MooncakeOffset and MooncakeRequests
+	// select the slice of those rows replayed at MooncakeLoad.
+	Mooncake                                        string
+	MooncakeEvery, MooncakeOffset, MooncakeRequests int
+	MooncakeLoad                                    float64
 	// Loads are the azure phases' loads (fractions of the P/D fleet's capacity).
 	Loads []float64
 	// MixedLoad is the mixed phase's load (0: no mixed phase).
@@ -73,6 +79,17 @@ func (o *Options) Validate() error {
 	if len(o.Loads) == 0 && o.MixedLoad <= 0 {
 		bad("--loads: at least one phase is needed")
 	}
+	if o.Mooncake != "" {
+		if o.MooncakeRequests < 2 || o.MooncakeOffset < 0 {
+			bad("--mooncake-requests/--mooncake-offset: at least 2 rows from an offset >= 0, got %d from %d", o.MooncakeRequests, o.MooncakeOffset)
+		}
+		if o.MooncakeEvery < 1 {
+			bad("--mooncake-every: at least 1 (every conversation), got %d", o.MooncakeEvery)
+		}
+		if !(o.MooncakeLoad > 0) || o.MooncakeLoad > 3 {
+			bad("--mooncake-load: a fraction of capacity in (0, 3], got %g", o.MooncakeLoad)
+		}
+	}
 	for _, l := range append(append([]float64(nil), o.Loads...), o.MixedLoad) {
 		if l < 0 || l > 3 {
 			bad("--loads/--mixed-load: loads are fractions of capacity in (0, 3], got %g", l)
@@ -96,17 +113,20 @@ func (o *Options) Validate() error {
 // Results are the bench's raw data (the report's JSON "data").
 type Results struct {
 	// Started is when the run began (the report itself is assembled at the end).
-	Started       time.Time      `json:"started"`
-	TimeScale     float64        `json:"timeScale"`
-	SLO           SLO            `json:"slo"`
-	SLOs          []report.SLO   `json:"slos"`
-	TraceSlice    [2]int         `json:"traceSlice"`
-	AzureCapacity Capacity       `json:"azureCapacity"`
-	MixedCapacity Capacity       `json:"mixedCapacity"`
-	Phases        []Phase        `json:"phases"`
-	Policies      []PolicyResult `json:"policies"`
-	Goals         []Goal         `json:"goals"`
-	FleetGPUs     map[string]int `json:"fleetGpus"`
+	Started       time.Time    `json:"started"`
+	TimeScale     float64      `json:"timeScale"`
+	SLO           SLO          `json:"slo"`
+	SLOs          []report.SLO `json:"slos"`
+	TraceSlice    [2]int       `json:"traceSlice"`
+	AzureCapacity Capacity     `json:"azureCapacity"`
+	MixedCapacity Capacity     `json:"mixedCapacity"`
+	// MooncakeSlice and MooncakeCapacity describe the mooncake phase (with --mooncake).
+	MooncakeSlice    [2]int         `json:"mooncakeSlice,omitempty"`
+	MooncakeCapacity Capacity       `json:"mooncakeCapacity"`
+	Phases           []Phase        `json:"phases"`
+	Policies         []PolicyResult `json:"policies"`
+	Goals            []Goal         `json:"goals"`
+	FleetGPUs        map[string]int `json:"fleetGpus"`
 }
 
 // PolicyResult is one policy's run.
@@ -244,6 +264,13 @@ func Prepare(o Options) (*Results, []Phase, error) {
 		phases = append(phases, MixedPhase(mixed, o.MixedLoad, o.MixedLoad*res.MixedCapacity.PDRPS, o.Seed))
 	}
 	phases = append(phases, AzurePhases(slice, o.Loads, res.AzureCapacity.PDRPS, pd.Model, o.Seed)...)
+	if o.Mooncake != "" {
+		ph, err := prepareMooncake(o, res, prof, pd.Model, nP, nD, gpusComb)
+		if err != nil {
+			return nil, nil, err
+		}
+		phases = append(phases, ph)
+	}
 	res.Phases = phases
 	return res, phases, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 )
 
 // Workload names of the bench.
@@ -192,4 +193,76 @@ func (l *listGen) Next() (workload.Request, bool) {
 	}
 	l.i++
 	return l.reqs[l.i-1], true
+}
+
+// WorkloadMooncake is the Mooncake conversation trace's phase (--mooncake).
+const WorkloadMooncake = "mooncake"
+
+// MooncakeSlice returns n consecutive rows of a Mooncake trace starting at offset.
+func MooncakeSlice(rows []workload.MooncakeRow, offset, n int) ([]workload.MooncakeRow, error) {
+	if offset < 0 || n < 2 || offset+n > len(rows) {
+		return nil, fmt.Errorf("mooncake slice [%d, %d) outside the trace's %d rows (need at least 2 rows)", offset, offset+n, len(rows))
+	}
+	return rows[offset : offset+n], nil
+}
+
+// MooncakeJobs are the slice's request sizes.
+func MooncakeJobs(rows []workload.MooncakeRow) []Job {
+	jobs := make([]Job, len(rows))
+	for i, r := range rows {
+		jobs[i] = Job{Prompt: r.InputLength, Output: r.OutputLength}
+	}
+	return jobs
+}
+
+// MooncakePhase replays a Mooncake trace slice at a mean rate like AzurePhase: the trace's
+// arrival shape (its ~3 s timestamp buckets spread, workload.MooncakeOffsets) compressed or
+// stretched to rate requests per model second. Prompts are the blocks' synthesized text
+// (workload.BlockText: equal hash ids, equal text), so the slice's multi-turn prefix reuse
+// reaches the simulators' prefix caches; output is exactly output_length (ignore_eos). Kinds
+// are "<phase>/mooncake", or "<phase>/mooncake-followup" for follow-up turns within the slice.
+func MooncakePhase(rows []workload.MooncakeRow, load, rate float64, model string) Phase {
+	offsets := workload.MooncakeOffsets(rows)
+	_, follow := workload.AnalyzeMooncake(rows)
+	p := Phase{Name: PhaseName(WorkloadMooncake, load), Workload: WorkloadMooncake, Load: load, RateRPS: rate}
+	span := offsets[len(offsets)-1] - offsets[0]
+	factor := 1.0
+	if span > 0 {
+		factor = rate / (float64(len(rows)-1) / span.Seconds())
+	}
+	text := workload.NewBlockText(0)
+	for i, r := range rows {
+		body, _ := json.Marshal(map[string]any{
+			"model": model, "prompt": text.Prompt(r.Keys(0, nil), r.InputLength), "stream": true,
+			"max_tokens": r.OutputLength, "ignore_eos": true,
+			"stream_options": map[string]any{"include_usage": true},
+		})
+		kind := workload.KindMooncake
+		if follow[i] {
+			kind = workload.KindMooncakeFollowUp
+		}
+		p.Requests = append(p.Requests, workload.Request{
+			At: time.Duration(float64(offsets[i]-offsets[0]) / factor), Kind: p.Name + "/" + kind,
+			Path: "/v1/completions", Body: body, Stream: true,
+		})
+	}
+	return p
+}
+
+// prepareMooncake reads the --mooncake slice, derives the fleets' capacity for it and builds
+// its phase at --mooncake-load.
+func prepareMooncake(o Options, res *Results, prof *costmodel.Profile, model string, nP, nD, nComb int) (Phase, error) {
+	rows, err := workload.LoadMooncakeFile(o.Mooncake)
+	if err != nil {
+		return Phase{}, fmt.Errorf("--mooncake: %w", err)
+	}
+	slice, err := MooncakeSlice(workload.MooncakeConversations(rows, o.MooncakeEvery), o.MooncakeOffset, o.MooncakeRequests)
+	if err != nil {
+		return Phase{}, fmt.Errorf("--mooncake-offset/--mooncake-requests: %w", err)
+	}
+	res.MooncakeSlice = [2]int{o.MooncakeOffset, o.MooncakeOffset + o.MooncakeRequests}
+	if res.MooncakeCapacity, err = FleetCapacity(prof, MooncakeJobs(slice), nP, nD, nComb); err != nil {
+		return Phase{}, fmt.Errorf("mooncake capacity: %w", err)
+	}
+	return MooncakePhase(slice, o.MooncakeLoad, o.MooncakeLoad*res.MooncakeCapacity.PDRPS, model), nil
 }

@@ -160,3 +160,51 @@ func TestAzurePhasesHaveDistinctPrompts(t *testing.T) {
 		t.Fatal("same seed, different prompts")
 	}
 }
+
+// The Mooncake phase: the slice's arrival shape scaled to the rate, prompts of the rows'
+// lengths whose equal hash ids are equal text, follow-up turns marked.
+func TestMooncakePhase(t *testing.T) {
+	r := func(ms, in int, ids ...uint64) workload.MooncakeRow {
+		return workload.MooncakeRow{Timestamp: time.Duration(ms) * time.Millisecond, InputLength: in, OutputLength: 7, HashIDs: ids}
+	}
+	// buckets at 0 and 3 s (two rows each, spread to 0, 1.5 s and 3, 4.5 s), then 6 s: 4 gaps
+	// over 6 s, natural 2/3 req/s; at 2 req/s the span is 2 s
+	tr := []workload.MooncakeRow{r(0, 600, 0, 1), r(0, 700, 0, 2), r(3000, 1100, 0, 1, 3), r(3000, 900, 0, 4), r(6000, 1030, 0, 2, 5)}
+	p := MooncakePhase(tr, 0.5, 2, "m")
+	if p.Name != "mooncake@50%" || p.Workload != WorkloadMooncake || len(p.Requests) != 5 {
+		t.Fatalf("phase %+v", p)
+	}
+	wantAt := []time.Duration{0, 500 * time.Millisecond, time.Second, 1500 * time.Millisecond, 2 * time.Second}
+	wantKind := []string{"mooncake", "mooncake", "mooncake-followup", "mooncake", "mooncake-followup"}
+	prompts := make([]string, len(tr))
+	for i, q := range p.Requests {
+		var body struct {
+			Prompt    string `json:"prompt"`
+			MaxTokens int    `json:"max_tokens"`
+		}
+		if err := json.Unmarshal(q.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		prompts[i] = body.Prompt
+		j, _ := RequestJob(q.Body)
+		if q.At != wantAt[i] || q.Kind != "mooncake@50%/"+wantKind[i] || j.Prompt != tr[i].InputLength || body.MaxTokens != 7 {
+			t.Errorf("request %d: at %v, kind %q, %d prompt tokens", i, q.At, q.Kind, j.Prompt)
+		}
+	}
+	// row 2 continues row 0 (ids 0, 1): its first 600 tokens are row 0's prompt
+	if !strings.HasPrefix(prompts[2], prompts[0]) || strings.HasPrefix(prompts[3], prompts[0][:2048+8]) {
+		t.Error("equal hash ids must give equal text, different ids different text")
+	}
+	jobs := MooncakeJobs(tr)
+	if jobs[2] != (Job{Prompt: 1100, Output: 7}) {
+		t.Errorf("jobs %v", jobs)
+	}
+	for _, tc := range []struct {
+		offset, n int
+		ok        bool
+	}{{0, 5, true}, {3, 2, true}, {4, 2, false}, {-1, 2, false}, {0, 1, false}} {
+		if s, err := MooncakeSlice(tr, tc.offset, tc.n); (err == nil) != tc.ok || (tc.ok && len(s) != tc.n) {
+			t.Errorf("MooncakeSlice(%d, %d) = %d rows, %v", tc.offset, tc.n, len(s), err)
+		}
+	}
+}
