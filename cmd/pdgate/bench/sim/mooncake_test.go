@@ -178,3 +178,27 @@ func TestCapacityPerGPUHonoursKVCapacity(t *testing.T) {
 		t.Error("short prompts fit 64 either way: same capacity")
 	}
 }
+
+// sim.md shows the per-turn table only for runs whose workload marks turns.
+func TestTurnsTable(t *testing.T) {
+	d := Dist{P50: 1, P90: 2, P99: 3}
+	withTurns := RunData{Policy: "p", Summary: Summary{FirstTurnTTFT: &d, FollowUpTTFT: &Dist{P50: 4, P90: 5, P99: 6},
+		PrefixHitRate: 0.25, PromptTokens: 2_000_000, ComputedPrefillTokens: 1_500_000}}
+	for _, tc := range []struct {
+		name string
+		runs []RunData
+		rows int
+		want []string
+	}{
+		{"turns", []RunData{withTurns, {Policy: "azure"}}, 1, []string{"p", "1.0", "2.0", "3.0", "4.0", "5.0", "6.0", "0.250", "2.00", "1.50"}},
+		{"no turns", []RunData{{Policy: "azure"}}, 0, nil},
+	} {
+		tab, ok := turnsTable(tc.runs)
+		if ok != (tc.rows > 0) || len(tab.Rows) != tc.rows {
+			t.Fatalf("%s: %d rows (shown %v), want %d", tc.name, len(tab.Rows), ok, tc.rows)
+		}
+		if tc.rows > 0 && strings.Join(tab.Rows[0], "|") != strings.Join(tc.want, "|") {
+			t.Fatalf("%s: row %v, want %v", tc.name, tab.Rows[0], tc.want)
+		}
+	}
+}
