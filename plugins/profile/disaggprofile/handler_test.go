@@ -407,6 +407,85 @@ func TestCheckProfiles(t *testing.T) {
 	}
 }
 
+// TestCheckStageProfiles: a stage profile a handler names must exist, every configured
+// profile must be one of its stages, and a stage with a decider needs its profile unless the
+// configuration has one profile (decode-only); errors name the plugin and the profile.
+func TestCheckStageProfiles(t *testing.T) {
+	withParams := func(mut func(p *Parameters)) Parameters {
+		p := defaults()
+		mut(p.withDeciders())
+		return p
+	}
+	tests := []struct {
+		name       string
+		params     Parameters
+		configured []string
+		wantErr    string
+	}{
+		{"E/P/D", withParams(func(*Parameters) {}), []string{"decode", "prefill", "encode"}, ""},
+		{"P/D without an encode profile or decider", defaults(), []string{"decode", "prefill"}, ""},
+		{"decode-only with deciders (one profile)", withParams(func(*Parameters) {}), []string{"default"}, ""},
+		{"custom prefill name configured", withParams(func(p *Parameters) { p.Profiles.Prefill = "p" }), []string{"decode", "p", "encode"}, ""},
+		{"misspelled prefill parameter", withParams(func(p *Parameters) { p.Profiles.Prefill = "prefil" }), []string{"decode", "prefill", "encode"},
+			`plugin h/disagg-profile-handler: prefill profile "prefil" (parameter profiles.prefill) is not configured (scheduling profiles: decode, encode, prefill)`},
+		{"misspelled prefill parameter, single profile", withParams(func(p *Parameters) { p.Profiles.Prefill = "prefil" }), []string{"decode"},
+			`prefill profile "prefil" (parameter profiles.prefill) is not configured`},
+		{"misspelled encode parameter", withParams(func(p *Parameters) { p.Profiles.Encode = "enc0de" }), []string{"decode", "prefill", "encode"},
+			`encode profile "enc0de" (parameter profiles.encode) is not configured`},
+		{"misspelled prefill profile", withParams(func(*Parameters) {}), []string{"decode", "prefil", "encode"},
+			`scheduling profile "prefil" is none of its stages (decode "decode", prefill "prefill", encode "encode")`},
+		{"prefill decider without its profile", withParams(func(*Parameters) {}), []string{"decode", "encode"},
+			`the prefill decider "pd" is configured but the prefill profile "prefill" is not`},
+		{"encode decider without its profile", withParams(func(*Parameters) {}), []string{"decode", "prefill"},
+			`the encode decider "mm" is configured but the encode profile "encode" is not`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := NewHandler("h", tt.params, nil, nil).CheckProfiles(tt.configured)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name, params string
+		configured   []string
+		wantErr      string
+	}{
+		{"pd-profile-handler P/D", ``, []string{"decode", "prefill"}, ""},
+		{"pd-profile-handler decode-only", ``, []string{"default"}, ""},
+		{"pd-profile-handler explicit empty prefill", `{"prefillProfile":""}`, []string{"decode"}, ""},
+		{"pd-profile-handler misspelled prefillProfile", `{"prefillProfile":"prefil"}`, []string{"decode", "prefill"},
+			`plugin pd/pd-profile-handler: prefill profile "prefil" (parameter prefillProfile) is not configured`},
+		{"pd-profile-handler without a prefill profile", ``, []string{"decode", "other"}, `scheduling profile "other" is none of its stages`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := newPD(t, tt.params, nil).CheckProfiles(tt.configured)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// withDeciders sets both stages' deciders (names only: CheckProfiles does not call them).
+func (p *Parameters) withDeciders() *Parameters {
+	p.Deciders = Deciders{Prefill: "pd", Encode: "mm"}
+	return p
+}
+
 // llm-d's prefill-first (no decider): prefill always runs first, its pick is published before
 // decode runs, and the request is P/D unless the prefill profile found nothing.
 func TestPrefillFirstWithoutDecider(t *testing.T) {

@@ -3,6 +3,7 @@ package disaggprofile
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -24,10 +25,65 @@ func resolveDecodeProfile(plugin, decode string, configured []string) (string, e
 		"name a profile %q or set the handler's decode profile parameter", plugin, decode, strings.Join(sorted, ", "), decode)
 }
 
+// stageRef is one optional stage (prefill, encode) of a handler as its parameters describe it.
+type stageRef struct {
+	stage, profile, def, param, decider string
+}
+
+// checkStages applies the rules both handlers share once decode is resolved, so that a stage
+// cannot be switched off by a spelling mistake with one log line as the only sign:
+//   - a stage profile the parameters name (anything but the default name) must be configured;
+//   - every configured profile must be one of the handler's stages: any other one never runs,
+//     and is most often the stage profile misspelled in schedulingProfiles;
+//   - a stage with a decider needs its profile, unless the configuration has a single profile
+//     (llm-d's decider-without-profiles examples, where GIE builds "default": decode-only).
+func checkStages(plugin, decode string, stages []stageRef, configured []string) error {
+	sorted := slices.Clone(configured)
+	slices.Sort(sorted)
+	list := strings.Join(sorted, ", ")
+	for _, st := range stages {
+		if st.profile != "" && st.profile != st.def && !slices.Contains(configured, st.profile) {
+			return fmt.Errorf("plugin %s: %s profile %q (parameter %s) is not configured (scheduling profiles: %s); "+
+				"the %s stage would never run: add a profile %q or fix %s", plugin, st.stage, st.profile, st.param, list, st.stage, st.profile, st.param)
+		}
+	}
+	claimed := []string{decode}
+	names := []string{"decode " + strconv.Quote(decode)}
+	for _, st := range stages {
+		if st.profile != "" {
+			claimed = append(claimed, st.profile)
+			names = append(names, st.stage+" "+strconv.Quote(st.profile))
+		}
+	}
+	for _, c := range sorted {
+		if !slices.Contains(claimed, c) {
+			return fmt.Errorf("plugin %s: scheduling profile %q is none of its stages (%s) and would never run; "+
+				"rename the profile or set the stage's profile parameter", plugin, c, strings.Join(names, ", "))
+		}
+	}
+	if len(configured) < 2 {
+		return nil
+	}
+	for _, st := range stages {
+		if st.decider != "" && st.profile != "" && !slices.Contains(configured, st.profile) {
+			return fmt.Errorf("plugin %s: the %s decider %q is configured but the %s profile %q is not (scheduling profiles: %s); "+
+				"the %s stage would never run: add a profile %q or remove the decider", plugin, st.stage, st.decider, st.stage, st.profile, list, st.stage, st.profile)
+		}
+	}
+	return nil
+}
+
 // CheckProfiles implements contract.ProfileChecker.
 func (h *Handler) CheckProfiles(configured []string) error {
 	decode, err := resolveDecodeProfile(h.typedName.String(), h.params.Profiles.Decode, configured)
 	if err != nil {
+		return err
+	}
+	pf, dc := h.params.Profiles, h.params.Deciders
+	if err := checkStages(h.typedName.String(), decode, []stageRef{
+		{stage: "prefill", profile: pf.Prefill, def: "prefill", param: "profiles.prefill", decider: dc.Prefill},
+		{stage: "encode", profile: pf.Encode, def: "encode", param: "profiles.encode", decider: dc.Encode},
+	}, configured); err != nil {
 		return err
 	}
 	if decode != h.params.Profiles.Decode {
@@ -39,8 +95,9 @@ func (h *Handler) CheckProfiles(configured []string) error {
 	return nil
 }
 
-// noteMissingStages logs, once at start, a decider whose stage has no profile: the stage then
-// never runs (decode-only), which is what llm-d's decider-without-profiles example does.
+// noteMissingStages logs, once at start, a decider whose stage has no profile in a
+// single-profile configuration (checkStages refuses it otherwise): the stage then never runs
+// (decode-only), which is what llm-d's decider-without-profiles example does.
 func (h *Handler) noteMissingStages(configured []string) {
 	for _, st := range []struct{ stage, profile, decider string }{
 		{"prefill", h.params.Profiles.Prefill, h.params.Deciders.Prefill},
@@ -57,6 +114,11 @@ func (h *Handler) noteMissingStages(configured []string) {
 func (h *PDHandler) CheckProfiles(configured []string) error {
 	decode, err := resolveDecodeProfile(h.typedName.String(), h.params.DecodeProfile, configured)
 	if err != nil {
+		return err
+	}
+	if err := checkStages(h.typedName.String(), decode, []stageRef{
+		{stage: "prefill", profile: h.params.PrefillProfile, def: "prefill", param: "prefillProfile", decider: h.params.DeciderPluginName},
+	}, configured); err != nil {
 		return err
 	}
 	if decode != h.params.DecodeProfile {
