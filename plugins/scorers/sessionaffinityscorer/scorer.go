@@ -1,0 +1,108 @@
+// Package sessionaffinityscorer is llm-d v0.11's session-affinity-scorer: it scores 1 the
+// candidate a request's session points to and 0 the others, binds sessions in PreRequest and,
+// under encoded_endpoint_header, writes the served endpoint into the response header. It is
+// soft affinity: the other scorers decide when the session's endpoint is absent and, with
+// pdgate's loadAllowance, when it is too loaded. The engine is plugins/lib/sessionaffinity,
+// shared with session-affinity-filter.
+package sessionaffinityscorer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	sa "github.com/pdgate/pdgate/plugins/lib/sessionaffinity"
+)
+
+// Type is the plugin type name (llm-d's).
+const Type = "session-affinity-scorer"
+
+// ParseParameters decodes, defaults and validates the scorer's parameters.
+func ParseParameters(name string, raw json.RawMessage) (sa.Config, error) {
+	return sa.ParseParameters(Type, name, raw, sa.Options{LoadAllowance: true})
+}
+
+// Scorer is session-affinity-scorer.
+type Scorer struct {
+	tn fwkplugin.TypedName
+	a  *sa.Affinity
+}
+
+var (
+	_ fwksched.Scorer      = (*Scorer)(nil)
+	_ fwkrc.PreRequest     = (*Scorer)(nil)
+	_ fwkrc.ResponseHeader = (*Scorer)(nil)
+)
+
+// Factory builds the scorer; the sweeper runs for the life of the handle's context (none
+// without a handle: reads still honour the TTL, and the table stays bounded).
+func Factory(name string, raw json.RawMessage, h fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	c, err := ParseParameters(name, raw)
+	if err != nil {
+		return nil, err
+	}
+	m, err := sa.NewMetrics(pluginkit.Registerer(h))
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", Type, name, err)
+	}
+	s := New(name, c, m, nil)
+	if h != nil && h.Context() != nil {
+		s.a.Start(h.Context())
+	}
+	return s, nil
+}
+
+// New builds the scorer from a validated configuration; now is the clock (nil: time.Now).
+func New(name string, c sa.Config, m *sa.Metrics, now func() time.Time) *Scorer {
+	if name == "" {
+		name = Type
+	}
+	tn := fwkplugin.TypedName{Type: Type, Name: name}
+	logger := log.Log.WithName(Type).WithValues("plugin", tn.String())
+	return &Scorer{tn: tn, a: sa.New(tn.String(), c, m, logger, now)}
+}
+
+// Affinity returns the engine (tests, the sweeper's lifetime).
+func (s *Scorer) Affinity() *sa.Affinity { return s.a }
+
+// TypedName implements fwkplugin.Plugin.
+func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
+
+// Category is affinity, as llm-d's.
+func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Affinity }
+
+// Score gives 1 to the session's endpoint when it is a candidate (and, with loadAllowance,
+// not too loaded), 0 to everyone else.
+func (s *Scorer) Score(ctx context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
+	out := make(map[fwksched.Endpoint]float64, len(eps))
+	for _, ep := range eps {
+		out[ep] = 0
+	}
+	target, reason := s.a.Lookup(req, eps, true)
+	if target != nil {
+		out[target] = 1
+	}
+	if l := log.FromContext(ctx).V(logutil.TRACE); l.Enabled() {
+		l.Info("session affinity score", "plugin", s.tn.String(), "endpoint", sa.ID(target), "miss", reason)
+	}
+	return out
+}
+
+// PreRequest binds the session to the pick; see sessionaffinity.Affinity.PreRequest.
+func (s *Scorer) PreRequest(ctx context.Context, req *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
+	s.a.PreRequest(ctx, req, result)
+}
+
+// ResponseHeader writes the encoded endpoint under encoded_endpoint_header.
+func (s *Scorer) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
+	s.a.ResponseHeader(ctx, req, resp, target)
+}
