@@ -81,3 +81,47 @@ func TestNewDefaultsMatchNewOptions(t *testing.T) {
 		t.Fatalf("NewOptions %+v, NewDefaults %+v", o, d)
 	}
 }
+
+// sidecarProfileRow matches a sidecar row of docs/aibrix-knobs.md with its Profile cell.
+var sidecarProfileRow = regexp.MustCompile("(?m)^\\| `(AIBRIX_[A-Z_]+)` \\| [^|]+ \\| sidecar `--[a-z-]+`[^|]* \\| ([^|\\n]+) \\|$")
+
+// The Profile column says where AIBrix allows a per-profile override. AIBrix's PD guide lists
+// all six sidecar timeouts as routingConfig.pd fields (the watchdog three included), so each
+// row names its field and none is called a pdgate extension.
+func TestDocumentedSidecarProfileKnobsAreAIBrix(t *testing.T) {
+	raw, err := os.ReadFile("../../../docs/aibrix-knobs.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"AIBRIX_PREFILL_REQUEST_TIMEOUT":       "pd.prefillRequestTimeout",
+		"AIBRIX_DECODE_ABORT_TIMEOUT":          "pd.decodeAbortTimeout",
+		"AIBRIX_DECODE_ABORT_RETRY_DELAY":      "pd.decodeAbortRetryDelay",
+		"AIBRIX_DECODE_FIRST_RESPONSE_TIMEOUT": "pd.decodeFirstResponseTimeout",
+		"AIBRIX_DECODE_RESPONSE_TIMEOUT":       "pd.decodeResponseTimeout",
+		"AIBRIX_DECODE_STREAM_IDLE_TIMEOUT":    "pd.decodeStreamIdleTimeout",
+	}
+	seen := map[string]bool{}
+	for _, r := range sidecarProfileRow.FindAllStringSubmatch(string(raw), -1) {
+		variable, cell := r[1], r[2]
+		field, ok := want[variable]
+		if !ok {
+			continue
+		}
+		seen[variable] = true
+		if !strings.Contains(cell, "`"+field+"`") {
+			t.Errorf("%s: Profile cell %q does not name %s", variable, cell, field)
+		}
+		if strings.Contains(strings.ToLower(cell), "extension") {
+			t.Errorf("%s: Profile cell %q calls an AIBrix routingConfig.pd field a pdgate extension", variable, cell)
+		}
+	}
+	for v := range want {
+		if !seen[v] {
+			t.Errorf("docs/aibrix-knobs.md has no sidecar row for %s", v)
+		}
+	}
+	if regexp.MustCompile(`watchdog three are a\s+pdgate extension`).Match(raw) {
+		t.Error("docs/aibrix-knobs.md still calls the per-profile watchdog timeouts a pdgate extension")
+	}
+}
