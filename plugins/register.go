@@ -23,6 +23,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/filters/labelselector"
 	"github.com/pdgate/pdgate/plugins/filters/promptbucket"
 	"github.com/pdgate/pdgate/plugins/filters/rolefilter"
+	"github.com/pdgate/pdgate/plugins/filters/sessionaffinityfilter"
 	"github.com/pdgate/pdgate/plugins/filters/topologyfilter"
 	"github.com/pdgate/pdgate/plugins/flowcontrol/programawarefairness"
 	"github.com/pdgate/pdgate/plugins/flowcontrol/softreflectiveceiling"
@@ -45,6 +46,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/scorers/mmcachescorer"
 	"github.com/pdgate/pdgate/plugins/scorers/nohitlru"
 	"github.com/pdgate/pdgate/plugins/scorers/precisescorer"
+	"github.com/pdgate/pdgate/plugins/scorers/sessionaffinityscorer"
 	"github.com/pdgate/pdgate/plugins/scorers/topologyscorer"
 )
 
@@ -83,6 +85,8 @@ var registrations = []registration{
 	{typeName: preciseproducer.Type, factory: preciseproducer.Factory},
 	{typeName: precisescorer.Type, factory: precisescorer.Factory},
 	{typeName: promptbucket.Type, factory: promptbucket.Factory},
+	{typeName: sessionaffinityfilter.Type, factory: sessionaffinityfilter.Factory},
+	{typeName: sessionaffinityscorer.Type, factory: sessionaffinityscorer.Factory},
 	{typeName: tokenproducer.Type, factory: tokenproducer.Factory},
 	{typeName: tokenproducer.LegacyType, factory: tokenproducer.LegacyFactory},
 	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},
