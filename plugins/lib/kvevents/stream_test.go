@@ -219,3 +219,36 @@ func TestFloodOfJunkTopicsLocksNobodyOut(t *testing.T) {
 		})
 	}
 }
+
+// FuzzSubscriberPath drives the central socket's whole message path (topic resolution, stream
+// rules, decoding, index) with arbitrary frames over many topics: nothing panics, and only
+// sources whose batches were applied keep state.
+func FuzzSubscriberPath(f *testing.F) {
+	ok, _ := EncodeBatch(Batch{TS: 1, Events: []Event{stored(seqTokens(1, 32), 16, 100, 0, "GPU")}}, FormatArray)
+	okMap, _ := EncodeBatch(Batch{TS: 2, DPRank: 1, HasRank: true, Events: []Event{stored(seqTokens(1, 16), 16, 300, 0, "CPU")}}, FormatMap)
+	f.Add("kv@10.0.0.2@m", uint64(0), ok, uint8(3))
+	f.Add("kv@10.0.0.1:8000@m", uint64(1), okMap, uint8(40))
+	f.Add("kv@10.0.0.1@m", uint64(7), []byte{0xc1}, uint8(200))
+	f.Fuzz(func(t *testing.T, topic string, seq uint64, payload []byte, repeat uint8) {
+		m := newMetrics()
+		ix := NewIndex(IndexConfig{BlockSize: 16, MaxBlocksPerEndpoint: 64, MaxKeys: 256}, m)
+		s := NewSubscribers(context.Background(), SubscriberConfig{Resolve: testResolver}, ix, m, logr.Discard())
+		var sb [8]byte
+		for i := 0; i < int(repeat)%64+1; i++ {
+			binary.BigEndian.PutUint64(sb[:], seq+uint64(i%3))
+			tp := topic
+			if i%2 == 1 {
+				tp = fmt.Sprintf("%s-%d", topic, i)
+			}
+			s.handle(SourceKey{}, true, [][]byte{[]byte(tp), sb[:], payload})
+		}
+		if len(s.seqs) > len(ix.Sources()) {
+			t.Fatalf("%d stream states for %d indexed sources", len(s.seqs), len(ix.Sources()))
+		}
+		for src := range s.seqs {
+			if _, how := testResolver(src.Endpoint, src.Rank); !how.Resolved() {
+				t.Fatalf("state kept for a source no resolver accepts: %+v", src)
+			}
+		}
+	})
+}
