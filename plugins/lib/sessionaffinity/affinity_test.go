@@ -8,6 +8,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
@@ -77,5 +78,50 @@ func TestSweeperStopsWithContext(t *testing.T) {
 		a.Start(ctx)
 		cancel()
 		<-a.Done() // the test binary's timeout bounds this wait
+	}
+}
+
+// agent is an attribute value a request-level producer would write on every candidate.
+type agent string
+
+func (a agent) Clone() fwkdl.Cloneable { return a }
+func (a agent) String() string         { return string(a) }
+
+// TestSession: the first non-empty (trimmed) source wins; headers match in any case; attribute
+// sources read the candidates' attributes under "<attribute>/<producer>".
+func TestSession(t *testing.T) {
+	withAttr := func(key string, v fwkdl.Cloneable) fwksched.Endpoint {
+		return eptest.Scheduling(eptest.Spec{Name: "a", Namespace: "ns", Attributes: map[string]fwkdl.Cloneable{key: v}})
+	}
+	plain := eptest.Scheduling(eptest.Spec{Name: "b", Namespace: "ns"})
+	const twoSources = `{"strategy":"session_id","sessionIdConfig":{"sources":[{"header":"X-Session-Id"},{"attribute":"agent-identity","producer":"agent"}]}}`
+	tests := []struct {
+		name    string
+		params  string
+		headers map[string]string
+		eps     []fwksched.Endpoint
+		want    string
+	}{
+		{name: "default source", params: `{"strategy":"session_id"}`, headers: map[string]string{"x-session-id": "s1"}, want: "s1"},
+		{name: "header case and spaces", params: `{"strategy":"session_id"}`, headers: map[string]string{"X-SESSION-ID": "  s1 "}, want: "s1"},
+		{name: "blank header falls through to the attribute", params: twoSources, headers: map[string]string{"x-session-id": " "},
+			eps: []fwksched.Endpoint{plain, withAttr("agent-identity/agent", agent("bot-7"))}, want: "bot-7"},
+		{name: "header first", params: twoSources, headers: map[string]string{"x-session-id": "s1"},
+			eps: []fwksched.Endpoint{withAttr("agent-identity/agent", agent("bot-7"))}, want: "s1"},
+		{name: "attribute under another producer is not read", params: twoSources,
+			eps: []fwksched.Endpoint{withAttr("agent-identity/other", agent("bot-7"))}, want: ""},
+		{name: "AIBrix key as the second header", params: `{"strategy":"session_id","sessionIdConfig":{"sources":[{"header":"x-session-id"},{"header":"x-aibrix-session-key"}]}}`,
+			headers: map[string]string{"X-Aibrix-Session-Key": "k"}, want: "k"},
+		{name: "encoded strategy reads its header", params: `{"encodedEndpointHeaderConfig":{"header":"x-tok"}}`,
+			headers: map[string]string{"X-Tok": "abc", "x-session-id": "s1"}, want: "abc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, _ := NewMetrics(nil)
+			a := New("p/t", sessionConfig(t, tt.params), m, logr.Discard(), nil)
+			if got := a.Session(&fwksched.LLMRequest{Headers: tt.headers}, tt.eps); got != tt.want {
+				t.Fatalf("session %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
