@@ -136,7 +136,7 @@ func holdsEngineBlock(ix *Index, src SourceKey, engineHash uint64) bool {
 // A pool of two pods on one IP (different ports) and one alone, as a resolver sees it.
 func testResolver(topicEndpoint string, rank int) (SourceKey, Resolution) {
 	switch topicEndpoint {
-	case "10.0.0.1:8000", "10.0.0.1:8001":
+	case "10.0.0.1:8000", "10.0.0.1:8001", "10.0.0.2:8000":
 		return SourceKey{Endpoint: topicEndpoint, Rank: rank}, ResolvedExact
 	case "10.0.0.1":
 		return SourceKey{}, Ambiguous
