@@ -33,11 +33,28 @@ func orderDataDependencies(plugins []fwkplugin.Plugin) ([]string, error) {
 	return datalayer.ValidateAndOrderDataDependencies(placed)
 }
 
-// checkComparableDeclarations refuses a plugin whose Produces or Consumes declares a value
-// that == cannot compare: GIE's check compares a producer's and a consumer's declarations with
-// != and panics on such a value (a struct holding a map), taking `pdgate validate` and the EPP
-// down with it instead of naming the plugin.
+// checkComparableDeclarations refuses a producer/consumer pair whose declarations for a key
+// they share cannot be compared with ==: GIE's check compares them with != and panics on such a
+// value (a struct holding a map), taking `pdgate validate` and the EPP down with it instead of
+// naming the plugin. Keys that only one side declares are never compared, so they are not
+// checked (GIE's lora-affinity-scorer declares a map it alone uses).
 func checkComparableDeclarations(plugins []fwkplugin.Plugin) error {
+	produced := map[string]bool{}
+	for _, p := range plugins {
+		if pr, ok := p.(fwkplugin.ProducerPlugin); ok {
+			for key := range pr.Produces() {
+				produced[key] = true
+			}
+		}
+	}
+	consumed := map[string]bool{}
+	for _, p := range plugins {
+		if c, ok := p.(fwkplugin.ConsumerPlugin); ok {
+			for key := range c.Consumes() {
+				consumed[key] = true
+			}
+		}
+	}
 	for _, p := range plugins {
 		var decls []map[string]any
 		if pr, ok := p.(fwkplugin.ProducerPlugin); ok {
@@ -48,7 +65,7 @@ func checkComparableDeclarations(plugins []fwkplugin.Plugin) error {
 		}
 		for _, m := range decls {
 			for key, v := range m {
-				if v != nil && !reflect.TypeOf(v).Comparable() {
+				if produced[key] && consumed[key] && v != nil && !reflect.TypeOf(v).Comparable() {
 					return fmt.Errorf("plugin %s declares data key %q with a value of type %T, which cannot be compared; declare a comparable value such as a typed nil pointer",
 						p.TypedName(), key, v)
 				}

@@ -55,9 +55,10 @@ func TestUncomparableDeclarationsAreRefusedByName(t *testing.T) {
 		p       declaring
 		wantErr string
 	}{
-		{"comparable values", declaring{produces: map[string]any{"k": (*withMap)(nil)}, consumes: map[string]any{"j": struct{ a int }{}}}, ""},
-		{"a produced map-holding struct", declaring{produces: map[string]any{"k": withMap{}}}, `plugin mine/test-plugin declares data key "k"`},
-		{"a consumed map-holding struct", declaring{consumes: map[string]any{"j": withMap{}}}, `plugin mine/test-plugin declares data key "j"`},
+		{"comparable values", declaring{produces: map[string]any{"k": (*withMap)(nil)}, consumes: map[string]any{"k": (*withMap)(nil)}}, ""},
+		{"a map-holding struct only one side declares is never compared", declaring{produces: map[string]any{"k": withMap{}}, consumes: map[string]any{"j": withMap{}}}, ""},
+		{"a produced map-holding struct someone consumes", declaring{produces: map[string]any{"k": withMap{}}, consumes: map[string]any{"k": (*withMap)(nil)}}, `plugin mine/test-plugin declares data key "k"`},
+		{"a consumed map-holding struct someone produces", declaring{produces: map[string]any{"j": (*withMap)(nil)}, consumes: map[string]any{"j": withMap{}}}, `plugin mine/test-plugin declares data key "j"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
