@@ -31,7 +31,7 @@ func usesLedger(k pdknobs.Knobs) bool {
 func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
 	var prompt prefillpolicy.Prompt
-	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
+	if s.Prefix != nil && (in.RemainingWork != nil || in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad) {
 		prompt = s.Prefix.Prompt(in.promptText())
 	}
 	var ledger tokenload.Ledger
@@ -69,8 +69,10 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 		pv.match = s.Prefix.Match(prompt)
 	}
 	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
-	if err == nil && out.prefixHolder != "" {
-		s.Prefix.Add(out.prefixHolder, prompt)
+	if err == nil {
+		for _, holder := range out.prefixHolders {
+			s.Prefix.Add(holder, prompt)
+		}
 	}
 	return out, err
 }
@@ -245,11 +247,21 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			note("decode first: prefill score quantile %.4g < %g, decode weighs %g", at, in.DecodeFirst.PrefillScoreBelow, wD)
 		}
 	}
+	var rw map[string]remainingCost
+	var maxRW float64
+	if in.RemainingWork != nil {
+		rw, maxRW = s.remainingWork(in, pv, names, pScores, dScores)
+	}
 	best, bestScore, found := "", math.Inf(1), false
 	for _, name := range names {
-		f := pScores[name].score/maxP + wD*dScores[name].score/maxD
+		pScore, pMax := pScores[name].score, maxP
+		if rw != nil {
+			pScore, pMax = rw[name].cost, maxRW
+			note("pair %q remaining work: %s", name, rw[name])
+		}
+		f := pScore/pMax + wD*dScores[name].score/maxD
 		note("pair %q: prefill %s %.4g/%.4g + %g·decode %s %.4g/%.4g = %.4g", name,
-			pScores[name].pod.Key, pScores[name].score, maxP, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
+			pScores[name].pod.Key, pScore, pMax, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
 		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
 		if !math.IsNaN(f) && (!found || f < bestScore) {
 			best, bestScore, found = name, f, true
@@ -259,6 +271,21 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no roleset has a comparable pair score")
 	}
 	pp, dd := pScores[best], dScores[best]
+	if rc, ok := rw[best]; ok && rc.local {
+		// Remaining work: the decode pod holds all but a chunk of the prompt and prefilling
+		// that itself beats the best prefill pod's queue and compute.
+		d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
+		d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
+		d.Cause, d.Reason = contract.CauseCached, fmt.Sprintf("decode-only on %s: remaining work %s", dd.pod.Key, rc)
+		s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+		if s.Prefix != nil && pv.prompt.Blocks() > 0 {
+			d.prefixHolders = []string{dd.pod.Key}
+		}
+		if tx != nil {
+			s.charge(in, k, scored{}, dd, ledger, tx, defs)
+		}
+		return d, nil
+	}
 	if in.PrefillNeeded != nil {
 		if dec := in.PrefillNeeded(dd.pod); !dec.Run {
 			// The decider keeps the request on the decode pod: no prefill leg, so nothing is
@@ -267,6 +294,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
 			d.Cause, d.Reason = dec.Cause, fmt.Sprintf("decode-only on %s: %s", dd.pod.Key, dec.Reason)
 			s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+			if in.RemainingWork != nil && s.Prefix != nil && pv.prompt.Blocks() > 0 {
+				d.prefixHolders = []string{dd.pod.Key} // it prefills locally: it holds the prompt
+			}
 			if tx != nil {
 				s.charge(in, k, scored{}, dd, ledger, tx, defs)
 			}
@@ -288,7 +318,11 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
 	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
-		d.prefixHolder = pp.pod.Key // recorded once the selection lock is released
+		d.prefixHolders = []string{pp.pod.Key} // recorded once the selection lock is released
+		if in.RemainingWork != nil {
+			// The decode pod receives the prompt's KV: a follow-up turn can prefill there.
+			d.prefixHolders = append(d.prefixHolders, dd.pod.Key)
+		}
 	}
 	if tx != nil {
 		s.charge(in, k, pp, dd, ledger, tx, defs)

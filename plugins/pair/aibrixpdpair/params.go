@@ -27,6 +27,9 @@ type ownParams struct {
 	// DecodeFirst weighs the decode side of the pair score more while prefill has room (see
 	// DecodeFirst); nil keeps AIBrix's equal sum.
 	DecodeFirst *DecodeFirst `json:"decodeFirst,omitempty"`
+	// RemainingWork routes on the prefill work left after the best reusable cache (see
+	// RemainingWork); nil keeps AIBrix's scores.
+	RemainingWork *RemainingWork `json:"remainingWork,omitempty"`
 	// DefaultRoutingStrategy applies when neither lockedRoutingStrategy, the routing-strategy
 	// header nor the profile's routingStrategy name one (AIBrix's ROUTING_ALGORITHM).
 	DefaultRoutingStrategy string `json:"defaultRoutingStrategy"`
@@ -138,6 +141,11 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter decodeFirst.weight=%g: must be a finite number > 0", p.DecodeFirst.Weight)
 	case p.DecodeFirst != nil && !(p.DecodeFirst.PrefillScoreBelow > 0 && !math.IsInf(p.DecodeFirst.PrefillScoreBelow, 0)):
 		return fmt.Errorf("parameter decodeFirst.prefillScoreBelow=%g: must be a finite number > 0", p.DecodeFirst.PrefillScoreBelow)
+	case p.RemainingWork != nil && p.RemainingWork.LocalPrefillMaxTokens < 0:
+		return fmt.Errorf("parameter remainingWork.localPrefillMaxTokens=%d: must be >= 0 (0 = %d)", p.RemainingWork.LocalPrefillMaxTokens, DefaultLocalPrefillMaxTokens)
+	case p.RemainingWork != nil && p.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad && p.Knobs.PrefillScorePolicy != pdknobs.PrefillHybridCacheLoad:
+		return fmt.Errorf("parameter remainingWork: needs prefillScorePolicy %s or %s (its costs are ledger tokens), got %q",
+			pdknobs.PrefillTokenLoad, pdknobs.PrefillHybridCacheLoad, p.Knobs.PrefillScorePolicy)
 	case p.DecodeFirst != nil && p.DecodeFirst.Quantile != nil && !(*p.DecodeFirst.Quantile >= 0 && *p.DecodeFirst.Quantile <= 1):
 		return fmt.Errorf("parameter decodeFirst.quantile=%g: must be in [0, 1]", *p.DecodeFirst.Quantile)
 	}

@@ -171,6 +171,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 	in.Knobs = knobs
 	in.CombinedOverflow = p.params.CombinedOverflow
 	in.DecodeFirst = p.params.DecodeFirst
+	in.RemainingWork = p.params.RemainingWork
 	in.Explain = trace != nil
 	if p.decider != nil {
 		in.PrefillNeeded = func(decode *podmodel.Pod) contract.Decision {

@@ -110,7 +110,7 @@ func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger token
 			session = "" // the session-delta rule is off for this request
 		}
 		match := -1
-		if k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
+		if k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad || in.RemainingWork != nil {
 			match = int(pp.matchPct)
 		}
 		newTokens := ledger.NewTokens(in.Model, session, in.BodyTokens, match)

@@ -39,6 +39,9 @@ type Input struct {
 	CombinedOverflow bool
 	// DecodeFirst, when set, weighs the decode side of the pair score while prefill has room.
 	DecodeFirst *DecodeFirst
+	// RemainingWork, when set, scores each pair's prefill side by the work the request leaves
+	// after the best reusable cache, remote or local (remaining.go).
+	RemainingWork *RemainingWork
 	// Explain records the intermediate steps in Decision.Notes (for a decision trace); without
 	// it none are formatted.
 	Explain bool
@@ -94,9 +97,9 @@ type Decision struct {
 	// found holding the prompt.
 	CacheAffinity bool
 
-	// prefixHolder is the prefill pod the prompt's blocks are recorded for once the selection
-	// lock is released ("" = nothing to record).
-	prefixHolder string
+	// prefixHolders are the pods the prompt's blocks are recorded for once the selection lock
+	// is released: the prefill pod, and under RemainingWork the decode pod as well.
+	prefixHolders []string
 }
 
 // Error carries the HTTP status the request must be answered with and its typed cause.

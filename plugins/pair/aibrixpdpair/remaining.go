@@ -1,0 +1,100 @@
+package aibrixpdpair
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+)
+
+// RemainingWork routes on the prefill work a request actually leaves (pdgate's extension; off
+// when unset). Long multi-turn prompts share most of their prefix with the previous turn, and
+// the pods that served that turn still hold it: the prefill pod that computed it and the decode
+// pod that received its KV. For every candidate roleset the pair score's prefill side becomes
+// the cheaper of:
+//   - remote: the prefill work in flight on the prefill pod (the ledger's tokens) plus the
+//     prompt tokens that pod does not hold;
+//   - local: the prompt tokens the decode pod does not hold, when that is at most
+//     LocalPrefillMaxTokens and no more than what it holds: the decode pod prefills them
+//     itself, with no prefill leg, no wait behind the prefill queue and no second transfer of
+//     the KV it already has. A prompt no decode pod holds is always disaggregated.
+//
+// When the winning pair's local side is the cheaper, the request is served decode-only. Both
+// sides' holders are recorded in the prefix table, so a follow-up turn finds them. The unit is
+// tokens on both sides, so prefillScorePolicy must be token_load or hybrid_cache_load (the
+// ledger's tokens); Validate refuses anything else.
+type RemainingWork struct {
+	// LocalPrefillMaxTokens bounds the uncached tokens a decode pod prefills itself, because
+	// they run inside the decode steps of every sequence batched there. Default 2048: one
+	// chunk of a chunked-prefill engine (vLLM's and SGLang's default chunk size), so a local
+	// prefill delays the decode batch by at most one step.
+	LocalPrefillMaxTokens int `json:"localPrefillMaxTokens"`
+}
+
+// DefaultLocalPrefillMaxTokens is RemainingWork.LocalPrefillMaxTokens's default.
+const DefaultLocalPrefillMaxTokens = 2048
+
+func (r *RemainingWork) localMax() float64 {
+	if r.LocalPrefillMaxTokens > 0 {
+		return float64(r.LocalPrefillMaxTokens)
+	}
+	return DefaultLocalPrefillMaxTokens
+}
+
+// remainingCost is one roleset's prefill-side cost under RemainingWork.
+type remainingCost struct {
+	cost   float64 // tokens: min(remote, local when allowed), less the least uncached work
+	local  bool    // the decode pod prefills itself
+	remote float64 // in-flight work + uncached tokens on the prefill pod
+	ud     float64 // uncached tokens on the decode pod
+}
+
+// remainingWork returns, per roleset scored on both sides, its cost and the largest cost (≥ 1);
+// nil when no candidate pod holds any of the prompt, so traffic without reuse is scored exactly
+// as without RemainingWork. Costs are relative to the least uncached work any pair leaves, so
+// that the prompt's length, which every pair must compute unless a cache holds it, does not
+// dilute the ledger's load differences in the pair score.
+func (s *Selector) remainingWork(in Input, pv prefixView, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
+	prompt := float64(in.PromptTokens)
+	uncached := func(pod string) float64 {
+		return prompt * (1 - prefillpolicy.EffectiveMatch(pv.match[pod], in.Knobs.MinMatchPct)/100)
+	}
+	out := make(map[string]remainingCost, len(names))
+	reuse, minU := false, math.Inf(1)
+	for _, name := range names {
+		pp, dd := pScores[name], dScores[name]
+		up, ud := uncached(pp.pod.Key), uncached(dd.pod.Key)
+		reuse = reuse || up < prompt || ud < prompt
+		rc := remainingCost{remote: pp.score + up, ud: ud}
+		// Local only where the decode pod's cache is what makes it pay: it holds at least as
+		// much of the prompt as is left to compute, and what is left fits in one chunk. A
+		// prompt no decode pod holds goes to a prefill pod however idle the decode pod is.
+		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && ud < rc.remote
+		minU = math.Min(minU, up)
+		if rc.local {
+			minU = math.Min(minU, ud)
+		}
+		out[name] = rc
+	}
+	if !reuse {
+		return nil, 0
+	}
+	maxCost := 1.0
+	for name, rc := range out {
+		if rc.local {
+			rc.cost = rc.ud - minU
+		} else {
+			rc.cost = rc.remote - minU
+		}
+		maxCost = math.Max(maxCost, rc.cost)
+		out[name] = rc
+	}
+	return out, maxCost
+}
+
+func (rc remainingCost) String() string {
+	if rc.local {
+		return fmt.Sprintf("local %.0f tokens uncached on decode < remote %.0f", rc.ud, rc.remote)
+	}
+	return fmt.Sprintf("remote %.0f (decode would prefill %.0f)", rc.remote, rc.ud)
+}
