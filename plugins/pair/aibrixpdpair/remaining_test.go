@@ -35,7 +35,7 @@ func TestRemainingWork(t *testing.T) {
 		{"a new turn larger than a chunk goes to the prefill pod that holds the history, busy or not",
 			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 1000, "ns/b-p": 0}, "a", false},
 		{"unless the holder's queue is longer than computing everything elsewhere",
-			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 9000, "ns/b-p": 0}, "b", false},
+			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 12000, "ns/b-p": 0}, "b", false},
 		{"nothing cached anywhere: the least loaded pair", &RemainingWork{}, nil,
 			map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, "b", false},
 	}
