@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/test/integration"
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // counter reads a pdgate counter series from controller-runtime's registry (0 when absent).

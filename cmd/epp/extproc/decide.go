@@ -29,7 +29,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/bodyjson"
 	"github.com/pdgate/pdgate/plugins/lib/contract"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // decide runs the request's plugin hooks in GIE's director order (parse, objective,

@@ -29,7 +29,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // exchange is one ext_proc stream: the request, the decision and the response. Process calls

@@ -3,7 +3,7 @@ package extproc
 import (
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // The prefill-release header goes upstream only when the option is set and the request

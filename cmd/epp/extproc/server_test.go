@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 var decodeEP = fwksched.NewEndpoint(&fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "d"},

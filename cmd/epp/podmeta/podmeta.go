@@ -6,7 +6,7 @@ package podmeta
 import (
 	"maps"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // MirrorAnnotations returns a new label map: the labels plus every annotation under

@@ -24,7 +24,7 @@ import (
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
 	"github.com/pdgate/pdgate/cmd/epp/podmeta"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // runKubernetes serves the pool of an InferencePool (or an --endpoint-selector) watched through

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func TestPrefillReleaseAddressFlag(t *testing.T) {

@@ -31,7 +31,7 @@ import (
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // listen opens a TCP listener on all interfaces (GIE binds ":port"); port 0 picks a free one.

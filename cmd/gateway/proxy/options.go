@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Failure modes, named as Envoy's ext_proc failure_mode_allow and GIE's InferencePool

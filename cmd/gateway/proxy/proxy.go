@@ -16,7 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Names of the EPP protocol (GIE's pkg/epp/metadata): the destination the EPP picked and the

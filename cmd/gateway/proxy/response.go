@@ -11,7 +11,7 @@ import (
 	"strconv"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 var (

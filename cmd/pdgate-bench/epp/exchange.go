@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Exchange is one HTTP request and its upstream answer as Envoy presents them to ext_proc.

@@ -18,7 +18,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/epp"
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // EPPResult is one EPP's memory over the session/prefix load.

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Data-parallel pods (issue 24): a pod group with dataParallelSize N > 1 runs one simulator

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Leg is one stage a pod served for a request, per the decision trace.

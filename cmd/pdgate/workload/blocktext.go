@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// BytesPerToken is the simulator's tokenizer estimate (plugins/lib/bytetokens): 4 bytes of
+// BytesPerToken is the simulator's tokenizer estimate (plugins/wire/bytetokens): 4 bytes of
 // text per token.
 const BytesPerToken = 4
 

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Checker answers whether a target may be called.

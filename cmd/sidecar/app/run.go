@@ -23,7 +23,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
 	"github.com/pdgate/pdgate/cmd/sidecar/proxy"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // MetricsPath serves the sidecar's own metrics on the main listener; every other path that

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/sse"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // decodeOpts describe one decode leg.

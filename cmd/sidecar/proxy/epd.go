@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // multimodalTypes are the content item types that an encoder computes embeddings for.

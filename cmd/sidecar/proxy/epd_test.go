@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 const mmBody = `{"model":"m","stream":true,"messages":[{"role":"user","content":[

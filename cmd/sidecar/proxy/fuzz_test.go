@@ -16,7 +16,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

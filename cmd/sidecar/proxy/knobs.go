@@ -3,7 +3,7 @@ package proxy
 import (
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // timeouts are one request's leg timeouts: the flags, overridden by the sidecar knobs of the

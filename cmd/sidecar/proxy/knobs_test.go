@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Every per-profile sidecar knob the EPP can send (protocol.SidecarKnobNames, the

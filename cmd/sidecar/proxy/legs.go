@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Prefill outcomes (x-pdgate-prefill-outcome) and failure classes.

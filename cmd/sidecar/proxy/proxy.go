@@ -17,7 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // API is the OpenAI endpoint family of a request.

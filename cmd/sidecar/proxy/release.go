@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Results of pdgate_sidecar_prefill_release_callbacks_total.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 

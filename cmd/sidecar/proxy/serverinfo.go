@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 const (

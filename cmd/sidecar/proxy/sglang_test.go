@@ -13,7 +13,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 

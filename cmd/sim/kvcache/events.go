@@ -1,6 +1,6 @@
 package kvcache
 
-import "github.com/pdgate/pdgate/plugins/lib/kvevents"
+import "github.com/pdgate/pdgate/plugins/wire/kvevents"
 
 // Events turns the cache changes of one insert of a prompt (InsertObserved's ops, the
 // prompt's block hashes and tokens) into vLLM's KV events: a BlockStored per run of

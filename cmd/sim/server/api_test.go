@@ -91,7 +91,7 @@ func TestAPIShapes(t *testing.T) {
 				return json.Unmarshal(r.raw, &v) == nil && len(v) == 1 && len(v[0]["token_ids"].([]any)) == 3
 			}},
 		{"render chat", "/v1/chat/completions/render", chat("abcd", 1, nil),
-			func(r result) bool { return len(r.body["token_ids"].([]any)) == 2 }}, // "userabcd" = 8 bytes (plugins/lib/bytetokens chat template)
+			func(r result) bool { return len(r.body["token_ids"].([]any)) == 2 }}, // "userabcd" = 8 bytes (plugins/wire/bytetokens chat template)
 	}
 	for _, tc := range tests {
 		r := post(t, base+tc.path, tc.body, nil)

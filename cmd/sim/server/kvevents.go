@@ -12,7 +12,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	"github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // KV-event formats (--kv-events-format).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -22,17 +23,17 @@ func TestKVEventsOf(t *testing.T) {
 	tests := []struct {
 		name string
 		ops  []kvcache.Op
-		want []kvevents.Event
+		want []kvwire.Event
 	}{
 		{name: "all new: one store, no parent", ops: []kvcache.Op{{Added: true, Index: 0}, {Added: true, Index: 1}, {Added: true, Index: 2}},
-			want: []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{11, 12, 13}, Tokens: tokens, BlockSize: 2, Medium: "GPU"}}},
+			want: []kvwire.Event{{Kind: kvwire.KindStored, Hashes: []uint64{11, 12, 13}, Tokens: tokens, BlockSize: 2, Medium: "GPU"}}},
 		{name: "prefix cached: the store chains to it", ops: []kvcache.Op{{Added: true, Index: 2}},
-			want: []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{13}, Parent: 12, HasParent: true, Tokens: tokens[4:], BlockSize: 2, Medium: "GPU"}}},
+			want: []kvwire.Event{{Kind: kvwire.KindStored, Hashes: []uint64{13}, Parent: 12, HasParent: true, Tokens: tokens[4:], BlockSize: 2, Medium: "GPU"}}},
 		{name: "eviction between stores keeps the order", ops: []kvcache.Op{{Added: true, Index: 0}, {Evicted: 99}, {Added: true, Index: 1}},
-			want: []kvevents.Event{
-				{Kind: kvevents.KindStored, Hashes: []uint64{11}, Tokens: tokens[:2], BlockSize: 2, Medium: "GPU"},
-				{Kind: kvevents.KindRemoved, Hashes: []uint64{99}, Medium: "GPU"},
-				{Kind: kvevents.KindStored, Hashes: []uint64{12}, Parent: 11, HasParent: true, Tokens: tokens[2:4], BlockSize: 2, Medium: "GPU"},
+			want: []kvwire.Event{
+				{Kind: kvwire.KindStored, Hashes: []uint64{11}, Tokens: tokens[:2], BlockSize: 2, Medium: "GPU"},
+				{Kind: kvwire.KindRemoved, Hashes: []uint64{99}, Medium: "GPU"},
+				{Kind: kvwire.KindStored, Hashes: []uint64{12}, Parent: 11, HasParent: true, Tokens: tokens[2:4], BlockSize: 2, Medium: "GPU"},
 			}},
 	}
 	for _, tc := range tests {

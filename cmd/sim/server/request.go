@@ -10,7 +10,7 @@ import (
 	"hash/fnv"
 	"strings"
 
-	"github.com/pdgate/pdgate/plugins/lib/bytetokens"
+	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
 )
 
 // API kinds.
@@ -110,7 +110,7 @@ func parseRequest(api string, raw []byte, mmTokens int) (*simRequest, error) {
 	return r, nil
 }
 
-// bytesToTokens is the simulator's tokenizer: plugins/lib/bytetokens (llm-d's estimate, bytes
+// bytesToTokens is the simulator's tokenizer: plugins/wire/bytetokens (llm-d's estimate, bytes
 // zero-padded to 4 and read as little-endian uint32), the one the EPP's estimate uses.
 func bytesToTokens(dst []uint32, b []byte) []uint32 { return bytetokens.Tokenize(dst, b) }
 
@@ -184,7 +184,7 @@ func (r *simRequest) parseChat(mmTokens int) error {
 	if len(msgs) == 0 {
 		return badf("messages is empty")
 	}
-	// The chat template is plugins/lib/bytetokens' (the EPP's estimate renders requests the same
+	// The chat template is plugins/wire/bytetokens' (the EPP's estimate renders requests the same
 	// way, so its block keys are the ones this engine reports in KV events): the tools' JSON,
 	// then each message's role and content text, tokenized as one stream; a multimodal item
 	// starts on a token boundary.

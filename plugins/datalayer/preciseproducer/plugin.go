@@ -23,6 +23,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -82,7 +83,7 @@ func (p *Producer) Params() kvevents.Config { return p.params }
 
 // DeliverKVEvents applies a batch of an endpoint's KV events in process (pdgate bench sim
 // feeds its simulated engines' prefix-cache changes here instead of over ZeroMQ).
-func (p *Producer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+func (p *Producer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvwire.Event) {
 	p.core.Deliver(meta, events)
 }
 

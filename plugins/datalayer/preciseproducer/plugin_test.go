@@ -12,6 +12,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -40,7 +41,7 @@ func storeOn(p *Producer, addr string, tokens []uint32, n int) {
 		hs[i] = uint64(1000 + i)
 	}
 	p.PreciseCore().Index().Apply(kvevents.SourceKey{Endpoint: addr + ":8000"},
-		[]kvevents.Event{{Kind: kvevents.KindStored, Hashes: hs, Tokens: tokens[:n], BlockSize: 16, Medium: "GPU"}})
+		[]kvwire.Event{{Kind: kvwire.KindStored, Hashes: hs, Tokens: tokens[:n], BlockSize: 16, Medium: "GPU"}})
 }
 
 func TestPrefixCacheMatchInfoFeedsDeciderAndGate(t *testing.T) {
@@ -69,7 +70,7 @@ func TestPrefixCacheMatchInfoFeedsDeciderAndGate(t *testing.T) {
 				storeOn(p, "10.0.0.2", prompt, tc.cachedTokens)
 			}
 			if tc.removed {
-				p.PreciseCore().Index().Apply(kvevents.SourceKey{Endpoint: "10.0.0.2:8000"}, []kvevents.Event{{Kind: kvevents.KindCleared}})
+				p.PreciseCore().Index().Apply(kvevents.SourceKey{Endpoint: "10.0.0.2:8000"}, []kvwire.Event{{Kind: kvwire.KindCleared}})
 			}
 			decode, other := endpoint("decode-0", "10.0.0.2"), endpoint("decode-1", "10.0.0.3")
 			req := request(prompt)

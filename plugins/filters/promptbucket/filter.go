@@ -15,7 +15,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Type is the plugin type name.

@@ -25,6 +25,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // MatchInfoKey is the endpoint attribute carrying the precise match (tier-weighted and per
@@ -234,7 +235,7 @@ func sourceOf(meta *fwkdl.EndpointMetadata) (kvevents.SourceKey, string) {
 // decoding them: the source of events that need no socket (pdgate bench sim's simulated
 // fleet feeds its engines' prefix-cache changes here). Events of one endpoint must be
 // delivered in order.
-func (c *Core) Deliver(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+func (c *Core) Deliver(meta *fwkdl.EndpointMetadata, events []kvwire.Event) {
 	if meta == nil || len(events) == 0 {
 		return
 	}

@@ -8,6 +8,7 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 func TestSourceOf(t *testing.T) {
@@ -46,7 +47,7 @@ func TestEndpointDeleteForgetsBlocks(t *testing.T) {
 		t.Fatal("no subscriber for an added endpoint")
 	}
 	tokens := make([]uint32, 32)
-	c.Index().Apply(kvevents.SourceKey{Endpoint: "127.0.0.1:1"}, []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{1, 2}, Tokens: tokens, BlockSize: 16}})
+	c.Index().Apply(kvevents.SourceKey{Endpoint: "127.0.0.1:1"}, []kvwire.Event{{Kind: kvwire.KindStored, Hashes: []uint64{1, 2}, Tokens: tokens, BlockSize: 16}})
 	if err := c.ExtractEndpoint(ctx, fwkdl.EndpointEvent{Type: fwkdl.EventDelete, Endpoint: ep}); err != nil {
 		t.Fatal(err)
 	}

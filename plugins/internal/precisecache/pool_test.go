@@ -11,6 +11,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 func endpoint(name, addr, port string) *fwkdl.ModelServer {
@@ -134,7 +135,7 @@ func TestPoolWatchDropsBlocksOfGoneAndRestartedEngines(t *testing.T) {
 			c := New(ctx, "test", r, false)
 			src := kvevents.SourceKey{Endpoint: "10.0.0.1:8000"}
 			c.checkPool(now)
-			c.Index().Apply(src, []kvevents.Event{{Kind: kvevents.KindStored, Hashes: []uint64{1}, Tokens: make([]uint32, 16), BlockSize: 16}})
+			c.Index().Apply(src, []kvwire.Event{{Kind: kvwire.KindStored, Hashes: []uint64{1}, Tokens: make([]uint32, 16), BlockSize: 16}})
 			current = nil
 			if tc.after != nil {
 				current = []*fwkdl.ModelServer{tc.after}

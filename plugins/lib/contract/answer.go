@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Answer is an early answer: the EPP answers the client with Status, Body and Headers instead

@@ -11,5 +11,5 @@
 //   - The CycleState keys through which the disaggregation profile handler composes with
 //     filters, scorers and pair selection.
 //
-// The package imports GIE's plugin interfaces and plugins/lib/protocol, never another plugin.
+// The package imports GIE's plugin interfaces and plugins/wire/protocol, never another plugin.
 package contract

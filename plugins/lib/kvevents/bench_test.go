@@ -3,6 +3,8 @@ package kvevents
 import (
 	"fmt"
 	"testing"
+
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // benchFleet is an index holding, for each of n endpoints, blocksPer blocks: a shared
@@ -13,10 +15,10 @@ func benchFleet(n, blocksPer int) (*Index, []SourceKey, []uint32) {
 	srcs := make([]SourceKey, n)
 	for e := 0; e < n; e++ {
 		srcs[e] = SourceKey{Endpoint: fmt.Sprintf("10.0.%d.%d:8000", e/250, e%250)}
-		ix.Apply(srcs[e], []Event{stored(system, 16, 1_000_000, 0, "GPU")})
+		ix.Apply(srcs[e], []kvwire.Event{stored(system, 16, 1_000_000, 0, "GPU")})
 		for c := 0; (c+1)*8 < blocksPer-32; c++ {
 			base := uint64(e)<<32 | uint64(c)<<12
-			ix.Apply(srcs[e], []Event{stored(seqTokens(1_000_000+e*100_000+c*128, 8*16), 16, base, 1_000_032, "GPU")})
+			ix.Apply(srcs[e], []kvwire.Event{stored(seqTokens(1_000_000+e*100_000+c*128, 8*16), 16, base, 1_000_032, "GPU")})
 		}
 	}
 	// The request: the system prompt and one endpoint's conversation, then new text.
@@ -37,8 +39,8 @@ func BenchmarkIndex(b *testing.B) {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			ix, srcs, prompt := benchFleet(n, 1024)
 			keys := ix.Keyer().RequestKeys(nil, "", prompt, "", 0)
-			storedEv, _ := EncodeBatch(Batch{Events: []Event{stored(seqTokens(900_000_000, 16), 16, 1<<60, 0, "GPU")}}, FormatMap)
-			removedEv, _ := EncodeBatch(Batch{Events: []Event{{Kind: KindRemoved, Hashes: []uint64{1<<60 + 1}, Medium: "GPU"}}}, FormatMap)
+			storedEv, _ := kvwire.EncodeBatch(kvwire.Batch{Events: []kvwire.Event{stored(seqTokens(900_000_000, 16), 16, 1<<60, 0, "GPU")}}, kvwire.FormatMap)
+			removedEv, _ := kvwire.EncodeBatch(kvwire.Batch{Events: []kvwire.Event{{Kind: kvwire.KindRemoved, Hashes: []uint64{1<<60 + 1}, Medium: "GPU"}}}, kvwire.FormatMap)
 			var baseline float64
 			b.Run("keys-baseline", func(b *testing.B) {
 				b.ReportAllocs()
@@ -52,9 +54,9 @@ func BenchmarkIndex(b *testing.B) {
 				b.ReportAllocs()
 				src := srcs[n/2]
 				for i := 0; i < b.N; i++ {
-					s, _ := DecodeBatch(storedEv)
+					s, _ := kvwire.DecodeBatch(storedEv)
 					ix.Apply(src, s.Events)
-					r, _ := DecodeBatch(removedEv)
+					r, _ := kvwire.DecodeBatch(removedEv)
 					ix.Apply(src, r.Events)
 				}
 				perEvent := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)
@@ -68,15 +70,15 @@ func BenchmarkIndex(b *testing.B) {
 			for i := range promptHashes {
 				promptHashes[i] = 1<<61 + uint64(i) + 1
 			}
-			promptStored, _ := EncodeBatch(Batch{Events: []Event{stored(seqTokens(800_000_000, 192*16), 16, 1<<61, 0, "GPU")}}, FormatMap)
-			promptRemoved, _ := EncodeBatch(Batch{Events: []Event{{Kind: KindRemoved, Hashes: promptHashes, Medium: "GPU"}}}, FormatMap)
+			promptStored, _ := kvwire.EncodeBatch(kvwire.Batch{Events: []kvwire.Event{stored(seqTokens(800_000_000, 192*16), 16, 1<<61, 0, "GPU")}}, kvwire.FormatMap)
+			promptRemoved, _ := kvwire.EncodeBatch(kvwire.Batch{Events: []kvwire.Event{{Kind: kvwire.KindRemoved, Hashes: promptHashes, Medium: "GPU"}}}, kvwire.FormatMap)
 			b.Run("event-192-blocks", func(b *testing.B) {
 				b.ReportAllocs()
 				src := srcs[n/2]
 				for i := 0; i < b.N; i++ {
-					s, _ := DecodeBatch(promptStored)
+					s, _ := kvwire.DecodeBatch(promptStored)
 					ix.Apply(src, s.Events)
-					r, _ := DecodeBatch(promptRemoved)
+					r, _ := kvwire.DecodeBatch(promptRemoved)
 					ix.Apply(src, r.Events)
 				}
 				perEvent := float64(b.Elapsed().Nanoseconds()) / float64(2*b.N)

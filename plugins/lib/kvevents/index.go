@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"strings"
 	"sync"
+
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // SourceKey names one event stream: an endpoint ("address:port", the key candidates are
@@ -97,7 +99,7 @@ func (ix *Index) Keyer() Keyer { return ix.keyer }
 // tierBit returns the bit of a tier, adding it (up to 16 tiers; later ones share the last).
 // Callers hold ix.mu for writing.
 func (ix *Index) tierBit(medium string) uint16 {
-	name := NormalizeTier(medium)
+	name := kvwire.NormalizeTier(medium)
 	for i, t := range ix.tiers {
 		if t == name {
 			return 1 << i
@@ -116,7 +118,7 @@ func (ix *Index) tierBit(medium string) uint16 {
 }
 
 // Apply applies one batch of src's events in order.
-func (ix *Index) Apply(src SourceKey, events []Event) {
+func (ix *Index) Apply(src SourceKey, events []kvwire.Event) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	s := ix.srcs[src]
@@ -127,13 +129,13 @@ func (ix *Index) Apply(src SourceKey, events []Event) {
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
-		case KindStored:
+		case kvwire.KindStored:
 			ix.store(s, ev)
-		case KindRemoved:
+		case kvwire.KindRemoved:
 			for _, h := range ev.Hashes {
 				ix.remove(s, h, ix.tierBit(ev.Medium))
 			}
-		case KindCleared:
+		case kvwire.KindCleared:
 			ix.clear(s)
 		}
 		if ix.stats != nil {
@@ -184,7 +186,7 @@ const maxKeysPerBlock = 256
 
 var indexedKinds = map[string]bool{"": true, "full_attention": true, "mla_attention": true, "sink_full_attention": true}
 
-func (ix *Index) store(s *source, ev *Event) {
+func (ix *Index) store(s *source, ev *kvwire.Event) {
 	if ev.HasGroup && !indexedKinds[ev.SpecKind] {
 		ix.skip(SkipGroupKind)
 		return

@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-zeromq/zmq4"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // seqTokens returns n tokens starting at from.
@@ -24,13 +26,13 @@ func seqTokens(from, n int) []uint32 {
 
 // stored is a BlockStored of tokens in blocks of bs, with engine hashes base+1, base+2, ...
 // and the given parent engine hash (0 = first block).
-func stored(tokens []uint32, bs int, base, parent uint64, medium string) Event {
+func stored(tokens []uint32, bs int, base, parent uint64, medium string) kvwire.Event {
 	n := len(tokens) / bs
 	hs := make([]uint64, n)
 	for i := range hs {
 		hs[i] = base + uint64(i) + 1
 	}
-	return Event{Kind: KindStored, Hashes: hs, Parent: parent, HasParent: parent != 0, Tokens: tokens[:n*bs], BlockSize: bs, Medium: medium}
+	return kvwire.Event{Kind: kvwire.KindStored, Hashes: hs, Parent: parent, HasParent: parent != 0, Tokens: tokens[:n*bs], BlockSize: bs, Medium: medium}
 }
 
 var (
@@ -43,7 +45,7 @@ func TestIndexLookup(t *testing.T) {
 	tests := []struct {
 		name      string
 		cfg       IndexConfig
-		events    map[SourceKey][][]Event // per source, batches in order
+		events    map[SourceKey][][]kvwire.Event // per source, batches in order
 		salt      string
 		model     string
 		wantA     Match
@@ -52,12 +54,12 @@ func TestIndexLookup(t *testing.T) {
 	}{
 		{
 			name:   "stored prefix matches, the other pod holds nothing",
-			events: map[SourceKey][][]Event{podA: {{stored(prompt[:48], 16, 100, 0, "GPU")}}},
+			events: map[SourceKey][][]kvwire.Event{podA: {{stored(prompt[:48], 16, 100, 0, "GPU")}}},
 			wantA:  Match{Blocks: 3, Weighted: 3, ByTier: map[string]int{"gpu": 3}},
 		},
 		{
 			name: "a continuation store chains from its parent",
-			events: map[SourceKey][][]Event{podA: {
+			events: map[SourceKey][][]kvwire.Event{podA: {
 				{stored(prompt[:16], 16, 100, 0, "GPU")},
 				{stored(prompt[16:64], 16, 200, 101, "GPU")},
 			}},
@@ -65,27 +67,27 @@ func TestIndexLookup(t *testing.T) {
 		},
 		{
 			name: "a removed middle block ends the prefix there",
-			events: map[SourceKey][][]Event{podA: {
+			events: map[SourceKey][][]kvwire.Event{podA: {
 				{stored(prompt, 16, 100, 0, "GPU")},
-				{{Kind: KindRemoved, Hashes: []uint64{102}, Medium: "GPU"}},
+				{{Kind: kvwire.KindRemoved, Hashes: []uint64{102}, Medium: "GPU"}},
 			}},
 			wantA: Match{Blocks: 1, Weighted: 1, ByTier: map[string]int{"gpu": 1}},
 		},
 		{
 			name:   "AllBlocksCleared forgets the pod",
-			events: map[SourceKey][][]Event{podA: {{stored(prompt, 16, 100, 0, "GPU")}, {{Kind: KindCleared}}}},
+			events: map[SourceKey][][]kvwire.Event{podA: {{stored(prompt, 16, 100, 0, "GPU")}, {{Kind: kvwire.KindCleared}}}},
 			wantA:  Match{},
 		},
 		{
 			name:      "unknown parent is skipped",
-			events:    map[SourceKey][][]Event{podA: {{stored(prompt[16:], 16, 200, 999, "GPU")}}},
+			events:    map[SourceKey][][]kvwire.Event{podA: {{stored(prompt[16:], 16, 200, 999, "GPU")}}},
 			wantA:     Match{},
 			wantSkips: map[string]float64{SkipUnknownParent: 1},
 		},
 		{
 			name: "CPU tier weighs 0.8, a GPU copy of the same block weighs 1",
 			cfg:  IndexConfig{TierWeights: map[string]float64{"gpu": 1, "cpu": 0.8}},
-			events: map[SourceKey][][]Event{podA: {
+			events: map[SourceKey][][]kvwire.Event{podA: {
 				{stored(prompt[:32], 16, 100, 0, "CPU")},
 				{stored(prompt[:16], 16, 100, 0, "GPU")},
 			}},
@@ -94,27 +96,27 @@ func TestIndexLookup(t *testing.T) {
 		{
 			name: "removing the GPU copy keeps the CPU one",
 			cfg:  IndexConfig{TierWeights: map[string]float64{"gpu": 1, "cpu": 0.5}},
-			events: map[SourceKey][][]Event{podA: {
+			events: map[SourceKey][][]kvwire.Event{podA: {
 				{stored(prompt[:16], 16, 100, 0, "CPU")},
 				{stored(prompt[:16], 16, 100, 0, "GPU")},
-				{{Kind: KindRemoved, Hashes: []uint64{101}, Medium: "GPU"}},
+				{{Kind: kvwire.KindRemoved, Hashes: []uint64{101}, Medium: "GPU"}},
 			}},
 			wantA: Match{Blocks: 1, Weighted: 0.5, ByTier: map[string]int{"cpu": 1}},
 		},
 		{
 			name:   "engine blocks of 32 index as canonical blocks of 16",
-			events: map[SourceKey][][]Event{podA: {{stored(prompt, 32, 100, 0, "GPU")}}},
+			events: map[SourceKey][][]kvwire.Event{podA: {{stored(prompt, 32, 100, 0, "GPU")}}},
 			wantA:  Match{Blocks: 4, Weighted: 4, ByTier: map[string]int{"gpu": 4}},
 		},
 		{
 			name:      "an engine block size the canonical size does not divide is skipped",
-			events:    map[SourceKey][][]Event{podA: {{stored(prompt[:60], 12, 100, 0, "GPU")}}},
+			events:    map[SourceKey][][]kvwire.Event{podA: {{stored(prompt[:60], 12, 100, 0, "GPU")}}},
 			wantA:     Match{},
 			wantSkips: map[string]float64{SkipBlockSize: 1},
 		},
 		{
 			name: "cache_salt in block 0's extra keys matches a salted request only",
-			events: map[SourceKey][][]Event{podA: {{func() Event {
+			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
 				e := stored(prompt[:32], 16, 100, 0, "GPU")
 				e.Extra = [][]string{{"s3cret"}, nil}
 				return e
@@ -124,7 +126,7 @@ func TestIndexLookup(t *testing.T) {
 		},
 		{
 			name: "a salted store does not match an unsalted request",
-			events: map[SourceKey][][]Event{podA: {{func() Event {
+			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
 				e := stored(prompt[:32], 16, 100, 0, "GPU")
 				e.Extra = [][]string{{"s3cret"}, nil}
 				return e
@@ -133,7 +135,7 @@ func TestIndexLookup(t *testing.T) {
 		},
 		{
 			name: "LoRA blocks key in the adapter's namespace",
-			events: map[SourceKey][][]Event{podA: {{func() Event {
+			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
 				e := stored(prompt[:32], 16, 100, 0, "GPU")
 				e.LoraName = "adapter-1"
 				e.Extra = [][]string{{"adapter-1"}, {"adapter-1"}}
@@ -144,7 +146,7 @@ func TestIndexLookup(t *testing.T) {
 		},
 		{
 			name: "hybrid model: a sliding-window group is not indexed",
-			events: map[SourceKey][][]Event{podA: {{func() Event {
+			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
 				e := stored(prompt[:32], 16, 100, 0, "GPU")
 				e.HasGroup, e.GroupIdx, e.SpecKind = true, 1, "sliding_window"
 				return e
@@ -155,7 +157,7 @@ func TestIndexLookup(t *testing.T) {
 		{
 			name: "per-endpoint bound evicts the oldest blocks",
 			cfg:  IndexConfig{MaxBlocksPerEndpoint: 2},
-			events: map[SourceKey][][]Event{
+			events: map[SourceKey][][]kvwire.Event{
 				podA: {{stored(prompt, 16, 100, 0, "GPU")}},
 				podB: {{stored(prompt[:16], 16, 500, 0, "GPU")}},
 			},
@@ -203,7 +205,7 @@ func TestIndexBoundsHostileStream(t *testing.T) {
 	ix := NewIndex(IndexConfig{BlockSize: 1, MaxKeys: 1000, MaxBlocksPerEndpoint: 500}, nil)
 	for i := 0; i < 200; i++ {
 		src := SourceKey{Endpoint: "10.0.0.1:8000", Rank: i % 3}
-		ix.Apply(src, []Event{stored(seqTokens(i*100, 100), 1, uint64(i)*1000, 0, "GPU")})
+		ix.Apply(src, []kvwire.Event{stored(seqTokens(i*100, 100), 1, uint64(i)*1000, 0, "GPU")})
 	}
 	blocks, keys := ix.Size()
 	if keys > 1000+100 || blocks > 3*500 {
@@ -238,13 +240,13 @@ func TestDeliverSequenceRules(t *testing.T) {
 			ix := NewIndex(IndexConfig{BlockSize: 16}, m)
 			s := NewSubscribers(context.Background(), SubscriberConfig{}, ix, m, logr.Discard())
 			// Two batches storing one block each; the second chains from the first when both apply.
-			batches := []Batch{
-				{Events: []Event{stored(prompt[:16], 16, 100, 0, "GPU")}},
-				{Events: []Event{stored(prompt[16:], 16, 200, 101, "GPU")}},
+			batches := []kvwire.Batch{
+				{Events: []kvwire.Event{stored(prompt[:16], 16, 100, 0, "GPU")}},
+				{Events: []kvwire.Event{stored(prompt[16:], 16, 200, 101, "GPU")}},
 			}
 			if tc.wantReason != "" {
 				// After a resync the second batch's parent is gone: make it self-contained.
-				batches[1] = Batch{Events: []Event{stored(prompt[16:], 16, 200, 0, "GPU")}}
+				batches[1] = kvwire.Batch{Events: []kvwire.Event{stored(prompt[16:], 16, 200, 0, "GPU")}}
 			}
 			for i, seq := range tc.seqs {
 				s.Deliver(podA, seq, batches[i], nil)
@@ -280,7 +282,7 @@ func TestSubscriberOverZeroMQ(t *testing.T) {
 	subs.Ensure(src.Endpoint, host, 0)
 
 	prompt := seqTokens(1, 32)
-	payload, err := EncodeBatch(Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: []Event{stored(prompt, 16, 100, 0, "GPU")}}, FormatMap)
+	payload, err := kvwire.EncodeBatch(kvwire.Batch{TS: float64(time.Now().UnixNano()) / 1e9, Events: []kvwire.Event{stored(prompt, 16, 100, 0, "GPU")}}, kvwire.FormatMap)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // Resolution says how the endpoint a central-mode topic names was matched to the pool
@@ -56,7 +58,7 @@ func (s *Subscribers) handle(src SourceKey, central bool, frames [][]byte) {
 		return
 	}
 	seq := binary.BigEndian.Uint64(frames[1][len(frames[1])-8:])
-	batch, err := DecodeBatch(frames[2])
+	batch, err := kvwire.DecodeBatch(frames[2])
 	if central {
 		ep, _ := EndpointOf(string(frames[0]))
 		var how Resolution
@@ -84,7 +86,7 @@ func (s *Subscribers) resolve(topicEndpoint string, rank int) (SourceKey, Resolu
 // Deliver applies a decoded batch of src with sequence number seq (err: the decoding error).
 // Without the payload's bytes a repeated sequence number counts as a duplicate; the sockets
 // deliver through handle, which also tells a restarted publisher from a repeat.
-func (s *Subscribers) Deliver(src SourceKey, seq uint64, batch Batch, err error) {
+func (s *Subscribers) Deliver(src SourceKey, seq uint64, batch kvwire.Batch, err error) {
 	s.deliver(src, seq, 0, batch, err)
 }
 
@@ -97,7 +99,7 @@ func (s *Subscribers) Deliver(src SourceKey, seq uint64, batch Batch, err error)
 //   - a batch that cannot be decoded drops everything src held (what it said is lost);
 //   - a source the subscriber does not know yet is recorded only when its batch is applied,
 //     and only while fewer than MaxSources are: junk costs no state.
-func (s *Subscribers) deliver(src SourceKey, seq, digest uint64, batch Batch, err error) {
+func (s *Subscribers) deliver(src SourceKey, seq, digest uint64, batch kvwire.Batch, err error) {
 	s.seqMu.Lock()
 	st, known := s.seqs[src]
 	full := !known && len(s.seqs) >= MaxSources

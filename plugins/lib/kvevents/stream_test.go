@@ -8,13 +8,15 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // frames builds one wire message as vLLM and SGLang publish it: [topic, seq (8 bytes
 // big-endian), msgpack payload].
-func frames(t *testing.T, topic string, seq uint64, b Batch, format EventFormat) [][]byte {
+func frames(t *testing.T, topic string, seq uint64, b kvwire.Batch, format kvwire.EventFormat) [][]byte {
 	t.Helper()
-	payload, err := EncodeBatch(b, format)
+	payload, err := kvwire.EncodeBatch(b, format)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +99,7 @@ func TestStreamRestartRules(t *testing.T) {
 			ix := NewIndex(IndexConfig{BlockSize: 16}, m)
 			s := NewSubscribers(context.Background(), SubscriberConfig{}, ix, m, logr.Discard())
 			for _, msg := range tc.msgs {
-				f := frames(t, msg.topic, msg.seq, Batch{TS: msg.ts, Events: []Event{stored(seqTokens(msg.first, 16), 16, msg.base, 0, "GPU")}}, FormatArray)
+				f := frames(t, msg.topic, msg.seq, kvwire.Batch{TS: msg.ts, Events: []kvwire.Event{stored(seqTokens(msg.first, 16), 16, msg.base, 0, "GPU")}}, kvwire.FormatArray)
 				if msg.junk {
 					f[2] = []byte{0xc1}
 				}
@@ -170,7 +172,7 @@ func TestCentralSourcesAreResolvedAgainstThePool(t *testing.T) {
 			ix := NewIndex(IndexConfig{BlockSize: 16}, m)
 			s := NewSubscribers(context.Background(), SubscriberConfig{Resolve: testResolver}, ix, m, logr.Discard())
 			for i, topic := range tc.topics {
-				s.handle(SourceKey{}, true, frames(t, topic, 0, Batch{TS: 1, Events: []Event{stored(seqTokens(1, 16), 16, uint64(100+i), 0, "GPU")}}, FormatMap))
+				s.handle(SourceKey{}, true, frames(t, topic, 0, kvwire.Batch{TS: 1, Events: []kvwire.Event{stored(seqTokens(1, 16), 16, uint64(100+i), 0, "GPU")}}, kvwire.FormatMap))
 			}
 			for ep, want := range tc.wantHeld {
 				if got := ix.Holds(SourceKey{Endpoint: ep}); got != want {
@@ -201,14 +203,14 @@ func TestFloodOfJunkTopicsLocksNobodyOut(t *testing.T) {
 			ix := NewIndex(IndexConfig{BlockSize: 16}, m)
 			s := NewSubscribers(context.Background(), SubscriberConfig{Resolve: resolver.resolve}, ix, m, logr.Discard())
 			for i := 0; i < MaxSources+500; i++ {
-				f := frames(t, fmt.Sprintf("kv@junk-%d@m", i), 0, Batch{}, FormatArray)
+				f := frames(t, fmt.Sprintf("kv@junk-%d@m", i), 0, kvwire.Batch{}, kvwire.FormatArray)
 				f[2] = []byte{0xc1} // never decodes
 				s.handle(SourceKey{}, true, f)
 			}
 			if n := len(s.seqs); n != 0 {
 				t.Fatalf("junk left %d stream states", n)
 			}
-			s.handle(SourceKey{}, true, frames(t, "kv@10.0.0.2@m", 0, Batch{TS: 1, Events: []Event{stored(seqTokens(1, 16), 16, 7, 0, "GPU")}}, FormatArray))
+			s.handle(SourceKey{}, true, frames(t, "kv@10.0.0.2@m", 0, kvwire.Batch{TS: 1, Events: []kvwire.Event{stored(seqTokens(1, 16), 16, 7, 0, "GPU")}}, kvwire.FormatArray))
 			want := SourceKey{Endpoint: "10.0.0.2:8000"}
 			if resolver.resolve == nil {
 				want = SourceKey{Endpoint: "10.0.0.2"}
@@ -224,8 +226,8 @@ func TestFloodOfJunkTopicsLocksNobodyOut(t *testing.T) {
 // rules, decoding, index) with arbitrary frames over many topics: nothing panics, and only
 // sources whose batches were applied keep state.
 func FuzzSubscriberPath(f *testing.F) {
-	ok, _ := EncodeBatch(Batch{TS: 1, Events: []Event{stored(seqTokens(1, 32), 16, 100, 0, "GPU")}}, FormatArray)
-	okMap, _ := EncodeBatch(Batch{TS: 2, DPRank: 1, HasRank: true, Events: []Event{stored(seqTokens(1, 16), 16, 300, 0, "CPU")}}, FormatMap)
+	ok, _ := kvwire.EncodeBatch(kvwire.Batch{TS: 1, Events: []kvwire.Event{stored(seqTokens(1, 32), 16, 100, 0, "GPU")}}, kvwire.FormatArray)
+	okMap, _ := kvwire.EncodeBatch(kvwire.Batch{TS: 2, DPRank: 1, HasRank: true, Events: []kvwire.Event{stored(seqTokens(1, 16), 16, 300, 0, "CPU")}}, kvwire.FormatMap)
 	f.Add("kv@10.0.0.2@m", uint64(0), ok, uint8(3))
 	f.Add("kv@10.0.0.1:8000@m", uint64(1), okMap, uint8(40))
 	f.Add("kv@10.0.0.1@m", uint64(7), []byte{0xc1}, uint8(200))

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 var docRow = regexp.MustCompile("(?m)^\\| `([A-Z_]+)` \\| ([^|]+) \\|([^\\n]*)$")

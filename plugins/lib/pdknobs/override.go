@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // ErrUnknownDecodePolicy is returned for a profile's unknown decodeScorePolicy: AIBrix fails

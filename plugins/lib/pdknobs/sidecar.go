@@ -6,7 +6,7 @@ import (
 	"math"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // SidecarOverrides returns the sidecar knobs (protocol.SidecarKnobNames) that the request's

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Every per-profile sidecar knob is accepted by ForProfile (no "unknown field" warning, which

@@ -19,8 +19,8 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/bytetokens"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // BytesPerToken is the estimate backend's token width (llm-d's value).
@@ -93,7 +93,7 @@ func (p EstimateParams) Validate() error {
 // token boundary and occupy N copies of a token derived from a hash of their content.
 // Text is packed as it arrives (one linear pass, no copy of the prompt): only the up to
 // three bytes of an unfinished token wait in pend until more text or a flush completes it.
-// The packing and the chat template are plugins/lib/bytetokens', which the simulator uses too, so
+// The packing and the chat template are plugins/wire/bytetokens', which the simulator uses too, so
 // the ids estimated here are the ids a simulated engine caches (precise prefix routing).
 type estimator struct {
 	p        EstimateParams

@@ -6,8 +6,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // combinedPod reports whether the decode pick runs prefill itself, as resolved by podmodel

@@ -23,8 +23,8 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Plugin type names.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func req() *fwksched.LLMRequest {

@@ -19,7 +19,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // HeaderDataParallelHostPort is llm-d's data-parallel header, written by pd-profile-handler

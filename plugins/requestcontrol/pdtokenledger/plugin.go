@@ -14,8 +14,8 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Type is the plugin type name. GIE already registers "token-load-scorer"; this is distinct.

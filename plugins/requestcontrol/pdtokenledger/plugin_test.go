@@ -9,8 +9,8 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func TestPluginLifecycle(t *testing.T) {

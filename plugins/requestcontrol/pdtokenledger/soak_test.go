@@ -11,8 +11,8 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // TestSoak drives 20k requests through the plugin's lifecycle hooks from concurrent goroutines

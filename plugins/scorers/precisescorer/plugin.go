@@ -23,6 +23,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // Type is the plugin type name (llm-d's).
@@ -75,7 +76,7 @@ func (s *Scorer) BoundTo() string { return s.bound }
 // DeliverKVEvents applies a batch of an endpoint's KV events in process when the scorer runs
 // its own index (a scorer bound to a producer ignores them: the producer takes them). pdgate
 // bench sim feeds its simulated engines' prefix-cache changes here instead of over ZeroMQ.
-func (s *Scorer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvevents.Event) {
+func (s *Scorer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvwire.Event) {
 	if s.own != nil {
 		s.own.Deliver(meta, events)
 	}

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
 	eppcore "github.com/pdgate/pdgate/cmd/epp/core"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // benchConfig is one EndpointPickerConfig under test and the pod labels it routes by.

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 const repoRoot = "../../.."

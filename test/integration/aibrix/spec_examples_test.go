@@ -16,7 +16,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/cli"
 	sidecarapp "github.com/pdgate/pdgate/cmd/sidecar/app"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // specExample is one YAML example of AIBrix's PD specification (testdata/spec): a pod

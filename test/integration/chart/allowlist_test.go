@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // checkSidecarAllowlist runs the sidecar's own allow-list watcher (cmd/sidecar/allowlist) as

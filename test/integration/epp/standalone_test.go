@@ -13,7 +13,7 @@ import (
 
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func writeFile(t *testing.T, path, content string) {

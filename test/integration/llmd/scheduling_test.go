@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 const role = "llm-d.ai/role"

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/cli"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Every configuration example of llm-d's disaggregation specification (testdata/spec, as the

@@ -9,7 +9,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
-	"github.com/pdgate/pdgate/plugins/lib/bytetokens"
+	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
 )
 
 // Arrival is one request of the simulated workload.
@@ -30,7 +30,7 @@ type Source interface {
 	Next() (Arrival, bool)
 }
 
-// tokensOf is the simulator's tokenizer (plugins/lib/bytetokens: 4 bytes per token, zero-padded,
+// tokensOf is the simulator's tokenizer (plugins/wire/bytetokens: 4 bytes per token, zero-padded,
 // the one the EPP's estimate uses), so prefix-cache hits match what the lab's simulators
 // compute and the keys the EPP computes match the blocks the engines cache.
 func tokensOf(dst []uint32, b []byte) []uint32 { return bytetokens.Tokenize(dst, b) }

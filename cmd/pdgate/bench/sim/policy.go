@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Fleet kinds: every policy runs on the same number of simulated GPUs.

@@ -20,8 +20,8 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/lib/bytetokens"
-	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
+	"github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
 // kvEventSink is a plugin that takes KV events in process (precise-prefix-cache-producer and

@@ -17,7 +17,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/sim/batching"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/lib/protocol"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Overheads are the data path's costs outside the engines, in virtual time.

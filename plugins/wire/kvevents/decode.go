@@ -1,11 +1,10 @@
-// Package kvevents is the library behind pdgate's precise prefix-cache plugins: it decodes the
-// KV-cache events vLLM and SGLang publish over ZeroMQ (msgpack batches of BlockStored,
-// BlockRemoved and AllBlocksCleared), keeps a bounded index of which endpoint holds which
-// blocks, subscribes to the engines (one SUB socket per endpoint, or one bound socket the
-// engines connect to), and answers "how much of this prompt does each endpoint hold".
+// Package kvevents is the KV-cache event codec: the msgpack batches of BlockStored,
+// BlockRemoved and AllBlocksCleared that vLLM and SGLang publish over ZeroMQ. DecodeBatch reads
+// every shape the engines have sent; EncodeBatch writes the shapes vLLM writes.
 //
-// It is a library, not a plugin: precise-prefix-cache-producer and precise-prefix-cache-scorer
-// are thin plugins over it, and the simulator uses its encoder to publish the same wire format.
+// It is wire: the EPP's subscriber and index (plugins/lib/kvevents) decode with it and the
+// simulator (cmd/sim) encodes with it, so both speak one format. It imports nothing of pdgate
+// outside plugins/wire and no GIE package (hack/pluginimports checks this).
 package kvevents
 
 import (
