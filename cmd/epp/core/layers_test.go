@@ -47,7 +47,7 @@ func (d declaring) TypedName() fwkplugin.TypedName {
 func (d declaring) Produces() map[string]any { return d.produces }
 func (d declaring) Consumes() map[string]any { return d.consumes }
 
-type withMap struct{ m map[string]int }
+type withMap struct{ Counts map[string]int }
 
 func TestUncomparableDeclarationsAreRefusedByName(t *testing.T) {
 	tests := []struct {
