@@ -314,7 +314,7 @@ func TestPdgateEarlyAnswers(t *testing.T) {
 			pods:   []podState{P(0, 0, 0.1).withLabels(decode), P(1, 0, 0.1).withLabels(decode)},
 			steps: []step{
 				{headers: map[string]string{"prefer": "return=minimal, If-Available"},
-					want:  &immediate{Status: 412, Body: protocol.ConditionalDecodeBody, Headers: map[string]string{"content-type": "text/plain"}},
+					want:  &immediate{Status: 412, Body: protocol.ConditionalDecodeBody, Headers: map[string]string{"content-type": "application/json"}},
 					cause: "conditional_decode_miss"},
 				{headers: map[string]string{"prefer": "return=minimal"}}, // unrelated preference: forwarded
 			},

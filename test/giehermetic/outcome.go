@@ -148,6 +148,7 @@ func Normalise(reqs []*extProcPb.ProcessingRequest, resps []*extProcPb.Processin
 					im.Headers = nil
 				}
 			}
+			AsJSONError(im)
 			o.Immediate = im
 		case r.GetRequestHeaders() != nil:
 			common := r.GetRequestHeaders().GetResponse()
@@ -214,4 +215,26 @@ func Normalise(reqs []*extProcPb.ProcessingRequest, resps []*extProcPb.Processin
 // canonicalJSON re-renders protojson output, whose whitespace is deliberately unstable.
 func canonicalJSON(b []byte) string {
 	return strings.Join(strings.Fields(string(b)), "")
+}
+
+// gieErrorPrefix starts GIE v1.5.0's error bodies: "inference error: <Code> - <msg>".
+const gieErrorPrefix = "inference error: "
+
+// AsJSONError applies the documented body difference of GIE's errors (cmd/epp/README.md):
+// pdgate answers them with an OpenAI JSON error body (GIE's message, protocol.TypeForStatus,
+// the status as code) and content-type application/json where GIE sends its text. A GIE text
+// body becomes that JSON answer; any other body is left as it is.
+func AsJSONError(im *Immediate) {
+	if im == nil || !strings.HasPrefix(im.Body, gieErrorPrefix) {
+		return
+	}
+	_, msg, ok := strings.Cut(strings.TrimPrefix(im.Body, gieErrorPrefix), " - ")
+	if !ok {
+		return
+	}
+	im.Body = string(protocol.ErrorBody(im.Status, "", msg))
+	if im.Headers == nil {
+		im.Headers = map[string]string{}
+	}
+	im.Headers["content-type"] = protocol.ContentTypeJSON
 }

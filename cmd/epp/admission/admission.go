@@ -26,6 +26,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/stagesat"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // DroppedReasonHeader is llm-d's drop-reason response header; the Reason* constants are its
@@ -144,7 +145,11 @@ func (c *Controller) WithReservations(d *Dispatches) *Controller {
 }
 
 // Admit implements requestcontrol.AdmissionController.
+// A model no endpoint serves is answered 404 first (models.go).
 func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext, priority int) error {
+	if a := c.checkModel(ctx, reqCtx); a != nil {
+		return a
+	}
 	var reserveFor string
 	if c.reservations != nil && reqCtx != nil && reqCtx.SchedulingRequest != nil && !c.stages.DecodeOnly(reqCtx.SchedulingRequest) {
 		reserveFor = reqCtx.SchedulingRequest.RequestId
@@ -174,20 +179,20 @@ func (c *Controller) Translate(ctx context.Context, reqCtx *handlers.RequestCont
 	switch e.Code {
 	case errcommon.ResourceExhausted:
 		if c.poolEmpty(ctx, reqCtx) {
-			return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, errcommon.ServiceUnavailable, "no endpoints to serve the request: "+e.Msg)
+			return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, "no endpoints to serve the request: "+e.Msg)
 		}
-		return answer(http.StatusTooManyRequests, ReasonSaturated, CauseSaturated, e.Code, e.Msg)
+		return answer(http.StatusTooManyRequests, ReasonSaturated, CauseSaturated, e.Msg)
 	case errcommon.ServiceUnavailable:
 		switch {
 		case strings.HasPrefix(e.Msg, "client disconnected"):
-			return answer(http.StatusServiceUnavailable, ReasonContextCancelled, CauseClientGone, e.Code, e.Msg)
+			return answer(http.StatusServiceUnavailable, ReasonContextCancelled, CauseClientGone, e.Msg)
 		case strings.HasPrefix(e.Msg, "request timed out in queue"):
 			if c.poolEmpty(ctx, reqCtx) {
-				return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Code, e.Msg)
+				return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Msg)
 			}
-			return answer(http.StatusTooManyRequests, ReasonTTLExpired, CauseQueueTTL, errcommon.ResourceExhausted, e.Msg)
+			return answer(http.StatusTooManyRequests, ReasonTTLExpired, CauseQueueTTL, e.Msg)
 		}
-		return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Code, e.Msg)
+		return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Msg)
 	}
 	return nil
 }
@@ -203,15 +208,16 @@ func (c *Controller) poolEmpty(ctx context.Context, reqCtx *handlers.RequestCont
 	return len(c.candidates.Locate(ctx, md)) == 0
 }
 
-// answer keeps GIE's error body ("inference error: <Code> - <msg>", what GIE's clients and
-// conformance suites read) and adds the reason header.
-func answer(status int, reason string, cause contract.Cause, code, msg string) *contract.Answer {
+// answer is GIE's refusal as an OpenAI JSON error body (GIE's message, the type llm-d's EPP
+// gives the code since v0.11: rate_limit_error for 429, server_error for 503) with llm-d's
+// reason header.
+func answer(status int, reason string, cause contract.Cause, msg string) *contract.Answer {
 	rejections.WithLabelValues(reason).Inc()
-	body := errcommon.Error{Code: code, Msg: msg}.Error()
 	return &contract.Answer{
-		Status:  status,
-		Body:    []byte(body),
-		Headers: []contract.Header{{Name: DroppedReasonHeader, Value: reason}},
+		Status: status,
+		Body:   protocol.ErrorBody(status, "", msg),
+		Headers: []contract.Header{{Name: "content-type", Value: protocol.ContentTypeJSON},
+			{Name: DroppedReasonHeader, Value: reason}},
 		Cause:   cause,
 		Message: fmt.Sprintf("%s (%s)", msg, reason),
 	}

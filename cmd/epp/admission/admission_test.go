@@ -2,8 +2,11 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 
 	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
@@ -12,6 +15,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
 	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -95,8 +99,14 @@ func TestReasons(t *testing.T) {
 			if !ok || a.Status != tt.wantStatus {
 				t.Fatalf("err %v, want status %d", err, tt.wantStatus)
 			}
-			if len(a.Headers) != 1 || a.Headers[0].Name != DroppedReasonHeader || a.Headers[0].Value != tt.wantReason {
-				t.Fatalf("headers %v, want %s: %s", a.Headers, DroppedReasonHeader, tt.wantReason)
+			want := []contract.Header{{Name: "content-type", Value: "application/json"}, {Name: DroppedReasonHeader, Value: tt.wantReason}}
+			if !slices.Equal(a.Headers, want) {
+				t.Fatalf("headers %v, want %v", a.Headers, want)
+			}
+			var body protocol.OpenAIError
+			if err := json.Unmarshal(a.Body, &body); err != nil || body.Error.Code != tt.wantStatus ||
+				body.Error.Type != protocol.TypeForStatus(tt.wantStatus) || !strings.Contains(body.Error.Message, tt.err.(errcommon.Error).Msg) {
+				t.Fatalf("body %s: %v", a.Body, err)
 			}
 		})
 	}

@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -39,9 +40,10 @@ func (x *exchange) answer(_ context.Context, a *contract.Answer) error {
 	}})
 }
 
-// fail ends the exchange with one of GIE's errors, answered exactly as GIE answers it (its
-// status mapping and "inference error: <Code> - <msg>" body); an error GIE cannot map ends
-// the stream with a gRPC error, and Envoy applies the pool's failure mode.
+// fail ends the exchange with one of GIE's errors: GIE's status mapping (BuildErrResponse's
+// 400/401/403/404/429/500/503), answered with an OpenAI JSON error body (errorBody) instead of
+// GIE's text "inference error: <Code> - <msg>", as llm-d's EPP does since v0.11; an error GIE
+// cannot map still ends the stream with a gRPC error, and Envoy applies the pool's failure mode.
 func (x *exchange) fail(err error) error {
 	x.collectTrace()
 	x.answered = true
@@ -52,12 +54,24 @@ func (x *exchange) fail(err error) error {
 		return gerr
 	}
 	if ir := resp.GetImmediateResponse(); ir != nil {
-		immediateAnswers.WithLabelValues(strconv.Itoa(int(ir.GetStatus().GetCode())), "gie_"+x.errCode).Inc()
-		if d := x.appendDecision(nil); len(d) > 0 {
-			ir.Headers = &extProcPb.HeaderMutation{SetHeaders: d}
-		}
+		status := int(ir.GetStatus().GetCode())
+		immediateAnswers.WithLabelValues(strconv.Itoa(status), "gie_"+x.errCode).Inc()
+		ir.Body = errorBody(status, err)
+		ir.Headers = &extProcPb.HeaderMutation{SetHeaders: x.appendDecision([]*configPb.HeaderValueOption{
+			setHeader("content-type", protocol.ContentTypeJSON)})}
 	}
 	return x.send(resp)
+}
+
+// errorBody is the JSON body of a GIE error: GIE's message without its "inference error:
+// <Code> - " prefix, the type llm-d gives the code (protocol.TypeForStatus), the status as code.
+func errorBody(status int, err error) []byte {
+	msg := err.Error()
+	var e errcommon.Error
+	if errors.As(err, &e) {
+		msg = e.Msg
+	}
+	return protocol.ErrorBody(status, "", msg)
 }
 
 // errorCodeOf is GIE's error code for an HTTP status (the error_code label of

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -334,10 +335,10 @@ func TestRequestPath(t *testing.T) {
 			f:      fixture{hooks: &hooksPlugin{deny: contract.NewAnswer(429, contract.CauseRateLimited, "rate_limit_exceeded", "capped").WithHeader("retry-after", "1")}},
 			frames: []string{completion}, immediate: 429, body: "capped", immHdr: "retry-after"},
 		{name: "a plain admission denial is GIE's 500", f: fixture{hooks: &hooksPlugin{deny: errors.New("no")}},
-			frames: []string{completion}, immediate: 500, body: "inference error: Internal - request cannot be admitted"},
+			frames: []string{completion}, immediate: 500, body: `{"error":{"message":"request cannot be admitted","type":"server_error","param":null,"code":500}}`},
 		{name: "a plain scheduling error is GIE's 429", f: fixture{sched: &fakeScheduler{err: errors.New("nothing fits")}},
-			frames: []string{completion}, immediate: 429, body: "inference error: ResourceExhausted - failed to find target endpoint: nothing fits"},
-		{name: "a malformed body is a 400", frames: []string{`{"model":`}, immediate: 400, body: "inference error: BadRequest"},
+			frames: []string{completion}, immediate: 429, body: `{"error":{"message":"failed to find target endpoint: nothing fits","type":"rate_limit_error","param":null,"code":429}}`},
+		{name: "a malformed body is a 400", frames: []string{`{"model":`}, immediate: 400, body: `{"error":{"message":"error unmarshaling request body`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -345,6 +346,16 @@ func TestRequestPath(t *testing.T) {
 			r := f.run(t, tt.headers, tt.frames...)
 			if r.immediate != tt.immediate || !strings.Contains(r.body, tt.body) {
 				t.Fatalf("immediate %d %q, want %d %q", r.immediate, r.body, tt.immediate, tt.body)
+			}
+			if tt.immediate != 0 {
+				// Every answer the EPP makes itself is an OpenAI JSON error (vLLM's shape).
+				var e protocol.OpenAIError
+				if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error.Code != tt.immediate || e.Error.Message == "" || e.Error.Type == "" {
+					t.Fatalf("immediate body %q is not an OpenAI error with code %d: %v", r.body, tt.immediate, err)
+				}
+				if ct := r.immHdr["content-type"]; ct != "application/json" {
+					t.Fatalf("immediate content-type %q (headers %v)", ct, r.immHdr)
+				}
 			}
 			if tt.immHdr != "" && r.immHdr[tt.immHdr] == "" {
 				t.Fatalf("immediate headers %v lack %s", r.immHdr, tt.immHdr)

@@ -37,13 +37,14 @@ func NewAnswer(status int, cause Cause, errType, msg string) *Answer {
 	return &Answer{
 		Status:  status,
 		Body:    protocol.ErrorBody(status, errType, msg),
-		Headers: []Header{{Name: "content-type", Value: "application/json"}},
+		Headers: []Header{{Name: "content-type", Value: protocol.ContentTypeJSON}},
 		Cause:   cause,
 		Message: msg,
 	}
 }
 
-// NewTextAnswer builds an answer with a plain-text body (llm-d's 412 body is text).
+// NewTextAnswer builds an answer with a plain-text body. pdgate's own answers are all JSON
+// (NewAnswer); this is for a plugin that must reproduce another system's text body.
 func NewTextAnswer(status int, cause Cause, body, msg string) *Answer {
 	return &Answer{
 		Status:  status,
@@ -69,11 +70,29 @@ func AnswerOf(err error) (*Answer, bool) {
 	return nil, false
 }
 
-// ConditionalDecodeMiss is llm-d's 412 for a conditional-decode miss: its exact body, which
-// conditional-decode clients match on.
+// ConditionalDecodeMiss is llm-d's 412 for a conditional-decode miss: llm-d's message in the
+// OpenAI JSON body llm-d's EPP sends since v0.11 (conditional-decode callers match the status).
 func ConditionalDecodeMiss() *Answer {
-	return NewTextAnswer(http.StatusPreconditionFailed, CauseConditionalDecodeMiss,
-		protocol.ConditionalDecodeBody, protocol.ConditionalDecodeMessage)
+	return &Answer{
+		Status:  http.StatusPreconditionFailed,
+		Body:    []byte(protocol.ConditionalDecodeBody),
+		Headers: []Header{{Name: "content-type", Value: protocol.ContentTypeJSON}},
+		Cause:   CauseConditionalDecodeMiss,
+		Message: protocol.ConditionalDecodeMessage,
+	}
+}
+
+// ModelNotFound is the 404 for a model no endpoint of the pool serves: vLLM's own body
+// (protocol.ModelNotFoundBody) and x-pdgate-error-cause: model_not_found.
+func ModelNotFound(model string) *Answer {
+	return &Answer{
+		Status: http.StatusNotFound,
+		Body:   protocol.ModelNotFoundBody(model),
+		Headers: []Header{{Name: "content-type", Value: protocol.ContentTypeJSON},
+			{Name: protocol.HeaderErrorCause, Value: protocol.CauseModelNotFound}},
+		Cause:   CauseModelNotFound,
+		Message: protocol.ModelNotFoundMessage(model),
+	}
 }
 
 type answerSlotKey struct{}

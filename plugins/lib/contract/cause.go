@@ -25,6 +25,9 @@ const (
 	CauseUnknownStrategy Cause = "unknown_strategy"
 	// CauseBodyTooLarge: the request body exceeds the EPP's limit (413).
 	CauseBodyTooLarge Cause = "body_too_large"
+	// CauseModelNotFound: every endpoint of the pool declares the models it serves and none
+	// serves the request's model (404).
+	CauseModelNotFound Cause = "model_not_found"
 )
 
 // Causes of stage decisions (disaggregate or not) and of combined-pod picks.

@@ -3,6 +3,7 @@ package contract
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -33,7 +34,25 @@ func TestAnswerTravelsAsErrorAndOnContext(t *testing.T) {
 	if !Record(ctx, a) || Record(ctx, ConditionalDecodeMiss()) || Recorded(ctx) != a {
 		t.Fatal("the first recorded answer must win")
 	}
-	if m := ConditionalDecodeMiss(); m.Status != 412 || string(m.Body) != "inference error: PreconditionFailed - no decode worker has the requested KV cache" {
-		t.Fatalf("412 answer %+v", m)
+	for _, tt := range []struct {
+		name   string
+		a      *Answer
+		status int
+		body   string
+		hdrs   []Header
+	}{
+		{"conditional-decode miss", ConditionalDecodeMiss(), 412,
+			`{"error":{"message":"no decode worker has the requested KV cache","type":"invalid_request_error","param":null,"code":412}}`,
+			[]Header{{"content-type", "application/json"}}},
+		{"model not found", ModelNotFound("m/x"), 404,
+			"{\"error\":{\"message\":\"The model `m/x` does not exist.\",\"type\":\"NotFoundError\",\"param\":\"model\",\"code\":404}}",
+			[]Header{{"content-type", "application/json"}, {"x-pdgate-error-cause", "model_not_found"}}},
+		{"NewAnswer", NewAnswer(503, CauseNoPair, "routing_error", "no pair"), 503,
+			`{"error":{"message":"no pair","type":"routing_error","param":null,"code":503}}`,
+			[]Header{{"content-type", "application/json"}}},
+	} {
+		if tt.a.Status != tt.status || string(tt.a.Body) != tt.body || !slices.Equal(tt.a.Headers, tt.hdrs) {
+			t.Errorf("%s: %d %s %v", tt.name, tt.a.Status, tt.a.Body, tt.a.Headers)
+		}
 	}
 }
