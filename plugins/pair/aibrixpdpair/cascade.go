@@ -31,7 +31,7 @@ func usesLedger(k pdknobs.Knobs) bool {
 func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
 	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
 	var prompt prefillpolicy.Prompt
-	if s.Prefix != nil && (in.RemainingWork != nil || in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad) {
+	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
 		prompt = s.Prefix.Prompt(in.promptText())
 	}
 	var ledger tokenload.Ledger
@@ -250,7 +250,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	var rw map[string]remainingCost
 	var maxRW float64
 	if in.RemainingWork != nil {
-		rw, maxRW = s.remainingWork(in, pv, names, pScores, dScores)
+		rw, maxRW = s.remainingWork(in, names, pScores, dScores)
 	}
 	best, bestScore, found := "", math.Inf(1), false
 	for _, name := range names {
@@ -278,9 +278,6 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
 		d.Cause, d.Reason = contract.CauseCached, fmt.Sprintf("decode-only on %s: remaining work %s", dd.pod.Key, rc)
 		s.Tracker.Register(in.RequestID, "", dd.pod.Key)
-		if s.Prefix != nil && pv.prompt.Blocks() > 0 {
-			d.prefixHolders = []string{dd.pod.Key}
-		}
 		if tx != nil {
 			s.charge(in, k, scored{}, dd, ledger, tx, defs)
 		}
@@ -294,9 +291,6 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
 			d.Cause, d.Reason = dec.Cause, fmt.Sprintf("decode-only on %s: %s", dd.pod.Key, dec.Reason)
 			s.Tracker.Register(in.RequestID, "", dd.pod.Key)
-			if in.RemainingWork != nil && s.Prefix != nil && pv.prompt.Blocks() > 0 {
-				d.prefixHolders = []string{dd.pod.Key} // it prefills locally: it holds the prompt
-			}
 			if tx != nil {
 				s.charge(in, k, scored{}, dd, ledger, tx, defs)
 			}
@@ -319,10 +313,6 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
 	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
 		d.prefixHolders = []string{pp.pod.Key} // recorded once the selection lock is released
-		if in.RemainingWork != nil {
-			// The decode pod receives the prompt's KV: a follow-up turn can prefill there.
-			d.prefixHolders = append(d.prefixHolders, dd.pod.Key)
-		}
 	}
 	if tx != nil {
 		s.charge(in, k, pp, dd, ledger, tx, defs)

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/pdgate/pdgate/plugins/lib/prefillpolicy"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
 // RemainingWork routes on the prefill work a request actually leaves (pdgate's extension; off
@@ -19,8 +21,10 @@ import (
 //     itself, with no prefill leg, no wait behind the prefill queue and no second transfer of
 //     the KV it already has. A prompt no decode pod holds is always disaggregated.
 //
-// When the winning pair's local side is the cheaper, the request is served decode-only. Both
-// sides' holders are recorded in the prefix table, so a follow-up turn finds them. The unit is
+// Which pod holds what comes from the PrefixCacheMatchInfo the prefix producer puts on every
+// candidate (the plugin declares it, so the EPP adds approx-prefix-cache-producer when nothing
+// produces it): no second index, no second pass over the prompt. When the winning pair's local
+// side is the cheaper, the request is served decode-only. The unit is
 // tokens on both sides, so prefillScorePolicy must be token_load or hybrid_cache_load (the
 // ledger's tokens); Validate refuses anything else.
 type RemainingWork struct {
@@ -62,16 +66,14 @@ type remainingCost struct {
 // as without RemainingWork. Costs are relative to the least uncached work any pair leaves, so
 // that the prompt's length, which every pair must compute unless a cache holds it, does not
 // dilute the ledger's load differences in the pair score.
-func (s *Selector) remainingWork(in Input, pv prefixView, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
+func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
 	prompt := float64(in.PromptTokens)
-	uncached := func(pod string) float64 {
-		return prompt * (1 - prefillpolicy.EffectiveMatch(pv.match[pod], in.Knobs.MinMatchPct)/100)
-	}
+	uncached := func(p *podmodel.Pod) float64 { return prompt * (1 - heldFraction(p)) }
 	out := make(map[string]remainingCost, len(names))
 	reuse, minU := false, math.Inf(1)
 	for _, name := range names {
 		pp, dd := pScores[name], dScores[name]
-		up, ud := uncached(pp.pod.Key), uncached(dd.pod.Key)
+		up, ud := uncached(pp.pod), uncached(dd.pod)
 		reuse = reuse || up < prompt || ud < prompt
 		rc := remainingCost{remote: pp.score + computeWeight*up, ud: ud}
 		// Local only where the decode pod's cache is what makes it pay: it holds at least as
@@ -100,9 +102,38 @@ func (s *Selector) remainingWork(in Input, pv prefixView, names []string, pScore
 	return out, maxCost
 }
 
+// heldFraction is the share of the prompt's blocks a pod holds, from the PrefixCacheMatchInfo
+// the prefix producer puts on every candidate before scheduling (approx-prefix-cache-producer,
+// which records both the prefill and the decode pick of a P/D request and matches the whole
+// prompt, or the precise producer's engine-reported blocks). 0 when there is none.
+func heldFraction(p *podmodel.Pod) float64 {
+	if p == nil || p.Endpoint == nil {
+		return 0
+	}
+	v, ok := p.Endpoint.Get(attrprefix.PrefixCacheMatchInfoKey)
+	if !ok {
+		return 0
+	}
+	mi, ok := v.(*attrprefix.PrefixCacheMatchInfo)
+	if !ok || mi == nil || mi.TotalBlocks() <= 0 {
+		return 0
+	}
+	return math.Min(1, float64(mi.MatchBlocks())/float64(mi.TotalBlocks()))
+}
+
 func (rc remainingCost) String() string {
 	if rc.local {
 		return fmt.Sprintf("local %.0f tokens uncached on decode < remote %.0f", rc.ud, rc.remote)
 	}
 	return fmt.Sprintf("remote %.0f (decode would prefill %.0f)", rc.remote, rc.ud)
+}
+
+// Consumes implements fwkplugin.ConsumerPlugin: with remainingWork the pair reads each
+// candidate's PrefixCacheMatchInfo, so the EPP adds the default prefix producer when nothing
+// else produces it, and orders it first.
+func (p *Plugin) Consumes() map[string]any {
+	if p.params.RemainingWork == nil {
+		return map[string]any{}
+	}
+	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
 }

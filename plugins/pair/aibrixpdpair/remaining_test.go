@@ -1,29 +1,32 @@
 package aibrixpdpair
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
+
 	"github.com/pdgate/pdgate/plugins/lib/contract"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 func TestRemainingWork(t *testing.T) {
-	pods, _ := mkPods(
-		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
-		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
-	)
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
 	})
-	history := strings.Repeat("the previous turns of a long conversation ", 100) // 4,200 chars
-	followUp := history + strings.Repeat("a new question ", 10)                  // +150
+	// A follow-up of 4,350 tokens in 100 blocks whose first 97 the previous turn's pods hold.
+	const promptTokens, totalBlocks, heldBlocks = 4350, 100, 97
 	tests := []struct {
 		name        string
 		rw          *RemainingWork
-		holders     []string // pods that served the history
+		holders     []string // pods that served the history (hold 97 of the 100 blocks)
 		prefillLoad map[string]float64
 		want        string // roleset
 		wantLocal   bool
@@ -45,12 +48,24 @@ func TestRemainingWork(t *testing.T) {
 			for pod, load := range tt.prefillLoad {
 				l.prefill[tokenload.PodKey(pod)] = load
 			}
-			s := newSel(t, l.source())
-			for _, h := range tt.holders {
-				s.Prefix.Add(h, s.Prefix.Prompt(history))
+			pods, eps := mkPods(
+				podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+				podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+			)
+			for i, ep := range eps {
+				held := 1 // the shared first block, everywhere
+				if slices.Contains(tt.holders, pods[i].Key) {
+					held = heldBlocks
+				}
+				if tt.holders == nil {
+					held = 0
+				}
+				ep.Put(attrprefix.PrefixCacheMatchInfoKey, attrprefix.NewPrefixCacheMatchInfo(held, totalBlocks, 16))
 			}
-			d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptText: followUp, PromptTokens: len(followUp),
-				BodyTokens: len(followUp) / 4, RemainingWork: tt.rw, Explain: true})
+			pods, _ = podsOf(eps)
+			s := newSel(t, l.source())
+			d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: promptTokens,
+				BodyTokens: promptTokens, RemainingWork: tt.rw, Explain: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,11 +75,11 @@ func TestRemainingWork(t *testing.T) {
 			if tt.wantLocal && (d.Cause != contract.CauseCached || d.Prefill != nil) {
 				t.Fatalf("a local prefill must be decode-only with cause cached: %+v", d)
 			}
-			if tt.rw != nil && !tt.wantLocal {
-				// Both the prefill pod and the decode pod hold the follow-up now.
-				m := s.Prefix.Match(s.Prefix.Prompt(followUp))
-				if m[d.Prefill.Key] != 100 || m[d.Decode.Key] != 100 {
-					t.Fatalf("holders recorded: %v, want %s and %s at 100", m, d.Prefill.Key, d.Decode.Key)
+			if tt.rw != nil && !tt.wantLocal && tt.want == "a" {
+				// The holder is charged the prefill work it will do: the 3 blocks it lacks.
+				want := fmt.Sprintf("prefill ns/a-p %d", 3500+promptTokens*(100-heldBlocks)/100)
+				if !slices.Contains(l.charges, want) {
+					t.Fatalf("charges %q, want %q", l.charges, want)
 				}
 			}
 		})
@@ -91,4 +106,12 @@ func TestRemainingWorkParams(t *testing.T) {
 			}
 		})
 	}
+}
+
+func podsOf(eps []fwksched.Endpoint) ([]podmodel.Pod, []fwksched.Endpoint) {
+	pods := make([]podmodel.Pod, len(eps))
+	for i, ep := range eps {
+		pods[i] = podmodel.FromEndpoint(ep)
+	}
+	return pods, eps
 }

@@ -110,7 +110,10 @@ func (s *Selector) charge(in Input, k pdknobs.Knobs, pp, dd scored, ledger token
 			session = "" // the session-delta rule is off for this request
 		}
 		match := -1
-		if k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad || in.RemainingWork != nil {
+		switch {
+		case in.RemainingWork != nil:
+			match = int(100 * heldFraction(pp.pod)) // the tokens the prefill pod will compute
+		case k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad:
 			match = int(pp.matchPct)
 		}
 		newTokens := ledger.NewTokens(in.Model, session, in.BodyTokens, match)
