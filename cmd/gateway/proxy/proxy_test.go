@@ -3,10 +3,12 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func testOptions() Options {
@@ -212,6 +216,13 @@ func TestGatewayFailureModes(t *testing.T) {
 			}
 			if tt.wantHeader[0] != "" && resp.Header.Get(tt.wantHeader[0]) != tt.wantHeader[1] {
 				t.Errorf("header %s = %q", tt.wantHeader[0], resp.Header.Get(tt.wantHeader[0]))
+			}
+			if tt.wantStatus >= 500 { // the gateway's own answer: an OpenAI JSON error
+				var e protocol.OpenAIError
+				if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != tt.wantStatus || e.Error.Type == "" || !bytes.Contains(body, []byte(`"param":null`)) ||
+					resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
+					t.Errorf("not an OpenAI JSON error (%v): %s", resp.Header, body)
+				}
 			}
 			if tt.failOpen {
 				if u := <-fallback; u.body != `{"model":"m","prompt":"p"}` {

@@ -208,10 +208,6 @@ func (g *Gateway) handleError(ctx context.Context, x *exchange, err error) {
 		// The status line is gone; breaking the connection is the only honest signal left.
 		panic(http.ErrAbortHandler)
 	}
-	body := protocol.ErrorBody(code, typ, "dev gateway: "+err.Error())
-	x.w.Header().Set("Content-Type", "application/json")
-	x.w.Header().Set("Content-Length", strconv.Itoa(len(body)))
-	x.w.WriteHeader(code)
 	x.status = code
-	_, _ = x.w.Write(body)
+	protocol.WriteError(x.w, code, typ, "dev gateway: "+err.Error())
 }

@@ -1,7 +1,9 @@
 package proxy
 
 import (
+	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +37,7 @@ func TestPrefillFailurePolicies(t *testing.T) {
 		wantPrefill int
 		wantDecode  int
 		wantErrHdr  bool
+		wantCause   string // x-pdgate-error-cause
 	}{
 		{name: "fail-fast 500 keeps prefiller status after the one retry", policy: FailFast, prefill: status(500), wantStatus: 500, wantOutcome: "failed", wantPrefill: 2, wantErrHdr: true},
 		{name: "fail-fast transport is 503", policy: FailFast, closed: true, wantStatus: 503, wantOutcome: "failed", wantErrHdr: true},
@@ -47,6 +50,14 @@ func TestPrefillFailurePolicies(t *testing.T) {
 		{name: "retry then succeed", policy: Retry, prefill: failTwice(), wantStatus: 200, wantOutcome: "ok", wantPrefill: 3, wantDecode: 1},
 		{name: "retry exhausted", policy: Retry, prefill: status(429), wantStatus: 429, wantOutcome: "failed", wantPrefill: 3, wantErrHdr: true},
 		{name: "retry does not retry 4xx", policy: Retry, prefill: status(422), wantStatus: 422, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
+		{name: "a prefill 404 for an unknown model is a model error, not a failed prefill", policy: FallbackLocal,
+			prefill: func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(404)
+				_, _ = w.Write(protocol.ModelNotFoundBody("m"))
+			}, wantStatus: 404, wantOutcome: "failed", wantPrefill: 1, wantCause: protocol.CauseModelNotFound},
+		{name: "any other prefill 404 stays a failed prefill", policy: FallbackLocal, prefill: status(404),
+			wantStatus: 404, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +81,9 @@ func TestPrefillFailurePolicies(t *testing.T) {
 			if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != tt.wantErrHdr {
 				t.Errorf("x-error-pd-prefill %v, want %v", got, tt.wantErrHdr)
 			}
+			if got := resp.Header.Get(protocol.HeaderErrorCause); got != tt.wantCause {
+				t.Errorf("x-pdgate-error-cause %q, want %q", got, tt.wantCause)
+			}
 			if !tt.closed {
 				if got := len(pre.requests()); got != tt.wantPrefill {
 					t.Errorf("prefill attempts %d, want %d", got, tt.wantPrefill)
@@ -84,8 +98,11 @@ func TestPrefillFailurePolicies(t *testing.T) {
 					t.Errorf("fallback decode must carry no kv_transfer_params: %s", decs[0].Raw)
 				}
 			}
-			if tt.wantStatus >= 500 && tt.wantStatus != 200 && !strings.Contains(body, `"error"`) {
-				t.Errorf("error body not OpenAI-shaped: %s", body)
+			if tt.wantStatus >= 400 {
+				var e protocol.OpenAIError
+				if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Message == "" || resp.Header.Get("Content-Type") != "application/json" {
+					t.Errorf("error body not OpenAI-shaped JSON (%s): %s", resp.Header.Get("Content-Type"), body)
+				}
 			}
 		})
 	}
@@ -141,6 +158,11 @@ func TestRequestValidation(t *testing.T) {
 			}
 			if tt.wantHdr != "" && resp.Header.Get(tt.wantHdr) != "true" {
 				t.Errorf("missing %s", tt.wantHdr)
+			}
+			var e protocol.OpenAIError
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Error.Code != tt.wantStatus || e.Error.Message == "" || !strings.Contains(body, `"param":null`) ||
+				resp.Header.Get("Content-Type") != "application/json" || resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) {
+				t.Errorf("the sidecar's own %d is not an OpenAI JSON error (%v): %s", tt.wantStatus, resp.Header, body)
 			}
 			if after := len(pre.requests()) + len(dec.requests()); after != before {
 				t.Errorf("a rejected request reached an engine")

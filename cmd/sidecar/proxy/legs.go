@@ -250,7 +250,13 @@ func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *reques
 		p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, lerr.status)
 		h := w.Header()
 		h.Set("Content-Type", lerr.header.Get("Content-Type"))
-		h.Set(protocol.HeaderErrorPrefill, "true")
+		if protocol.IsModelNotFound(lerr.status, lerr.body) {
+			// The request's model, not the prefill, is at fault: the engine's own 404 body
+			// goes back as a model error, not labelled a failed prefill.
+			h.Set(protocol.HeaderErrorCause, protocol.CauseModelNotFound)
+		} else {
+			h.Set(protocol.HeaderErrorPrefill, "true")
+		}
 		h.Set(protocol.HeaderPrefillOutcome, outcomeFailed)
 		w.WriteHeader(lerr.status)
 		_, _ = w.Write(lerr.body)

@@ -336,10 +336,7 @@ func writeError(w http.ResponseWriter, code int, msg string, flags ...string) {
 	for _, f := range flags {
 		w.Header().Set(f, "true")
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Del("Content-Length")
-	w.WriteHeader(code)
-	_, _ = w.Write(protocol.ErrorBody(code, errorType(code), msg))
+	protocol.WriteError(w, code, errorType(code), msg)
 }
 
 func errorType(code int) string {
