@@ -60,6 +60,13 @@ type Options struct {
 	// PodNames overrides the pod list plugins read through the handle (bench sim, whose pods
 	// never enter a datastore); nil reads the datastore.
 	PodNames func() []types.NamespacedName
+	// Candidates, when set, are the endpoints admission and the scheduler see in place of the
+	// datastore's (bench sim's simulated pods, whose metrics it sets on its scrapes); the
+	// dispatch ledger still wraps them.
+	Candidates contracts.EndpointCandidates
+	// Clock, when set, is the clock of the dispatch ledger (bench sim's virtual clock, the
+	// clock of its pods' metrics); nil: the wall clock.
+	Clock func() time.Time
 	// Manager, in Kubernetes mode, starts the data layer's notification sources.
 	Manager ctrl.Manager
 	// Standalone refuses plugins that need the Kubernetes API.
@@ -184,7 +191,11 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	if err := c.configureDataLayer(ctx, o, logger); err != nil {
 		return nil, err
 	}
-	c.Dispatches = admission.NewDispatches()
+	if o.Clock != nil {
+		c.Dispatches = admission.NewDispatchesAt(o.Clock)
+	} else {
+		c.Dispatches = admission.NewDispatches()
+	}
 	candidates, admitter, err := c.admission(ctx, o, logger)
 	if err != nil {
 		return nil, err
@@ -260,8 +271,15 @@ func (c *Core) configureDataLayer(ctx context.Context, o Options, logger logr.Lo
 // admission is GIE's runner choice: flow control when its feature gate is on, the legacy
 // saturation check otherwise.
 func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (contracts.EndpointCandidates, requestcontrol.AdmissionController, error) {
-	base := requestcontrol.NewDatastoreEndpointCandidates(c.Datastore,
+	var base contracts.EndpointCandidates = requestcontrol.NewDatastoreEndpointCandidates(c.Datastore,
 		requestcontrol.WithDisableEndpointSubsetFilter(o.DisableEndpointSubsetFilter))
+	cached := func() contracts.EndpointCandidates {
+		return requestcontrol.NewCachedEndpointCandidates(ctx, base, 50*time.Millisecond)
+	}
+	if o.Candidates != nil {
+		base = o.Candidates
+		cached = func() contracts.EndpointCandidates { return base } // a caller's pool, on its own clock
+	}
 	// Admission and the scheduler see each prefill pod with the prefill legs sent to it since
 	// its last scrape counted as waiting (admission/dispatches.go).
 	candidates := c.Dispatches.Candidates(base)
@@ -276,7 +294,7 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	if c.Loaded.FlowControlConfig == nil {
 		return nil, nil, errors.New("flowControl feature gate set but no flow control config was built")
 	}
-	candidates = c.Dispatches.Candidates(requestcontrol.NewCachedEndpointCandidates(ctx, base, 50*time.Millisecond))
+	candidates = c.Dispatches.Candidates(cached())
 	registry, err := fcregistry.NewFlowRegistry(c.Loaded.FlowControlConfig.Registry, logger)
 	if err != nil {
 		return nil, nil, fmt.Errorf("flow registry: %w", err)

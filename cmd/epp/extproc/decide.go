@@ -3,13 +3,10 @@ package extproc
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
-	"time"
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterPb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -19,10 +16,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	envoy "sigs.k8s.io/gateway-api-inference-extension/pkg/common/envoy"
 	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
-	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 	requtil "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/util/request"
@@ -36,7 +30,7 @@ import (
 // admission, candidates, PrepareData, admission plugins, scheduling, then the
 // conditional-decode gate and PreRequest) and sends the routing decision with the body.
 func (x *exchange) decide(ctx context.Context) error {
-	ctx = contract.WithAnswerSlot(log.IntoContext(ctx, x.logger))
+	ctx = log.IntoContext(ctx, x.logger)
 	if x.s.opts.Traces != nil {
 		ctx, x.takeTrace = x.s.opts.Traces.Begin(ctx, x.returnTrace() || x.logger.V(x.s.opts.TraceLogLevel).Enabled())
 	}
@@ -64,8 +58,9 @@ func (x *exchange) decide(ctx context.Context) error {
 	return nil
 }
 
-// schedule is the director: it returns the upstream body, or an error that is either a
-// contract.Answer or one of GIE's errcommon errors.
+// schedule parses the body, resolves the model and runs the director (director.go): it
+// returns the upstream body, or an error that is either a contract.Answer or one of GIE's
+// errcommon errors.
 func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	var (
 		parsed *fwksched.LLMRequestBody
@@ -84,101 +79,20 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	x.priority = x.objectivePriority()
 	x.request = &fwksched.LLMRequest{
 		RequestId:        x.requestID,
 		TargetModel:      x.targetModel,
 		Body:             parsed,
 		Headers:          x.headers,
-		Objectives:       fwksched.RequestObjectives{Priority: x.priority},
 		RequestSizeBytes: len(x.body),
 	}
-	if dbg := x.logger.V(logutil.DEBUG); dbg.Enabled() {
-		// GIE's request logger carries these; WithValues allocates, so only when debugging.
-		x.logger = x.logger.WithValues("objectiveKey", x.objectiveKey, "incomingModelName", x.incomingModel,
-			"targetModelName", x.targetModel, "priority", x.priority)
-		ctx = log.IntoContext(ctx, x.logger)
-	}
-	if err := x.s.cfg.Admission.Admit(ctx, x.admissionContext(), x.priority); err != nil {
+	dec, err := x.s.director.Decide(ctx, &Request{LLM: x.request, IncomingModel: x.incomingModel, FairnessID: x.fairnessID,
+		ObjectiveKey: x.objectiveKey, Received: x.received, Metadata: x.metadata})
+	x.priority, x.targetPod, x.result = dec.Priority, dec.Target, dec.Result
+	if err != nil {
 		return nil, err
 	}
-	if x.s.cfg.Settle != nil {
-		defer x.s.cfg.Settle(x.requestID)
-	}
-	candidates := x.s.cfg.Candidates.Locate(ctx, x.metadata)
-	if len(candidates) == 0 {
-		return nil, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}
-	}
-	snapshot := make([]fwksched.Endpoint, len(candidates))
-	for i, ep := range candidates {
-		snapshot[i] = newSnapshotEndpoint(ep)
-	}
-	if err := x.runPrepareData(ctx, snapshot); err != nil {
-		if a, ok := contract.AnswerOf(err); ok {
-			return nil, a
-		}
-		x.logger.Error(err, "failed to prepare per request data")
-	}
-	if a := contract.Recorded(ctx); a != nil {
-		return nil, a
-	}
-	for _, p := range x.s.hooks.Admission {
-		if err := p.AdmitRequest(ctx, x.request, snapshot); err != nil {
-			if a, ok := contract.AnswerOf(err); ok {
-				return nil, a
-			}
-			x.logger.V(logutil.DEBUG).Info("AdmitRequest plugin denied the request", "plugin", p.TypedName(), "reason", err.Error())
-			return nil, errcommon.Error{Code: errcommon.Internal, Msg: "request cannot be admitted"}
-		}
-	}
-	result, err := x.s.cfg.Scheduler.Schedule(ctx, x.request, snapshot)
-	if a := contract.Recorded(ctx); a != nil {
-		return nil, a // a filter or scorer answered: the scheduler's own outcome does not matter
-	}
-	if err != nil {
-		if a, ok := contract.AnswerOf(err); ok {
-			return nil, a
-		}
-		return nil, errcommon.Error{Code: errcommon.ResourceExhausted, Msg: fmt.Errorf("failed to find target endpoint: %w", err).Error()}
-	}
-	if result == nil || len(result.ProfileResults) == 0 || result.ProfileResults[result.PrimaryProfileName] == nil ||
-		len(result.ProfileResults[result.PrimaryProfileName].TargetEndpoints) == 0 {
-		return nil, errcommon.Error{Code: errcommon.Internal, Msg: "results must be greater than zero"}
-	}
-	primary := result.ProfileResults[result.PrimaryProfileName].TargetEndpoints
-	x.targetPod = primary[0].GetMetadata()
-	if a := x.conditionalDecode(ctx, primary[0]); a != nil {
-		return nil, a
-	}
-	x.result = result
-	for _, p := range x.s.hooks.PreRequest {
-		start := time.Now()
-		p.PreRequest(ctx, x.request, result)
-		metrics.RecordPluginProcessingLatency(fwkrc.PreRequestExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
-	}
-	if a := contract.Recorded(ctx); a != nil {
-		return nil, a
-	}
-	if x.s.cfg.Dispatched != nil {
-		x.s.cfg.Dispatched(result)
-	}
 	return body, nil
-}
-
-// conditionalDecode runs the one conditional-decode gate for a Prefer: if-available request,
-// after scheduling and before any PreRequest plugin.
-func (x *exchange) conditionalDecode(ctx context.Context, decode fwksched.Endpoint) *contract.Answer {
-	g := x.s.hooks.Gate
-	if g == nil || !protocol.IsConditionalDecode(protocol.HeaderValue(x.headers, protocol.HeaderPrefer)) {
-		return nil
-	}
-	if !g.CheckConditionalDecode(ctx, x.request, decode) {
-		return nil
-	}
-	if x.trace != nil {
-		x.trace.Stage("conditional-decode", false, protocol.ConditionalDecodeMessage)
-	}
-	return contract.ConditionalDecodeMiss()
 }
 
 // resolveModel finds the incoming and target models and returns the upstream body: the
@@ -261,58 +175,6 @@ func pickWeighted(models []v1alpha2.TargetModel) string {
 		n -= m.Weight
 	}
 	return models[len(models)-1].ModelRewrite
-}
-
-func (x *exchange) objectivePriority() int {
-	obj := x.s.cfg.Datastore.ObjectiveGet(x.objectiveKey)
-	if obj == nil || obj.Spec.Priority == nil {
-		return 0
-	}
-	return *obj.Spec.Priority
-}
-
-// admissionContext is the GIE request context its admission controllers read.
-func (x *exchange) admissionContext() *handlers.RequestContext {
-	return &handlers.RequestContext{
-		IncomingModelName:        x.incomingModel,
-		TargetModelName:          x.targetModel,
-		FairnessID:               x.fairnessID,
-		ObjectiveKey:             x.objectiveKey,
-		Priority:                 x.priority,
-		RequestReceivedTimestamp: x.received,
-		RequestSize:              len(x.body),
-		Request:                  &handlers.Request{Headers: x.headers, Metadata: x.metadata},
-		SchedulingRequest:        x.request,
-	}
-}
-
-// runPrepareData runs the PrepareData plugins in data-dependency order under GIE's timeout.
-func (x *exchange) runPrepareData(ctx context.Context, snapshot []fwksched.Endpoint) error {
-	plugins := x.s.hooks.PrepareData
-	if len(plugins) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, prepareDataTimeout)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		for _, p := range plugins {
-			if err := p.PrepareRequestData(ctx, x.request, snapshot); err != nil {
-				done <- fmt.Errorf("prepare data plugin %s failed: %w", p.TypedName(), err)
-				return
-			}
-		}
-		done <- nil
-	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return errors.New("prepare data plugin timed out")
-		}
-		return ctx.Err()
-	}
 }
 
 func (x *exchange) targetEndpoints() string {

@@ -42,11 +42,7 @@ func (x *exchange) onResponseHeaders(ctx context.Context, h *extProcPb.HttpHeade
 		x.respSent[k] = v
 	}
 	resp := &fwkrc.Response{RequestId: x.headers[reqcommon.RequestIdHeaderKey], Headers: x.respHeaders, ReqMetadata: x.metadata}
-	for _, p := range x.s.hooks.ResponseHeader {
-		start := time.Now()
-		p.ResponseHeader(ctx, x.request, resp, x.targetPod)
-		metrics.RecordPluginProcessingLatency(fwkrc.ResponseReceivedExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
-	}
+	x.s.director.ResponseHeader(ctx, x.request, resp, x.targetPod)
 	var set []*configPb.HeaderValueOption
 	for k, v := range x.respHeaders {
 		if requtil.IsSystemOwnedHeader(k) {
@@ -152,11 +148,7 @@ func (x *exchange) bodyChunk(ctx context.Context, chunk []byte, eos bool) {
 
 func (x *exchange) runResponseBody(ctx context.Context, eos bool) {
 	resp := &fwkrc.Response{RequestId: x.headers[reqcommon.RequestIdHeaderKey], Headers: x.respHeaders, EndOfStream: eos, Usage: x.usage}
-	for _, p := range x.s.hooks.ResponseBody {
-		start := time.Now()
-		p.ResponseBody(ctx, x.request, resp, x.targetPod)
-		metrics.RecordPluginProcessingLatency(fwkrc.ResponseStreamingExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
-	}
+	x.s.director.ResponseBody(ctx, x.request, resp, x.targetPod)
 	x.dynamic = resp.DynamicMetadata
 }
 

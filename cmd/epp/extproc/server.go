@@ -79,6 +79,9 @@ type Options struct {
 	// signed prefill-release callback) for a request id; the header is added to every request
 	// leaving with a prefill target (cmd/epp/prefillrelease).
 	PrefillRelease func(requestID string) string
+	// InlinePrepareData runs the PrepareData plugins on the caller's goroutine, without GIE's
+	// wall-clock timeout (bench sim: its clock is virtual, and it reads the EPP's CPU per thread).
+	InlinePrepareData bool
 }
 
 // Config is everything the request path drives.
@@ -103,7 +106,7 @@ type Config struct {
 }
 
 // Hooks are the plugins per extension point, resolved once, in the order the request path
-// calls them (PrepareData in data-dependency order). bench sim drives the same lists.
+// calls them (PrepareData in data-dependency order).
 type Hooks struct {
 	PrepareData    []fwkrc.PrepareDataPlugin
 	Admission      []fwkrc.AdmissionPlugin
@@ -146,9 +149,10 @@ func NewHooks(plugins []fwkplugin.Plugin, prepareOrder []string) Hooks {
 // Server is pdgate's ext_proc server.
 type Server struct {
 	extProcPb.UnimplementedExternalProcessorServer
-	cfg   Config
-	opts  Options
-	hooks Hooks
+	cfg      Config
+	opts     Options
+	hooks    Hooks
+	director *Director
 }
 
 // New builds the request path.
@@ -156,7 +160,8 @@ func New(cfg Config, opts Options) *Server {
 	if opts.TraceLogLevel == 0 {
 		opts.TraceLogLevel = logutil.DEBUG
 	}
-	return &Server{cfg: cfg, opts: opts, hooks: NewHooks(cfg.Plugins, cfg.PrepareDataOrder)}
+	hooks := NewHooks(cfg.Plugins, cfg.PrepareDataOrder)
+	return &Server{cfg: cfg, opts: opts, hooks: hooks, director: newDirector(cfg, hooks, opts)}
 }
 
 // Hooks returns the plugins per extension point.

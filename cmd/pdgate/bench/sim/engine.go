@@ -24,8 +24,10 @@ type pod struct {
 
 	// the EPP's view, refreshed on the scrape interval only
 	meta    *fwkdl.EndpointMetadata
-	metrics *fwkdl.Metrics
+	metrics *fwkdl.Metrics // the last scrape's, replaced (never changed) by the next
 	attrs   fwkdl.AttributeMap
+	// ep is the pod as the EPP's endpoint candidate (meta, metrics, attrs)
+	ep *fwkdl.ModelServer
 
 	// cumulative counters read at scrapes (the simulator's histograms and counters)
 	prefillSecSum float64
@@ -72,7 +74,8 @@ func newPod(s *Sim, idx int, spec PodSpec, prof *costmodel.Profile, policy batch
 	p.metrics.KvCacheMaxTokenCapacity = prof.KVCapacityTokens
 	p.metrics.CacheBlockSize = prof.BlockSize
 	p.metrics.CacheNumBlocks = prof.KVCapacityTokens / prof.BlockSize
-	p.attrs = fwkdl.NewAttributes()
+	p.ep = fwkdl.NewEndpoint(p.meta, p.metrics)
+	p.attrs = p.ep.GetAttributes()
 	return p, nil
 }
 
@@ -119,7 +122,10 @@ func (p *pod) Preempted(*batching.Request) {}
 // prefill time), computed as cmd/sim/server does.
 func (p *pod) scrape(now time.Time) {
 	st := p.sched.Stats()
-	m := p.metrics
+	// a new value, as the EPP's metrics extractors publish one: the request path's snapshots
+	// share the metrics they saw (extproc/snapshot.go)
+	m := p.metrics.Clone()
+	defer func() { p.metrics = m; p.ep.UpdateMetrics(m) }()
 	m.WaitingQueueSize, m.RunningRequestsSize = st.Waiting, st.Running
 	m.KVCacheUsagePercent = float64(st.KVUsedTokens) / float64(st.KVCapacityTokens)
 	m.UpdateTime = now

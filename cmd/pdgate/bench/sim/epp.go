@@ -11,36 +11,30 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
-	"github.com/pdgate/pdgate/cmd/epp/admission"
 	"github.com/pdgate/pdgate/cmd/epp/core"
+	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 )
 
-// epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), with
-// the scheduler and the request-control hooks the request path calls, driven on virtual time.
+// epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), driven
+// through the request path's own director (extproc.Director: admission, PrepareData,
+// Schedule, the early-answer slot, PreRequest, the dispatch ledger, the response hooks) on
+// virtual time, over the simulated pods.
 type epp struct {
-	sched    *scheduling.Scheduler
-	prepare  []fwkrc.PrepareDataPlugin
-	admit    []fwkrc.AdmissionPlugin
-	pre      []fwkrc.PreRequest
-	respHead []fwkrc.ResponseHeader
-	respBody []fwkrc.ResponseBody
+	core *core.Core
+	dir  *extproc.Director
 	// kv are the plugins that take KV events (precise prefix-cache producer or scorer): the
 	// pods' prefix-cache changes are delivered to them in process (precise.go)
 	kv []kvEventSink
-	// dispatches is the request path's ledger of prefill legs sent since each pod's last
-	// scrape, on the virtual clock: the scheduler sees prefill pods through it as in the EPP.
-	dispatches *admission.Dispatches
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
 	// ledgers are the token-load ledgers put on the virtual clock, swept here (janitor) on it
 	ledgers []*ledgerJanitor
-	now     func() time.Time // the virtual clock (nil: none)
+	now     func() time.Time // the virtual clock
 	// async are the plugins whose PreRequest work finishes on another goroutine; each
 	// scheduling call waits for it, so the next request sees it whatever the goroutine
 	// scheduling (a run repeats for a seed)
@@ -50,10 +44,21 @@ type epp struct {
 	stop context.CancelFunc
 }
 
+// podCandidates are the simulated pods as the EPP's endpoint candidates: their metadata,
+// the metrics of their last scrape and their data-layer attributes.
+type podCandidates []fwkdl.Endpoint
+
+func (c podCandidates) Locate(context.Context, map[string]any) []fwkdl.Endpoint { return c }
+
 // loadEPP reads an EndpointPickerConfig file ("" = GIE's default config) and builds it for
-// the given pods; now is the virtual clock for plugins that accept one, seed seeds the
-// plugins' random sources.
-func loadEPP(file string, pods []PodSpec, now func() time.Time, seed int64) (*epp, error) {
+// the given pods; now is the virtual clock (the pods' metrics are taken on it), seed seeds
+// the plugins' random sources.
+func loadEPP(file string, pods []*pod, now func() time.Time, seed int64) (*epp, error) {
+	return buildEPP(file, pods, now, seed, extproc.Options{InlinePrepareData: true})
+}
+
+// buildEPP is loadEPP with the request path's options.
+func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path extproc.Options) (*epp, error) {
 	var raw []byte
 	if file != "" {
 		b, err := os.ReadFile(file)
@@ -63,29 +68,26 @@ func loadEPP(file string, pods []PodSpec, now func() time.Time, seed int64) (*ep
 		raw = b
 	}
 	names := make([]types.NamespacedName, len(pods))
+	cands := make(podCandidates, len(pods))
 	for i, p := range pods {
-		names[i] = types.NamespacedName{Namespace: "default", Name: p.Name}
+		names[i] = p.meta.NamespacedName
+		cands[i] = p.ep
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	c, err := core.New(ctx, core.Options{Config: raw, Standalone: true, Seed: &seed,
-		PodNames: func() []types.NamespacedName { return names }})
+		PodNames: func() []types.NamespacedName { return names }, Candidates: cands, Clock: now,
+		Path: path})
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
-	h := c.Server.Hooks()
-	e := &epp{sched: c.Scheduler, stop: stop, prepare: h.PrepareData, admit: h.Admission, pre: h.PreRequest,
-		respHead: h.ResponseHeader, respBody: h.ResponseBody, dispatches: c.Dispatches}
-	if now != nil {
-		e.dispatches = admission.NewDispatchesAt(now)
-		e.now = now
-	}
+	e := &epp{core: c, dir: c.Server.Director(), stop: stop, now: now}
 	for _, p := range c.Handle.GetAllPlugins() {
-		if pp, ok := p.(*aibrixpdpair.Plugin); ok && now != nil {
+		if pp, ok := p.(*aibrixpdpair.Plugin); ok {
 			pp.Selector().Now = now
 			pp.Selector().Tracker.SetClock(now)
 		}
-		if pl, ok := p.(*pdtokenledger.Plugin); ok && now != nil {
+		if pl, ok := p.(*pdtokenledger.Plugin); ok {
 			t := pl.Tracker()
 			t.SetClock(clockFunc(now))
 			e.ledgers = append(e.ledgers, &ledgerJanitor{t: t, every: time.Duration(t.Params().JanitorIntervalSeconds) * time.Second, last: now()})
@@ -129,53 +131,31 @@ func threadCPU() time.Duration {
 	return time.Duration(ts.Nano())
 }
 
-// errAdmission marks a request an admission plugin refused (the EPP answers 429/503).
-type errAdmission struct{ err error }
-
-func (e errAdmission) Error() string { return "not admitted: " + e.err.Error() }
-
-// schedule runs one request through the director's order: snapshot the endpoints, PrepareData,
-// admission, Schedule, PreRequest.
-func (e *epp) schedule(ctx context.Context, req *fwksched.LLMRequest, pods []*pod) (*fwksched.SchedulingResult, error) {
+// decide runs one request through the request path's director (the same code, in the same
+// order, as bin/epp after it parsed the body): the decision, or the error the EPP answers the
+// client with (extproc.StatusOf). A request picked and then answered (dec.Target set) was
+// already ended with the end-of-stream hooks, as the EPP ends it.
+func (e *epp) decide(ctx context.Context, req *fwksched.LLMRequest) (extproc.Decision, error) {
 	// the ledgers' janitor passes, outside the request's CPU (the EPP runs them in the background)
 	for _, j := range e.ledgers {
 		j.due(e.now())
 	}
 	start := threadCPU()
 	defer func() { e.cpu += threadCPU() - start; e.calls++ }()
-	snap := make([]fwksched.Endpoint, len(pods))
-	for i, p := range pods {
-		snap[i] = fwksched.NewEndpoint(p.meta, e.dispatches.Seen(p.meta, p.metrics), p.attrs)
+	dec, err := e.dir.Decide(ctx, extproc.NewRequest(req, req.TargetModel, e.now()))
+	if err != nil && dec.Target != nil {
+		e.dir.ResponseBody(ctx, req, &fwkrc.Response{RequestId: req.RequestId, EndOfStream: true}, dec.Target)
 	}
-	for _, p := range e.prepare {
-		_ = p.PrepareRequestData(ctx, req, snap)
-	}
-	for _, p := range e.admit {
-		if err := p.AdmitRequest(ctx, req, snap); err != nil {
-			return nil, errAdmission{err}
-		}
-	}
-	res, err := e.sched.Schedule(ctx, req, snap)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range e.pre {
-		p.PreRequest(ctx, req, res)
-	}
-	e.dispatches.Dispatched(res)
 	for _, a := range e.async {
 		a.Wait()
 	}
-	return res, nil
+	return dec, err
 }
 
 // responseHeader runs the ResponseHeader hooks (first bytes of the response).
 func (e *epp) responseHeader(ctx context.Context, req *fwksched.LLMRequest, headers map[string]string, target *fwkdl.EndpointMetadata) {
 	start := threadCPU()
-	resp := &fwkrc.Response{RequestId: req.RequestId, Headers: headers}
-	for _, p := range e.respHead {
-		p.ResponseHeader(ctx, req, resp, target)
-	}
+	e.dir.ResponseHeader(ctx, req, &fwkrc.Response{RequestId: req.RequestId, Headers: headers}, target)
 	e.cpu += threadCPU() - start
 }
 
@@ -184,8 +164,6 @@ func (e *epp) responseEnd(ctx context.Context, req *fwksched.LLMRequest, prompt,
 	start := threadCPU()
 	resp := &fwkrc.Response{RequestId: req.RequestId, Headers: map[string]string{}, EndOfStream: true,
 		Usage: fwkrc.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}}
-	for _, p := range e.respBody {
-		p.ResponseBody(ctx, req, resp, target)
-	}
+	e.dir.ResponseBody(ctx, req, resp, target)
 	e.cpu += threadCPU() - start
 }

@@ -90,7 +90,7 @@ func TestPreciseIndexFedInProcess(t *testing.T) {
 				snap[j] = fwksched.NewEndpoint(p.meta, p.metrics, p.attrs.Clone())
 			}
 			req := &fwksched.LLMRequest{RequestId: "probe", TargetModel: prof.Model, Body: a.Body, Headers: map[string]string{}}
-			for _, p := range e.prepare {
+			for _, p := range e.core.Server.Hooks().PrepareData {
 				_ = p.PrepareRequestData(context.Background(), req, snap)
 			}
 			best, want := 0, 0

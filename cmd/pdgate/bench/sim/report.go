@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
@@ -73,7 +74,7 @@ func buildReport(d *Data, policies []Policy) *report.Report {
 	sort.Float64s(loads)
 	for _, load := range loads {
 		t := report.Table{Columns: []string{"policy", "TTFT p50", "p90", "p99", "TPOT p50", "p99", "E2E p50", "p99",
-			"goodput", "decode max/min", "prefill max/min", "EPP CPU µs/req", "× stock GIE", "failed", "wall s"}}
+			"goodput", "decode max/min", "prefill max/min", "EPP CPU µs/req", "× stock GIE", "failed", "EPP answers", "wall s"}}
 		for _, r := range byLoad[load] {
 			s := r.Summary
 			ratio := math.NaN()
@@ -87,7 +88,7 @@ func buildReport(d *Data, policies []Policy) *report.Report {
 			t.Rows = append(t.Rows, []string{r.Policy, f1(s.TTFT.P50), f1(s.TTFT.P90), f1(s.TTFT.P99),
 				report.F(s.TPOT.P50, 2), report.F(s.TPOT.P99, 2), f1(s.E2E.P50), f1(s.E2E.P99), report.F(s.Goodput, 3),
 				report.F(s.DecodeSpread, 2), report.F(s.PrefillSpread, 2), report.F(s.EPPCPUMicrosPerRequest, 0),
-				report.F(ratio, 2), fmt.Sprint(failed), f1(s.WallSeconds)})
+				report.F(ratio, 2), fmt.Sprint(failed), answersCell(s.EPPAnswers), f1(s.WallSeconds)})
 		}
 		sec := report.Section{Title: fmt.Sprintf("Load %.2f (%.0f req/s offered)", load, byLoad[load][0].Rate),
 			Text: fmt.Sprintf("%d simulated GPUs, %d requests per policy. Latencies in ms; goodput = share of requests with TTFT ≤ %v and TPOT ≤ %v. "+
@@ -165,4 +166,22 @@ func turnsTable(runs []RunData) (report.Table, bool) {
 			report.F(s.PrefixHitRate, 3), report.F(float64(s.PromptTokens)/1e6, 2), report.F(float64(s.ComputedPrefillTokens)/1e6, 2)})
 	}
 	return t, len(t.Rows) > 0
+}
+
+// answersCell lists the requests the EPP answered itself, by status ("503×12 429×3"; "0" for
+// none).
+func answersCell(byStatus map[string]int) string {
+	keys := make([]string, 0, len(byStatus))
+	for k := range byStatus {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, byStatus[k]))
+	}
+	if len(parts) == 0 {
+		return "0"
+	}
+	return strings.Join(parts, " ")
 }

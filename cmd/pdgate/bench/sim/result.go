@@ -13,7 +13,8 @@ import (
 type Result struct {
 	sent, ended int
 	failed      map[string]int
-	ttft, tpot  []float64 // ms, served requests
+	answers     map[string]int // requests the EPP answered itself, by HTTP status (0: ext_proc stream error)
+	ttft, tpot  []float64      // ms, served requests
 	// TTFT of served first and follow-up turns (arrivals with a Turn), ms
 	ttftFirst, ttftFollow []float64
 	e2e                   []float64
@@ -64,7 +65,11 @@ type Dist struct {
 type Summary struct {
 	Requests, Served int
 	Failed           map[string]int
-	TTFT, TPOT, E2E  Dist
+	// EPPAnswers counts the requests the EPP answered itself instead of routing them, by HTTP
+	// status (503: no capacity or no pair, 429: shed, …; 0: an error GIE cannot map, which ends
+	// the ext_proc stream); they are among Failed too, by status and cause.
+	EPPAnswers      map[string]int
+	TTFT, TPOT, E2E Dist
 	// Goodput is the share of sent requests meeting both SLOs.
 	Goodput float64
 	// Spread is max/min requests per pod among the pods serving the request's primary (decode
@@ -102,7 +107,7 @@ func (r *Result) prefix(prompt, cached int) {
 }
 
 func newResult(pods int) *Result {
-	return &Result{failed: map[string]int{}, perPod: make([]podLoad, pods)}
+	return &Result{failed: map[string]int{}, answers: map[string]int{}, perPod: make([]podLoad, pods)}
 }
 
 func (r *Result) record(q *request, ttft, tpot, e2e time.Duration) {
@@ -135,7 +140,7 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 	for i, p := range s.pods {
 		r.perPod[i] = podLoad{name: p.spec.Name, role: p.spec.Role, primary: p.primary, prefill: p.prefillLegs, done: r.perPod[i].done}
 	}
-	sum := Summary{Requests: r.sent, Served: len(r.ttft), Failed: r.failed,
+	sum := Summary{Requests: r.sent, Served: len(r.ttft), Failed: r.failed, EPPAnswers: r.answers,
 		VirtualSeconds: s.now().Sub(s.start).Seconds(), WallSeconds: wall.Seconds()}
 	if r.promptTokens > 0 {
 		sum.PrefixHitRate = float64(r.cachedTokens) / float64(r.promptTokens)

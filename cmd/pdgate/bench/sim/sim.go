@@ -12,7 +12,11 @@ import (
 	"strconv"
 	"time"
 
+	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/cmd/epp/extproc"
+	"github.com/pdgate/pdgate/plugins/lib/contract"
 
 	"github.com/pdgate/pdgate/cmd/sim/batching"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
@@ -122,7 +126,7 @@ func New(cfg Config) (*Sim, error) {
 		s.byAddr[spec.Addr()] = p
 	}
 	for i := 0; i < max(cfg.Routers, 1); i++ {
-		e, err := loadEPP(cfg.EPPConfig, cfg.Pods, s.clock.Now, cfg.Seed+int64(i))
+		e, err := loadEPP(cfg.EPPConfig, s.pods, s.clock.Now, cfg.Seed+int64(i))
 		if err != nil {
 			for _, o := range s.epps {
 				o.stop()
@@ -197,27 +201,32 @@ func (s *Sim) scrapeAll() {
 	}
 }
 
-func (s *Sim) arrive(a Arrival) {
-	s.nextID++
-	id := "req-" + strconv.Itoa(s.nextID)
+// llmRequest is arrival a as the EPP's director sees it once the body is parsed.
+func (s *Sim) llmRequest(id string, a Arrival) *fwksched.LLMRequest {
 	headers := map[string]string{"x-request-id": id}
 	for k, v := range a.Headers {
 		headers[k] = v
 	}
-	r := &request{id: s.nextID, a: a, arrival: s.now()}
-	r.llm = &fwksched.LLMRequest{RequestId: id, TargetModel: s.cfg.Model, Headers: headers, Body: a.Body,
+	return &fwksched.LLMRequest{RequestId: id, TargetModel: s.cfg.Model, Headers: headers, Body: a.Body,
 		RequestSizeBytes: a.Bytes}
+}
+
+func (s *Sim) arrive(a Arrival) {
+	s.nextID++
+	id := "req-" + strconv.Itoa(s.nextID)
+	r := &request{id: s.nextID, a: a, arrival: s.now(), llm: s.llmRequest(id, a)}
 	s.inflight++
 	s.res.sent++
 	if s.cfg.OnArrival != nil {
 		s.cfg.OnArrival(s.res.sent)
 	}
 	r.epp = s.epps[(s.nextID-1)%len(s.epps)]
-	res, err := r.epp.schedule(s.ctx, r.llm, s.pods)
+	dec, err := r.epp.decide(s.ctx, r.llm)
 	if err != nil {
-		s.fail(r, "epp: "+errClass(err))
+		s.answered(r, err)
 		return
 	}
+	res := dec.Result
 	pr := res.ProfileResults[res.PrimaryProfileName]
 	if pr == nil || len(pr.TargetEndpoints) == 0 {
 		s.fail(r, "epp: no target")
@@ -242,12 +251,19 @@ func (s *Sim) arrive(a Arrival) {
 	s.clock.AfterFunc(s.cfg.Overheads.Route+s.cfg.Overheads.Hop, func() { s.dispatch(r) })
 }
 
-func errClass(err error) string {
-	var ea errAdmission
-	if errors.As(err, &ea) {
-		return "not admitted"
+// answered ends a request the EPP answered itself (an admission refusal, a plugin's early
+// answer, a scheduling error): counted by status, and among the failures by status and cause.
+func (s *Sim) answered(r *request, err error) {
+	status := extproc.StatusOf(err)
+	why := "stream error"
+	if a, ok := contract.AnswerOf(err); ok {
+		why = string(a.Cause)
+	} else if e := (errcommon.Error{}); errors.As(err, &e) {
+		why = e.Code
 	}
-	return "scheduling failed"
+	s.res.answers[strconv.Itoa(status)]++
+	s.res.failed["epp: "+strconv.Itoa(status)+" "+why]++
+	s.end(r)
 }
 
 // dispatch: the request reached the decode pod's sidecar (or a combined pod's).

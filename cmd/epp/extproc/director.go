@@ -1,0 +1,263 @@
+package extproc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
+
+	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
+)
+
+// Director is the request path after the body is parsed, in GIE's director order: the
+// objective's priority, admission, the endpoint candidates and their per-request snapshot, the
+// PrepareData plugins in data-dependency order, the admission plugins, scheduling, the one
+// conditional-decode gate, the PreRequest plugins and the dispatch ledger, with the request's
+// early-answer slot (contract.Record) opened first and read wherever GIE would act on an error;
+// then the response hooks. The ext_proc server runs it for every request, and `pdgate bench
+// sim` runs the same one (Server.Director) on its virtual clock: one implementation of the
+// hook order, so the simulation decides what the EPP decides.
+type Director struct {
+	cfg    Config
+	hooks  Hooks
+	inline bool
+}
+
+// Request is one parsed request as the director takes it.
+type Request struct {
+	// LLM is the scheduling request: id, target model, parsed body, the headers plugins read
+	// and write, the received body's size. Decide sets its priority.
+	LLM           *fwksched.LLMRequest
+	IncomingModel string
+	// FairnessID and ObjectiveKey are the flow's and the InferenceObjective's keys (GIE's
+	// headers); an empty FairnessID is GIE's default flow.
+	FairnessID   string
+	ObjectiveKey string
+	Received     time.Time
+	// Metadata is the gateway's request metadata (endpoint subset filter).
+	Metadata map[string]any
+}
+
+// NewRequest is the director's input for llm as a client sent it: the fairness id and the
+// objective are read from its headers as the ext_proc server reads them.
+func NewRequest(llm *fwksched.LLMRequest, incomingModel string, received time.Time) *Request {
+	return &Request{LLM: llm, IncomingModel: incomingModel, Received: received,
+		FairnessID: llm.Headers[metadata.FlowFairnessIDKey], ObjectiveKey: llm.Headers[metadata.ObjectiveKey]}
+}
+
+// Decision is what Decide found.
+type Decision struct {
+	// Priority is the request's objective priority.
+	Priority int
+	// Result is the scheduling result of a request that goes on (nil when answered).
+	Result *fwksched.SchedulingResult
+	// Target is the primary pick once scheduling made one, also when an early answer followed
+	// (the conditional-decode gate, a PreRequest plugin): the caller ends such a request with
+	// the end-of-stream response hooks (ResponseBody) so every charge is released.
+	Target *fwkdl.EndpointMetadata
+}
+
+// Director returns the server's director.
+func (s *Server) Director() *Director { return s.director }
+
+func newDirector(cfg Config, hooks Hooks, opts Options) *Director {
+	return &Director{cfg: cfg, hooks: hooks, inline: opts.InlinePrepareData}
+}
+
+// Decide runs one request through the hooks up to its dispatch. It returns the decision and
+// nil, or an error that is a *contract.Answer (a plugin's or admission's early answer, the
+// conditional-decode 412) or one of GIE's errcommon errors (StatusOf gives the status the EPP
+// answers with).
+func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
+	ctx = contract.WithAnswerSlot(ctx)
+	req := in.LLM
+	if in.FairnessID == "" {
+		in.FairnessID = metadata.DefaultFairnessID
+	}
+	dec := Decision{Priority: d.objectivePriority(in.ObjectiveKey)}
+	req.Objectives.Priority = dec.Priority
+	logger := log.FromContext(ctx)
+	if dbg := logger.V(logutil.DEBUG); dbg.Enabled() {
+		// GIE's request logger carries these; WithValues allocates, so only when debugging.
+		logger = logger.WithValues("objectiveKey", in.ObjectiveKey, "incomingModelName", in.IncomingModel,
+			"targetModelName", req.TargetModel, "priority", dec.Priority)
+		ctx = log.IntoContext(ctx, logger)
+	}
+	if err := d.cfg.Admission.Admit(ctx, d.admissionContext(in, dec.Priority), dec.Priority); err != nil {
+		return dec, err
+	}
+	if d.cfg.Settle != nil {
+		defer d.cfg.Settle(req.RequestId)
+	}
+	candidates := d.cfg.Candidates.Locate(ctx, in.Metadata)
+	if len(candidates) == 0 {
+		return dec, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}
+	}
+	snapshot := make([]fwksched.Endpoint, len(candidates))
+	for i, ep := range candidates {
+		snapshot[i] = newSnapshotEndpoint(ep)
+	}
+	if err := d.runPrepareData(ctx, req, snapshot); err != nil {
+		if a, ok := contract.AnswerOf(err); ok {
+			return dec, a
+		}
+		logger.Error(err, "failed to prepare per request data")
+	}
+	if a := contract.Recorded(ctx); a != nil {
+		return dec, a
+	}
+	for _, p := range d.hooks.Admission {
+		if err := p.AdmitRequest(ctx, req, snapshot); err != nil {
+			if a, ok := contract.AnswerOf(err); ok {
+				return dec, a
+			}
+			logger.V(logutil.DEBUG).Info("AdmitRequest plugin denied the request", "plugin", p.TypedName(), "reason", err.Error())
+			return dec, errcommon.Error{Code: errcommon.Internal, Msg: "request cannot be admitted"}
+		}
+	}
+	result, err := d.cfg.Scheduler.Schedule(ctx, req, snapshot)
+	if a := contract.Recorded(ctx); a != nil {
+		return dec, a // a filter or scorer answered: the scheduler's own outcome does not matter
+	}
+	if err != nil {
+		if a, ok := contract.AnswerOf(err); ok {
+			return dec, a
+		}
+		return dec, errcommon.Error{Code: errcommon.ResourceExhausted, Msg: fmt.Errorf("failed to find target endpoint: %w", err).Error()}
+	}
+	if result == nil || len(result.ProfileResults) == 0 || result.ProfileResults[result.PrimaryProfileName] == nil ||
+		len(result.ProfileResults[result.PrimaryProfileName].TargetEndpoints) == 0 {
+		return dec, errcommon.Error{Code: errcommon.Internal, Msg: "results must be greater than zero"}
+	}
+	primary := result.ProfileResults[result.PrimaryProfileName].TargetEndpoints
+	dec.Target = primary[0].GetMetadata()
+	if a := d.conditionalDecode(ctx, req, primary[0]); a != nil {
+		return dec, a
+	}
+	for _, p := range d.hooks.PreRequest {
+		start := time.Now()
+		p.PreRequest(ctx, req, result)
+		metrics.RecordPluginProcessingLatency(fwkrc.PreRequestExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+	}
+	if a := contract.Recorded(ctx); a != nil {
+		return dec, a
+	}
+	if d.cfg.Dispatched != nil {
+		d.cfg.Dispatched(result)
+	}
+	dec.Result = result
+	return dec, nil
+}
+
+// conditionalDecode runs the one conditional-decode gate for a Prefer: if-available request,
+// after scheduling and before any PreRequest plugin.
+func (d *Director) conditionalDecode(ctx context.Context, req *fwksched.LLMRequest, decode fwksched.Endpoint) *contract.Answer {
+	g := d.hooks.Gate
+	if g == nil || !protocol.IsConditionalDecode(protocol.HeaderValue(req.Headers, protocol.HeaderPrefer)) {
+		return nil
+	}
+	if !g.CheckConditionalDecode(ctx, req, decode) {
+		return nil
+	}
+	return contract.ConditionalDecodeMiss()
+}
+
+func (d *Director) objectivePriority(key string) int {
+	obj := d.cfg.Datastore.ObjectiveGet(key)
+	if obj == nil || obj.Spec.Priority == nil {
+		return 0
+	}
+	return *obj.Spec.Priority
+}
+
+// admissionContext is the GIE request context its admission controllers read.
+func (d *Director) admissionContext(in *Request, priority int) *handlers.RequestContext {
+	return &handlers.RequestContext{
+		IncomingModelName:        in.IncomingModel,
+		TargetModelName:          in.LLM.TargetModel,
+		FairnessID:               in.FairnessID,
+		ObjectiveKey:             in.ObjectiveKey,
+		Priority:                 priority,
+		RequestReceivedTimestamp: in.Received,
+		RequestSize:              in.LLM.RequestSizeBytes,
+		Request:                  &handlers.Request{Headers: in.LLM.Headers, Metadata: in.Metadata},
+		SchedulingRequest:        in.LLM,
+	}
+}
+
+// runPrepareData runs the PrepareData plugins in data-dependency order under GIE's timeout
+// (inline, on the caller's goroutine and without one, when Options.InlinePrepareData is set).
+func (d *Director) runPrepareData(ctx context.Context, req *fwksched.LLMRequest, snapshot []fwksched.Endpoint) error {
+	plugins := d.hooks.PrepareData
+	if len(plugins) == 0 {
+		return nil
+	}
+	run := func(ctx context.Context) error {
+		for _, p := range plugins {
+			if err := p.PrepareRequestData(ctx, req, snapshot); err != nil {
+				return fmt.Errorf("prepare data plugin %s failed: %w", p.TypedName(), err)
+			}
+		}
+		return nil
+	}
+	if d.inline {
+		return run(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, prepareDataTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return errors.New("prepare data plugin timed out")
+		}
+		return ctx.Err()
+	}
+}
+
+// ResponseHeader runs the ResponseHeader plugins for a response's first bytes.
+func (d *Director) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
+	for _, p := range d.hooks.ResponseHeader {
+		start := time.Now()
+		p.ResponseHeader(ctx, req, resp, target)
+		metrics.RecordPluginProcessingLatency(fwkrc.ResponseReceivedExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+	}
+}
+
+// ResponseBody runs the ResponseBody plugins for one response chunk (resp.EndOfStream: the
+// last, with the usage), and for a request that was picked and then ended without a response.
+func (d *Director) ResponseBody(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
+	for _, p := range d.hooks.ResponseBody {
+		start := time.Now()
+		p.ResponseBody(ctx, req, resp, target)
+		metrics.RecordPluginProcessingLatency(fwkrc.ResponseStreamingExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+	}
+}
+
+// StatusOf is the HTTP status the EPP answers a Decide error with: an answer's own status, or
+// GIE's mapping of its error codes; 0 for an error GIE cannot map (the EPP ends the ext_proc
+// stream and the gateway applies its failure mode).
+func StatusOf(err error) int {
+	if a, ok := contract.AnswerOf(err); ok {
+		return a.Status
+	}
+	resp, gerr := errcommon.BuildErrResponse(err)
+	if gerr != nil || resp.GetImmediateResponse() == nil {
+		return 0
+	}
+	return int(resp.GetImmediateResponse().GetStatus().GetCode())
+}
