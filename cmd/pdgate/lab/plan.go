@@ -262,6 +262,10 @@ func (p *Plan) Labels(pod Pod) map[string]string {
 // Annotations returns the pod annotations (the EPP mirrors them into labels).
 func (p *Plan) Annotations(pod Pod) map[string]string {
 	a := map[string]string{}
+	if p.Topology.Model != "" {
+		// Every simulator serves the topology's one model: the EPP answers any other 404.
+		a[podmodel.AnnotationServedModels] = p.Topology.Model
+	}
 	if cfg := bucketAnnotation(*pod.Spec); cfg != "" {
 		a[podmodel.AnnotationConfig] = cfg
 	}
