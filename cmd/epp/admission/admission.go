@@ -1,4 +1,4 @@
-// Package admission is the EPP's stage-aware admission (issue 24): the saturation detector
+// Package admission is the EPP's stage-aware admission: the saturation detector
 // GIE's admission controllers and flow control read is measured per P/D stage (the larger of
 // the prefill and the decode tier's saturation, plugins/lib/stagesat), and their refusals become
 // typed answers with llm-d's reason header: 429 when shedding (the pool is saturated, the

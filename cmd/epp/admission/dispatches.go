@@ -15,7 +15,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/stagesat"
 )
 
-// Prefill dispatches since the last scrape (issue 24). Admission and the scheduler read engine
+// Prefill dispatches since the last scrape. Admission and the scheduler read engine
 // metrics that are up to one refresh interval old (GIE scrapes every 50 ms), and under overload
 // many requests arrive inside one interval: each finds the prefill queues as last scraped, so
 // admission lets the queue run several requests past its threshold before the next scrape

@@ -11,7 +11,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
 )
 
-// Request stages (issue 24): a request the P/D decider will keep decode-only needs a decode
+// Request stages: a request the P/D decider will keep decode-only needs a decode
 // slot and nothing else, so shedding it because the prefill tier is saturated rejects work
 // the decode tier can serve. The legacy admission check therefore measures each request on
 // the stages it needs: a decode-only request on the decode tier's saturation, any other on

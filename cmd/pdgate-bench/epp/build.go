@@ -10,7 +10,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
 
-// Goal sizes and thresholds (issue 19): with the full P/D plugin set, a net CPU efficiency of
+// Goal sizes and thresholds (docs/benchmarks.md, the request path's goals): with the full P/D plugin set, a net CPU efficiency of
 // at least 1.0× stock GIE's at 1 KB and 16 KB (pdgate costs no more, though it runs two
 // profiles), and at 220 KB at least 5× for the recommended and llm-d configs and 3× for
 // aibrix-pd; the recommended config spreads a burst over equal pods with max/min ≤ 1.5.

@@ -20,7 +20,7 @@ same --endpoints idle fake vLLM pods, and sends each the same --sessions chat re
 ext_proc, each with a session key and a prompt of its own (enough prompt text to fill
 aibrix-pd-pair's prefix table). Reads each EPP's VmRSS as the requests arrive and its peak (VmHWM)
 after, and saves its heap profile. Then starts the real sidecar in front of an engine that holds
-every stream open and opens --streams concurrent SSE streams through it. Goals (issue 10): EPP
+every stream open and opens --streams concurrent SSE streams through it. Goals: EPP
 <= 256 MiB, sidecar <= 128 MiB, judged on the peak. Writes <out>/memory.{json,md} and PNG plots.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

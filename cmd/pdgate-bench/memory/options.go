@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Goals from issue 10.
+// The memory goals (docs/benchmarks.md).
 const (
 	GoalEPPBytes     = 256 << 20
 	GoalSidecarBytes = 128 << 20

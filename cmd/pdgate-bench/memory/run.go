@@ -23,7 +23,7 @@ type Results struct {
 	Goals     []Goal         `json:"goals"`
 }
 
-// Goal is one of issue 10's memory goals and whether this run met it.
+// Goal is one of the memory goals and whether this run met it.
 type Goal struct {
 	Name     string `json:"name"`
 	Target   string `json:"target"`

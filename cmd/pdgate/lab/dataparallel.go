@@ -8,7 +8,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
-// Data-parallel pods (issue 24): a pod group with dataParallelSize N > 1 runs one simulator
+// Data-parallel pods: a pod group with dataParallelSize N > 1 runs one simulator
 // process per pod serving N vLLM DP ranks on consecutive ports, each its own engine and KV
 // cache (cmd/sim --data-parallel-size), as vLLM's wide-EP/DP deployments expose one port per
 // rank. Layout on the pod's loopback address:

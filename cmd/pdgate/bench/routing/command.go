@@ -1,7 +1,7 @@
 // Package routing is `pdgate bench routing`: routing quality of every policy on the lab (real
 // simulators, sidecars, EPP and dev gateway) replaying the Azure LLM inference trace at
 // several loads and a synthetic mix, with TTFT/TPOT/E2E percentiles, SLO goodput, plots and
-// issue 10's two goals.
+// the two routing goals (docs/benchmarks.md).
 package routing
 
 import (
@@ -41,7 +41,7 @@ bin/gateway) once per policy and replays, through the same gateway, a mixed phas
 chat, long RAG, multi-turn sessions) and the Azure LLM inference conversation trace at each
 load, a load being a share of the P/D fleet's capacity derived from the cost model. It reports
 TTFT, TPOT and E2E p50/p90/p99 (model time) and SLO goodput per policy and phase, plots, and
-issue 10's two goals. --quick (make bench) runs least-request, recommended and combined-only
+the two routing goals. --quick (make bench) runs least-request, recommended and combined-only
 at 80 % load only.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,

@@ -8,7 +8,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
 
-// Goal is one of issue 10's routing-quality goals, evaluated on a run.
+// Goal is one of the routing-quality goals, evaluated on a run.
 type Goal struct {
 	Name     string  `json:"name"`
 	Target   string  `json:"target"`
@@ -18,7 +18,7 @@ type Goal struct {
 	Met bool `json:"met"`
 }
 
-// Goal thresholds (issue 10).
+// Goal thresholds (docs/benchmarks.md).
 const (
 	goalTTFTCut   = 0.20 // recommended vs least-request, p99 TTFT, azure at 80 %
 	goalTPOTRatio = 2.0  // combined-only / P/D (recommended), p99 TPOT, mixed workload

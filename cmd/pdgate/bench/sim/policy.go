@@ -48,7 +48,7 @@ var Policies = []Policy{
 		About: "pdgate's recommended config (token_load prefill by work in flight, token_load decode with a per-request cost, prefix-based decider, fast parser)"},
 }
 
-// TopologyPolicies compare topology-blind and topology-aware P/D pairing (issue 24); they run
+// TopologyPolicies compare topology-blind and topology-aware P/D pairing; they run
 // only when named, with --topology laying the fleet out over zones and racks.
 var TopologyPolicies = []Policy{
 	{Name: "pd-prefill-first", Config: "config/bench/topology/pd-prefill-first.yaml", Fleet: FleetKindPD,

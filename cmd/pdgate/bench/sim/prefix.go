@@ -58,7 +58,7 @@ func (s *Sim) cacheInsert(p *pod, r *request) {
 	}
 }
 
-// PrefixPolicies compare approximate and precise prefix-cache routing (issue 23): the same
+// PrefixPolicies compare approximate and precise prefix-cache routing: the same
 // scorers and weights, only the prefix scorer's data differs.
 var PrefixPolicies = []Policy{
 	{Name: "prefix-approx", Config: "config/bench/prefix/approx.yaml", Fleet: FleetKindCombined,

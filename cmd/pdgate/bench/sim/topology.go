@@ -11,7 +11,7 @@ import (
 
 // Placement lays the fleet out over zones, racks and hosts (one region) and makes a KV
 // transfer's cost grow with the distance between the prefill and the decode pod, so
-// topology-aware pairing is measured, not assumed (issue 24).
+// topology-aware pairing is measured, not assumed.
 //
 // The transfer time of the cost profile (KVTransferTime) is the rack-local network transfer;
 // Cost scales it by the tightest level the two pods share: on one host the KV moves over
