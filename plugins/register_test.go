@@ -60,3 +60,11 @@ func TestTypeNamesAreUnique(t *testing.T) {
 		seen[n] = true
 	}
 }
+
+func TestRegistrationsSortedByTypeName(t *testing.T) {
+	for i := 1; i < len(registrations); i++ {
+		if registrations[i-1].typeName >= registrations[i].typeName {
+			t.Errorf("registrations not sorted by type name: %q before %q", registrations[i-1].typeName, registrations[i].typeName)
+		}
+	}
+}
