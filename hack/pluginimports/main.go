@@ -3,12 +3,12 @@
 //
 //   - no plugin package imports another plugin package, and no library imports a plugin.
 //     Plugin packages are the folders under plugins/<extension point>/; libraries are
-//     plugins/lib/..., plugins/internal/... and plugins/wire/...; plugins itself is the
-//     registry, the one package that imports every plugin. Shared formulas, keys and types
-//     belong in a library, so a plugin depends on what it uses and not on another plugin's
-//     factory, parameters and state. Test files may still build a second plugin to test a
-//     composition (a producer with the scorer that reads it); they are not part of the
-//     package a binary links.
+//     plugins/framework/... (the plugin SDK), plugins/lib/..., plugins/internal/... and
+//     plugins/wire/...; plugins itself is the registry, the one package that imports every
+//     plugin. Shared formulas, keys and types belong in a library, so a plugin depends on
+//     what it uses and not on another plugin's factory, parameters and state. Test files may
+//     still build a second plugin to test a composition (a producer with the scorer that
+//     reads it); they are not part of the package a binary links.
 //   - nothing under plugins/ imports a binary (cmd/...) or a test suite (test/...): dependencies
 //     point from the binaries to the libraries. Test files may use test/testsupport.
 //   - plugins/wire (what crosses process boundaries: routing headers, the KV-event codec,
@@ -72,7 +72,8 @@ func kind(path string) string {
 		return "registry"
 	case under(path, wire):
 		return "wire"
-	case strings.HasPrefix(path, root+"/lib/"), strings.HasPrefix(path, root+"/internal/"):
+	case strings.HasPrefix(path, root+"/framework/"), strings.HasPrefix(path, root+"/lib/"),
+		strings.HasPrefix(path, root+"/internal/"):
 		return "library"
 	case strings.HasPrefix(path, root+"/"):
 		return "plugin"

@@ -39,6 +39,9 @@ func TestCheck(t *testing.T) {
 		{name: "a library imports a plugin", pkgs: []pkg{
 			{ImportPath: index, Imports: []string{pluginA}},
 		}, want: []string{"library plugins/lib/kvevents imports plugin plugins/scorers/a (move what they share into plugins/lib)"}},
+		{name: "the plugin SDK imports a plugin", pkgs: []pkg{
+			{ImportPath: root + "/framework/pickerkit", Imports: []string{root + "/framework/pluginkit", pluginA}},
+		}, want: []string{"library plugins/framework/pickerkit imports plugin plugins/scorers/a (move what they share into plugins/lib)"}},
 		{name: "the wire imports a library", pkgs: []pkg{
 			{ImportPath: codec, Imports: []string{index}},
 		}, want: []string{"wire plugins/wire/kvevents imports plugins/lib/kvevents (plugins/wire imports nothing of ours outside plugins/wire and no GIE)"}},
@@ -95,20 +98,21 @@ func TestCheck(t *testing.T) {
 
 func TestKind(t *testing.T) {
 	for path, want := range map[string]string{
-		root:                        "registry",
-		root + "/wire":              "wire",
-		root + "/wire/protocol":     "wire",
-		root + "/wirex":             "plugin",
-		root + "/lib/kvevents":      "library",
-		root + "/internal/x":        "library",
-		root + "/scorers/a":         "plugin",
-		module + "/cmd/sim":         "binary",
-		module + "/cmd/sim/server":  "binary",
-		module + "/cmd/simulator":   "",
-		module + "/cmd/epp/runner":  "",
-		gie + "/pkg/epp/framework":  "",
-		"github.com/vmihailenco/x":  "",
-		module + "/cmd/gateway/a/b": "binary",
+		root:                         "registry",
+		root + "/wire":               "wire",
+		root + "/wire/protocol":      "wire",
+		root + "/wirex":              "plugin",
+		root + "/lib/kvevents":       "library",
+		root + "/internal/x":         "library",
+		root + "/framework/contract": "library",
+		root + "/scorers/a":          "plugin",
+		module + "/cmd/sim":          "binary",
+		module + "/cmd/sim/server":   "binary",
+		module + "/cmd/simulator":    "",
+		module + "/cmd/epp/runner":   "",
+		gie + "/pkg/epp/framework":   "",
+		"github.com/vmihailenco/x":   "",
+		module + "/cmd/gateway/a/b":  "binary",
 	} {
 		if got := kind(path); got != want {
 			t.Errorf("kind(%s) = %q, want %q", path, got, want)

@@ -14,7 +14,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )

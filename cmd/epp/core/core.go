@@ -40,8 +40,8 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/cmd/epp/tracing"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Options configure New. Only Config is required.
@@ -74,7 +74,7 @@ type Options struct {
 	// Validate builds everything but starts nothing that outlives New (pdgate validate).
 	Validate bool
 	// Registerer receives the plugins' metrics (through the handle's context, see
-	// plugins/lib/pluginkit); nil: controller-runtime's registry, which the EPP serves.
+	// plugins/framework/pluginkit); nil: controller-runtime's registry, which the EPP serves.
 	Registerer prometheus.Registerer
 	// Seed, when set, seeds every plugin's random source (through the handle's context, see
 	// pluginkit.WithSeed), so the same inputs give the same decisions (`pdgate bench sim`);

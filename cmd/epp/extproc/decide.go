@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 	requtil "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/util/request"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/bodyjson"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 

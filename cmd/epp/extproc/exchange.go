@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 
-	"github.com/pdgate/pdgate/plugins/lib/contract"
-	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 

@@ -36,8 +36,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 
-	"github.com/pdgate/pdgate/plugins/lib/contract"
-	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 )
 
 // prepareDataTimeout bounds the PrepareData plugins of one request, as GIE's director does.

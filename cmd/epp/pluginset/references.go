@@ -7,7 +7,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
 
 // referenceResolver is implemented by plugins that name other plugins in their parameters

@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 

@@ -14,8 +14,8 @@ import (
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // DefaultMaxRequestBodyBytes bounds request bodies the EPP buffers (GIE buffers the whole

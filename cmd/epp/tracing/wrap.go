@@ -9,7 +9,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 )
 
 // activeKey marks, in the CycleState, that this cycle is traced; its value is the Trace. The

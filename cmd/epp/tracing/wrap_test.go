@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
-	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 )
 
 const config = `apiVersion: inference.networking.x-k8s.io/v1alpha1

@@ -15,8 +15,8 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	sourcemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/source/metrics"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 

@@ -19,10 +19,10 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/precisecache"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Defaults: GIE v1.5.0 approx-prefix-cache-producer's, except the match cap.

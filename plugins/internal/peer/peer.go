@@ -8,7 +8,7 @@ package peer
 import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
 
 // Of returns the peer endpoint and the stage it was picked by ("decode" or "prefill"), or

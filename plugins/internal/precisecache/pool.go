@@ -9,9 +9,9 @@ import (
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Defaults of the pool watch.

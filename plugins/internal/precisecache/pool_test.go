@@ -8,9 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/kvevents"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Config is the parameter set of llm-d's precise-prefix-cache-producer and

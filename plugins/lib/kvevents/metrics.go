@@ -3,7 +3,7 @@ package kvevents
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Metrics are the KV-event pipeline's collectors. One set exists per EPP registry (NewMetrics);

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // EnvPodMetricRefreshInterval is AIBrix's scrape period of pod metrics, in milliseconds. In

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Strategies (llm-d's names).

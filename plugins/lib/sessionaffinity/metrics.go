@@ -3,7 +3,7 @@ package sessionaffinity
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Miss and rebind reasons (metric label values).

@@ -3,7 +3,7 @@ package aibrixpdpair
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // pairMetrics are aibrix-pd-pair's series, registered on the registerer the EPP hands the

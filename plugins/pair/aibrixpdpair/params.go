@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 )
 
 // Own parameters of aibrix-pd-pair (the AIBrix knobs of plugins/lib/pdknobs sit next to them).

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/bucketplanner"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"

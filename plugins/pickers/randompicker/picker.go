@@ -11,7 +11,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/pickerkit"
+	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
 )
 
 // Type is the plugin type name (GIE's).

@@ -17,8 +17,8 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 

@@ -2,7 +2,7 @@ package disaggprofile
 
 import (
 	"context"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"strings"
 	"testing"
 
@@ -10,7 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/decisiontrace"
+	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )

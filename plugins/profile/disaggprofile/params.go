@@ -9,7 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // StageOrder says which of prefill and decode is picked first.

@@ -3,7 +3,7 @@ package disaggprofile
 import (
 	"context"
 	"encoding/json"
-	"github.com/pdgate/pdgate/plugins/lib/contract"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"strings"
 	"testing"
 

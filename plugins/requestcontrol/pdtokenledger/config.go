@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 func envMap(m map[string]string) pluginkit.Env {

@@ -8,7 +8,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/plugins/lib/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // With a seed on the EPP the shedding draws repeat; without one they are time-seeded.
