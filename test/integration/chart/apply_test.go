@@ -217,9 +217,14 @@ func checkSidecarAccess(ctx context.Context, t *testing.T, s *apiServer, ns, rel
 }
 
 // ask sends SubjectAccessReviews: the API server's RBAC authorizer evaluates the chart's Roles.
+// ask checks each access with a SubjectAccessReview. The API server's RBAC authorizer reads
+// roles and bindings from an informer, so one created a moment ago may not be visible yet: an
+// access that must be allowed is asked again until it is (or for 10 s), and the accesses that
+// must be refused are asked only after every allowed one has been seen, when the bindings are in
+// the authorizer's cache.
 func ask(ctx context.Context, t *testing.T, s *apiServer, user string, checks []access) {
 	t.Helper()
-	for _, c := range checks {
+	review := func(c access) *authzv1.SubjectAccessReview {
 		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
 			User:   user,
 			Groups: []string{"system:serviceaccounts", "system:authenticated"},
@@ -231,8 +236,28 @@ func ask(ctx context.Context, t *testing.T, s *apiServer, user string, checks []
 		if err != nil {
 			t.Fatalf("SubjectAccessReview %s: %v", c, err)
 		}
-		if got.Status.Allowed != c.allowed {
-			t.Errorf("%s may %s: allowed=%v, want %v (%s)", user, c, got.Status.Allowed, c.allowed, got.Status.Reason)
+		return got
+	}
+	for _, c := range checks {
+		if !c.allowed {
+			continue
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		got := review(c)
+		for !got.Status.Allowed && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			got = review(c)
+		}
+		if !got.Status.Allowed {
+			t.Errorf("%s may %s: allowed=false, want true (%s)", user, c, got.Status.Reason)
+		}
+	}
+	for _, c := range checks {
+		if c.allowed {
+			continue
+		}
+		if got := review(c); got.Status.Allowed {
+			t.Errorf("%s may %s: allowed=true, want false (%s)", user, c, got.Status.Reason)
 		}
 	}
 }
