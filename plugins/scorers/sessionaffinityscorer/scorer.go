@@ -9,17 +9,14 @@ package sessionaffinityscorer
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	sa "github.com/pdgate/pdgate/plugins/lib/sessionaffinity"
 )
 
@@ -32,10 +29,7 @@ func ParseParameters(name string, raw json.RawMessage) (sa.Config, error) {
 }
 
 // Scorer is session-affinity-scorer.
-type Scorer struct {
-	tn fwkplugin.TypedName
-	a  *sa.Affinity
-}
+type Scorer struct{ sa.Base }
 
 var (
 	_ fwksched.Scorer      = (*Scorer)(nil)
@@ -43,39 +37,19 @@ var (
 	_ fwkrc.ResponseHeader = (*Scorer)(nil)
 )
 
-// Factory builds the scorer; the sweeper runs for the life of the handle's context (none
-// without a handle: reads still honour the TTL, and the table stays bounded).
+// Factory builds the scorer (sessionaffinity.BuildBase).
 func Factory(name string, raw json.RawMessage, h fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	c, err := ParseParameters(name, raw)
+	b, err := sa.BuildBase(Type, name, raw, sa.Options{LoadAllowance: true}, h)
 	if err != nil {
 		return nil, err
 	}
-	m, err := sa.NewMetrics(pluginkit.Registerer(h))
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: %w", Type, name, err)
-	}
-	s := New(name, c, m, nil)
-	if h != nil && h.Context() != nil {
-		s.a.Start(h.Context())
-	}
-	return s, nil
+	return &Scorer{b}, nil
 }
 
 // New builds the scorer from a validated configuration; now is the clock (nil: time.Now).
 func New(name string, c sa.Config, m *sa.Metrics, now func() time.Time) *Scorer {
-	if name == "" {
-		name = Type
-	}
-	tn := fwkplugin.TypedName{Type: Type, Name: name}
-	logger := log.Log.WithName(Type).WithValues("plugin", tn.String())
-	return &Scorer{tn: tn, a: sa.New(tn.String(), c, m, logger, now)}
+	return &Scorer{sa.NewBase(Type, name, c, m, now)}
 }
-
-// Affinity returns the engine (tests, the sweeper's lifetime).
-func (s *Scorer) Affinity() *sa.Affinity { return s.a }
-
-// TypedName implements fwkplugin.Plugin.
-func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
 
 // Category is affinity, as llm-d's.
 func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Affinity }
@@ -87,22 +61,12 @@ func (s *Scorer) Score(ctx context.Context, _ *fwksched.CycleState, req *fwksche
 	for _, ep := range eps {
 		out[ep] = 0
 	}
-	target, reason := s.a.Lookup(req, eps, true)
+	target, reason := s.Affinity().Lookup(req, eps, true)
 	if target != nil {
 		out[target] = 1
 	}
 	if l := log.FromContext(ctx).V(logutil.TRACE); l.Enabled() {
-		l.Info("session affinity score", "plugin", s.tn.String(), "endpoint", sa.ID(target), "miss", reason)
+		l.Info("session affinity score", "plugin", s.TypedName().String(), "endpoint", sa.ID(target), "miss", reason)
 	}
 	return out
-}
-
-// PreRequest binds the session to the pick; see sessionaffinity.Affinity.PreRequest.
-func (s *Scorer) PreRequest(ctx context.Context, req *fwksched.LLMRequest, result *fwksched.SchedulingResult) {
-	s.a.PreRequest(ctx, req, result)
-}
-
-// ResponseHeader writes the encoded endpoint under encoded_endpoint_header.
-func (s *Scorer) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
-	s.a.ResponseHeader(ctx, req, resp, target)
 }
