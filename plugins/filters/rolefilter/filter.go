@@ -17,23 +17,21 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
-// Role values of llm-d.ai/role (podmodel reads the label).
-const (
-	RoleEncode              = "encode"
-	RolePrefill             = "prefill"
-	RoleDecode              = "decode"
-	RoleEncodePrefill       = "encode-prefill"
-	RolePrefillDecode       = "prefill-decode"
-	RoleEncodePrefillDecode = "encode-prefill-decode"
-	RoleBoth                = "both" // deprecated alias of prefill-decode
-)
-
 // Plugin type names.
 const (
 	DecodeType  = "decode-filter"
 	PrefillType = "prefill-filter"
 	EncodeType  = "encode-filter"
 )
+
+// roles lists llm-d.ai/role values (podmodel declares them; it reads the label).
+func roles(rs ...podmodel.Role) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}
 
 // Spec is what a role filter keeps.
 type Spec struct {
@@ -43,9 +41,9 @@ type Spec struct {
 
 // Specs of the three filters (llm-d's role sets).
 var Specs = map[string]Spec{
-	DecodeType:  {Roles: []string{RoleDecode, RolePrefillDecode, RoleBoth, RoleEncodePrefillDecode}, AllowNoRole: true},
-	PrefillType: {Roles: []string{RolePrefill, RoleEncodePrefill, RolePrefillDecode, RoleBoth, RoleEncodePrefillDecode}},
-	EncodeType:  {Roles: []string{RoleEncode, RoleEncodePrefill, RoleEncodePrefillDecode}},
+	DecodeType:  {Roles: roles(podmodel.RoleDecode, podmodel.RolePrefillDecode, podmodel.RoleBoth, podmodel.RoleEncodePrefillDecode), AllowNoRole: true},
+	PrefillType: {Roles: roles(podmodel.RolePrefill, podmodel.RoleEncodePrefill, podmodel.RolePrefillDecode, podmodel.RoleBoth, podmodel.RoleEncodePrefillDecode)},
+	EncodeType:  {Roles: roles(podmodel.RoleEncode, podmodel.RoleEncodePrefill, podmodel.RoleEncodePrefillDecode)},
 }
 
 var _ fwksched.Filter = &Filter{}

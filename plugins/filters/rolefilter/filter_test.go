@@ -14,7 +14,7 @@ import (
 )
 
 func pods() []fwksched.Endpoint {
-	roles := []string{"", RoleEncode, RolePrefill, RoleDecode, RoleEncodePrefill, RolePrefillDecode, RoleEncodePrefillDecode, RoleBoth, "encode-decode", "weird"}
+	roles := []string{"", "encode", "prefill", "decode", "encode-prefill", "prefill-decode", "encode-prefill-decode", "both", "encode-decode", "weird"}
 	out := []fwksched.Endpoint{nil}
 	for _, r := range roles {
 		labels := map[string]string{}

@@ -50,6 +50,9 @@ const (
 	RolePrefillDecode       Role = "prefill-decode"
 	RoleEncodePrefillDecode Role = "encode-prefill-decode"
 	RoleOther               Role = "other"
+	// RoleBoth is llm-d's deprecated alias of prefill-decode (a label value, resolved to
+	// RolePrefillDecode).
+	RoleBoth Role = "both"
 )
 
 // RoleSource says which label a role came from.
@@ -219,7 +222,7 @@ func resolveRole(labels map[string]string) (string, Role, RoleSource) {
 		switch Role(v) {
 		case RolePrefill, RoleDecode, RoleEncode, RoleEncodePrefill, RolePrefillDecode, RoleEncodePrefillDecode:
 			return v, Role(v), SourceLLMD
-		case "both":
+		case RoleBoth:
 			return v, RolePrefillDecode, SourceLLMD
 		}
 		// An unknown llm-d value is treated like no llm-d role so AIBrix labels still apply.
