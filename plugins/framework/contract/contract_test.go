@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
 
 func TestAnswerTravelsAsErrorAndOnContext(t *testing.T) {
@@ -53,6 +56,25 @@ func TestAnswerTravelsAsErrorAndOnContext(t *testing.T) {
 	} {
 		if tt.a.Status != tt.status || string(tt.a.Body) != tt.body || !slices.Equal(tt.a.Headers, tt.hdrs) {
 			t.Errorf("%s: %d %s %v", tt.name, tt.a.Status, tt.a.Body, tt.a.Headers)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	tests := []struct {
+		name string
+		req  *fwksched.LLMRequest
+		resp *fwkrc.Response
+		want string
+	}{
+		{"the request's", &fwksched.LLMRequest{RequestId: "a"}, &fwkrc.Response{RequestId: "b"}, "a"},
+		{"the response's when the request has none", &fwksched.LLMRequest{}, &fwkrc.Response{RequestId: "b"}, "b"},
+		{"no request", nil, &fwkrc.Response{RequestId: "b"}, "b"},
+		{"neither", nil, nil, ""},
+	}
+	for _, tt := range tests {
+		if got := RequestID(tt.req, tt.resp); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
 	}
 }

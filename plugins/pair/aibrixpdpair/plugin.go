@@ -338,7 +338,7 @@ func (p *Plugin) ResolveReferences(handle fwkplugin.Handle) error {
 
 // ResponseHeader: the prefill leg is over and the decode pod runs the request.
 func (p *Plugin) ResponseHeader(_ context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
-	if id := requestID(req, resp); id != "" {
+	if id := contract.RequestID(req, resp); id != "" {
 		p.selector.Tracker.Started(id)
 	}
 }
@@ -348,17 +348,8 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 	if resp == nil || !resp.EndOfStream {
 		return
 	}
-	if id := requestID(req, resp); id != "" {
+	if id := contract.RequestID(req, resp); id != "" {
 		p.selector.Tracker.Done(id)
 	}
 }
 
-func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
-	if req != nil && req.RequestId != "" {
-		return req.RequestId
-	}
-	if resp != nil {
-		return resp.RequestId
-	}
-	return ""
-}

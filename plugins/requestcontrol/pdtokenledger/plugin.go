@@ -115,15 +115,6 @@ func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.Token
 // Tracker returns the concrete ledger (snapshots, sweeps).
 func (p *Plugin) Tracker() *Tracker { return p.tracker }
 
-func requestID(req *fwksched.LLMRequest, resp *fwkrc.Response) string {
-	if req != nil && req.RequestId != "" {
-		return req.RequestId
-	}
-	if resp != nil {
-		return resp.RequestId
-	}
-	return ""
-}
 
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
 // unconfirmed sweep.
@@ -150,7 +141,7 @@ func (p *Plugin) ReleasePrefillActive(requestID string) {
 // stays on the charged prefill pod).
 func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, _ *fwkdl.EndpointMetadata) {
 	p.start()
-	id := requestID(req, resp)
+	id := contract.RequestID(req, resp)
 	if id == "" {
 		return
 	}
@@ -177,7 +168,7 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 	if resp == nil || !resp.EndOfStream {
 		return
 	}
-	if id := requestID(req, resp); id != "" {
+	if id := contract.RequestID(req, resp); id != "" {
 		p.tracker.ReleaseAll(id)
 	}
 }
