@@ -352,4 +352,3 @@ func (p *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 		p.selector.Tracker.Done(id)
 	}
 }
-

@@ -115,7 +115,6 @@ func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.Token
 // Tracker returns the concrete ledger (snapshots, sweeps).
 func (p *Plugin) Tracker() *Tracker { return p.tracker }
 
-
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
 // unconfirmed sweep.
 func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
