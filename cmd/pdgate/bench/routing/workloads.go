@@ -33,8 +33,14 @@ func PhaseName(wl string, load float64) string { return fmt.Sprintf("%s@%.0f%%",
 
 // AzureSlice returns n consecutive rows of the trace starting at offset.
 func AzureSlice(rows []workload.AzureRow, offset, n int) ([]workload.AzureRow, error) {
+	return traceSlice("trace", rows, offset, n)
+}
+
+// traceSlice returns n consecutive rows starting at offset, at least 2 of them; what names the
+// trace in the error.
+func traceSlice[T any](what string, rows []T, offset, n int) ([]T, error) {
 	if offset < 0 || n < 2 || offset+n > len(rows) {
-		return nil, fmt.Errorf("trace slice [%d, %d) outside the trace's %d rows (need at least 2 rows)", offset, offset+n, len(rows))
+		return nil, fmt.Errorf("%s slice [%d, %d) outside the trace's %d rows (need at least 2 rows)", what, offset, offset+n, len(rows))
 	}
 	return rows[offset : offset+n], nil
 }
@@ -200,10 +206,7 @@ const WorkloadMooncake = "mooncake"
 
 // MooncakeSlice returns n consecutive rows of a Mooncake trace starting at offset.
 func MooncakeSlice(rows []workload.MooncakeRow, offset, n int) ([]workload.MooncakeRow, error) {
-	if offset < 0 || n < 2 || offset+n > len(rows) {
-		return nil, fmt.Errorf("mooncake slice [%d, %d) outside the trace's %d rows (need at least 2 rows)", offset, offset+n, len(rows))
-	}
-	return rows[offset : offset+n], nil
+	return traceSlice("mooncake", rows, offset, n)
 }
 
 // MooncakeJobs are the slice's request sizes.
