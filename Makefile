@@ -35,12 +35,15 @@ test: deps lint unit integration e2e
 unit:
 	$(GO) test -race -count=1 $(UNIT_PKGS)
 
-# Suites take the binaries make build produced instead of building their own.
+# Suites take the binaries make build produced instead of building their own. Each e2e suite
+# starts a whole lab (simulators, sidecars, EPP, gateway, often an apiserver) sized for the
+# machine, so the suites run one at a time (-p 1): two labs on two cores starve each other's
+# metric scrapes, and a stale scrape reads as saturation to GIE's detector.
 integration: build
 	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./test/integration/...
 
 e2e: build
-	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 25m ./test/e2e/...
+	PDGATE_BIN_DIR=$(BIN) $(GO) test -p 1 -count=1 -timeout 25m ./test/e2e/...
 
 ## lint: gofmt, go vet, staticcheck (pinned), the import rules (docs/architecture.md)
 lint: fmt vet staticcheck pluginimports
