@@ -250,7 +250,10 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	var rw map[string]remainingCost
 	var maxRW float64
 	if in.RemainingWork != nil {
-		rw, maxRW = s.remainingWork(in, names, pScores, dScores)
+		if rw, maxRW = s.remainingWork(in, names, pScores, dScores); rw != nil {
+			wD = in.RemainingWork.decodeWeight()
+			note("remaining work: some pod holds part of the prompt, decode weighs %g", wD)
+		}
 	}
 	best, bestScore, found := "", math.Inf(1), false
 	for _, name := range names {

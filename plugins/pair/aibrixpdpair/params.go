@@ -143,6 +143,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter decodeFirst.prefillScoreBelow=%g: must be a finite number > 0", p.DecodeFirst.PrefillScoreBelow)
 	case p.RemainingWork != nil && p.RemainingWork.LocalPrefillMaxTokens < 0:
 		return fmt.Errorf("parameter remainingWork.localPrefillMaxTokens=%d: must be >= 0 (0 = %d)", p.RemainingWork.LocalPrefillMaxTokens, DefaultLocalPrefillMaxTokens)
+	case p.RemainingWork != nil && p.RemainingWork.DecodeWeight != nil && !(*p.RemainingWork.DecodeWeight >= 0 && !math.IsInf(*p.RemainingWork.DecodeWeight, 1)):
+		return fmt.Errorf("parameter remainingWork.decodeWeight=%g: must be a finite number >= 0", *p.RemainingWork.DecodeWeight)
 	case p.RemainingWork != nil && p.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad && p.Knobs.PrefillScorePolicy != pdknobs.PrefillHybridCacheLoad:
 		return fmt.Errorf("parameter remainingWork: needs prefillScorePolicy %s or %s (its costs are ledger tokens), got %q",
 			pdknobs.PrefillTokenLoad, pdknobs.PrefillHybridCacheLoad, p.Knobs.PrefillScorePolicy)

@@ -28,25 +28,39 @@ func TestRemainingWork(t *testing.T) {
 		rw          *RemainingWork
 		holders     []string // pods that served the history (hold 97 of the 100 blocks)
 		prefillLoad map[string]float64
+		decodeLoad  map[string]float64
+		decodeFirst *DecodeFirst
 		want        string // roleset
 		wantLocal   bool
 	}{
 		{"without it the least loaded prefill pod wins", nil, []string{"ns/a-p", "ns/a-d"},
-			map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, "b", false},
+			map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, nil, nil, "b", false},
 		{"a follow-up stays on the decode pod that holds its history, which prefills the new turn",
-			&RemainingWork{}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, "a", true},
+			&RemainingWork{}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, nil, nil, "a", true},
 		{"a new turn larger than a chunk goes to the prefill pod that holds the history, busy or not",
-			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 1000, "ns/b-p": 0}, "a", false},
+			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 1000, "ns/b-p": 0}, nil, nil, "a", false},
 		{"unless the holder's queue is longer than computing everything elsewhere",
-			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 12000, "ns/b-p": 0}, "b", false},
+			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 12000, "ns/b-p": 0}, nil, nil, "b", false},
 		{"nothing cached anywhere: the least loaded pair", &RemainingWork{}, nil,
-			map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, "b", false},
+			map[string]float64{"ns/a-p": 5000, "ns/b-p": 0}, nil, nil, "b", false},
+		{"idle prefill pods: decodeFirst weighs decode 5x, so the holder's busier decode pod loses without remaining work",
+			nil, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 0, "ns/b-p": 0},
+			map[string]float64{"ns/a-d": 30000, "ns/b-d": 0}, &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000}, "b", false},
+		{"with it the tokens the holder need not compute outweigh its decode load (decodeWeight replaces decodeFirst's)",
+			&RemainingWork{LocalPrefillMaxTokens: 100}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 0, "ns/b-p": 0},
+			map[string]float64{"ns/a-d": 30000, "ns/b-d": 0}, &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000}, "a", false},
+		{"a decodeWeight as high as decodeFirst's buries it again",
+			&RemainingWork{LocalPrefillMaxTokens: 100, DecodeWeight: new(5.0)}, []string{"ns/a-p", "ns/a-d"}, map[string]float64{"ns/a-p": 0, "ns/b-p": 0},
+			map[string]float64{"ns/a-d": 30000, "ns/b-d": 0}, &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000}, "b", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newFakeLedger()
 			for pod, load := range tt.prefillLoad {
 				l.prefill[tokenload.PodKey(pod)] = load
+			}
+			for pod, load := range tt.decodeLoad {
+				l.decode[tokenload.PodKey(pod)] = load
 			}
 			pods, eps := mkPods(
 				podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
@@ -65,7 +79,7 @@ func TestRemainingWork(t *testing.T) {
 			pods, _ = podsOf(eps)
 			s := newSel(t, l.source())
 			d, err := s.Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: promptTokens,
-				BodyTokens: promptTokens, RemainingWork: tt.rw, Explain: true})
+				BodyTokens: promptTokens, RemainingWork: tt.rw, DecodeFirst: tt.decodeFirst, Explain: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +106,8 @@ func TestRemainingWorkParams(t *testing.T) {
 	}{
 		{"on with token_load", `{"prefillScorePolicy":"token_load","remainingWork":{}}`, ""},
 		{"a local bound", `{"prefillScorePolicy":"hybrid_cache_load","remainingWork":{"localPrefillMaxTokens":4096}}`, ""},
+		{"a decode weight", `{"prefillScorePolicy":"token_load","remainingWork":{"decodeWeight":0.2}}`, ""},
+		{"negative decode weight", `{"prefillScorePolicy":"token_load","remainingWork":{"decodeWeight":-1}}`, "remainingWork.decodeWeight"},
 		{"negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"localPrefillMaxTokens":-1}}`, "remainingWork.localPrefillMaxTokens"},
 		{"a policy whose scores are not tokens", `{"prefillScorePolicy":"least_request","remainingWork":{}}`, "needs prefillScorePolicy"},
 	}
