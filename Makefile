@@ -65,8 +65,9 @@ staticcheck: $(STATICCHECK)
 # The import arrows of docs/architecture.md: no plugin imports another plugin; libraries
 # (plugins/lib, plugins/internal, plugins/wire) import no plugin; plugins/wire imports nothing
 # of ours outside it and no GIE; cmd/sidecar, cmd/gateway and cmd/sim import nothing under
-# plugins/ but plugins/wire and link no GIE. The check's own tests run first (hack/ is not in
-# the unit tests).
+# plugins/ but plugins/wire and link no GIE; the other binaries import no plugin package
+# (plugins/framework interfaces instead) but cmd/epp/pluginset. The check's own tests run first
+# (hack/ is not in the unit tests).
 pluginimports:
 	$(GO) test -count=1 ./hack/pluginimports
 	$(GO) run ./hack/pluginimports

@@ -20,6 +20,11 @@
 //     only through headers, the simulator is an engine, the dev gateway only speaks ext_proc.
 //     Their test files may drive the EPP's own libraries (the simulator's tests subscribe to
 //     it with the EPP's KV-event index); they are not part of the binary.
+//   - the other binaries (the EPP, the CLI and its simulation) import no plugin package but
+//     through the registry: they reach plugins through plugins/framework's interfaces
+//     (contract.StageClassifier, contract.Clocked, ...), so no type switch or cast names a
+//     concrete plugin outside its package. cmd/epp/pluginset, which adds the producers a
+//     configuration consumes but does not declare, is the one exception. Tests may.
 package main
 
 import (
@@ -28,6 +33,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -42,13 +48,12 @@ const (
 // wireOnly are the binaries that may import nothing under plugins/ but plugins/wire.
 var wireOnly = []string{module + "/cmd/sidecar", module + "/cmd/gateway", module + "/cmd/sim"}
 
+// pluginAware are the packages of the other binaries that may import plugin packages.
+var pluginAware = []string{module + "/cmd/epp/pluginset"}
+
 // patterns are the packages go list reports to the check.
 func patterns() []string {
-	ps := []string{root + "/..."}
-	for _, b := range wireOnly {
-		ps = append(ps, b+"/...")
-	}
-	return ps
+	return []string{root + "/...", module + "/cmd/..."}
 }
 
 type pkg struct {
@@ -83,6 +88,9 @@ func kind(path string) string {
 			return "binary"
 		}
 	}
+	if under(path, module+"/cmd") {
+		return "epp-side"
+	}
 	return ""
 }
 
@@ -112,6 +120,16 @@ func check(pkgs []pkg) []string {
 				}
 			}
 			bad = append(bad, linksGIE(p)...)
+			continue
+		case "epp-side":
+			if slices.Contains(pluginAware, p.ImportPath) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if kind(imp) == "plugin" {
+					bad = append(bad, fmt.Sprintf("binary %s imports plugin %s (reach it through a plugins/framework interface)", short(p.ImportPath), short(imp)))
+				}
+			}
 			continue
 		case "wire":
 			for _, imp := range all(p) {

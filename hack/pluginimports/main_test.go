@@ -33,6 +33,13 @@ func TestCheck(t *testing.T) {
 			{ImportPath: simSrv, Imports: []string{codec}, TestImports: []string{index}, Deps: []string{codec}},
 			{ImportPath: epp, Imports: []string{root, index, gieFwk}, Deps: []string{gieFwk}},
 		}},
+		{name: "the EPP's plugin set adds a producer; the EPP's other packages use interfaces", pkgs: []pkg{
+			{ImportPath: module + "/cmd/epp/pluginset", Imports: []string{pluginA}},
+			{ImportPath: module + "/cmd/epp/admission", Imports: []string{root + "/framework/contract"}, TestImports: []string{pluginB}},
+		}},
+		{name: "the simulation casts to a concrete plugin", pkgs: []pkg{
+			{ImportPath: module + "/cmd/pdgate/bench/sim", Imports: []string{pluginA}},
+		}, want: []string{"binary cmd/pdgate/bench/sim imports plugin plugins/scorers/a (reach it through a plugins/framework interface)"}},
 		{name: "a plugin imports a plugin", pkgs: []pkg{
 			{ImportPath: pluginA, Imports: []string{pluginB}},
 		}, want: []string{"plugin plugins/scorers/a imports plugin plugins/filters/b (move what they share into plugins/lib)"}},
@@ -108,8 +115,8 @@ func TestKind(t *testing.T) {
 		root + "/scorers/a":          "plugin",
 		module + "/cmd/sim":          "binary",
 		module + "/cmd/sim/server":   "binary",
-		module + "/cmd/simulator":    "",
-		module + "/cmd/epp/runner":   "",
+		module + "/cmd/simulator":    "epp-side",
+		module + "/cmd/epp/runner":   "epp-side",
 		gie + "/pkg/epp/framework":   "",
 		"github.com/vmihailenco/x":   "",
 		module + "/cmd/gateway/a/b":  "binary",

@@ -7,8 +7,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
-	"github.com/pdgate/pdgate/plugins/deciders/alwaysdisagg"
-	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
 
 // Request stages: a request the P/D decider will keep decode-only needs a decode
@@ -17,42 +16,25 @@ import (
 // the stages it needs: a decode-only request on the decode tier's saturation, any other on
 // the larger of the two tiers'.
 //
-// At admission the scheduler has not run, so "decode-only" is what the configured
-// prefix-based-pd-decider decides for a prompt shorter than its nonCachedTokens whatever the
-// cache holds (the uncached suffix is never longer than the prompt). A longer prompt with a
-// cache hit is counted as needing a prefill: conservative. With an always-disagg decider in
-// the config, or no prefix-based decider, every request needs both stages (the pool-level
-// rule, unchanged).
+// At admission the scheduler has not run, so the deciders say what they know before any pod
+// is picked (contract.StageClassifier): prefix-based-pd-decider keeps a prompt shorter than
+// its nonCachedTokens decode-only whatever the cache holds; always-disagg-pd-decider never
+// does. A request is decode-only when every configured classifier says so; with none, every
+// request needs both stages (the pool-level rule, unchanged).
 
 // Stages classifies requests by the P/D stages they need.
 type Stages struct {
-	// threshold is the prefix-based decider's nonCachedTokens: prompts below it stay
-	// decode-only. 0 with disabled set means the decider never disaggregates.
-	threshold int
-	disabled  bool
+	classifiers []contract.StageClassifier
 }
 
-// StagesFromPlugins reads the classification from the configured plugins; nil when every
-// request needs both stages (no prefix-based decider, an always-disagg decider, or two
-// prefix-based deciders with different thresholds).
+// StagesFromPlugins reads the classification from the configured plugins; nil when none
+// classifies requests (every request needs both stages).
 func StagesFromPlugins(pls []fwkplugin.Plugin) *Stages {
-	var s *Stages
-	for _, p := range pls {
-		switch d := p.(type) {
-		case *prefixdecider.Decider:
-			n := d.Params().NonCachedTokens
-			next := &Stages{threshold: n, disabled: n == 0}
-			if s != nil && *s != *next {
-				return nil
-			}
-			s = next
-		default:
-			if p.TypedName().Type == alwaysdisagg.PDType {
-				return nil
-			}
-		}
+	cs := contract.StageClassifiers(pls)
+	if len(cs) == 0 {
+		return nil
 	}
-	return s
+	return &Stages{classifiers: cs}
 }
 
 // DecodeOnly reports whether the request will need no prefill leg.
@@ -60,11 +42,12 @@ func (s *Stages) DecodeOnly(req *fwksched.LLMRequest) bool {
 	if s == nil || req == nil {
 		return false
 	}
-	if s.disabled {
-		return true
+	for _, c := range s.classifiers {
+		if !c.DecodeOnlyAtAdmission(req) {
+			return false
+		}
 	}
-	n, err := prefixdecider.PromptTokenCount(req)
-	return err == nil && n < s.threshold
+	return true
 }
 
 type decodeOnlyKey struct{}

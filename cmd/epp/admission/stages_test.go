@@ -23,17 +23,19 @@ func completion(prompt string) *fwksched.LLMRequest {
 func TestStagesFromPlugins(t *testing.T) {
 	always, _ := alwaysdisagg.PDFactory("a", nil, nil)
 	short, long := completion("What is a KV cache?"), completion(strings.Repeat("a long document sentence. ", 200))
+	middle := completion(strings.Repeat("a middle sentence. ", 10)) // ~48 tokens: between 16 and 256
 	for _, c := range []struct {
 		name              string
 		plugins           []fwkplugin.Plugin
 		wantShort, wantLg bool // decode-only?
+		wantMiddle        *bool
 	}{
-		{"no decider: pool-level rule", nil, false, false},
-		{"prefix decider 256", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256})}, true, false},
-		{"prefix decider disabled: never disaggregates", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{})}, true, true},
-		{"always-disagg present", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256}), always}, false, false},
-		{"two thresholds: ambiguous", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256}),
-			prefixdecider.New("q", prefixdecider.Parameters{NonCachedTokens: 16})}, false, false},
+		{"no decider: pool-level rule", nil, false, false, nil},
+		{"prefix decider 256", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256})}, true, false, new(true)},
+		{"prefix decider disabled: never disaggregates", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{})}, true, true, nil},
+		{"always-disagg present", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256}), always}, false, false, nil},
+		{"two thresholds: decode-only under both", []fwkplugin.Plugin{prefixdecider.New("p", prefixdecider.Parameters{NonCachedTokens: 256}),
+			prefixdecider.New("q", prefixdecider.Parameters{NonCachedTokens: 16})}, true, false, new(false)},
 	} {
 		s := StagesFromPlugins(c.plugins)
 		if got := s.DecodeOnly(short); got != c.wantShort {
@@ -41,6 +43,9 @@ func TestStagesFromPlugins(t *testing.T) {
 		}
 		if got := s.DecodeOnly(long); got != c.wantLg {
 			t.Errorf("%s: long prompt decode-only %v, want %v", c.name, got, c.wantLg)
+		}
+		if got := s.DecodeOnly(middle); c.wantMiddle != nil && got != *c.wantMiddle {
+			t.Errorf("%s: middle prompt decode-only %v, want %v", c.name, got, *c.wantMiddle)
 		}
 	}
 }

@@ -36,6 +36,9 @@ func PDFactory(name string, _ json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 // TypedName implements fwkplugin.Plugin.
 func (d *PDDecider) TypedName() fwkplugin.TypedName { return d.typedName }
 
+// DecodeOnlyAtAdmission implements contract.StageClassifier: every request is disaggregated.
+func (d *PDDecider) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool { return false }
+
 // Disaggregate always approves.
 func (d *PDDecider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, _ fwksched.Endpoint) contract.Decision {
 	if request != nil {

@@ -176,6 +176,18 @@ func ComputeSuffix(request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoin
 	return s, nil
 }
 
+// DecodeOnlyAtAdmission implements contract.StageClassifier: a prompt shorter than
+// nonCachedTokens stays decode-only whatever the cache holds (its uncached suffix is never
+// longer than the prompt), and with nonCachedTokens 0 the decider never disaggregates. A longer
+// prompt with a cache hit counts as needing a prefill: conservative.
+func (d *Decider) DecodeOnlyAtAdmission(request *fwksched.LLMRequest) bool {
+	if d.params.NonCachedTokens == 0 {
+		return true
+	}
+	n, err := PromptTokenCount(request)
+	return err == nil && n < d.params.NonCachedTokens
+}
+
 // Disaggregate implements contract.Decider. It fails open: missing prefix information means
 // no disaggregation, logged as an error (the specification's choice: a missing producer is a
 // configuration fault the operator must see).

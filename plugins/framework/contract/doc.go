@@ -8,6 +8,10 @@
 //   - Decider: pdgate's stage decider (prefill, encode), which receives the CycleState.
 //   - ConditionalDecodeGate: the one RFC 7240 "Prefer: if-available" gate, run by the EPP once
 //     scheduling is over and before any PreRequest plugin.
+//   - StageClassifier: what a decider tells the EPP's admission about a request before the
+//     scheduler runs (does it need a prefill leg at all).
+//   - Clocked, Swept, Settler: how a plugin that keeps time lets the simulation run it on a
+//     virtual clock.
 //   - The CycleState keys through which the disaggregation profile handler composes with
 //     filters, scorers and pair selection.
 //

@@ -110,6 +110,13 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 // Selector exposes the selection engine (tests, other plugins of this package).
 func (p *Plugin) Selector() *Selector { return p.selector }
 
+// UseClock implements contract.Clocked: the pair's in-flight tracker and its decisions' times
+// follow now (the simulation's virtual clock).
+func (p *Plugin) UseClock(now func() time.Time) {
+	p.selector.Now = now
+	p.selector.Tracker.SetClock(now)
+}
+
 // ledger finds the pd-token-ledger through the handle, at first use.
 func (p *Plugin) ledger() (tokenload.Ledger, tokenload.Defaults, error) {
 	prov, err := tokenload.Lookup(p.handle, p.params.LedgerRef)

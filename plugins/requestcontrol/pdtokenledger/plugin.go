@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
@@ -114,6 +115,23 @@ func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.Token
 
 // Tracker returns the concrete ledger (snapshots, sweeps).
 func (p *Plugin) Tracker() *Tracker { return p.tracker }
+
+// UseClock implements contract.Clocked: the ledger's TTLs and rates follow now, and its
+// wall-clock janitor stops (the clock's owner calls Sweep).
+func (p *Plugin) UseClock(now func() time.Time) { p.tracker.SetClock(clockFunc(now)) }
+
+// Sweep implements contract.Swept: one janitor pass.
+func (p *Plugin) Sweep() { p.tracker.Sweep() }
+
+// SweepEvery implements contract.Swept: janitorIntervalSeconds.
+func (p *Plugin) SweepEvery() time.Duration {
+	return time.Duration(p.tracker.Params().JanitorIntervalSeconds) * time.Second
+}
+
+// clockFunc is a func() time.Time as a Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
 
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
 // unconfirmed sweep.

@@ -14,9 +14,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
-	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
-	"github.com/pdgate/pdgate/plugins/pair/aibrixpdpair"
-	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
 
 // epp is an EndpointPickerConfig assembled by the EPP's own constructor (cmd/epp/core), driven
@@ -32,13 +30,13 @@ type epp struct {
 	// cpu is the thread CPU time spent inside EPP calls (the loop is locked to its thread).
 	cpu   time.Duration
 	calls int
-	// ledgers are the token-load ledgers put on the virtual clock, swept here (janitor) on it
-	ledgers []*ledgerJanitor
-	now     func() time.Time // the virtual clock
+	// janitors are the plugins' janitor passes, run here on the virtual clock
+	janitors []*janitor
+	now      func() time.Time // the virtual clock
 	// async are the plugins whose PreRequest work finishes on another goroutine; each
 	// scheduling call waits for it, so the next request sees it whatever the goroutine
 	// scheduling (a run repeats for a seed)
-	async []interface{ Wait() }
+	async []contract.Settler
 	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
 	// every second until the handle's context ends; the indexer stays reachable until then)
 	stop context.CancelFunc
@@ -82,18 +80,16 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
 	e := &epp{core: c, dir: c.Server.Director(), stop: stop, now: now}
+	// Plugins that keep time say so through contract's interfaces; none is named here.
 	for _, p := range c.Handle.GetAllPlugins() {
-		if pp, ok := p.(*aibrixpdpair.Plugin); ok {
-			pp.Selector().Now = now
-			pp.Selector().Tracker.SetClock(now)
+		if cp, ok := p.(contract.Clocked); ok {
+			cp.UseClock(now)
 		}
-		if pl, ok := p.(*pdtokenledger.Plugin); ok {
-			t := pl.Tracker()
-			t.SetClock(clockFunc(now))
-			e.ledgers = append(e.ledgers, &ledgerJanitor{t: t, every: time.Duration(t.Params().JanitorIntervalSeconds) * time.Second, last: now()})
+		if sp, ok := p.(contract.Swept); ok {
+			e.janitors = append(e.janitors, &janitor{p: sp, every: sp.SweepEvery(), last: now()})
 		}
-		if pp, ok := p.(*prefixproducer.Producer); ok {
-			e.async = append(e.async, pp)
+		if sp, ok := p.(contract.Settler); ok {
+			e.async = append(e.async, sp)
 		}
 		if k, ok := p.(kvEventSink); ok {
 			e.kv = append(e.kv, k)
@@ -102,22 +98,17 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 	return e, nil
 }
 
-// clockFunc is a virtual clock as a pdtokenledger.Clock.
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
-
-// ledgerJanitor runs a ledger's janitor pass on virtual time, at the first scheduling call
-// `every` or more after the previous pass (SetClock turned the wall-clock janitor off).
-type ledgerJanitor struct {
-	t     *pdtokenledger.Tracker
+// janitor runs a plugin's janitor pass on virtual time, at the first scheduling call `every`
+// or more after the previous pass (UseClock turned the wall-clock janitor off).
+type janitor struct {
+	p     contract.Swept
 	every time.Duration
 	last  time.Time
 }
 
-func (j *ledgerJanitor) due(now time.Time) {
+func (j *janitor) due(now time.Time) {
 	if now.Sub(j.last) >= j.every {
-		j.t.Sweep()
+		j.p.Sweep()
 		j.last = now
 	}
 }
@@ -136,8 +127,8 @@ func threadCPU() time.Duration {
 // client with (extproc.StatusOf). A request picked and then answered (dec.Target set) was
 // already ended with the end-of-stream hooks, as the EPP ends it.
 func (e *epp) decide(ctx context.Context, req *fwksched.LLMRequest) (extproc.Decision, error) {
-	// the ledgers' janitor passes, outside the request's CPU (the EPP runs them in the background)
-	for _, j := range e.ledgers {
+	// the plugins' janitor passes, outside the request's CPU (the EPP runs them in the background)
+	for _, j := range e.janitors {
 		j.due(e.now())
 	}
 	start := threadCPU()
