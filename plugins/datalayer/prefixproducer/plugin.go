@@ -20,6 +20,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
@@ -154,6 +155,8 @@ func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest,
 	metrics.RecordPrefixCacheMatch(st.matches[target.GetMetadata().NamespacedName]*blockSize*CharactersPerToken,
 		total*blockSize*CharactersPerToken)
 }
+
+var _ contract.Settler = (*Producer)(nil)
 
 // Wait returns once the index writes of every earlier PreRequest are applied: PreRequest
 // records a request's blocks asynchronously (as GIE does), so whether the next request sees

@@ -36,6 +36,8 @@ func PDFactory(name string, _ json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 // TypedName implements fwkplugin.Plugin.
 func (d *PDDecider) TypedName() fwkplugin.TypedName { return d.typedName }
 
+var _ contract.StageClassifier = (*PDDecider)(nil)
+
 // DecodeOnlyAtAdmission implements contract.StageClassifier: every request is disaggregated.
 func (d *PDDecider) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool { return false }
 

@@ -176,6 +176,8 @@ func ComputeSuffix(request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoin
 	return s, nil
 }
 
+var _ contract.StageClassifier = (*Decider)(nil)
+
 // DecodeOnlyAtAdmission implements contract.StageClassifier: a prompt shorter than
 // nonCachedTokens stays decode-only whatever the cache holds (its uncached suffix is never
 // longer than the prompt), and with nonCachedTokens 0 the decider never disaggregates. A longer

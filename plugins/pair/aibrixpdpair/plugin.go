@@ -110,6 +110,8 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 // Selector exposes the selection engine (tests, other plugins of this package).
 func (p *Plugin) Selector() *Selector { return p.selector }
 
+var _ contract.Clocked = (*Plugin)(nil)
+
 // UseClock implements contract.Clocked: the pair's in-flight tracker and its decisions' times
 // follow now (the simulation's virtual clock).
 func (p *Plugin) UseClock(now func() time.Time) {

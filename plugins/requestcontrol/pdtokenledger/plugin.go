@@ -116,6 +116,11 @@ func (p *Plugin) TokenLoadDefaults() tokenload.Defaults { return p.tracker.Token
 // Tracker returns the concrete ledger (snapshots, sweeps).
 func (p *Plugin) Tracker() *Tracker { return p.tracker }
 
+var (
+	_ contract.Clocked = (*Plugin)(nil)
+	_ contract.Swept   = (*Plugin)(nil)
+)
+
 // UseClock implements contract.Clocked: the ledger's TTLs and rates follow now, and its
 // wall-clock janitor stops (the clock's owner calls Sweep).
 func (p *Plugin) UseClock(now func() time.Time) { p.tracker.SetClock(clockFunc(now)) }
