@@ -37,8 +37,7 @@ unit:
 
 # Suites take the binaries make build produced instead of building their own. Each e2e suite
 # starts a whole lab (simulators, sidecars, EPP, gateway, often an apiserver) sized for the
-# machine, so the suites run one at a time (-p 1): two labs on two cores starve each other's
-# metric scrapes, and a stale scrape reads as saturation to GIE's detector.
+# machine and several measure latencies or shedding, so the suites run one at a time (-p 1).
 integration: build
 	PDGATE_BIN_DIR=$(BIN) $(GO) test -count=1 -timeout 20m ./test/integration/...
 

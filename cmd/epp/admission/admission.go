@@ -15,8 +15,10 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkfc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
@@ -99,6 +101,9 @@ func (d *Detector) Saturation(ctx context.Context, eps []fwkdl.Endpoint) float64
 // Measure returns the per-stage evaluation and records it in pdgate_pool_saturation.
 func (d *Detector) Measure(ctx context.Context, eps []fwkdl.Endpoint) stagesat.Result {
 	r := stagesat.Saturation(eps, func(set []fwkdl.Endpoint) float64 { return d.inner.Saturation(ctx, set) })
+	if logger := log.FromContext(ctx).V(logutil.TRACE); logger.Enabled() {
+		logger.Info("stage saturation", "prefill", r.Prefill, "decode", r.Decode, "effective", r.Effective, "decodeOnly", decodeOnly(ctx), "endpoints", len(eps))
+	}
 	if r.HasPrefill {
 		saturation.WithLabelValues(stagesat.StagePrefill).Set(r.Prefill)
 	}
@@ -156,12 +161,16 @@ func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext,
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
-	err := c.inner.Admit(c.stages.withRequest(ctx, reqCtx), reqCtx, priority)
+	ctx = c.stages.withRequest(ctx, reqCtx)
+	err := c.inner.Admit(ctx, reqCtx, priority)
 	if err == nil {
 		if reserveFor != "" {
 			c.reservations.reserve(reserveFor)
 		}
 		return nil
+	}
+	if logger := log.FromContext(ctx).V(logutil.DEBUG); logger.Enabled() {
+		logger.Info("admission refused", "decodeOnly", decodeOnly(ctx), "error", err.Error())
 	}
 	if a := c.Translate(ctx, reqCtx, err); a != nil {
 		return a

@@ -195,13 +195,35 @@ func (l *Lab) StartRouter(ctx context.Context) (string, error) {
 }
 
 // warmUp sends one small completion through the gateway until it succeeds: the EPP only
-// schedules once it has scraped its endpoints.
+// schedules once it has scraped its endpoints. In Kubernetes mode it then sends one under each
+// InferenceObjective: a sheddable objective's request is refused while the EPP's saturation
+// detector sees endpoints it has not scraped yet (saturated, by GIE's rule), and a lab is ready
+// when every class of its traffic is served.
 func (l *Lab) warmUp(ctx context.Context, url string) error {
+	objectives := []string{""}
+	if l.kube != nil {
+		for _, o := range l.Plan.Topology.Objectives {
+			objectives = append(objectives, o.Name)
+		}
+	}
+	for _, objective := range objectives {
+		if err := l.warmUpAs(ctx, url, objective); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// warmUpAs is warmUp for one objective ("" = none).
+func (l *Lab) warmUpAs(ctx context.Context, url, objective string) error {
 	body, _ := json.Marshal(map[string]any{"model": l.Plan.Topology.Model, "prompt": "warm up", "max_tokens": 1})
 	var last string
 	for {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/completions", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
+		if objective != "" {
+			req.Header.Set(objectiveHeader, objective)
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -220,6 +242,9 @@ func (l *Lab) warmUp(ctx context.Context, url string) error {
 		}
 		select {
 		case <-ctx.Done():
+			if objective != "" {
+				return fmt.Errorf("no successful request through the gateway under objective %q (last: %s)", objective, last)
+			}
 			return fmt.Errorf("no successful request through the gateway (last: %s)", last)
 		case <-time.After(250 * time.Millisecond):
 		}

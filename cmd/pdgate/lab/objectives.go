@@ -16,6 +16,9 @@ type Objective struct {
 	Priority int    `json:"priority"`
 }
 
+// objectiveHeader names a request's InferenceObjective (GIE's metadata.ObjectiveKey).
+const objectiveHeader = "x-gateway-inference-objective"
+
 var objectiveGVR = schema.GroupVersionResource{Group: "inference.networking.x-k8s.io", Version: "v1alpha2", Resource: "inferenceobjectives"}
 
 func validObjectives(objs []Objective) []error {
