@@ -20,6 +20,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/deprecation"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Plugin type names; "tokenizer" is llm-d's deprecated alias.
@@ -41,6 +42,22 @@ type Producer struct {
 	typedName fwkplugin.TypedName
 	params    Parameters
 	render    *vllmRender
+	// sessions packs only a follow-up turn's new messages (nil: off).
+	sessions *tokenestimate.SessionCache
+}
+
+// sessionKey is the request's session ID: the first configured header that is set, qualified
+// by the header's name (the cache itself keeps a session's model and starts over on another).
+func (p *Producer) sessionKey(request *fwksched.LLMRequest) string {
+	if p.sessions == nil || request == nil {
+		return ""
+	}
+	for _, h := range p.params.SessionCache.Headers {
+		if v := strings.TrimSpace(protocol.HeaderValue(request.Headers, h)); v != "" {
+			return h + "\x00" + v
+		}
+	}
+	return ""
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -73,7 +90,7 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
 	}
-	est := tokenestimate.Estimate(request, p.params.Estimate)
+	est := p.sessions.Estimate(request, p.params.Estimate, p.sessionKey(request))
 	request.TokenizedPrompt = est
 	if p.params.Backend != BackendVLLM {
 		if est != nil {
@@ -103,7 +120,25 @@ type Parameters struct {
 	ModelName string                       `json:"modelName,omitempty"`
 	Estimate  tokenestimate.EstimateParams `json:"-"`
 	VLLM      VLLMParams                   `json:"-"`
+	// SessionCache (pdgate's) lets a follow-up turn of a session pack only its new messages.
+	SessionCache SessionCacheParams `json:"-"`
 }
+
+// SessionCacheParams configure the estimate's session cache.
+type SessionCacheParams struct {
+	// Headers carry the session ID, tried in order (default x-session-id, llm-d's and
+	// AIBrix's session header).
+	Headers []string `json:"headers,omitempty"`
+	// MaxBytes bounds the sessions held (token slices and message texts; default 64 MiB);
+	// 0 turns the cache off.
+	MaxBytes *int `json:"maxBytes,omitempty"`
+}
+
+// Session cache defaults.
+const (
+	DefaultSessionHeader        = "x-session-id"
+	DefaultSessionCacheMaxBytes = 64 << 20
+)
 
 // VLLMParams configure the vLLM render backend.
 type VLLMParams struct {
@@ -124,13 +159,15 @@ type rawParams struct {
 	Estimate           *tokenestimate.EstimateParams `json:"estimate,omitempty"`
 	VLLM               *rawVLLM                      `json:"vllm,omitempty"`
 	UDSTokenizerConfig json.RawMessage               `json:"udsTokenizerConfig,omitempty"`
+	SessionCache       *SessionCacheParams           `json:"sessionCache,omitempty"`
 }
 
 // ParseParameters decodes, selects the backend and validates.
 func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, error) {
 	p := Parameters{Backend: BackendEstimate}
 	var r rawParams
-	if err := pluginkit.Decode(pluginType, name, raw, &r); err != nil {
+	err := pluginkit.Decode(pluginType, name, raw, &r)
+	if err != nil {
 		return p, err
 	}
 	set := 0
@@ -146,6 +183,9 @@ func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, 
 		return p, fmt.Errorf("token-producer: 'udsTokenizerConfig' (llm-d's deprecated gRPC-over-UDS tokenizer) is not supported by pdgate; use 'vllm' or 'estimate'")
 	}
 	p.ModelName = r.ModelName
+	if p.SessionCache, err = sessionCacheParams(r.SessionCache); err != nil {
+		return p, err
+	}
 	if r.Estimate != nil {
 		p.Estimate = *r.Estimate
 	}
@@ -179,6 +219,34 @@ func ParseParameters(pluginType, name string, raw json.RawMessage) (Parameters, 
 	v.URL = strings.TrimRight(v.URL, "/")
 	p.VLLM = v
 	return p, nil
+}
+
+// sessionCacheParams applies the session cache's defaults and validates it.
+func sessionCacheParams(r *SessionCacheParams) (SessionCacheParams, error) {
+	c := SessionCacheParams{Headers: []string{DefaultSessionHeader}, MaxBytes: new(DefaultSessionCacheMaxBytes)}
+	if r == nil {
+		return c, nil
+	}
+	if r.Headers != nil {
+		if len(r.Headers) == 0 {
+			return c, fmt.Errorf("token-producer: sessionCache.headers must name at least one header (set maxBytes 0 to turn the cache off)")
+		}
+		c.Headers = nil
+		for i, h := range r.Headers {
+			h = strings.ToLower(strings.TrimSpace(h))
+			if h == "" {
+				return c, fmt.Errorf("token-producer: sessionCache.headers[%d] is empty", i)
+			}
+			c.Headers = append(c.Headers, h)
+		}
+	}
+	if r.MaxBytes != nil {
+		if *r.MaxBytes < 0 {
+			return c, fmt.Errorf("token-producer: sessionCache.maxBytes must be >= 0 (0 = off), got %d", *r.MaxBytes)
+		}
+		c.MaxBytes = r.MaxBytes
+	}
+	return c, nil
 }
 
 // parseDuration accepts a Go duration string ("5s") or a number of seconds.
@@ -232,6 +300,9 @@ func newProducer(pluginType, name string, raw json.RawMessage) (*Producer, error
 		return nil, err
 	}
 	p := &Producer{typedName: fwkplugin.TypedName{Type: pluginType, Name: name}, params: params}
+	if n := params.SessionCache.MaxBytes; n != nil && *n > 0 {
+		p.sessions = tokenestimate.NewSessionCache(*n)
+	}
 	if params.Backend == BackendVLLM {
 		p.render = newVLLMRender(params)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,10 @@ func TestParseParameters(t *testing.T) {
 		{name: "unknown field", params: `{"vlm":{}}`, wantErr: `unknown field "vlm"`},
 		{name: "bad image estimator", params: `{"estimate":{"imageEstimator":"magic"}}`, wantErr: "imageEstimator must be dynamic or static"},
 		{name: "bad video fps", params: `{"estimate":{"videoFPS":-2}}`, wantErr: "videoFPS"},
+		{name: "session cache headers", params: `{"sessionCache":{"headers":["X-Conversation"],"maxBytes":1024}}`, backend: BackendEstimate},
+		{name: "session cache no header", params: `{"sessionCache":{"headers":[]}}`, wantErr: "sessionCache.headers must name at least one header"},
+		{name: "session cache empty header", params: `{"sessionCache":{"headers":[" "]}}`, wantErr: "sessionCache.headers[0] is empty"},
+		{name: "session cache negative budget", params: `{"sessionCache":{"maxBytes":-1}}`, wantErr: "sessionCache.maxBytes must be >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,4 +196,49 @@ func FuzzParseParameters(f *testing.F) {
 			t.Fatalf("accepted bad vllm params: %+v", p.VLLM)
 		}
 	})
+}
+
+// TestSessionCache: with a session header, a follow-up turn's tokens extend the previous
+// turn's in place (the same backing array) and equal the whole estimate; without the header,
+// or with the cache off, every turn is estimated whole.
+func TestSessionCache(t *testing.T) {
+	history := []fwksched.Message{{Role: "user", Content: fwksched.Content{Raw: strings.Repeat("a long history ", 200)}}}
+	turn := func(headers map[string]string, msgs ...fwksched.Message) *fwksched.LLMRequest {
+		return &fwksched.LLMRequest{RequestId: "r", TargetModel: "m", Headers: headers, Body: &fwksched.LLMRequestBody{
+			ChatCompletions: &fwksched.ChatCompletionsRequest{Messages: append(append([]fwksched.Message{}, history...), msgs...)}}}
+	}
+	reply := []fwksched.Message{{Role: "assistant", Content: fwksched.Content{Raw: "ok"}}, {Role: "user", Content: fwksched.Content{Raw: "next?"}}}
+	for _, tt := range []struct {
+		name, params string
+		headers      map[string]string
+		wantShared   bool
+	}{
+		{"llm-d's x-session-id", ``, map[string]string{"x-session-id": "abc"}, true},
+		{"a configured header", `{"sessionCache":{"headers":["x-conversation"]}}`, map[string]string{"x-conversation": "abc"}, true},
+		{"no session header", ``, nil, false},
+		{"cache off", `{"sessionCache":{"maxBytes":0}}`, map[string]string{"x-session-id": "abc"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := newProducer(Type, "tp", json.RawMessage(tt.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, next := turn(tt.headers), turn(tt.headers, reply...)
+			for _, r := range []*fwksched.LLMRequest{first, next} {
+				if err := p.PrepareRequestData(context.Background(), r, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := turn(nil, reply...)
+			if err := p.PrepareRequestData(context.Background(), want, nil); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(next.TokenizedPrompt.TokenIDs, want.TokenizedPrompt.TokenIDs) {
+				t.Fatal("the follow-up's tokens differ from the whole estimate")
+			}
+			if shared := &next.TokenizedPrompt.TokenIDs[0] == &first.TokenizedPrompt.TokenIDs[0]; shared != tt.wantShared {
+				t.Fatalf("follow-up extends the previous turn's tokens in place: %v, want %v", shared, tt.wantShared)
+			}
+		})
+	}
 }

@@ -38,6 +38,7 @@ func refEstimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Token
 			e.text(string(js))
 		}
 		for _, m := range b.ChatCompletions.Messages {
+			e.flush() // each message starts on a token boundary
 			e.text(m.Role)
 			if m.Content.Raw != "" {
 				e.text(m.Content.Raw)

@@ -10,9 +10,12 @@
 //   - Completions: the prompt text, tokenized.
 //   - Chat template: the JSON of the request's tools (compact, object keys sorted, as Go's
 //     encoding/json writes a decoded value) when it has any, then for each message its role
-//     followed by its content (the raw string, or its text parts in order), with no separator;
-//     the whole rendering is tokenized at once. A multimodal item starts on a token boundary
-//     (the text before it is flushed) and is a run of copies of one placeholder token.
+//     followed by its content (the raw string, or its text parts in order), with no separator.
+//     Each message starts on a token boundary (the text before it is flushed), as a real
+//     template's special tokens separate messages: the tokens of a conversation's first k
+//     messages are then the same whatever follows, so a follow-up turn can reuse its history's
+//     tokens and pack only its new messages. A multimodal item starts on a token boundary as
+//     well and is a run of copies of one placeholder token.
 //
 // Both sides call the same Packer in the same order (ChatMessage per message), so the ids are
 // equal by construction; the simulator's render endpoint (vLLM's /v1/chat/completions/render)
@@ -55,9 +58,11 @@ func (p *Packer) Text(s string) { pack(p, s) }
 // Bytes appends b to the token stream.
 func (p *Packer) Bytes(b []byte) { pack(p, b) }
 
-// ChatMessage appends one message of the chat template: its role, then its content text.
-// Messages whose content has several parts call Text for each further text part.
+// ChatMessage appends one message of the chat template on a token boundary: its role, then
+// its content text. Messages whose content has several parts call Text for each further text
+// part.
 func (p *Packer) ChatMessage(role, content string) {
+	p.Flush()
 	pack(p, role)
 	pack(p, content)
 }
