@@ -31,6 +31,10 @@ type Classifier func(decision string) (kind string, legs []Leg)
 type Config struct {
 	// URL is the gateway's base URL (http://127.0.0.1:8080).
 	URL string
+	// Replicas are further gateways, each in front of its own EPP replica over the same pods:
+	// requests go round-robin over URL and Replicas, as a load balancer in front of several
+	// gateways sends them (a request and its re-send after a 412 go to the same one).
+	Replicas []string
 	Gen workload.Generator
 	// Duration stops issuing requests after this long (0: until the generator or
 	// MaxRequests ends).
@@ -179,12 +183,16 @@ issue:
 			<-sem
 			break
 		}
+		base := cfg.URL
+		if n := len(cfg.Replicas); n > 0 && sent%(n+1) > 0 {
+			base = cfg.Replicas[sent%(n+1)-1]
+		}
 		sent++
 		wg.Add(1)
 		go func(req workload.Request, issued time.Duration) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			o := do(runCtx, cfg, req)
+			o := do(runCtx, cfg, base, req)
 			o.issued = issued
 			c.record(cfg, req, o)
 		}(req, time.Since(start))
@@ -223,25 +231,25 @@ type outcome struct {
 	issued       time.Duration
 }
 
-func do(ctx context.Context, cfg Config, req workload.Request) outcome {
+func do(ctx context.Context, cfg Config, base string, req workload.Request) outcome {
 	if req.Conditional {
-		o := send(ctx, cfg, req, true)
+		o := send(ctx, cfg, base, req, true)
 		if o.status != http.StatusPreconditionFailed {
 			return o
 		}
 		// The coordinator's second step: the full pipeline after the 412.
-		o2 := send(ctx, cfg, req, false)
+		o2 := send(ctx, cfg, base, req, false)
 		o2.got412 = true
 		return o2
 	}
-	return send(ctx, cfg, req, false)
+	return send(ctx, cfg, base, req, false)
 }
 
-func send(ctx context.Context, cfg Config, req workload.Request, prefer bool) outcome {
+func send(ctx context.Context, cfg Config, base string, req workload.Request, prefer bool) outcome {
 	rctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
 	defer cancel()
 	start := time.Now()
-	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimRight(cfg.URL, "/")+req.Path, bytes.NewReader(req.Body))
+	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, strings.TrimRight(base, "/")+req.Path, bytes.NewReader(req.Body))
 	if err != nil {
 		return outcome{transportErr: err}
 	}

@@ -169,3 +169,31 @@ func TestReadSSEStreamError(t *testing.T) {
 		t.Fatalf("tokens %d streamErr %v err %v", tokens, streamErr, err)
 	}
 }
+
+// TestRunSpreadsOverReplicas: with replica gateways, requests go round-robin over all of
+// them.
+func TestRunSpreadsOverReplicas(t *testing.T) {
+	var hits [3]atomic.Int64
+	urls := make([]string, 3)
+	for i := range urls {
+		s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			hits[i].Add(1)
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"usage":{"completion_tokens":1}}`))
+		}))
+		defer s.Close()
+		urls[i] = s.URL
+	}
+	reqs := make([]workload.Request, 9)
+	for i := range reqs {
+		reqs[i] = workload.Request{Kind: "k", Path: "/v1/completions", Body: []byte(`{}`)}
+	}
+	if _, err := Run(context.Background(), Config{URL: urls[0], Replicas: urls[1:], Gen: &listGen{reqs: reqs}, MaxRequests: len(reqs)}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range hits {
+		if n := hits[i].Load(); n != 3 {
+			t.Errorf("gateway %d got %d of 9 requests, want 3", i, n)
+		}
+	}
+}

@@ -55,6 +55,9 @@ at 80 % load only.`,
 					o.Loads = []float64{0.8}
 				}
 			}
+			if o.Routers < 1 || o.Routers > 8 {
+				return fmt.Errorf("--routers must be between 1 and 8, got %d", o.Routers)
+			}
 			if slos != "" {
 				s, err := report.ParseSLOs(slos)
 				if err != nil {
@@ -82,7 +85,7 @@ at 80 % load only.`,
 	f.IntVar(&o.TraceOffset, "trace-offset", o.TraceOffset, "first trace row of the replayed slice")
 	f.IntVar(&o.Requests, "requests", o.Requests, "trace rows per azure phase")
 	f.IntVar(&o.MixedRequests, "mixed-requests", o.MixedRequests, "requests of the mixed phase")
-	f.Float64SliceVar(&o.Loads, "loads", o.Loads, "azure phases' loads as fractions of the P/D fleet's capacity (quick: 0.8)")
+	f.Float64SliceVar(&o.Loads, "loads", o.Loads, "azure phases' loads as fractions of the P/D fleet's capacity (quick: 0.8; 0 = no azure phase)")
 	f.Float64Var(&o.MixedLoad, "mixed-load", o.MixedLoad, "mixed phase's load (0 = no mixed phase)")
 	f.StringVar(&o.Mooncake, "mooncake", "", "also replay a slice of a Mooncake trace JSONL (e.g. "+workload.DefaultMooncakePath+"; default: no mooncake phase)")
 	f.IntVar(&o.MooncakeEvery, "mooncake-every", o.MooncakeEvery, "keep every n-th conversation of the Mooncake trace (whole conversations, so a short slice keeps its follow-up turns)")
@@ -97,5 +100,6 @@ at 80 % load only.`,
 	f.StringVar(&slos, "slos", "", "named goodput SLOs, name=TTFT/TPOT,... (default: interactive and relaxed derived from the cost profile)")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "seed of prompts and arrivals")
 	f.StringVar(&o.Subnet, "subnet", o.Subnet, "first three octets of the labs' loopback addresses")
+	f.IntVar(&o.Routers, "routers", 1, "EPP replicas per lab, each with its own gateway and no shared state; requests go round-robin over them")
 	return cmd
 }

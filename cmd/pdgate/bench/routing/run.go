@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ type Options struct {
 	Seed int64
 	// Subnet is the labs' loopback subnet ("127.x.y").
 	Subnet string
+	// Routers is the number of EPP replicas, each with its own gateway and no state shared
+	// with the others (1: the lab's own); requests go round-robin over their gateways.
+	Routers int
 	// Err receives progress lines.
 	Err io.Writer
 }
@@ -76,7 +80,9 @@ func (o *Options) Validate() error {
 	if o.MixedLoad > 0 && o.MixedRequests < 1 {
 		bad("--mixed-requests: at least 1 with a mixed phase, got %d", o.MixedRequests)
 	}
-	if len(o.Loads) == 0 && o.MixedLoad <= 0 {
+	// --loads 0 runs no azure phase (a Mooncake-only or mixed-only run).
+	o.Loads = slices.DeleteFunc(slices.Clone(o.Loads), func(l float64) bool { return l == 0 })
+	if len(o.Loads) == 0 && o.MixedLoad <= 0 && o.Mooncake == "" {
 		bad("--loads: at least one phase is needed")
 	}
 	if o.Mooncake != "" {
@@ -299,6 +305,15 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 		fmt.Fprintf(o.Err, "policy %s: lab start failed, retrying: %v\n", p.Name, err)
 	}
 	defer l.Stop()
+	var replicas []string
+	for i := 1; i < o.Routers; i++ {
+		u, err := l.StartRouter(ctx)
+		if err != nil {
+			pr.Error = fmt.Sprintf("EPP replica %d: %v", i+1, err)
+			return pr
+		}
+		replicas = append(replicas, u)
+	}
 	cpu0 := labCPU(l.Pids())
 	pr.CPUByBinary = map[string]float64{}
 	for name, v := range cpu0 {
@@ -308,7 +323,7 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 	// The longest request of the trace (1,000 output tokens) must fit the bounds at any
 	// tested load: 10 model minutes, in wall time.
 	bound := time.Duration(float64(10*time.Minute) / o.TimeScale)
-	r, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Gen: &listGen{reqs: reqs}, MaxRequests: len(reqs),
+	r, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Replicas: replicas, Gen: &listGen{reqs: reqs}, MaxRequests: len(reqs),
 		Concurrency: 4096, Trace: true, Classify: l.Plan.Classify, KeepSamples: true,
 		RequestTimeout: bound, DrainTimeout: bound})
 	if err != nil {
