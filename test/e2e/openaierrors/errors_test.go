@@ -48,6 +48,7 @@ eppConfig: epp/pd.yaml
 simProfile: ../sim/llama3-8b-h100.yaml
 timeScale: 20
 model: `+model+`
+sidecarArgs: ["--prefill-failure-policy=fail-fast", "--decode-response-timeout=2s"]
 pods:
 - {name: prefill-a, role: prefill, roleset: rs-a, engine: vllm, kvConnector: nixl}
 - {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
@@ -131,6 +132,7 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 		wantParam  string
 		wantMsg    string
 		wantHeader [2]string
+		sidecar    bool // the sidecar answers, not the EPP
 	}{
 		{name: "malformed JSON: the EPP's 400",
 			call: func(ctx context.Context) error {
@@ -160,6 +162,34 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 				return err
 			},
 			wantStatus: 413, wantType: "invalid_request_error", wantMsg: "exceeds the EPP limit of 65536 bytes"},
+		// The sidecar's own answers (the simulator injects the fault the x-sim-fault header names).
+		{name: "a failed prefill leg under fail-fast: the sidecar's 500",
+			call: func(ctx context.Context) error {
+				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
+					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(long + " prefill-fail")}, MaxTokens: openai.Int(1)},
+					option.WithHeader("x-sim-fault", "prefill-fail"))
+				return err
+			},
+			wantStatus: 500, wantType: "InternalServerError", wantMsg: "prefill request failed",
+			wantHeader: [2]string{protocol.HeaderErrorPrefill, "true"}, sidecar: true},
+		{name: "a decode engine that drops the connection: the sidecar's 502",
+			call: func(ctx context.Context) error {
+				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
+					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("drop")}, MaxTokens: openai.Int(4)},
+					option.WithHeader("x-sim-fault", "drop-connection"))
+				return err
+			},
+			wantStatus: 502, wantType: "InternalServerError", wantMsg: "decode leg failed",
+			wantHeader: [2]string{protocol.HeaderErrorDecode, "true"}, sidecar: true},
+		{name: "a decode engine past the response timeout: the sidecar's 504",
+			call: func(ctx context.Context) error {
+				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
+					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("hang")}, MaxTokens: openai.Int(4)},
+					option.WithHeader("x-sim-fault", "hang-first-token"))
+				return err
+			},
+			wantStatus: 504, wantType: "GatewayTimeoutError", wantMsg: "decode engine did not",
+			wantHeader: [2]string{protocol.HeaderErrorDecode, "true"}, sidecar: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -181,7 +211,7 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 			if h := tt.wantHeader; h[0] != "" && apiErr.Response.Header.Get(h[0]) != h[1] {
 				t.Errorf("header %s = %q, want %q", h[0], apiErr.Response.Header.Get(h[0]), h[1])
 			}
-			if apiErr.Response.Header.Get(protocol.HeaderErrorPrefill) != "" {
+			if !tt.sidecar && apiErr.Response.Header.Get(protocol.HeaderErrorPrefill) != "" {
 				t.Errorf("an EPP answer labelled a failed prefill")
 			}
 		})
