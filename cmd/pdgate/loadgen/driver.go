@@ -35,7 +35,7 @@ type Config struct {
 	// requests go round-robin over URL and Replicas, as a load balancer in front of several
 	// gateways sends them (a request and its re-send after a 412 go to the same one).
 	Replicas []string
-	Gen workload.Generator
+	Gen      workload.Generator
 	// Duration stops issuing requests after this long (0: until the generator or
 	// MaxRequests ends).
 	Duration time.Duration
