@@ -2,10 +2,11 @@
 // docs/architecture.md draws them):
 //
 //   - no plugin package imports another plugin package, and no library imports a plugin.
-//     Plugin packages are the folders under plugins/<extension point>/; libraries are
-//     plugins/framework/... (the plugin SDK), plugins/lib/..., plugins/internal/... and
-//     plugins/wire/...; plugins itself is the registry, the one package that imports every
-//     plugin. Shared formulas, keys and types belong in a library, so a plugin depends on
+//     Plugin packages are the folders under plugins/<extension point>/ and plugins/<family>/;
+//     libraries are plugins/framework/... (the plugin SDK), plugins/lib/..., any internal/
+//     package (plugins/internal/... and a family's own, such as plugins/aibrix/internal/...),
+//     the family libraries listed below, and plugins/wire/...; plugins itself is the registry,
+//     the one package that imports every plugin. Shared formulas, keys and types belong in a library, so a plugin depends on
 //     what it uses and not on another plugin's factory, parameters and state. Test files may
 //     still build a second plugin to test a composition (a producer with the scorer that
 //     reads it); they are not part of the package a binary links.
@@ -48,6 +49,12 @@ const (
 // wireOnly are the binaries that may import nothing under plugins/ but plugins/wire.
 var wireOnly = []string{module + "/cmd/sidecar", module + "/cmd/gateway", module + "/cmd/sim"}
 
+// familyLibraries are a plugin family's code that is not a plugin and that something outside
+// the family imports, so it cannot sit in the family's internal/ (a family's private code does;
+// the compiler keeps everyone else out): the precise family's KV-event index, which the
+// simulator's tests subscribe with.
+var familyLibraries = []string{root + "/precise/kvevents"}
+
 // pluginAware are the packages of the other binaries that may import plugin packages.
 var pluginAware = []string{module + "/cmd/epp/pluginset"}
 
@@ -78,7 +85,8 @@ func kind(path string) string {
 	case under(path, wire):
 		return "wire"
 	case strings.HasPrefix(path, root+"/framework/"), strings.HasPrefix(path, root+"/lib/"),
-		strings.HasPrefix(path, root+"/internal/"):
+		strings.HasPrefix(path, root+"/internal/"), strings.Contains(path, "/internal/"),
+		slices.Contains(familyLibraries, path):
 		return "library"
 	case strings.HasPrefix(path, root+"/"):
 		return "plugin"

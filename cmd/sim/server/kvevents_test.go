@@ -12,7 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
-	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	"github.com/pdgate/pdgate/plugins/precise/kvevents"
 	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 	"github.com/pdgate/pdgate/test/testsupport"
 )

@@ -11,7 +11,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/lib/kvevents"
+	"github.com/pdgate/pdgate/plugins/precise/kvevents"
 )
 
 func chat(msgs ...fwksched.Message) *fwksched.LLMRequest {

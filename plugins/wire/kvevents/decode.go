@@ -2,7 +2,7 @@
 // BlockRemoved and AllBlocksCleared that vLLM and SGLang publish over ZeroMQ. DecodeBatch reads
 // every shape the engines have sent; EncodeBatch writes the shapes vLLM writes.
 //
-// It is wire: the EPP's subscriber and index (plugins/lib/kvevents) decode with it and the
+// It is wire: the EPP's subscriber and index (plugins/precise/kvevents) decode with it and the
 // simulator (cmd/sim) encodes with it, so both speak one format. It imports nothing of pdgate
 // outside plugins/wire and no GIE package (hack/pluginimports checks this).
 package kvevents

@@ -1,0 +1,86 @@
+// Package aibrixdecodescorer is the GIE scorer plugin aibrix-decode-scorer: AIBrix's decode policies
+// (plugins/aibrix/internal/decodepolicy) turned into [0,1] scores for llm-d-style compositions.
+package aibrixdecodescorer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
+)
+
+// Type is the GIE scorer's type name.
+const Type = "aibrix-decode-scorer"
+
+// Scorer scores decode candidates with an AIBrix decode policy for llm-d-style compositions
+// (a decode profile with a max-score picker). Lower AIBrix scores become higher GIE scores
+// (Normalize). The running count is the engine's running requests; pods without the metric get
+// the cold-start score. token_load is not offered here: its charge must be atomic with the
+// pick, which aibrix-pd-pair does.
+type Scorer struct {
+	tn    fwkplugin.TypedName
+	knobs pdknobs.Knobs
+}
+
+var _ fwksched.Scorer = (*Scorer)(nil)
+
+// Factory builds the scorer from AIBrix knobs (plugins/lib/pdknobs parameters).
+func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	k, err := pdknobs.LoadForPlugin(pluginkit.Context(handle), Type, name, raw)
+	if err != nil {
+		return nil, err
+	}
+	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+		return nil, fmt.Errorf("%s %q: decodeScorePolicy token_load charges the ledger with the pick; use aibrix-pd-pair", Type, name)
+	}
+	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, knobs: k}, nil
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
+
+// Category implements fwksched.Scorer.
+func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Distribution }
+
+// Score implements fwksched.Scorer.
+func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
+	k := s.knobs
+	if req != nil {
+		var pods []podmodel.Pod
+		for _, ep := range eps {
+			pods = append(pods, podmodel.FromEndpoint(ep))
+		}
+		_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], podmodel.AutoHints{MaxTokens: -1})
+		if kk, err := k.ForProfile(prof, nil); err == nil {
+			k = kk
+		}
+	}
+	cands := make([]decodepolicy.Candidate, len(eps))
+	for i, ep := range eps {
+		cands[i] = decodepolicy.NewCandidate(podmodel.FromEndpoint(ep).Key, engineattr.Get(ep), 0)
+	}
+	results, _ := decodepolicy.ScoreAll(k.DecodeScorePolicy, cands, k)
+	raw := make([]float64, len(eps))
+	for i := range raw {
+		raw[i] = math.NaN()
+	}
+	for _, r := range results {
+		raw[r.Index] = r.Score
+	}
+	norm := decodepolicy.Normalize(raw)
+	out := make(map[fwksched.Endpoint]float64, len(eps))
+	for i, ep := range eps {
+		out[ep] = norm[i]
+	}
+	return out
+}

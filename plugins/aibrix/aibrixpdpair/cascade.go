@@ -1,0 +1,348 @@
+package aibrixpdpair
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+)
+
+func metricsOf(p *podmodel.Pod) *engineattr.Metrics {
+	if p.Endpoint == nil {
+		return nil
+	}
+	return engineattr.Get(p.Endpoint)
+}
+
+func usesLedger(k pdknobs.Knobs) bool {
+	return k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad ||
+		k.DecodeScorePolicy == pdknobs.DecodeTokenLoad
+}
+
+// selectLocked runs steps that read shared state, atomically with registering the pick.
+func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combined []*podmodel.Pod) (Decision, error) {
+	// Request-only preparation stays outside the lock (AIBrix prepares the prefill scorer first).
+	var prompt prefillpolicy.Prompt
+	if s.Prefix != nil && in.Knobs.PrefillScorePolicy != pdknobs.PrefillLeastRequest && in.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad {
+		prompt = s.Prefix.Prompt(in.promptText())
+	}
+	var ledger tokenload.Ledger
+	var defs tokenload.Defaults
+	k := in.Knobs
+	if usesLedger(k) {
+		var err error
+		if s.Ledger != nil {
+			ledger, defs, err = s.Ledger()
+		} else {
+			err = fmt.Errorf("no token ledger configured")
+		}
+		if err != nil {
+			// No ledger: degrade to the AIBrix defaults rather than failing every request.
+			s.warn(fmt.Sprintf("token policies need a pd-token-ledger (%v); using %s/%s", err, pdknobs.PrefillPrefixCache, pdknobs.DecodeLoadBalancing))
+			if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
+				k.PrefillScorePolicy = pdknobs.PrefillPrefixCache
+				prompt = s.Prefix.Prompt(in.promptText())
+			}
+			if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+				k.DecodeScorePolicy = pdknobs.DecodeLoadBalancing
+			}
+			d.LedgerMissing = true
+			d.PrefillPolicy, d.DecodePolicy = k.PrefillScorePolicy, k.DecodeScorePolicy
+		}
+	}
+	in.Knobs = k
+
+	// The prefix table is read before and written after the critical section: matching and
+	// recording a 220 KB prompt compares and copies its text, and holding the selection lock
+	// for it serialised every request (the table has its own lock, and a concurrent request
+	// seeing the table a moment early or late only moves a prefix score, never a ledger charge).
+	pv := prefixView{prompt: prompt}
+	if prompt.Blocks() > 0 {
+		pv.match = s.Prefix.Match(prompt)
+	}
+	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
+	if err == nil {
+		for _, holder := range out.prefixHolders {
+			s.Prefix.Add(holder, prompt)
+		}
+	}
+	return out, err
+}
+
+// prefixView is the prompt prepared for the prefix table and each pod's match percent,
+// computed before the selection lock is taken.
+type prefixView struct {
+	prompt prefillpolicy.Prompt
+	match  map[string]float64
+}
+
+// critical runs the cascade under the selection lock, inside the ledger's Atomically when a
+// token policy reads it.
+func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
+	ledger tokenload.Ledger, defs tokenload.Defaults) (out Decision, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ledger != nil {
+		ledger.Atomically(func(tx tokenload.Tx) {
+			out, err = s.cascade(in, d, eligible, combined, pv, ledger, tx, defs)
+		})
+		return out, err
+	}
+	return s.cascade(in, d, eligible, combined, pv, nil, nil, defs)
+}
+
+func (s *Selector) warn(msg string) {
+	if s.Warn != nil {
+		s.Warn(msg)
+	}
+}
+
+func (s *Selector) shufflePods(p []*podmodel.Pod) []*podmodel.Pod {
+	return s.shuffleInPlace(append([]*podmodel.Pod(nil), p...))
+}
+
+// shuffleInPlace shuffles a slice the caller owns.
+func (s *Selector) shuffleInPlace(p []*podmodel.Pod) []*podmodel.Pod {
+	s.rng.Shuffle(len(p), func(i, j int) { p[i], p[j] = p[j], p[i] })
+	return p
+}
+
+// cascade: combined overflow, prefill fast path, decode fast path, bucket band, scoring, pair.
+func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
+	ledger tokenload.Ledger, tx tokenload.Tx, defs tokenload.Defaults) (Decision, error) {
+	k := in.Knobs
+	note := func(format string, args ...any) {
+		if in.Explain {
+			d.Notes = append(d.Notes, fmt.Sprintf(format, args...))
+		}
+	}
+
+	nPrefill, nDecode := 0, 0
+	for _, g := range eligible {
+		nPrefill, nDecode = nPrefill+len(g.prefill), nDecode+len(g.decode)
+	}
+	prefill, decode := make([]*podmodel.Pod, 0, nPrefill), make([]*podmodel.Pod, 0, nDecode)
+	for _, g := range eligible {
+		prefill = append(prefill, g.prefill...)
+		decode = append(decode, g.decode...)
+	}
+	prefill, decode = s.shuffleInPlace(prefill), s.shuffleInPlace(decode)
+
+	if len(combined) > 0 {
+		if pick, why := s.shouldPickCombined(combined, prefill, decode); pick != nil {
+			s.Tracker.Register(in.RequestID, "", pick.Key)
+			d.Decode, d.Combined, d.Cause, d.Reason = *pick, true, contract.CauseOverflow, why
+			return d, nil
+		} else if why != "" {
+			note("%s", why)
+		}
+	}
+
+	// Cache affinity (with a prefill decider): when the decider would keep the request on some
+	// decode pods because they already hold its prompt, only those serve it; any other would
+	// need a remote prefill. Short prompts (no pod needs one) keep every candidate.
+	if in.PrefillNeeded != nil {
+		var cached []*podmodel.Pod
+		for _, p := range decode {
+			if dec := in.PrefillNeeded(p); !dec.Run && dec.Cause == contract.CauseCached {
+				cached = append(cached, p)
+			}
+		}
+		if len(cached) > 0 && len(cached) < len(decode) {
+			var pf []*podmodel.Pod
+			seen := map[string]bool{}
+			for _, p := range cached {
+				if !seen[p.Roleset] {
+					seen[p.Roleset] = true
+					pf = append(pf, inRoleset(prefill, p.Roleset)...)
+				}
+			}
+			decode, prefill, d.CacheAffinity = cached, pf, true
+			note("cache affinity: %d of %d decode pods hold the prompt", len(cached), nDecode)
+		}
+	}
+
+	// Prefill load-imbalance fast path.
+	counts := make([]float64, len(prefill))
+	for i, p := range prefill {
+		counts[i] = s.Tracker.PrefillCount(p.Key)
+	}
+	if idx, why := prefillpolicy.FastPath(counts, k.PrefillLoadImbalanceMinSpread); len(idx) > 0 {
+		pick := prefill[idx[s.rng.Intn(len(idx))]]
+		prefill = []*podmodel.Pod{pick}
+		decode = inRoleset(decode, pick.Roleset)
+		d.PrefillFastPath = true
+		note("prefill fast path: %s → %s", why, pick.Key)
+	}
+
+	// Decode load-imbalance fast path.
+	cands := make([]decodepolicy.Candidate, len(decode))
+	for i, p := range decode {
+		cands[i] = decodepolicy.NewCandidate(p.Key, metricsOf(p), s.Tracker.PendingDecode(p.Key))
+	}
+	if i, why := decodepolicy.FastPath(cands, k); i >= 0 {
+		if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+			note("decode fast path ignored under token_load: %s", why)
+		} else {
+			pick := decode[i]
+			decode, cands = decode[i:i+1], cands[i:i+1]
+			if pf := inRoleset(prefill, pick.Roleset); len(pf) > 0 {
+				prefill = pf
+			}
+			d.DecodeFastPath = true
+			note("decode fast path: %s → %s", why, pick.Key)
+		}
+	}
+
+	// Adaptive bucket band (advisory: only narrows when the banded roleset has both sides).
+	if d.BandRoleset != "" || d.BandMax != 0 {
+		pf, dc := inRoleset(prefill, d.BandRoleset), inRoleset(decode, d.BandRoleset)
+		if len(pf) > 0 && len(dc) > 0 {
+			prefill, decode = pf, dc
+			cands = candidatesFor(cands, dc)
+			if s.Planner != nil {
+				s.Planner.RecordBanded(d.BandRoleset, in.PromptTokens)
+			}
+			note("bucket band → roleset %q (band max %d)", d.BandRoleset, d.BandMax)
+		}
+	}
+
+	pScores, maxP := s.scorePrefill(in, prefill, pv, tx, defs, &d)
+	if len(pScores) == 0 {
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "target prefill pod is nil")
+	}
+	dScores, maxD, err := s.scoreDecode(k, decode, cands, tx)
+	if err != nil {
+		return d, err
+	}
+
+	// Final pair: minimum prefill/maxPrefill + decode/maxDecode over rolesets in both maps.
+	names := make([]string, 0, len(pScores))
+	for name := range pScores {
+		if _, ok := dScores[name]; ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "target decode pod is nil")
+	}
+	sort.Strings(names)
+	s.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	wD := 1.0
+	if in.DecodeFirst != nil {
+		ps := make([]float64, len(names))
+		for i, name := range names {
+			ps[i] = pScores[name].score
+		}
+		var at float64
+		if wD, at = in.DecodeFirst.weight(ps); wD != 1 {
+			note("decode first: prefill score quantile %.4g < %g, decode weighs %g", at, in.DecodeFirst.PrefillScoreBelow, wD)
+		}
+	}
+	var rw map[string]remainingCost
+	var maxRW float64
+	if in.RemainingWork != nil {
+		if rw, maxRW = s.remainingWork(in, names, pScores, dScores); rw != nil {
+			wD = in.RemainingWork.decodeWeight()
+			note("remaining work: some pod holds part of the prompt, decode weighs %g", wD)
+		}
+	}
+	best, bestScore, found := "", math.Inf(1), false
+	for _, name := range names {
+		pScore, pMax := pScores[name].score, maxP
+		if rw != nil {
+			pScore, pMax = rw[name].cost, maxRW
+			note("pair %q remaining work: %s", name, rw[name])
+		}
+		f := pScore/pMax + wD*dScores[name].score/maxD
+		note("pair %q: prefill %s %.4g/%.4g + %g·decode %s %.4g/%.4g = %.4g", name,
+			pScores[name].pod.Key, pScore, pMax, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
+		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
+		if !math.IsNaN(f) && (!found || f < bestScore) {
+			best, bestScore, found = name, f, true
+		}
+	}
+	if !found {
+		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no roleset has a comparable pair score")
+	}
+	pp, dd := pScores[best], dScores[best]
+	if rc, ok := rw[best]; ok && rc.local {
+		// Remaining work: the decode pod holds all but a chunk of the prompt and prefilling
+		// that itself beats the best prefill pod's queue and compute.
+		d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
+		d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
+		d.Cause, d.Reason = contract.CauseCached, fmt.Sprintf("decode-only on %s: remaining work %s", dd.pod.Key, rc)
+		s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+		if tx != nil {
+			s.charge(in, k, scored{}, dd, ledger, tx, defs)
+		}
+		return d, nil
+	}
+	if in.PrefillNeeded != nil {
+		if dec := in.PrefillNeeded(dd.pod); !dec.Run {
+			// The decider keeps the request on the decode pod: no prefill leg, so nothing is
+			// registered or charged on the prefill side and no prefix is recorded for it.
+			d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
+			d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
+			d.Cause, d.Reason = dec.Cause, fmt.Sprintf("decode-only on %s: %s", dd.pod.Key, dec.Reason)
+			s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+			if tx != nil {
+				s.charge(in, k, scored{}, dd, ledger, tx, defs)
+			}
+			return d, nil
+		}
+	}
+	// Copies, not pointers into Input.Pods: the decision outlives the cycle (it is kept until
+	// the response header), and a pointer would keep the whole fleet's records alive with it.
+	prefillPod := *pp.pod
+	d.Prefill, d.Decode, d.Roleset = &prefillPod, *dd.pod, best
+	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
+	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
+	d.Cause = contract.CausePaired
+	if wD == 1 {
+		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
+	} else {
+		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)", best, wD, bestScore)
+	}
+
+	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
+	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
+		d.prefixHolders = []string{pp.pod.Key} // recorded once the selection lock is released
+	}
+	if tx != nil {
+		s.charge(in, k, pp, dd, ledger, tx, defs)
+	}
+	return d, nil
+}
+
+func inRoleset(pods []*podmodel.Pod, roleset string) []*podmodel.Pod {
+	var out []*podmodel.Pod
+	for _, p := range pods {
+		if p.Roleset == roleset {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func candidatesFor(cands []decodepolicy.Candidate, pods []*podmodel.Pod) []decodepolicy.Candidate {
+	keep := map[string]bool{}
+	for _, p := range pods {
+		keep[p.Key] = true
+	}
+	var out []decodepolicy.Candidate
+	for _, c := range cands {
+		if keep[c.Key] {
+			out = append(out, c)
+		}
+	}
+	return out
+}
