@@ -2,15 +2,10 @@ package runner
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
+	"github.com/pdgate/pdgate/cmd/internal/selfsigned"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -63,7 +58,7 @@ func newExtProcServer(ctx context.Context, o *Options, srv extProcPb.ExternalPro
 		if o.CertPath != "" {
 			cert, err = tls.LoadX509KeyPair(o.CertPath+"/tls.crt", o.CertPath+"/tls.key")
 		} else {
-			cert, err = selfSignedCertificate()
+			cert, err = selfsigned.Certificate("pdgate-epp")
 		}
 		if err != nil {
 			return nil, fmt.Errorf("TLS certificate: %w", err)
@@ -91,34 +86,6 @@ func newExtProcServer(ctx context.Context, o *Options, srv extProcPb.ExternalPro
 	}
 	logger.V(1).Info("ext_proc server built", "secure", o.SecureServing, "certPath", o.CertPath)
 	return s, nil
-}
-
-// selfSignedCertificate makes a one-year ECDSA certificate for the ext_proc listener, like
-// GIE's runner does when no --cert-path is given.
-func selfSignedCertificate() (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	now := time.Now()
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{Organization: []string{"pdgate"}, CommonName: "pdgate-epp"},
-		NotBefore:             now.Add(-time.Minute),
-		NotAfter:              now.Add(365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // serveGRPC serves until ctx ends, then stops gracefully (bounded).
