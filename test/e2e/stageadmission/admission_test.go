@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,6 +21,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/openai/openai-go"
+	"github.com/openai/openai-go/option"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 )
@@ -223,6 +227,11 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 			}
 		}()
 	}
+	// While the prefill tier is overloaded, a real OpenAI client sends long prompts until one
+	// is shed: it must read the 429 as an API error (vLLM's JSON shape, rate_limit_error) with
+	// llm-d's drop reason.
+	sdkShed := make(chan error, 1)
+	go func() { sdkShed <- sdkReadsShedding(model, l.URL, &stop) }()
 	var shortWG sync.WaitGroup
 	for w := 0; w < 2; w++ {
 		shortWG.Add(1)
@@ -282,9 +291,41 @@ func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
 	if long.statuses[429] == 0 || long.reasons["rejected-saturated"] != long.statuses[429] {
 		t.Errorf("long prompts: statuses %v reasons %v, want 429 rejected-saturated under the prefill overload", long.statuses, long.reasons)
 	}
+	if err := <-sdkShed; err != nil {
+		t.Errorf("openai SDK on a shed request: %v", err)
+	}
 	for code := range long.statuses {
 		if code != 200 && code != 429 {
 			t.Errorf("long prompts: %d answered %d", long.statuses[code], code)
 		}
 	}
+}
+
+// sdkReadsShedding sends long sheddable prompts through openai-go until one is shed, and checks
+// that the SDK reads the 429 as an API error with its type, message and drop reason.
+func sdkReadsShedding(model, url string, stop *atomic.Bool) error {
+	c := openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("none"), option.WithMaxRetries(0),
+		option.WithHeader("x-gateway-inference-objective", "batch"))
+	prompt := strings.Repeat("An uncached report on shedding, read by a real OpenAI client. ", 120)
+	for i := 0; !stop.Load(); i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model),
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(fmt.Sprintf("%d %s", i, prompt))}, MaxTokens: openai.Int(1)})
+		cancel()
+		if err == nil {
+			continue
+		}
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) {
+			return fmt.Errorf("want an *openai.Error, got %T %v", err, err)
+		}
+		if apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Type != "rate_limit_error" || apiErr.Message == "" ||
+			apiErr.Response.Header.Get("x-llm-d-request-dropped-reason") != "rejected-saturated" ||
+			apiErr.Response.Header.Get("Content-Type") != "application/json" {
+			return fmt.Errorf("status %d type %q message %q reason %q content-type %q (raw %s)", apiErr.StatusCode, apiErr.Type, apiErr.Message,
+				apiErr.Response.Header.Get("x-llm-d-request-dropped-reason"), apiErr.Response.Header.Get("Content-Type"), apiErr.RawJSON())
+		}
+		return nil
+	}
+	return errors.New("no long prompt was shed while the overload lasted")
 }
