@@ -6,6 +6,7 @@
 package main
 
 import (
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/floor"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,6 @@ user benchmarks stay in pdgate (pdgate bench routing, pdgate bench sim). Results
 commands are in docs/benchmarks.md.`,
 		SilenceUsage: true,
 	}
-	root.AddCommand(epp.NewCommand(), memory.NewCommand())
+	root.AddCommand(epp.NewCommand(), memory.NewCommand(), floor.NewCommand())
 	return root
 }

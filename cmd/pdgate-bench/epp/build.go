@@ -2,6 +2,7 @@ package epp
 
 import (
 	"fmt"
+	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 	"math"
 	"sort"
 	"strconv"
@@ -57,6 +58,16 @@ func grossCPURatio(base, x SizeResult) float64 {
 
 func rpsRatio(base, x SizeResult) float64 { return x.Load.ReqPerSec() / base.Load.ReqPerSec() }
 
+// configNamed returns the result of the config called name.
+func configNamed(res *Results, name string) (ConfigResult, bool) {
+	for _, c := range res.Configs {
+		if c.Name == name && c.Error == "" {
+			return c, true
+		}
+	}
+	return ConfigResult{}, false
+}
+
 func sizeOf(c ConfigResult, bytes int) (SizeResult, bool) {
 	for _, s := range c.Sizes {
 		if s.Bytes == bytes {
@@ -74,6 +85,9 @@ func Goals(res *Results) []Goal {
 	}
 	base := res.Configs[0]
 	for _, c := range res.Configs[1:] {
+		if c.Kind == eppharness.KindFloor {
+			continue // a reference, not a config under test
+		}
 		for _, g := range sizeGoals(c.Name) {
 			b, ok1 := sizeOf(base, g.size)
 			x, ok2 := sizeOf(c, g.size)
@@ -127,9 +141,10 @@ func build(r *report.Report, o Options, res *Results) {
 
 func requestPathSection(o Options, res *Results) report.Section {
 	var errs []string
-	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base"}
+	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base", "net CPU × floor"}
 	var rows [][]string
 	base := res.Configs[0]
+	floor, hasFloor := configNamed(res, FloorConfig)
 	rps := report.Plot{File: "epp-throughput.png", Title: "ext_proc throughput per body size", XLabel: "body (KB)",
 		YLabel: "requests/s", LogX: true, LogY: true, Kind: report.LinesPoints}
 	cpu := report.Plot{File: "epp-cpu.png", Title: "EPP CPU per request (net of idle scraping)", XLabel: "body (KB)",
@@ -148,9 +163,13 @@ func requestPathSection(o Options, res *Results) report.Section {
 			if ok {
 				rr, cr = rpsRatio(b, s), cpuRatio(b, s)
 			}
+			xf := math.NaN()
+			if f, ok := sizeOf(floor, s.Bytes); hasFloor && ok && f.NetCPUMS > 0 {
+				xf = s.NetCPUMS / f.NetCPUMS
+			}
 			rows = append(rows, []string{c.Name, strconv.Itoa(c.Pods), sizeLabel(s.Bytes), report.F(s.Load.ReqPerSec(), 0),
 				report.F(s.Load.CPUPerRequestMS(), 3), report.F(s.NetCPUMS, 3), report.F(s.RoutingP50MS, 2), report.F(s.RoutingP99MS, 2),
-				errCell(s.Load), report.F(rr, 2), report.F(cr, 2)})
+				errCell(s.Load), report.F(rr, 2), report.F(cr, 2), report.F(xf, 2)})
 			kb := float64(s.Bytes) / 1024
 			rs.X, rs.Y = append(rs.X, kb), append(rs.Y, s.Load.ReqPerSec())
 			cs.X, cs.Y = append(cs.X, kb), append(cs.Y, s.NetCPUMS)
@@ -168,7 +187,9 @@ func requestPathSection(o Options, res *Results) report.Section {
 		"of the EPP process over the phase ÷ requests; net CPU subtracts the idle rate (metric scraping, "+
 		"measured before the load) over the phase, and is what the goals use. Routing = "+
 		"from the last request body frame sent to the routing reply (request headers response). "+
-		"CPU efficiency × base = base net CPU/request ÷ this config's.", o.Concurrency, o.Conns, o.ChunkSize>>10)
+		"CPU efficiency × base = base net CPU/request ÷ this config's. Net CPU × floor = this config's "+
+		"net CPU/request ÷ the floor's (`pdgate-bench floor-epp`: the same exchange answered with no "+
+		"decision, every request to one pod), the distance to what the protocol alone costs.", o.Concurrency, o.Conns, o.ChunkSize>>10)
 	if len(errs) > 0 {
 		text += "\n\n" + strings.Join(errs, "\n")
 	}

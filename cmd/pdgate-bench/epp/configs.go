@@ -27,11 +27,16 @@ type Config struct {
 // DefaultConfigs are measured in this order; the first is the baseline.
 var DefaultConfigs = []Config{
 	{Name: "gie-default", Kind: eppharness.KindStockGIE, Layout: "plain"},
+	{Name: FloorConfig, Kind: eppharness.KindFloor, Layout: "plain"},
 	{Name: "llmd-pd", Kind: eppharness.KindPdgate, File: "config/llmd/pd.yaml", Layout: "llmd-pd"},
 	{Name: "aibrix-pd", Kind: eppharness.KindPdgate, File: "config/aibrix-pd.yaml", Layout: "aibrix"},
 	{Name: "llmd-epd", Kind: eppharness.KindPdgate, File: "config/llmd/e-p-d.yaml", Layout: "llmd-epd"},
 	{Name: "recommended", Kind: eppharness.KindPdgate, File: "config/recommended.yaml", Layout: "aibrix", Recommended: true},
 }
+
+// FloorConfig names the protocol floor (eppharness.KindFloor): the EPP's exchange answered with
+// no decision. Every config's net CPU per request is also reported as a multiple of it.
+const FloorConfig = "floor"
 
 // Primary is the number of equal pods the primary (decode) profile may pick in the throughput
 // and burst runs: the burst is counted over them.
@@ -127,6 +132,9 @@ func WithFastParser(raw []byte, payload string) ([]byte, bool, error) {
 // prepareConfig writes the config the EPP will load into dir and says how it was derived.
 // parser is "none" (as the file says) or a pdgate-openai-parser payload mode ("map", "raw").
 func prepareConfig(root, dir string, c Config, parser string) (path, note string, err error) {
+	if c.Kind == eppharness.KindFloor {
+		return "", "no config: every request to the first pod", nil
+	}
 	if c.File == "" {
 		return "", "binary's default config", nil
 	}

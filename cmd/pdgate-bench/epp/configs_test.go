@@ -213,8 +213,9 @@ func TestNetCPU(t *testing.T) {
 func TestGoalsAndReport(t *testing.T) {
 	res := &Results{Sizes: []int{1 << 10, 220 << 10}, Concurrency: 4, Conns: 1, ChunkSize: 16 << 10, Parser: "map", Configs: []ConfigResult{
 		{Config: DefaultConfigs[0], Pods: 8, Sizes: []SizeResult{sized(1<<10, 100, 50*time.Millisecond, time.Second), sized(220<<10, 100, time.Second, 4*time.Second)}},
-		{Config: DefaultConfigs[1], Pods: 16, Sizes: []SizeResult{sized(1<<10, 100, 60*time.Millisecond, time.Second), sized(220<<10, 100, 100*time.Millisecond, time.Second)}},
-		{Config: DefaultConfigs[4], Pods: 16, Sizes: []SizeResult{sized(1<<10, 100, 100*time.Millisecond, 2*time.Second), sized(220<<10, 100, 500*time.Millisecond, 2*time.Second)},
+		{Config: configByName(t, FloorConfig), Pods: 8, Sizes: []SizeResult{sized(1<<10, 100, 10*time.Millisecond, time.Second), sized(220<<10, 100, 50*time.Millisecond, time.Second)}},
+		{Config: configByName(t, "llmd-pd"), Pods: 16, Sizes: []SizeResult{sized(1<<10, 100, 60*time.Millisecond, time.Second), sized(220<<10, 100, 100*time.Millisecond, time.Second)}},
+		{Config: configByName(t, "recommended"), Pods: 16, Sizes: []SizeResult{sized(1<<10, 100, 100*time.Millisecond, 2*time.Second), sized(220<<10, 100, 500*time.Millisecond, 2*time.Second)},
 			PrimaryPods: []string{"a", "b"}, Burst: &BurstResult{Requests: 30, Dest: map[string]int{"a": 20, "b": 10}}, Spread: 2},
 	}}
 	goals := Goals(res)
@@ -240,7 +241,8 @@ func TestGoalsAndReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	text, _ := os.ReadFile(md)
-	for _, want := range []string{"| llmd-pd | 16 | 220 KB | 100 | 1.000 |", "| recommended | 30 | 20, 10 | 0 | 0 | 2.00 |", "not met", "epp-cpu.png"} {
+	// llmd-pd at 220 KB: 10× the base's CPU efficiency, 2× the floor's net CPU per request.
+	for _, want := range []string{"| llmd-pd | 16 | 220 KB | 100 | 1.000 |", "| 10.00 | 2.00 |", "| recommended | 30 | 20, 10 | 0 | 0 | 2.00 |", "not met", "epp-cpu.png"} {
 		if !strings.Contains(string(text), want) {
 			t.Fatalf("report lacks %q:\n%s", want, text)
 		}
@@ -274,4 +276,15 @@ func TestGoalsAndReport(t *testing.T) {
 	if !strings.Contains(string(js), `"spread": null`) {
 		t.Fatalf("epp.json lacks a null spread:\n%s", js)
 	}
+}
+
+func configByName(t *testing.T, name string) Config {
+	t.Helper()
+	for _, c := range DefaultConfigs {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no default config %q", name)
+	return Config{}
 }

@@ -77,8 +77,11 @@ func binary(kind Kind, binDir string) (string, error) {
 		binDir = filepath.Join(root, "bin")
 	}
 	name, pkg := "epp", "./cmd/epp"
-	if kind == KindStockGIE {
+	switch kind {
+	case KindStockGIE:
 		name, pkg = "gie-epp", gieModule+"/cmd/epp"
+	case KindFloor:
+		name, pkg = "pdgate-bench", "./cmd/pdgate-bench"
 	}
 	path, err := filepath.Abs(filepath.Join(binDir, name))
 	if err != nil {

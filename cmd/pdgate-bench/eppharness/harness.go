@@ -14,10 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -34,6 +36,10 @@ const (
 	KindStockGIE Kind = "gie"
 	// KindPdgate is pdgate's EPP, <BinDir>/epp (built from ./cmd/epp if missing).
 	KindPdgate Kind = "pdgate"
+	// KindFloor is the ext_proc protocol's floor, `<BinDir>/pdgate-bench floor-epp` (built from
+	// ./cmd/pdgate-bench if missing): the EPP's exchange answered without a decision, every
+	// request to the first endpoint. It needs no control plane and no config.
+	KindFloor Kind = "floor"
 )
 
 // Endpoint is one model-server pod.
@@ -104,9 +110,9 @@ type EPP struct {
 // Validate checks the options without side effects.
 func (o *Options) Validate() error {
 	switch o.Kind {
-	case KindStockGIE, KindPdgate:
+	case KindStockGIE, KindPdgate, KindFloor:
 	default:
-		return fmt.Errorf("eppharness: kind %q: want %q or %q", o.Kind, KindStockGIE, KindPdgate)
+		return fmt.Errorf("eppharness: kind %q: want %q, %q or %q", o.Kind, KindStockGIE, KindPdgate, KindFloor)
 	}
 	if o.Standalone && o.Kind != KindPdgate {
 		return fmt.Errorf("eppharness: standalone mode needs kind %q (stock GIE discovers pods only through a kube-apiserver)", KindPdgate)
@@ -177,13 +183,21 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 	}
 	e.GRPCAddr, e.HealthAddr, e.MetricsAddr = loop(ports[0]), loop(ports[1]), loop(ports[2])
 	var env []string
-	if o.Standalone {
+	switch {
+	case o.Kind == KindFloor:
+		var eps []string
+		for _, ep := range o.Endpoints {
+			eps = append(eps, net.JoinHostPort(ep.Address, strconv.Itoa(ep.Port)))
+		}
+		e.Args = []string{"floor-epp", "--grpc-port", strconv.Itoa(ports[0]), "--grpc-health-port", strconv.Itoa(ports[1]),
+			"--metrics-port", strconv.Itoa(ports[2]), "--endpoints", strings.Join(eps, ",")}
+	case o.Standalone:
 		file := filepath.Join(o.WorkDir, o.PoolName+"-endpoints.yaml")
 		if err := writeEndpointsFile(file, o.Endpoints); err != nil {
 			return nil, err
 		}
 		e.Args = append([]string{"--endpoints-file", file, "--pool-name", o.PoolName}, commonArgs(o, ports)...)
-	} else {
+	default:
 		if e.cluster = o.Cluster; e.cluster == nil {
 			if e.cluster, err = StartCluster(ClusterOptions{WorkDir: o.WorkDir}); err != nil {
 				return nil, err
