@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,8 +101,9 @@ func TestHarnessBothKinds(t *testing.T) {
 	}
 }
 
-// TestBenchEPPQuick runs `pdgate-bench epp --quick` on one small size with the baseline and
-// one pdgate config and checks the report: every request routed, CPU measured, the burst
+// TestBenchEPPQuick runs `pdgate-bench epp --quick` on one small size with the baseline, the
+// protocol's floor (pdgate-bench floor-epp, every request to one pod) and one pdgate config and
+// checks the report: every request routed, CPU measured, the burst
 // counted over the 8 primary pods, files written. The EPP's CPU is read from /proc in 10 ms
 // ticks, so the phase sends enough requests (~0.25 ms each at 1 KB) to span several: with 60,
 // a phase could measure 0 ticks.
@@ -112,7 +114,7 @@ func TestBenchEPPQuick(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "pdgate-bench"), "epp", "--quick", "--sizes", "1k",
-		"--requests", strconv.Itoa(quickRequests), "--burst", "40", "--configs", "gie-default,llmd-pd", "--out", out, "--bin-dir", binDir)
+		"--requests", strconv.Itoa(quickRequests), "--burst", "40", "--configs", "gie-default,floor,llmd-pd", "--out", out, "--bin-dir", binDir)
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -151,7 +153,7 @@ func TestBenchEPPQuick(t *testing.T) {
 	if err := json.Unmarshal(raw, &rep); err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Data.Configs) != 2 {
+	if len(rep.Data.Configs) != 3 {
 		t.Fatalf("configs: %+v", rep.Data.Configs)
 	}
 	for _, c := range rep.Data.Configs {
@@ -166,12 +168,16 @@ func TestBenchEPPQuick(t *testing.T) {
 			t.Fatalf("%s: burst %+v over %v, RSS %d", c.Name, c.Burst, c.PrimaryPods, c.Memory.RSS)
 		}
 	}
-	if len(rep.Data.Goals) != 1 { // 1 KB throughput for llmd-pd (no 220 KB, no recommended config)
+	if len(rep.Data.Goals) != 1 { // 1 KB throughput for llmd-pd (no 220 KB, no recommended config, none for the floor)
 		t.Fatalf("goals %+v", rep.Data.Goals)
 	}
 	for _, f := range []string{"epp.md", "epp-throughput.png", "epp-cpu.png"} {
 		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	md, _ := os.ReadFile(filepath.Join(out, "epp.md"))
+	if !strings.Contains(string(md), "net CPU × floor") {
+		t.Fatalf("epp.md has no multiple of the floor:\n%s", md)
 	}
 }
