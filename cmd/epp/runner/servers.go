@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/pdgate/pdgate/cmd/internal/grpcserver"
 	"github.com/pdgate/pdgate/cmd/internal/selfsigned"
 	"net"
 	"net/http"
@@ -42,14 +43,7 @@ func listen(port int) (net.Listener, error) {
 // default with --secure-serving, the --cert-path pair otherwise, reloaded on change with
 // --enable-cert-reload.
 func newExtProcServer(ctx context.Context, o *Options, srv extProcPb.ExternalProcessorServer, logger logr.Logger) (*grpc.Server, error) {
-	opts := []grpc.ServerOption{
-		// A 220 KB prompt is 14 body frames; HTTP/2's default 64 KiB stream window makes the
-		// gateway wait for a WINDOW_UPDATE several times per request. Windows that hold a
-		// whole large prompt let it stream in without stalls or extra frames.
-		grpc.InitialWindowSize(1 << 20),
-		grpc.InitialConnWindowSize(8 << 20),
-	}
-	opts = append(opts, bufferOptions()...)
+	opts := grpcserver.ExtProcOptions()
 	if o.SecureServing {
 		var (
 			cert tls.Certificate

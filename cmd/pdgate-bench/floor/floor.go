@@ -1,6 +1,6 @@
 // Package floor is the ext_proc protocol's floor: a server that answers the exchange pdgate's
-// EPP answers (request headers, the body in full-duplex streamed frames, the response phase)
-// and decides nothing. It keeps the body and sends it back in GIE's chunks with
+// EPP answers (request headers, the body in full-duplex streamed frames, the response phase),
+// with the EPP's gRPC windows and buffers, and decides nothing. It keeps the body and sends it back in GIE's chunks with
 // x-gateway-destination-endpoint set to one fixed pod, and echoes the response. Measured in the
 // same run as the EPPs (pdgate-bench epp, config "floor"), its CPU per request is what the
 // protocol alone costs with the same gRPC library and the same frames; an EPP's multiple of it
@@ -25,6 +25,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	envoy "sigs.k8s.io/gateway-api-inference-extension/pkg/common/envoy"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+
+	"github.com/pdgate/pdgate/cmd/internal/grpcserver"
 )
 
 // Options configure the floor server.
@@ -60,6 +62,8 @@ func (s *Server) Process(stream extProcPb.ExternalProcessor_ProcessServer) error
 		case *extProcPb.ProcessingRequest_RequestHeaders:
 			if v.RequestHeaders.GetEndOfStream() {
 				out = append(out, s.route(0))
+			} else if n := contentLength(v.RequestHeaders); n > 0 {
+				body = make([]byte, 0, n) // one allocation, as an EPP that reads Content-Length makes
 			}
 		case *extProcPb.ProcessingRequest_RequestBody:
 			body = append(body, v.RequestBody.GetBody()...)
@@ -86,6 +90,22 @@ func (s *Server) Process(stream extProcPb.ExternalProcessor_ProcessServer) error
 			}
 		}
 	}
+}
+
+// contentLength reads the request's Content-Length header (0 when absent or malformed).
+func contentLength(h *extProcPb.HttpHeaders) int {
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if strings.EqualFold(hv.GetKey(), "content-length") {
+			v := hv.GetValue()
+			if v == "" {
+				v = string(hv.GetRawValue())
+			}
+			if n, err := strconv.Atoi(v); err == nil && n > 0 && n <= 64<<20 {
+				return n
+			}
+		}
+	}
+	return 0
 }
 
 // route is the routing answer GIE's EPP gives: the destination header and metadata, the
@@ -128,7 +148,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("floor: metrics listener: %w", err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpcserver.ExtProcOptions()...) // the EPP's windows and buffers
 	extProcPb.RegisterExternalProcessorServer(gs, NewServer(o.Endpoints[0]))
 	hs := grpc.NewServer()
 	h := health.NewServer()

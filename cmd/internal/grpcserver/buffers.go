@@ -1,4 +1,7 @@
-package runner
+// Package grpcserver holds the gRPC server options of pdgate's ext_proc servers: the EPP's and
+// the protocol floor's that pdgate-bench measures it against, so both pay the same for the
+// same frames.
+package grpcserver
 
 import (
 	"fmt"
@@ -111,6 +114,18 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (protoCodec) Name() string { return "proto" }
+
+// ExtProcOptions are an ext_proc server's options: flow-control windows that hold a whole large
+// prompt, and the buffer pool and codec below.
+func ExtProcOptions() []grpc.ServerOption {
+	return append([]grpc.ServerOption{
+		// A 220 KB prompt is 14 body frames; HTTP/2's default 64 KiB stream window makes the
+		// gateway wait for a WINDOW_UPDATE several times per request. Windows that hold a
+		// whole large prompt let it stream in without stalls or extra frames.
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(8 << 20),
+	}, bufferOptions()...)
+}
 
 // bufferOptions are the ext_proc server's pool and codec.
 func bufferOptions() []grpc.ServerOption {
