@@ -80,8 +80,6 @@ func (o *Options) Validate() error {
 	if o.MixedLoad > 0 && o.MixedRequests < 1 {
 		bad("--mixed-requests: at least 1 with a mixed phase, got %d", o.MixedRequests)
 	}
-	// --loads 0 runs no azure phase (a Mooncake-only or mixed-only run).
-	o.Loads = slices.DeleteFunc(slices.Clone(o.Loads), func(l float64) bool { return l == 0 })
 	if len(o.Loads) == 0 && o.MixedLoad <= 0 && o.Mooncake == "" {
 		bad("--loads: at least one phase is needed")
 	}
@@ -160,6 +158,8 @@ func Run(ctx context.Context, o Options) (string, error) {
 	if o.Err == nil {
 		o.Err = io.Discard
 	}
+	// --loads 0 runs no azure phase (a Mooncake-only or mixed-only run).
+	o.Loads = slices.DeleteFunc(slices.Clone(o.Loads), func(l float64) bool { return l == 0 })
 	if err := o.Validate(); err != nil {
 		return "", err
 	}
