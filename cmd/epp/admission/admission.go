@@ -155,13 +155,13 @@ func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext,
 	if a := c.checkModel(ctx, reqCtx); a != nil {
 		return a
 	}
+	ctx, stage := c.stages.withRequest(ctx, reqCtx)
 	var reserveFor string
-	if c.reservations != nil && reqCtx != nil && reqCtx.SchedulingRequest != nil && !c.stages.DecodeOnly(reqCtx.SchedulingRequest) {
+	if c.reservations != nil && reqCtx != nil && reqCtx.SchedulingRequest != nil && (stage == nil || !stage.DecodeOnly()) {
 		reserveFor = reqCtx.SchedulingRequest.RequestId
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
-	ctx = c.stages.withRequest(ctx, reqCtx)
 	err := c.inner.Admit(ctx, reqCtx, priority)
 	if err == nil {
 		if reserveFor != "" {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"sync"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -52,18 +53,33 @@ func (s *Stages) DecodeOnly(req *fwksched.LLMRequest) bool {
 
 type decodeOnlyKey struct{}
 
+// requestStage classifies one request at most once: admission's reservation and the detector
+// (for a sheddable request) both ask, and a classification may estimate the whole prompt.
+type requestStage struct {
+	stages     *Stages
+	req        *fwksched.LLMRequest
+	once       sync.Once
+	decodeOnly bool
+}
+
+func (r *requestStage) DecodeOnly() bool {
+	r.once.Do(func() { r.decodeOnly = r.stages.DecodeOnly(r.req) })
+	return r.decodeOnly
+}
+
 // withRequest lets the detector classify the request, lazily: GIE's legacy check measures
-// saturation only for sheddable requests.
-func (s *Stages) withRequest(ctx context.Context, reqCtx *handlers.RequestContext) context.Context {
+// saturation only for sheddable requests. The returned stage is the same classification, for
+// the caller's own use (nil when there is nothing to classify).
+func (s *Stages) withRequest(ctx context.Context, reqCtx *handlers.RequestContext) (context.Context, *requestStage) {
 	if s == nil || reqCtx == nil || reqCtx.SchedulingRequest == nil {
-		return ctx
+		return ctx, nil
 	}
-	req := reqCtx.SchedulingRequest
-	return context.WithValue(ctx, decodeOnlyKey{}, func() bool { return s.DecodeOnly(req) })
+	rs := &requestStage{stages: s, req: reqCtx.SchedulingRequest}
+	return context.WithValue(ctx, decodeOnlyKey{}, rs), rs
 }
 
 // decodeOnly reports whether ctx carries a request classified decode-only.
 func decodeOnly(ctx context.Context) bool {
-	f, ok := ctx.Value(decodeOnlyKey{}).(func() bool)
-	return ok && f()
+	rs, ok := ctx.Value(decodeOnlyKey{}).(*requestStage)
+	return ok && rs.DecodeOnly()
 }

@@ -87,3 +87,29 @@ func TestControllerMeasuresTheStagesARequestNeeds(t *testing.T) {
 		t.Error("pool-level rule admitted a request while the prefill tier is saturated")
 	}
 }
+
+// countingClassifier counts how often admission asks it.
+type countingClassifier struct{ calls int }
+
+func (c *countingClassifier) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "counting", Name: "c"}
+}
+
+func (c *countingClassifier) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool { c.calls++; return false }
+
+// TestAdmitClassifiesARequestOnce: the reservation and the detector share one classification
+// (a classification may estimate the whole prompt).
+func TestAdmitClassifiesARequestOnce(t *testing.T) {
+	cc := &countingClassifier{}
+	det := StageAware(queueDetector{})
+	c := WithReasons(checkAdmission{det: det, eps: []fwkdl.Endpoint{ep("prefill", 0), ep("decode", 0)}}, nil).
+		WithRequestStages(StagesFromPlugins([]fwkplugin.Plugin{cc})).WithReservations(NewDispatches())
+	req := completion("hello")
+	req.RequestId = "r1"
+	if err := c.Admit(context.Background(), &handlers.RequestContext{SchedulingRequest: req}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if cc.calls != 1 {
+		t.Fatalf("classified %d times, want 1", cc.calls)
+	}
+}
