@@ -95,7 +95,10 @@ func (c *countingClassifier) TypedName() fwkplugin.TypedName {
 	return fwkplugin.TypedName{Type: "counting", Name: "c"}
 }
 
-func (c *countingClassifier) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool { c.calls++; return false }
+func (c *countingClassifier) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool {
+	c.calls++
+	return false
+}
 
 // TestAdmitClassifiesARequestOnce: the reservation and the detector share one classification
 // (a classification may estimate the whole prompt).
