@@ -186,6 +186,9 @@ func (d *Decider) DecodeOnlyAtAdmission(request *fwksched.LLMRequest) bool {
 	if d.params.NonCachedTokens == 0 {
 		return true
 	}
+	if request != nil && request.TokenizedPrompt == nil && tokenestimate.MinTokens(request) >= d.params.NonCachedTokens {
+		return false // long enough without estimating it (admission runs before the token producer)
+	}
 	n, err := PromptTokenCount(request)
 	return err == nil && n < d.params.NonCachedTokens
 }

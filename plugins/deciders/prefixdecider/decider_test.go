@@ -258,3 +258,24 @@ func (s *errorSink) WithValues(kv ...any) logr.LogSink {
 func (s *errorSink) WithName(name string) logr.LogSink {
 	return &errorSink{LogSink: s.LogSink.WithName(name), errs: s.errs}
 }
+
+// TestDecodeOnlyAtAdmissionAgreesWithTheCount: the shortcut that skips estimating long prompts
+// answers what counting them would, for prompts around the threshold.
+func TestDecodeOnlyAtAdmissionAgreesWithTheCount(t *testing.T) {
+	d := New("p", Parameters{NonCachedTokens: 16})
+	for n := 0; n <= 100; n++ {
+		for _, req := range []*fwksched.LLMRequest{
+			{Body: &fwksched.LLMRequestBody{Completions: &fwksched.CompletionsRequest{Prompt: fwksched.Prompt{Raw: strings.Repeat("a", n)}}}},
+			{Body: &fwksched.LLMRequestBody{ChatCompletions: &fwksched.ChatCompletionsRequest{Messages: []fwksched.Message{
+				{Role: "system", Content: fwksched.Content{Raw: strings.Repeat("b", n/2)}}, {Role: "user", Content: fwksched.Content{Raw: strings.Repeat("c", n)}}}}}},
+		} {
+			count, err := PromptTokenCount(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := d.DecodeOnlyAtAdmission(req), count < 16; got != want {
+				t.Fatalf("%d bytes: decode-only %v, counting %d tokens says %v", n, got, count, want)
+			}
+		}
+	}
+}

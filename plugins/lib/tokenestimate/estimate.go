@@ -148,6 +148,24 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 	return &fwksched.TokenizedPrompt{TokenIDs: e.pk.Tokens, MultiModalFeatures: e.features}
 }
 
+// MinTokens is a lower bound on len(Estimate(request).TokenIDs) that packs nothing: the text
+// bytes of a chat's messages or a completion's prompt over 4 (a pseudo-token holds at most 4
+// bytes; tools, multimodal items and per-message padding only add tokens). 0 for other APIs. A
+// caller that only compares the count with a threshold can skip the estimate, and its
+// allocation of the whole prompt, when this bound already reaches it.
+func MinTokens(request *fwksched.LLMRequest) int {
+	if request == nil || request.Body == nil {
+		return 0
+	}
+	switch b := request.Body; {
+	case b.ChatCompletions != nil:
+		return chatTextBytes(b.ChatCompletions.Messages) / BytesPerToken
+	case b.Completions != nil:
+		return len(b.Completions.Prompt.PlainText()) / BytesPerToken
+	}
+	return 0
+}
+
 // chatTextBytes is the number of text bytes the chat messages contribute (roles, raw
 // contents, text blocks), used to size the token slice once.
 func chatTextBytes(msgs []fwksched.Message) int {

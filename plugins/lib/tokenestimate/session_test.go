@@ -184,3 +184,33 @@ func BenchmarkFollowUpEstimate(b *testing.B) {
 	b.Logf("follow-up of %d tokens: whole %.1f µs, session cache %.1f µs, %.1fx less", tokens,
 		float64(whole.Microseconds())/float64(n), float64(cached.Microseconds())/float64(n), float64(whole)/float64(cached))
 }
+
+// TestMinTokensIsALowerBound: over chats with tools, parts and images, and completions, the
+// bound never exceeds the estimate's count, and it is within a token per message of it for
+// plain text.
+func TestMinTokensIsALowerBound(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 500; i++ {
+		var msgs []fwksched.Message
+		for range 1 + rng.IntN(5) {
+			m := msg("user", strings.Repeat("z", rng.IntN(40)))
+			if rng.IntN(4) == 0 {
+				m.Content.Structured = []fwksched.ContentBlock{{Type: "text", Text: strings.Repeat("y", rng.IntN(9))},
+					{Type: "image_url", ImageURL: fwksched.ImageBlock{Url: "https://x/i.png"}}}
+			}
+			msgs = append(msgs, m)
+		}
+		req := chat(msgs...)
+		if rng.IntN(5) == 0 {
+			req.Body.ChatCompletions.Tools = []any{map[string]any{"type": "function"}}
+		}
+		n := len(Estimate(req, EstimateParams{}).TokenIDs)
+		if lb := MinTokens(req); lb > n || (plainChat(req) && n-lb > len(msgs)+1) {
+			t.Fatalf("request %d: MinTokens %d, estimate %d tokens over %d messages", i, lb, n, len(msgs))
+		}
+	}
+	completion := &fwksched.LLMRequest{Body: &fwksched.LLMRequestBody{Completions: &fwksched.CompletionsRequest{Prompt: fwksched.Prompt{Raw: "abcdefghij"}}}}
+	if lb, n := MinTokens(completion), len(Estimate(completion, EstimateParams{}).TokenIDs); lb != 2 || n != 3 {
+		t.Fatalf("completion: bound %d, estimate %d", lb, n)
+	}
+}
