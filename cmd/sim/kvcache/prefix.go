@@ -51,16 +51,41 @@ func NewPrefixCache(capacityBlocks int) *PrefixCache {
 func (c *PrefixCache) Match(hashes []uint64) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	n := c.leading(hashes)
+	c.touchHeadLast(hashes[:n])
+	return n
+}
+
+// Peek is Match without marking anything used: what a request would find, asked by an
+// observer that must not change what the cache evicts next.
+func (c *PrefixCache) Peek(hashes []uint64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading(hashes)
+}
+
+func (c *PrefixCache) leading(hashes []uint64) int {
 	n := 0
 	for _, h := range hashes {
-		e, ok := c.blocks[h]
-		if !ok {
+		if _, ok := c.blocks[h]; !ok {
 			break
 		}
-		c.order.MoveToFront(e)
 		n++
 	}
 	return n
+}
+
+// touchHeadLast marks the cached blocks of hashes used, the last block first, so that a
+// sequence's leading blocks are the last of it to be evicted. A block is reusable only while
+// every block before it is cached: evicting a prefix's head first would leave its tail
+// cached and useless. vLLM frees a request's blocks in reverse order for the same reason, and
+// SGLang's radix tree evicts leaves first.
+func (c *PrefixCache) touchHeadLast(hashes []uint64) {
+	for i := len(hashes) - 1; i >= 0; i-- {
+		if e, ok := c.blocks[hashes[i]]; ok {
+			c.order.MoveToFront(e)
+		}
+	}
 }
 
 // Insert caches every block of hashes, evicting the least recently used blocks when full.
@@ -82,6 +107,7 @@ func (c *PrefixCache) Insert(hashes []uint64) {
 		}
 		c.blocks[h] = c.order.PushFront(h)
 	}
+	c.touchHeadLast(hashes)
 }
 
 // Len is the number of cached blocks.
@@ -122,5 +148,6 @@ func (c *PrefixCache) InsertObserved(hashes []uint64) []Op {
 		c.blocks[h] = c.order.PushFront(h)
 		ops = append(ops, Op{Added: true, Index: i})
 	}
+	c.touchHeadLast(hashes)
 	return ops
 }

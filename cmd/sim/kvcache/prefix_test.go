@@ -46,7 +46,7 @@ func TestPrefixCacheMatchAndEvict(t *testing.T) {
 		{"empty", 4, nil, []uint64{1, 2}, 0},
 		{"full prefix", 4, [][]uint64{{1, 2, 3}}, []uint64{1, 2, 3, 4}, 3},
 		{"gap stops the match", 4, [][]uint64{{1, 3}}, []uint64{1, 2, 3}, 1},
-		{"lru evicts oldest", 3, [][]uint64{{1, 2, 3}, {9}}, []uint64{1, 2}, 0},
+		{"lru evicts the oldest prefix tail first", 3, [][]uint64{{1, 2, 3}, {9}}, []uint64{1, 2, 3}, 2},
 		{"zero capacity caches nothing", 0, [][]uint64{{1}}, []uint64{1}, 0},
 	}
 	for _, tc := range tests {
@@ -64,14 +64,48 @@ func TestPrefixCacheMatchAndEvict(t *testing.T) {
 }
 
 func TestPrefixCacheMatchRefreshes(t *testing.T) {
-	c := NewPrefixCache(3)
-	c.Insert([]uint64{1, 2, 3})
-	c.Match([]uint64{1}) // 1 is now most recent; 2 is the oldest
-	c.Insert([]uint64{4})
-	if c.Match([]uint64{1}) != 1 {
-		t.Fatal("recently matched block was evicted")
+	c := NewPrefixCache(4)
+	c.Insert([]uint64{1, 2})
+	c.Insert([]uint64{5, 6})
+	c.Match([]uint64{1, 2}) // 1, 2 are now the most recent; 6 is the oldest
+	c.Insert([]uint64{7})
+	if c.Match([]uint64{1, 2}) != 2 {
+		t.Fatal("recently matched blocks were evicted")
 	}
-	if c.Match([]uint64{2}) != 0 {
+	if c.Match([]uint64{5, 6}) != 1 {
 		t.Fatal("least recently used block survived")
+	}
+}
+
+// A prefix loses its tail first: evicting its head would leave the rest cached and unmatchable.
+func TestPrefixCacheEvictsTailFirst(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		touch func(c *PrefixCache)
+	}{
+		{"after insert", func(*PrefixCache) {}},
+		{"after match", func(c *PrefixCache) { c.Match([]uint64{1, 2, 3}) }},
+		{"after observed insert", func(c *PrefixCache) { c.InsertObserved([]uint64{1, 2, 3}) }},
+	} {
+		c := NewPrefixCache(3)
+		c.Insert([]uint64{1, 2, 3})
+		tc.touch(c)
+		c.Insert([]uint64{9})
+		if got := c.Peek([]uint64{1, 2, 3}); got != 2 {
+			t.Errorf("%s: %d leading blocks survive one eviction, want 2", tc.name, got)
+		}
+	}
+}
+
+func TestPrefixCachePeekChangesNothing(t *testing.T) {
+	c := NewPrefixCache(2)
+	c.Insert([]uint64{1})
+	c.Insert([]uint64{2})
+	if c.Peek([]uint64{1}) != 1 {
+		t.Fatal("peek missed a cached block")
+	}
+	c.Insert([]uint64{3}) // 1 is still the oldest: a peek does not refresh it
+	if c.Peek([]uint64{1}) != 0 || c.Peek([]uint64{2}) != 1 {
+		t.Fatal("peek refreshed the block it looked at")
 	}
 }

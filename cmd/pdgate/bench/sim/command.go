@@ -269,9 +269,9 @@ func Run(ctx context.Context, o Options) error {
 				fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
 					j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
 				if sm.FollowUpTTFT != nil {
-					fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens\n",
+					fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
 						"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
-						100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens))
+						100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens), float64(sm.MissedReuseTokens))
 				}
 				mu.Unlock()
 			}

@@ -23,6 +23,7 @@ type Result struct {
 	transfers             [5]int // KV transfers by shared topology level (with a Placement)
 	// prompt tokens prefilled and those of them served from the prefilling pod's prefix cache
 	promptTokens, cachedTokens int64
+	missedReuseTokens          int64
 
 	Summary Summary
 }
@@ -98,12 +99,17 @@ type Summary struct {
 	// PromptTokens is the prompt tokens of every prefill (prefill legs and local prefills);
 	// ComputedPrefillTokens is the fleet's prefill work: those tokens minus prefix-cache hits.
 	PromptTokens, ComputedPrefillTokens int64
+	// MissedReuseTokens is the prompt tokens a prefill computed although another pod held them
+	// in its prefix cache at that instant: the prefill work routing left on the table, as
+	// opposed to reuse no pod could offer any more (evicted, or never seen).
+	MissedReuseTokens int64 `json:",omitempty"`
 }
 
 // prefix records one prefill: prompt tokens and how many were prefix-cache hits.
-func (r *Result) prefix(prompt, cached int) {
+func (r *Result) prefix(prompt, cached, fleetBest int) {
 	r.promptTokens += int64(prompt)
 	r.cachedTokens += int64(cached)
+	r.missedReuseTokens += int64(max(fleetBest-cached, 0))
 }
 
 func newResult(pods int) *Result {
@@ -146,6 +152,7 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 		sum.PrefixHitRate = float64(r.cachedTokens) / float64(r.promptTokens)
 	}
 	sum.PromptTokens, sum.ComputedPrefillTokens = r.promptTokens, r.promptTokens-r.cachedTokens
+	sum.MissedReuseTokens = r.missedReuseTokens
 	if len(r.ttftFirst)+len(r.ttftFollow) > 0 {
 		first, follow := dist(r.ttftFirst), dist(r.ttftFollow)
 		sum.FirstTurnTTFT, sum.FollowUpTTFT = &first, &follow

@@ -278,22 +278,35 @@ func (s *Sim) dispatch(r *request) {
 		l := &leg{kind: legPrefill, req: r}
 		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1,
 			CachedTokens: s.cachedOn(r.prefill, r)}
-		s.res.prefix(prompt, l.br.CachedTokens)
+		s.res.prefix(prompt, l.br.CachedTokens, s.fleetBestCached(r))
 		s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.prefill, l) })
 		return
 	}
 	l := &leg{kind: legLocal, req: r}
 	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output,
 		CachedTokens: s.cachedOn(r.decode, r)}
-	s.res.prefix(prompt, l.br.CachedTokens)
+	s.res.prefix(prompt, l.br.CachedTokens, s.fleetBestCached(r))
 	s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.decode, l) })
+}
+
+// fleetBestCached is the longest prefix hit any pod of the fleet would give r now. It only
+// peeks: observing the caches must not change what they evict.
+func (s *Sim) fleetBestCached(r *request) int {
+	best := 0
+	for _, p := range s.pods {
+		best = max(best, p.cache.Peek(r.hashes))
+	}
+	return s.hitTokens(best, r)
 }
 
 // cachedOn is the simulator's prefix-cache hit: whole blocks, the last prompt token always
 // computed.
 func (s *Sim) cachedOn(p *pod, r *request) int {
-	hit := min(p.cache.Match(r.hashes)*s.prof.BlockSize, len(r.a.Tokens))
-	return max(min(hit, len(r.a.Tokens)-1), 0)
+	return s.hitTokens(p.cache.Match(r.hashes), r)
+}
+
+func (s *Sim) hitTokens(blocks int, r *request) int {
+	return max(min(blocks*s.prof.BlockSize, len(r.a.Tokens)-1), 0)
 }
 
 func (s *Sim) submit(p *pod, l *leg) {
