@@ -8,20 +8,13 @@ import (
 )
 
 func TestDataParallelLayout(t *testing.T) {
-	topo, err := LoadTopology(writeTopology(t, `name: dp
+	plan := planFor(t, `name: dp
 eppConfig: epp.yaml
 pods:
 - {name: p, role: prefill, roleset: a, dataParallelSize: 3}
 - {name: d, role: decode, roleset: a, dataParallelSize: 3}
 - {name: c, role: combined, dataParallelSize: 2, rankEndpoints: true}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.43", Dir: t.TempDir(), BinDir: "/b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, PlanOptions{Subnet: "127.0.43", BinDir: "/b"})
 	b, err := plan.EndpointsYAML()
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +69,7 @@ pods:
 	if a := args("sidecar-d-0"); !strings.Contains(a, "--listen 127.0.43.11:8000") || !strings.Contains(a, "--engine-url http://127.0.43.11:8200") || !strings.Contains(a, "--data-parallel-size 3") {
 		t.Errorf("sidecar-d-0: %s", a)
 	}
-	if _, err := NewPlan(topo, PlanOptions{Subnet: "127.0.43", Kubernetes: true}); err == nil {
+	if _, err := NewPlan(plan.Topology, PlanOptions{Subnet: "127.0.43", Kubernetes: true}); err == nil {
 		t.Error("Kubernetes mode accepted a data-parallel topology")
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 func kubePlan(t *testing.T) *Plan {
 	t.Helper()
-	topo, err := LoadTopology(writeTopology(t, `name: t
+	return planFor(t, `name: t
 eppConfig: epp.yaml
 eppArgs: ["--v=2"]
 pods:
@@ -22,15 +22,7 @@ pods:
 - {name: d, role: decode, roleset: a, engine: vllm}
 - {name: c, role: combined, engine: vllm}
 - {name: e, role: encode, engine: vllm}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.43", Dir: t.TempDir(), BinDir: "/bin-dir", Kubernetes: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan
+`, PlanOptions{Subnet: "127.0.43", BinDir: "/bin-dir", Kubernetes: true})
 }
 
 // Every pod's EPP endpoint is on the pool's one target port; decode-capable engines move
@@ -200,19 +192,12 @@ func hasPair(args []string, flag, value string) bool {
 // SGLang sidecars check the prefill pod's bootstrap listener, which is not a pool port: they
 // keep the static allow-list.
 func TestKubernetesSGLangSidecarKeepsStaticAllowlist(t *testing.T) {
-	topo, err := LoadTopology(writeTopology(t, `name: t
+	plan := planFor(t, `name: t
 eppConfig: epp.yaml
 pods:
 - {name: p, role: prefill, roleset: a, engine: sglang}
 - {name: d, role: decode, roleset: a, engine: sglang}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.44", Dir: t.TempDir(), BinDir: "/b", Kubernetes: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, PlanOptions{Subnet: "127.0.44", BinDir: "/b", Kubernetes: true})
 	for _, spec := range plan.kubeProcs("/run/kubeconfig") {
 		if spec.Name == "sidecar-d-0" && (!slices.Contains(spec.Args, "--allowlist") || slices.Contains(spec.Args, "--inference-pool")) {
 			t.Errorf("SGLang sidecar args %v", spec.Args)

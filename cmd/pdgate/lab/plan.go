@@ -207,17 +207,7 @@ func (p *Plan) CheckPorts() error {
 	for _, port := range []int{p.EPPGRPCPort, p.EPPHealthPort, p.EPPMetricsPort} {
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(port))
 	}
-	for _, pod := range p.Pods {
-		addrs = append(addrs, pod.EngineAddr())
-		if pod.HasSidecar() {
-			addrs = append(addrs, pod.Endpoint())
-		}
-		if pod.BootstrapPort != 0 {
-			addrs = append(addrs, protocol.FormatHostPort(pod.IP, strconv.Itoa(pod.BootstrapPort)))
-		}
-		engines, _ := pod.rankAddrs()
-		addrs = append(addrs, engines...)
-	}
+	addrs = append(addrs, p.podAddrs()...)
 	var busy []string
 	for _, a := range addrs {
 		l, err := net.Listen("tcp", a)
@@ -324,6 +314,14 @@ func (p *Plan) EndpointsYAML() ([]byte, error) {
 // EPP-visible endpoint (a combined pod may be picked for prefill at its sidecar) and, for
 // SGLang prefill pods, the bootstrap listener.
 func (p *Plan) targets() string {
+	out := p.podAddrs()
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// podAddrs lists every address the pods listen on: engines (each data-parallel rank's
+// too), sidecars and SGLang bootstrap listeners.
+func (p *Plan) podAddrs() []string {
 	var out []string
 	for _, pod := range p.Pods {
 		out = append(out, pod.EngineAddr())
@@ -336,8 +334,7 @@ func (p *Plan) targets() string {
 		engines, _ := pod.rankAddrs()
 		out = append(out, engines...)
 	}
-	sort.Strings(out)
-	return strings.Join(out, ",")
+	return out
 }
 
 // WriteFiles writes the generated files into the run directory.

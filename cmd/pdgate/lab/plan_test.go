@@ -11,22 +11,14 @@ import (
 
 func testPlan(t *testing.T) *Plan {
 	t.Helper()
-	topo, err := LoadTopology(writeTopology(t, `name: t
+	return planFor(t, `name: t
 eppConfig: epp.yaml
 pods:
 - {name: p, role: prefill, roleset: a, engine: sglang}
 - {name: d, role: decode, roleset: a, engine: sglang, count: 2}
 - {name: c, role: combined, engine: sglang, buckets: {min: 0, max: 512}}
 - {name: e, role: encode, engine: sglang}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.42", Dir: t.TempDir(), BinDir: "/bin-dir"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return plan
+`, PlanOptions{Subnet: "127.0.42", BinDir: "/bin-dir"})
 }
 
 func TestPlanAddressesAndEndpoints(t *testing.T) {
@@ -107,20 +99,13 @@ func TestProcs(t *testing.T) {
 // TestTRTSidecarsGetDistinctMachineIDs: TensorRT-LLM request ids are Snowflakes; sidecars
 // sharing context workers with one machine id collide within a millisecond.
 func TestTRTSidecarsGetDistinctMachineIDs(t *testing.T) {
-	topo, err := LoadTopology(writeTopology(t, `name: t
+	plan := planFor(t, `name: t
 eppConfig: epp.yaml
 pods:
 - {name: p, role: prefill, roleset: a, engine: trtllm, count: 2}
 - {name: d, role: decode, roleset: a, engine: trtllm, count: 2, trtScheduleStyle: generation_first}
 - {name: c, role: combined, engine: trtllm}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := NewPlan(topo, PlanOptions{Subnet: "127.0.43", Dir: t.TempDir(), BinDir: "/bin-dir"})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, PlanOptions{Subnet: "127.0.43", BinDir: "/bin-dir"})
 	seen := map[string]string{}
 	for _, p := range plan.Procs("/run/endpoints.yaml") {
 		if !strings.HasPrefix(p.Name, "sidecar-") {

@@ -20,6 +20,21 @@ func writeTopology(t *testing.T, body string) string {
 	return p
 }
 
+// planFor loads body as a topology and plans it with opts, in a fresh directory.
+func planFor(t *testing.T, body string, opts PlanOptions) *Plan {
+	t.Helper()
+	topo, err := LoadTopology(writeTopology(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Dir = t.TempDir()
+	plan, err := NewPlan(topo, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}
+
 func TestLoadTopologyValidation(t *testing.T) {
 	const ok = "name: t\neppConfig: epp.yaml\npods:\n"
 	tests := []struct {
