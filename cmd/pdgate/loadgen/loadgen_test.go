@@ -46,19 +46,6 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-type listGen struct {
-	reqs []workload.Request
-	i    int
-}
-
-func (l *listGen) Next() (workload.Request, bool) {
-	if l.i >= len(l.reqs) {
-		return workload.Request{}, false
-	}
-	l.i++
-	return l.reqs[l.i-1], true
-}
-
 // fakeGateway answers like the lab's gateway: SSE with a decision header; "conditional"
 // requests with Prefer get a 412; "fail" requests a 503; "hang" requests never end.
 func fakeGateway(t *testing.T, prefers *atomic.Int32) *httptest.Server {
@@ -104,7 +91,7 @@ func TestRunCountsEverything(t *testing.T) {
 	mk := func(prompt string, cond bool) workload.Request {
 		return workload.Request{Kind: prompt, Path: "/v1/completions", Body: json.RawMessage(`{"prompt":"` + prompt + `","stream":true}`), Stream: true, Conditional: cond}
 	}
-	gen := &listGen{reqs: []workload.Request{mk("ok", false), mk("ok", false), mk("cond", true), mk("fail", false), mk("hang", false)}}
+	gen := workload.List([]workload.Request{mk("ok", false), mk("ok", false), mk("cond", true), mk("fail", false), mk("hang", false)})
 	classify := func(d string) (string, []Leg) {
 		if strings.Contains(d, "prefill=") {
 			return "prefill-decode", []Leg{{Pod: "d-0", Stage: "decode"}, {Pod: "p-0", Stage: "prefill"}}
@@ -157,7 +144,7 @@ func TestRunCountsEverything(t *testing.T) {
 }
 
 func TestRunNeedsABound(t *testing.T) {
-	if _, err := Run(context.Background(), Config{URL: "http://x", Gen: &listGen{}}); err == nil {
+	if _, err := Run(context.Background(), Config{URL: "http://x", Gen: workload.List(nil)}); err == nil {
 		t.Fatal("an unbounded run must be refused")
 	}
 }
@@ -188,7 +175,7 @@ func TestRunSpreadsOverReplicas(t *testing.T) {
 	for i := range reqs {
 		reqs[i] = workload.Request{Kind: "k", Path: "/v1/completions", Body: []byte(`{}`)}
 	}
-	if _, err := Run(context.Background(), Config{URL: urls[0], Replicas: urls[1:], Gen: &listGen{reqs: reqs}, MaxRequests: len(reqs)}); err != nil {
+	if _, err := Run(context.Background(), Config{URL: urls[0], Replicas: urls[1:], Gen: workload.List(reqs), MaxRequests: len(reqs)}); err != nil {
 		t.Fatal(err)
 	}
 	for i := range hits {

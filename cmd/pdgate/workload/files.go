@@ -184,8 +184,11 @@ func LoadJSONL(path string) (Generator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workload %s: %w", path, err)
 	}
-	return &sliceGen{reqs: reqs}, nil
+	return List(reqs), nil
 }
+
+// List yields reqs in order, once.
+func List(reqs []Request) Generator { return &sliceGen{reqs: reqs} }
 
 type sliceGen struct {
 	reqs []Request

@@ -323,7 +323,7 @@ func runPolicy(ctx context.Context, o Options, p Policy, reqs []workload.Request
 	// The longest request of the trace (1,000 output tokens) must fit the bounds at any
 	// tested load: 10 model minutes, in wall time.
 	bound := time.Duration(float64(10*time.Minute) / o.TimeScale)
-	r, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Replicas: replicas, Gen: &listGen{reqs: reqs}, MaxRequests: len(reqs),
+	r, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Replicas: replicas, Gen: workload.List(reqs), MaxRequests: len(reqs),
 		Concurrency: 4096, Trace: true, Classify: l.Plan.Classify, KeepSamples: true,
 		RequestTimeout: bound, DrainTimeout: bound})
 	if err != nil {

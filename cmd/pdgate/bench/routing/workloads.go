@@ -187,20 +187,6 @@ func Schedule(phases []Phase, gap time.Duration, timeScale float64) ([]workload.
 	return out, starts
 }
 
-// listGen yields a fixed list of requests.
-type listGen struct {
-	reqs []workload.Request
-	i    int
-}
-
-func (l *listGen) Next() (workload.Request, bool) {
-	if l.i >= len(l.reqs) {
-		return workload.Request{}, false
-	}
-	l.i++
-	return l.reqs[l.i-1], true
-}
-
 // WorkloadMooncake is the Mooncake conversation trace's phase (--mooncake).
 const WorkloadMooncake = "mooncake"
 

@@ -113,19 +113,6 @@ func chatRequests(w SharedPrefix, model string, rate float64, seed int64, n int)
 	}
 }
 
-type sliceGen struct {
-	reqs []workload.Request
-	i    int
-}
-
-func (g *sliceGen) Next() (workload.Request, bool) {
-	if g.i >= len(g.reqs) {
-		return workload.Request{}, false
-	}
-	g.i++
-	return g.reqs[g.i-1], true
-}
-
 // Direct routes: how the second router (the direct traffic) picks an engine.
 const (
 	DirectRouter     = "router"      // a second EPP and gateway of the same policy
@@ -193,7 +180,7 @@ func runPrefixLab(ctx context.Context, o PrefixOptions, topology, policy, subnet
 		if len(rs) == 0 {
 			return
 		}
-		res, err := loadgen.Run(ctx, loadgen.Config{URL: url, Gen: &sliceGen{reqs: rs}, Concurrency: 256,
+		res, err := loadgen.Run(ctx, loadgen.Config{URL: url, Gen: workload.List(rs), Concurrency: 256,
 			MaxRequests: len(rs), KeepSamples: true})
 		results[i] = out{res, err}
 	}
