@@ -29,39 +29,51 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// checkValidate wants an error holding every wantErr when there are any, else success and
+// an output holding every wantOut.
+func checkValidate(t *testing.T, out string, err error, wantOut, wantErr []string) {
+	t.Helper()
+	if len(wantErr) > 0 {
+		if err == nil {
+			t.Fatalf("want error, got OK:\n%s", out)
+		}
+		for _, w := range wantErr {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("error %q lacks %q", err, w)
+			}
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, w := range wantOut {
+		if !strings.Contains(out, w) {
+			t.Errorf("output lacks %q:\n%s", w, out)
+		}
+	}
+}
+
 func TestValidateGIESamples(t *testing.T) {
 	dir := gieDir(t)
 	tests := []struct {
 		file    string
 		wantOut []string
-		wantErr string
+		wantErr []string
 	}{
 		{file: "test/integration/epp/testdata/default-config.yaml",
 			wantOut: []string{"OK", "profile handler: single-profile-handler", "default: queue-scorer (weight 1)", "feature gates: enableLegacyMetrics"}},
 		{file: "test/integration/epp/testdata/request-attribute-reporter-config.yaml",
 			wantOut: []string{"total-tokens-cost-reporter", "type=request-attribute-reporter", "roles=response-body"}},
 		// A GIE test-only plugin the EPP binary does not register either.
-		{file: "test/integration/epp/testdata/datalayer-config.yaml", wantErr: "plugin type 'mock-metrics-source' is not registered"},
+		{file: "test/integration/epp/testdata/datalayer-config.yaml", wantErr: []string{"plugin type 'mock-metrics-source' is not registered"}},
 		// Stale sample: the field does not exist in v1.5.0's types.
-		{file: "test/testdata/configloader_1_test.yaml", wantErr: `unknown field "saturationDetector.metricsStalenessThreshold"`},
+		{file: "test/testdata/configloader_1_test.yaml", wantErr: []string{`unknown field "saturationDetector.metricsStalenessThreshold"`}},
 	}
 	for _, tt := range tests {
 		t.Run(filepath.Base(tt.file), func(t *testing.T) {
 			out, err := run(t, "validate", "--config", filepath.Join(dir, tt.file))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			for _, w := range tt.wantOut {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
+			checkValidate(t, out, err, tt.wantOut, tt.wantErr)
 		})
 	}
 }
@@ -140,25 +152,7 @@ plugins:
 				t.Fatal(err)
 			}
 			out, err := run(t, "validate", "--config", f)
-			if len(tt.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("want error, got OK:\n%s", out)
-				}
-				for _, w := range tt.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			for _, w := range tt.wantOut {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q:\n%s", w, out)
-				}
-			}
+			checkValidate(t, out, err, tt.wantOut, tt.wantErr)
 		})
 	}
 }
