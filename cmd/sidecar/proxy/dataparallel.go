@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -35,23 +36,30 @@ type DataParallel struct {
 // enabled reports whether ranks are in use.
 func (d DataParallel) enabled() bool { return d.Size > 1 }
 
-// rankPort is the local engine port of rank r ("" when r is out of range).
-func (p *Proxy) rankPort(r int) string {
-	dp := p.cfg.DataParallel
+// ranks maps data-parallel ranks to the local engine's ports.
+type ranks struct {
+	dp DataParallel
+	// engineURL is --engine-url: rank 0's port.
+	engineURL *url.URL
+}
+
+// port is the local engine port of rank r ("" when r is out of range).
+func (k ranks) port(r int) string {
+	dp := k.dp
 	if !dp.enabled() || r < 0 || r >= dp.Size {
 		return ""
 	}
-	base, err := strconv.Atoi(p.cfg.EngineURL.Port())
+	base, err := strconv.Atoi(k.engineURL.Port())
 	if err != nil {
 		return ""
 	}
 	return strconv.Itoa(base + r)
 }
 
-// rankFromHeader maps x-data-parallel-host-port ("host:port" of the rank endpoint) to the
-// engine port of that rank; "" when absent, malformed or out of range.
-func (p *Proxy) rankFromHeader(v string) string {
-	dp := p.cfg.DataParallel
+// fromHeader maps x-data-parallel-host-port ("host:port" of the rank endpoint) to the engine
+// port of that rank; "" when absent, malformed or out of range.
+func (k ranks) fromHeader(v string) string {
+	dp := k.dp
 	v = strings.TrimSpace(v)
 	if !dp.enabled() || v == "" || dp.ListenPort == 0 {
 		return ""
@@ -64,13 +72,13 @@ func (p *Proxy) rankFromHeader(v string) string {
 	if err != nil {
 		return ""
 	}
-	return p.rankPort(n - dp.ListenPort)
+	return k.port(n - dp.ListenPort)
 }
 
-// pinToPrefillRank applies the prefill's reported rank to the decode leg and the
-// side-channel port; it returns the rank (-1 when none was reported or ranks are off).
-func (p *Proxy) pinToPrefillRank(rq *request, params *jsonbody.Object) int {
-	dp := p.cfg.DataParallel
+// pin applies the prefill's reported rank to the decode leg and the side-channel port; it
+// returns the rank (-1 when none was reported or ranks are off).
+func (k ranks) pin(rq *request, params *jsonbody.Object) int {
+	dp := k.dp
 	if !dp.enabled() || params == nil {
 		return -1
 	}
@@ -82,7 +90,7 @@ func (p *Proxy) pinToPrefillRank(rq *request, params *jsonbody.Object) int {
 	if json.Unmarshal(raw, &r) != nil || r < 0 {
 		return -1
 	}
-	if port := p.rankPort(r); port != "" {
+	if port := k.port(r); port != "" {
 		rq.decoderPort = port
 	} else {
 		rq.log.Info("prefill reported a data-parallel rank outside --data-parallel-size; decode keeps its port", "remote_dp_rank", r, "size", dp.Size)

@@ -84,13 +84,13 @@ func TestDataParallelRanks(t *testing.T) {
 }
 
 func TestDataParallelOffWithoutSize(t *testing.T) {
-	p := &Proxy{cfg: Config{EngineURL: &url.URL{Host: "127.0.0.1:9000"}}}
-	if got := p.rankFromHeader("10.0.0.1:8001"); got != "" {
+	k := ranks{engineURL: &url.URL{Host: "127.0.0.1:9000"}}
+	if got := k.fromHeader("10.0.0.1:8001"); got != "" {
 		t.Fatalf("ranks off: got port %q", got)
 	}
-	p.cfg.DataParallel = DataParallel{Size: 2, ListenPort: 8000}
+	k.dp = DataParallel{Size: 2, ListenPort: 8000}
 	for v, want := range map[string]string{"10.0.0.1:8001": "9001", "10.0.0.1:8002": "", "x": "", "10.0.0.1:7999": ""} {
-		if got := p.rankFromHeader(v); got != want {
+		if got := k.fromHeader(v); got != want {
 			t.Errorf("%s → %q, want %q", v, got, want)
 		}
 	}

@@ -54,7 +54,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 	} else {
 		wd.start()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.decoderPort, rq.path, r), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(p.cfg.EngineURL, rq.decoderPort, rq.path, r), bytes.NewReader(body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "building decode request: "+err.Error(), protocol.HeaderErrorDecode)
 		return false
@@ -71,7 +71,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 		// the decode's error is its consequence (the KV pull failed) and the client is told
 		// the cause. A 4xx is about the request itself and is answered at once.
 		if lerr := p.awaitPrefill(r, rq, o.gate, "status "+strconv.Itoa(resp.StatusCode)); lerr != nil {
-			p.writePrefillFailure(w, rq, lerr)
+			p.report.prefillFailure(w, rq, lerr)
 			return false
 		}
 	}
@@ -121,7 +121,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if len(chunk) > 0 {
 				if !committed && !commit() {
-					p.writeGateFailure(w, rq, o.gate)
+					p.report.gateFailure(w, rq, o.gate)
 					return false
 				}
 				if _, werr := out.Write(chunk); werr != nil {
@@ -139,7 +139,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if !committed {
 				if !commit() {
-					p.writeGateFailure(w, rq, o.gate)
+					p.report.gateFailure(w, rq, o.gate)
 					return false
 				}
 				if len(pending) > 0 {
@@ -222,7 +222,7 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 			if committed {
 				panic(http.ErrAbortHandler)
 			}
-			p.writePrefillFailure(w, rq, lerr)
+			p.report.prefillFailure(w, rq, lerr)
 			return
 		}
 	}
@@ -256,17 +256,6 @@ func (p *Proxy) awaitPrefill(r *http.Request, rq *request, g *gate, decodeErr st
 		}
 	}
 	return g.failure()
-}
-
-func (p *Proxy) writeGateFailure(w http.ResponseWriter, rq *request, g *gate) {
-	if lerr := g.failure(); lerr != nil {
-		p.writePrefillFailure(w, rq, lerr)
-		return
-	}
-	p.diverted(rq, outcomeFailed, "unknown")
-	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, http.StatusServiceUnavailable)
-	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
-	writeError(w, http.StatusServiceUnavailable, "prefill leg failed", protocol.HeaderErrorPrefill)
 }
 
 func isSSE(h http.Header) bool {

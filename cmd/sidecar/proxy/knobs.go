@@ -20,17 +20,17 @@ type timeouts struct {
 	streamIdle    time.Duration
 }
 
-func (p *Proxy) timeoutsFor(rq *request, header string) timeouts {
+func timeoutsFor(cfg *Config, rq *request, header string) timeouts {
 	t := timeouts{
-		prefill: p.cfg.PrefillTimeout, abort: p.cfg.AbortTimeout, abortRetry: p.cfg.AbortRetryDelay,
-		firstResponse: p.cfg.FirstResponseTimeout, response: p.cfg.ResponseTimeout, streamIdle: p.cfg.StreamIdleTimeout,
+		prefill: cfg.PrefillTimeout, abort: cfg.AbortTimeout, abortRetry: cfg.AbortRetryDelay,
+		firstResponse: cfg.FirstResponseTimeout, response: cfg.ResponseTimeout, streamIdle: cfg.StreamIdleTimeout,
 	}
 	if header == "" {
 		return t
 	}
 	k, err := protocol.ParseSidecarKnobs(header)
 	if err != nil {
-		p.cfg.Metrics.KnobRejections.Inc()
+		cfg.Metrics.KnobRejections.Inc()
 		rq.log.Info("ignoring invalid per-profile sidecar knobs; the flags apply", "err", err.Error())
 	}
 	for name, dst := range map[string]*time.Duration{

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -157,11 +156,11 @@ func (p *Proxy) prefillURL(rq *request, r *http.Request) string {
 	return u
 }
 
-// engineURL is the local decode engine's URL for path: --engine-url, with the port of
+// engineURL is the local decode engine's URL for path: base (--engine-url), with the port of
 // x-pdgate-decoder-port when the EPP sent a valid one (port, from decoderPort; the host is
 // always the configured one).
-func (p *Proxy) engineURL(port, path string, r *http.Request) string {
-	u := *engineTarget(p.cfg.EngineURL, port)
+func engineURL(base *url.URL, port, path string, r *http.Request) string {
+	u := *engineTarget(base, port)
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
 	if r != nil {
 		u.RawQuery = r.URL.RawQuery
@@ -190,7 +189,7 @@ func (p *Proxy) prefillOnce(ctx context.Context, r *http.Request, rq *request, b
 // it (the KV is there: SHFS's remote_host must name it) and rq.onAlternate set. When it
 // returns, the EPP's prefill-release callback fires (prefillReturned).
 func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*jsonbody.Object, time.Duration, *legError) {
-	defer p.prefillReturned(rq) // every way out: the leg's result is known
+	defer p.release.returned(rq) // every way out: the leg's result is known
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), rq.t.prefill)
 	defer cancel()
@@ -210,7 +209,7 @@ func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*j
 			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
 			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(d.Seconds())
 			if rq.onAlternate {
-				p.diverted(rq, outcomeAlternate, first.class)
+				p.report.diverted(rq, outcomeAlternate, first.class)
 			}
 			return obj, d, nil
 		}
@@ -242,11 +241,11 @@ func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*j
 // prefillFailed applies the failure policy after a sequential prefill leg failed.
 func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
 	if r.Context().Err() != nil {
-		p.diverted(rq, outcomeFailed, classCanceled)
+		p.report.diverted(rq, outcomeFailed, classCanceled)
 		return // the client is gone; nobody to answer
 	}
 	if lerr.clientError() {
-		p.diverted(rq, outcomeFailed, lerr.class)
+		p.report.diverted(rq, outcomeFailed, lerr.class)
 		p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, lerr.status)
 		h := w.Header()
 		h.Set("Content-Type", lerr.header.Get("Content-Type"))
@@ -264,34 +263,11 @@ func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	if p.cfg.FailurePolicy == FallbackLocal {
 		rq.log.Info("prefill failed; decoding with local prefill", "class", lerr.class)
-		p.diverted(rq, outcomeFallback, lerr.class)
-		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
+		p.report.diverted(rq, outcomeFallback, lerr.class)
+		p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeFallback})
 		return
 	}
-	p.writePrefillFailure(w, rq, lerr)
-}
-
-// writePrefillFailure answers the client for a failed prefill leg: the prefiller's own status
-// for HTTP failures, 503 for every other class.
-func (p *Proxy) writePrefillFailure(w http.ResponseWriter, rq *request, lerr *legError) {
-	code := http.StatusServiceUnavailable
-	if lerr.class == classHTTP && lerr.status >= 400 && lerr.status <= 599 {
-		code = lerr.status
-	}
-	p.diverted(rq, outcomeFailed, lerr.class)
-	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, code)
-	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
-	writeError(w, code, "prefill request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256), protocol.HeaderErrorPrefill)
-}
-
-// diverted counts a request whose prefill did not run where the EPP said (outcome failed,
-// fallback-local, alternate or skipped; reason a failure class or a named cause). Requests
-// the EPP sent without a prefill target are not counted: nothing was diverted.
-func (p *Proxy) diverted(rq *request, outcome, reason string) {
-	if !rq.prefillAsked {
-		return
-	}
-	p.cfg.Metrics.PrefillDiverted.WithLabelValues(string(p.cfg.Engine), outcome, reason).Inc()
+	p.report.prefillFailure(w, rq, lerr)
 }
 
 // kvKeys are body fields that steer where an engine pulls KV from. A client must not set
@@ -310,7 +286,7 @@ func sanitized(obj *jsonbody.Object) *jsonbody.Object {
 }
 
 // localBody is the body for a decode with local prefill.
-func (p *Proxy) localBody(rq *request) []byte {
+func localBody(rq *request) []byte {
 	if rq.obj == nil {
 		return rq.raw
 	}
@@ -360,20 +336,4 @@ func engineTarget(base *url.URL, port string) *url.URL {
 	u := *base
 	u.Host = net.JoinHostPort(base.Hostname(), port)
 	return &u
-}
-
-// decoderPort validates x-pdgate-decoder-port: "" when absent; a decimal port in 1..65535,
-// else "" with the value logged and counted (the --engine-url port applies).
-func (p *Proxy) decoderPort(v string) string {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return ""
-	}
-	n, err := strconv.ParseUint(v, 10, 16)
-	if err != nil || n == 0 {
-		p.cfg.Metrics.DecoderPortRejections.Inc()
-		p.cfg.Log.Info("ignoring invalid "+protocol.HeaderDecoderPort+"; the --engine-url port applies", "value", truncate(v, 64))
-		return ""
-	}
-	return strconv.FormatUint(n, 10)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httputil"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,6 +45,9 @@ type Proxy struct {
 	snow        *snowflake
 	serverInfo  *serverInfoCache
 	encoderRR   atomic.Uint64
+	ranks       ranks
+	release     releaser
+	report      reporter
 }
 
 // New validates cfg and builds the handler.
@@ -66,7 +70,10 @@ func New(cfg Config) (*Proxy, error) {
 			writeError(w, http.StatusBadGateway, "decode engine unreachable", protocol.HeaderErrorDecode)
 		},
 	}
-	p := &Proxy{cfg: cfg, passthrough: rp, rids: newRidGen(), serverInfo: newServerInfoCache(cfg)}
+	p := &Proxy{cfg: cfg, passthrough: rp, rids: newRidGen(), serverInfo: newServerInfoCache(cfg),
+		ranks:   ranks{dp: cfg.DataParallel, engineURL: cfg.EngineURL},
+		release: releaser{timeout: cfg.PrefillReleaseTimeout, client: cfg.PrefillReleaseClient, metrics: cfg.Metrics},
+		report:  reporter{m: cfg.Metrics, engine: string(cfg.Engine)}}
 	p.snow = newSnowflake(cfg.TRTMachineID, time.Now)
 	return p, nil
 }
@@ -144,9 +151,9 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 	rq.bootstrapPort = strings.TrimSpace(routing[protocol.HeaderPrefillerBootstrapPort])
 	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])
 	rq.prefillConnector = strings.TrimSpace(routing[protocol.HeaderPrefillerKVConnector])
-	rq.t = p.timeoutsFor(rq, strings.TrimSpace(routing[protocol.HeaderSidecarKnobs]))
+	rq.t = timeoutsFor(&p.cfg, rq, strings.TrimSpace(routing[protocol.HeaderSidecarKnobs]))
 	if rq.decoderPort == "" {
-		rq.decoderPort = p.rankFromHeader(routing[protocol.HeaderDataParallelHostPort])
+		rq.decoderPort = p.ranks.fromHeader(routing[protocol.HeaderDataParallelHostPort])
 	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxRequestBytes))
@@ -167,19 +174,19 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 		hp, err := protocol.ParseHostPort(first)
 		if err != nil {
 			rq.log.Info("malformed prefill header", "value", v, "err", err.Error())
-			p.refusePrefill(w, rq, http.StatusBadRequest, "malformed "+protocol.HeaderPrefillerHostPort+" header", reasonBadHeader)
+			p.report.refusePrefill(w, rq, http.StatusBadRequest, "malformed "+protocol.HeaderPrefillerHostPort+" header", reasonBadHeader)
 			return "rejected"
 		}
 		if !p.cfg.Allow.Allowed(hp) {
 			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
 			rq.log.Info("prefill target refused by the allow-list", "target", hp.String(),
 				"client", r.RemoteAddr, "userAgent", r.UserAgent())
-			p.refusePrefill(w, rq, http.StatusForbidden, "prefill target not allowed", reasonAllowlist)
+			p.report.refusePrefill(w, rq, http.StatusForbidden, "prefill target not allowed", reasonAllowlist)
 			return "rejected"
 		}
 		rq.prefill = &hp
 		rq.alternate = p.alternatePrefill(rq, routing[protocol.HeaderPrefillerAlternateHostPort], hp)
-		p.setPrefillRelease(rq, strings.TrimSpace(routing[protocol.HeaderPrefillRelease]))
+		p.release.set(rq, strings.TrimSpace(routing[protocol.HeaderPrefillRelease]))
 	}
 	if v := routing[protocol.HeaderEncoderHostsPorts]; strings.TrimSpace(v) != "" {
 		rq.encoders = p.allowedEncoders(rq, v)
@@ -258,7 +265,7 @@ func (p *Proxy) allowedEncoders(rq *request, v string) []protocol.HostPort {
 
 // decodeOnly sends the client's body, less any KV-steering fields, to the local engine.
 func (p *Proxy) decodeOnly(w http.ResponseWriter, r *http.Request, rq *request, outcome string) {
-	p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcome})
+	p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcome})
 }
 
 // setupFailure handles a P/D request that cannot be set up before any leg is sent: the
@@ -267,20 +274,11 @@ func (p *Proxy) setupFailure(w http.ResponseWriter, r *http.Request, rq *request
 	rq.log.Info("prefill leg cannot be set up", "reason", msg)
 	p.cfg.Metrics.Legs.WithLabelValues("prefill", string(p.cfg.Engine), classSetup).Inc()
 	if p.cfg.FailurePolicy == FallbackLocal {
-		p.diverted(rq, outcomeFallback, classSetup)
-		p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeFallback})
+		p.report.diverted(rq, outcomeFallback, classSetup)
+		p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeFallback})
 		return
 	}
-	p.refusePrefill(w, rq, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), classSetup)
-}
-
-// refusePrefill answers a request whose prefill leg is refused before it is sent, with the
-// failed outcome, x-error-pd-prefill and the diverted-prefill count.
-func (p *Proxy) refusePrefill(w http.ResponseWriter, rq *request, code int, msg, reason string) {
-	p.diverted(rq, outcomeFailed, reason)
-	p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, code)
-	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
-	writeError(w, code, msg, protocol.HeaderErrorPrefill)
+	p.report.refusePrefill(w, rq, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), classSetup)
 }
 
 // alternatePrefill parses the EPP's alternate prefill target; a malformed or refused one is
@@ -305,6 +303,22 @@ func (p *Proxy) alternatePrefill(rq *request, v string, first protocol.HostPort)
 	return &hp
 }
 
+// decoderPort validates x-pdgate-decoder-port: "" when absent; a decimal port in 1..65535,
+// else "" with the value logged and counted (the --engine-url port applies).
+func (p *Proxy) decoderPort(v string) string {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return ""
+	}
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n == 0 {
+		p.cfg.Metrics.DecoderPortRejections.Inc()
+		p.cfg.Log.Info("ignoring invalid "+protocol.HeaderDecoderPort+"; the --engine-url port applies", "value", truncate(v, 64))
+		return ""
+	}
+	return strconv.FormatUint(n, 10)
+}
+
 // requestID returns the client's x-request-id when it is sane, else a fresh random id.
 func requestID(h http.Header) string {
 	if v := h.Get("X-Request-Id"); v != "" && len(v) <= 128 && printable(v) {
@@ -322,39 +336,6 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
-
-// writeError writes an OpenAI-shaped error; flags are header names set to "true".
-func writeError(w http.ResponseWriter, code int, msg string, flags ...string) {
-	for _, f := range flags {
-		w.Header().Set(f, "true")
-	}
-	protocol.WriteError(w, code, errorType(code), msg)
-}
-
-func errorType(code int) string {
-	switch {
-	case code == http.StatusBadRequest:
-		return "BadRequestError"
-	case code == http.StatusForbidden:
-		return "PermissionDeniedError"
-	case code == http.StatusRequestEntityTooLarge:
-		return "RequestTooLargeError"
-	case code == http.StatusGatewayTimeout:
-		return "GatewayTimeoutError"
-	case code == http.StatusServiceUnavailable:
-		return "ServiceUnavailableError"
-	case code >= 500:
-		return "InternalServerError"
-	}
-	return "InvalidRequestError"
 }
 
 // statusRecorder remembers the status code for the request counter.

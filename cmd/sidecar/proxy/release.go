@@ -48,35 +48,43 @@ func prefillReleaseURL(v string) (string, bool) {
 	return out.String(), true
 }
 
-// setPrefillRelease records the request's callback from the routing header (invalid values
-// are counted and dropped: the EPP releases at the response headers, as without it).
-func (p *Proxy) setPrefillRelease(rq *request, v string) {
-	if v == "" || p.cfg.PrefillReleaseTimeout <= 0 {
+// releaser makes the prefill-release callbacks to the EPP.
+type releaser struct {
+	// timeout bounds one callback; 0 disables them.
+	timeout time.Duration
+	client  *http.Client
+	metrics *Metrics
+}
+
+// set records the request's callback from the routing header (invalid values are counted and
+// dropped: the EPP releases at the response headers, as without it).
+func (rl releaser) set(rq *request, v string) {
+	if v == "" || rl.timeout <= 0 {
 		return
 	}
 	u, ok := prefillReleaseURL(v)
 	if !ok {
-		p.cfg.Metrics.PrefillReleases.WithLabelValues(releaseInvalidURL).Inc()
+		rl.metrics.PrefillReleases.WithLabelValues(releaseInvalidURL).Inc()
 		rq.log.Info("malformed prefill-release header ignored", "value", truncate(v, 256))
 		return
 	}
 	rq.releaseURL = u
 }
 
-// prefillReturned tells the EPP, once per request and in the background, that the prefill leg
+// returned tells the EPP, once per request and in the background, that the prefill leg
 // returned (success or failure): its ledger releases the prefill pod's active-token charge now
 // instead of when the response headers reach it. It never blocks or fails the request.
-func (p *Proxy) prefillReturned(rq *request) {
+func (rl releaser) returned(rq *request) {
 	if rq.releaseURL == "" {
 		return
 	}
 	rq.releaseOnce.Do(func() {
 		u := rq.releaseURL
 		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PrefillReleaseTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), rl.timeout)
 			defer cancel()
-			result := p.postRelease(ctx, u)
-			p.cfg.Metrics.PrefillReleases.WithLabelValues(result).Inc()
+			result := rl.post(ctx, u)
+			rl.metrics.PrefillReleases.WithLabelValues(result).Inc()
 			if result != releaseOK {
 				rq.log.V(1).Info("prefill-release callback failed; the EPP releases at the response headers", "result", result)
 			}
@@ -84,12 +92,12 @@ func (p *Proxy) prefillReturned(rq *request) {
 	})
 }
 
-func (p *Proxy) postRelease(ctx context.Context, u string) string {
+func (rl releaser) post(ctx context.Context, u string) string {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, http.NoBody)
 	if err != nil {
 		return releaseInvalidURL
 	}
-	resp, err := p.cfg.PrefillReleaseClient.Do(req)
+	resp, err := rl.client.Do(req)
 	if err != nil {
 		return releaseTransport
 	}

@@ -64,7 +64,7 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 		if bp := (protocol.HostPort{Host: rq.prefill.Host, Port: v}); v != port && !p.cfg.Allow.Allowed(bp) {
 			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
 			rq.log.Info("bootstrap target refused by the allow-list", "target", bp.String(), "client", r.RemoteAddr)
-			p.refusePrefill(w, rq, http.StatusForbidden, "bootstrap target not allowed", reasonAllowlist)
+			p.report.refusePrefill(w, rq, http.StatusForbidden, "bootstrap target not allowed", reasonAllowlist)
 			return
 		}
 		port = v
@@ -102,7 +102,7 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 		defer cancel()
 		start := time.Now()
 		_, lerr := p.prefillOnce(ctx, r, rq, body)
-		p.prefillReturned(rq) // the leg's result is known: the EPP's charge may end
+		p.release.returned(rq) // the leg's result is known: the EPP's charge may end
 		if lerr == nil || !lerr.terminal() {
 			if lerr != nil {
 				rq.log.V(1).Info("prefill answered an unparseable body; KV transfer completed", "err", lerr.Error())
@@ -122,7 +122,7 @@ func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte
 			return
 		}
 		// Headers are out: only the count can tell the operator.
-		p.diverted(rq, outcomeFailed, lerr.class)
+		p.report.diverted(rq, outcomeFailed, lerr.class)
 		rq.log.Info("prefill failed after the decode answer started", "class", lerr.class, "err", lerr.Error())
 	}()
 	return done
@@ -145,7 +145,7 @@ func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
 				time.Sleep(rq.t.abortRetry)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), rq.t.abort)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, p.engineURL(rq.decoderPort, "/abort_request", nil), bytes.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(p.cfg.EngineURL, rq.decoderPort, "/abort_request", nil), bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			result := "ok"
 			resp, err := p.cfg.DecodeClient.Do(req)

@@ -95,7 +95,7 @@ func (p *Proxy) runTRTContextFirst(w http.ResponseWriter, r *http.Request, rq *r
 		}
 	} else {
 		rq.log.Info("context response carries no disaggregated_params; decode prefills locally")
-		p.diverted(rq, outcomeFallback, reasonNoKVParams)
+		p.report.diverted(rq, outcomeFallback, reasonNoKVParams)
 		outcome = outcomeFallback
 	}
 	p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcome, prefillDur: dur, prefillEnd: end})

@@ -57,14 +57,14 @@ func (p *Proxy) runVLLM(w http.ResponseWriter, r *http.Request, rq *request) {
 		if !found {
 			// Without parameters the decode engine prefills by itself.
 			rq.log.Info("prefill response carries no kv_transfer_params; decode prefills locally")
-			p.diverted(rq, outcomeFallback, reasonNoKVParams)
+			p.report.diverted(rq, outcomeFallback, reasonNoKVParams)
 			outcome = outcomeFallback
 			break
 		}
 		if conn == ConnectorSHFS {
 			_ = params.Set("remote_host", rq.prefill.Host)
 		}
-		p.pinToPrefillRank(rq, params)
+		p.ranks.pin(rq, params)
 		dec.SetObject("kv_transfer_params", params)
 	}
 	cached := cachedTokens(resp)
@@ -103,8 +103,8 @@ func (p *Proxy) runSharedStorage(w http.ResponseWriter, r *http.Request, rq *req
 		return
 	}
 	if rq.obj.Has("cache_hit_threshold") {
-		if !p.decode(w, r, rq, p.localBody(rq), decodeOpts{outcome: outcomeSkipped, probe: true}) {
-			p.diverted(rq, outcomeSkipped, reasonCacheHit)
+		if !p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeSkipped, probe: true}) {
+			p.report.diverted(rq, outcomeSkipped, reasonCacheHit)
 			return
 		}
 		rq.log.V(1).Info("decode answered cache_threshold; running prefill")
@@ -126,7 +126,7 @@ func (p *Proxy) runSharedStorage(w http.ResponseWriter, r *http.Request, rq *req
 // would answer cache_threshold again.
 func (p *Proxy) prefillFailedSharedStorage(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
 	if p.cfg.FailurePolicy == FallbackLocal && !lerr.clientError() && r.Context().Err() == nil {
-		p.diverted(rq, outcomeFallback, lerr.class)
+		p.report.diverted(rq, outcomeFallback, lerr.class)
 		dec := sanitized(rq.obj)
 		dec.SetInt("cache_hit_threshold", 0)
 		p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcomeFallback})
