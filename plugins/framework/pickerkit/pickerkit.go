@@ -1,16 +1,19 @@
 // Package pickerkit is what pdgate's pickers (max-score-picker, random-picker,
-// weighted-random-picker, GIE v1.5.0's types with an injectable random source) share: their
-// one parameter, the random source each instance owns, and the shuffle that breaks ties.
+// weighted-random-picker, GIE v1.5.0's types with an injectable random source) share: the
+// picker type itself (a picker package supplies its type name and its PickFunc), their one
+// parameter, the random source each instance owns, and the shuffle that breaks ties.
 package pickerkit
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -47,7 +50,7 @@ func Max(n int) int {
 }
 
 // Base is what every picker instance holds: its name, how many endpoints it returns and its
-// random source. A picker embeds it and adds Pick.
+// random source. Picker embeds it.
 type Base struct {
 	tn fwkplugin.TypedName
 	// Max is how many endpoints Pick returns at most.
@@ -77,6 +80,71 @@ func Build[P fwkplugin.Plugin](pluginType, name string, raw json.RawMessage, han
 		return nil, err
 	}
 	return newPicker(name, p.MaxNumOfEndpoints, RandFor(handle, name)), nil
+}
+
+// debug is GIE's logutil.DEBUG verbosity, at which its pickers log their candidates.
+const debug = 4
+
+// PickFunc is how a picker type picks from the candidates: p holds the instance's Max and
+// random source. It may reorder eps.
+type PickFunc func(ctx context.Context, p *Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult
+
+// Picker is a picker instance of any of the pickers' types: its Base and its type's PickFunc.
+type Picker struct {
+	Base
+	pick PickFunc
+}
+
+var _ fwksched.Picker = (*Picker)(nil)
+
+// Pick implements fwksched.Picker with the type's PickFunc.
+func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
+	return p.pick(ctx, p, eps)
+}
+
+// LogCandidates logs msg with the candidates at GIE's debug verbosity, as GIE's pickers do
+// before they pick.
+func (p *Picker) LogCandidates(ctx context.Context, msg string, eps []*fwksched.ScoredEndpoint) {
+	log.FromContext(ctx).V(debug).Info(msg,
+		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+}
+
+// Uniform is random-picker's PickFunc, to which weighted-random-picker delegates when no
+// score is positive (as GIE's does): shuffle the candidates, return the first Max.
+func Uniform(ctx context.Context, p *Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
+	p.LogCandidates(ctx, "Selecting endpoints from candidates randomly", eps)
+	p.Rand.Shuffle(eps)
+	return Targets(eps, p.Max)
+}
+
+// Kind is a picker type: the type name it registers under and how it picks.
+type Kind struct {
+	Type string
+	Pick PickFunc
+}
+
+// New builds a picker of kind k returning at most maxNumOfEndpoints endpoints (≤ 0: the
+// default) that draws from rnd (nil: time-seeded).
+func (k Kind) New(name string, maxNumOfEndpoints int, rnd *Rand) *Picker {
+	return &Picker{Base: NewBase(k.Type, name, maxNumOfEndpoints, rnd), pick: k.Pick}
+}
+
+// Factory is kind k's plugin factory: its random source is seeded from the handle's seed,
+// if any (see Build).
+func (k Kind) Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
+	return Build(k.Type, name, raw, handle, k.New)
+}
+
+// Descending orders a before b when a is larger: a stable sort by it keeps the input order
+// among equals (and among NaNs, which compare equal to everything, as in GIE's pickers).
+func Descending(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // Rand is a picker instance's random source, safe for concurrent Picks. A seeded one also

@@ -114,11 +114,10 @@ func TestNewBase(t *testing.T) {
 	}
 }
 
-type testPicker struct{ Base }
-
-func newTestPicker(name string, max int, rnd *Rand) *testPicker {
-	return &testPicker{NewBase("test-picker", name, max, rnd)}
-}
+// testKind picks the first Max candidates as they come.
+var testKind = Kind{Type: "test-picker", Pick: func(_ context.Context, p *Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
+	return Targets(eps, p.Max)
+}}
 
 func TestBuild(t *testing.T) {
 	names := func() []k8stypes.NamespacedName { return nil }
@@ -139,7 +138,7 @@ func TestBuild(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pl, err := Build("test-picker", "x", json.RawMessage(tt.raw), tt.handle, newTestPicker)
+			pl, err := testKind.Factory("x", json.RawMessage(tt.raw), tt.handle)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err %v, want %q", err, tt.wantErr)
@@ -149,9 +148,14 @@ func TestBuild(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := pl.(*testPicker)
+			p := pl.(*Picker)
 			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: "test-picker", Name: "x"}) {
 				t.Fatalf("max %d seeded %v name %v; want %d %v", p.Max, p.Rand.Seeded(), p.TypedName(), tt.wantMax, tt.seeded)
+			}
+			eps := []*fwksched.ScoredEndpoint{ep("a", "x"), ep("a", "y")}
+			first := eps[0]
+			if r := p.Pick(context.Background(), nil, eps); len(r.TargetEndpoints) != min(tt.wantMax, 2) || r.TargetEndpoints[0] != first {
+				t.Fatalf("Pick = %v, want the kind's pick: the first %d", r.TargetEndpoints, tt.wantMax)
 			}
 		})
 	}

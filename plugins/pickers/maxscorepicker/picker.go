@@ -6,11 +6,8 @@ package maxscorepicker
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
@@ -19,41 +16,15 @@ import (
 // Type is the plugin type name (GIE's).
 const Type = "max-score-picker"
 
-// debug is GIE's logutil.DEBUG verbosity.
-const debug = 4
+// Kind is max-score-picker: Kind.Factory is its factory (the random source seeded from the
+// handle's seed, if any), Kind.New builds one on a given source.
+var Kind = pickerkit.Kind{Type: Type, Pick: pick}
 
-// Picker picks the endpoints with the highest scores, ties broken at random.
-type Picker struct {
-	pickerkit.Base
-}
-
-var _ fwksched.Picker = (*Picker)(nil)
-
-// Factory builds the picker; its random source is seeded from the handle's seed, if any.
-func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	return pickerkit.Build(Type, name, raw, handle, New)
-}
-
-// New builds a picker returning at most maxNumOfEndpoints endpoints (≤ 0: 1) that draws from
-// rnd (nil: time-seeded).
-func New(name string, maxNumOfEndpoints int, rnd *pickerkit.Rand) *Picker {
-	return &Picker{Base: pickerkit.NewBase(Type, name, maxNumOfEndpoints, rnd)}
-}
-
-// Pick shuffles the candidates (the tie-break), sorts them by score, highest first, keeping
+// pick shuffles the candidates (the tie-break), sorts them by score, highest first, keeping
 // the shuffled order among equal scores, and returns the first maxNumOfEndpoints.
-func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
-	log.FromContext(ctx).V(debug).Info("Selecting endpoints from candidates sorted by max score",
-		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+func pick(ctx context.Context, p *pickerkit.Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
+	p.LogCandidates(ctx, "Selecting endpoints from candidates sorted by max score", eps)
 	p.Rand.Shuffle(eps)
-	slices.SortStableFunc(eps, func(a, b *fwksched.ScoredEndpoint) int {
-		switch {
-		case a.Score > b.Score:
-			return -1
-		case a.Score < b.Score:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(eps, func(a, b *fwksched.ScoredEndpoint) int { return pickerkit.Descending(a.Score, b.Score) })
 	return pickerkit.Targets(eps, p.Max)
 }

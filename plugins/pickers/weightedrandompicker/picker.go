@@ -9,12 +9,10 @@ package weightedrandompicker
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"slices"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
@@ -23,44 +21,27 @@ import (
 // Type is the plugin type name (GIE's).
 const Type = "weighted-random-picker"
 
+// Kind is weighted-random-picker: Kind.Factory is its factory (the random source seeded from
+// the handle's seed, if any), Kind.New builds one on a given source.
+var Kind = pickerkit.Kind{Type: Type, Pick: pick}
+
 // debug is GIE's logutil.DEBUG verbosity.
 const debug = 4
-
-// Picker picks endpoints at random with probability derived from their scores.
-type Picker struct {
-	pickerkit.Base
-}
-
-var _ fwksched.Picker = (*Picker)(nil)
-
-// Factory builds the picker; its random source is seeded from the handle's seed, if any.
-func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	return pickerkit.Build(Type, name, raw, handle, New)
-}
-
-// New builds a picker returning at most maxNumOfEndpoints endpoints (≤ 0: 1) that draws from
-// rnd (nil: time-seeded).
-func New(name string, maxNumOfEndpoints int, rnd *pickerkit.Rand) *Picker {
-	return &Picker{Base: pickerkit.NewBase(Type, name, maxNumOfEndpoints, rnd)}
-}
 
 type keyed struct {
 	ep  *fwksched.ScoredEndpoint
 	key float64
 }
 
-// Pick draws U in (0,1) for every candidate with a positive score, keys it U^(1/score) and
+// pick draws U in (0,1) for every candidate with a positive score, keys it U^(1/score) and
 // returns the maxNumOfEndpoints largest keys (candidates scoring ≤ 0 key 0, so they come last);
-// when no score is positive it returns a uniform random choice.
-func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
-	logger := log.FromContext(ctx).V(debug)
+// when no score is positive it returns random-picker's uniform choice.
+func pick(ctx context.Context, p *pickerkit.Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult {
 	if !slices.ContainsFunc(eps, func(e *fwksched.ScoredEndpoint) bool { return e.Score > 0 }) {
-		logger.Info("All scores are zero, delegating to RandomPicker for uniform selection")
-		p.Rand.Shuffle(eps)
-		return pickerkit.Targets(eps, p.Max)
+		log.FromContext(ctx).V(debug).Info("All scores are zero, delegating to RandomPicker for uniform selection")
+		return pickerkit.Uniform(ctx, p, eps)
 	}
-	logger.Info("Selecting endpoints from candidates by random weighted picker",
-		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	p.LogCandidates(ctx, "Selecting endpoints from candidates by random weighted picker", eps)
 	if p.Rand.Seeded() {
 		pickerkit.Canonical(eps) // the draws follow the candidates' order
 	}
@@ -77,19 +58,9 @@ func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksch
 		}
 		ks[i].key = math.Pow(u[i], 1/e.Score)
 	}
-	slices.SortStableFunc(ks, func(a, b keyed) int {
-		switch {
-		case a.key > b.key:
-			return -1
-		case a.key < b.key:
-			return 1
-		}
-		return 0
-	})
-	n := min(p.Max, len(ks))
-	out := make([]fwksched.Endpoint, n)
-	for i := range n {
-		out[i] = ks[i].ep
+	slices.SortStableFunc(ks, func(a, b keyed) int { return pickerkit.Descending(a.key, b.key) })
+	for i, k := range ks {
+		eps[i] = k.ep
 	}
-	return &fwksched.ProfileRunResult{TargetEndpoints: out}
+	return pickerkit.Targets(eps, p.Max)
 }

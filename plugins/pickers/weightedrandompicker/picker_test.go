@@ -2,14 +2,8 @@ package weightedrandompicker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"slices"
-	"strings"
 	"testing"
-
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
@@ -36,7 +30,7 @@ func TestPick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := New("p", tt.max, pickerkit.NewRand(5, true))
+			p := Kind.New("p", tt.max, pickerkit.NewRand(5, true))
 			counts := map[string]int{}
 			total := 0
 			for range n {
@@ -59,38 +53,5 @@ func TestPick(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// A seeded picker makes the same sequence of picks whatever order the candidates come in.
-func TestSeededIsReproducible(t *testing.T) {
-	for _, scores := range [][]float64{{1, 2, 3, 4, 5, 6}, {0, 0, 0, 0}} {
-		eps := eptest.Scored(scores...)
-		run := func(order *rand.Rand) []string {
-			p := New("p", 2, pickerkit.NewRand(42, true))
-			var out []string
-			for range 50 {
-				out = append(out, eptest.Names(p.Pick(context.Background(), nil, eptest.Shuffled(eps, order)))...)
-			}
-			return out
-		}
-		if a, b := run(rand.New(rand.NewPCG(1, 1))), run(rand.New(rand.NewPCG(2, 2))); !slices.Equal(a, b) {
-			t.Fatalf("scores %v: seeded picks differ with the input order:\n%v\n%v", scores, a, b)
-		}
-	}
-}
-
-// The factory decodes through pickerkit.Build (its table test covers the parameters and the
-// seed); here: it builds this type, and names it in errors.
-func TestFactory(t *testing.T) {
-	pl, err := Factory("x", json.RawMessage(`{"maxNumOfEndpoints": 3}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := pl.(*Picker); p.Max != 3 || p.TypedName() != (fwkplugin.TypedName{Type: Type, Name: "x"}) {
-		t.Fatalf("max %d name %v", p.Max, p.TypedName())
-	}
-	if _, err := Factory("x", json.RawMessage(`{"max": 3}`), nil); err == nil || !strings.Contains(err.Error(), Type+` "x"`) {
-		t.Fatalf("unknown field: err %v, want one naming %s \"x\"", err, Type)
 	}
 }
