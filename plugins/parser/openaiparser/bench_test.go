@@ -64,48 +64,61 @@ func BenchmarkParse(b *testing.B) {
 		{"fast-map", New("", Params{Payload: ModeMap})},
 		{"fast-raw", New("", Params{Payload: ModeRaw})},
 	}
+	for label, body := range benchBodies {
+		var baseNs, baseAllocs float64
+		for _, pp := range parsers {
+			ns, allocs := measure(b, label+"/"+pp.name, body, func(body []byte) error { return parseAndRepackage(pp.p, body, h) })
+			if ns == 0 {
+				continue
+			}
+			if pp.name == "gie-openai" {
+				baseNs, baseAllocs = ns, allocs
+				continue
+			}
+			if baseNs > 0 {
+				b.Logf("%s %s: %.0f CPU ns/op (%.2fx less than gie-openai+director), %.0f allocs/op (%.2fx fewer)",
+					label, pp.name, ns, baseNs/ns, allocs, baseAllocs/allocs)
+			}
+		}
+	}
+}
+
+// benchBodies yields the bodies both benchmarks measure, labelled shape/size ("string/1KB").
+func benchBodies(yield func(label string, body []byte) bool) {
 	for _, shape := range []struct {
 		name string
 		body func(int) []byte
 	}{{"string", chatBody}, {"blocks", blocksBody}} {
 		for _, size := range []int{1 << 10, 16 << 10, 220 << 10} {
-			body := shape.body(size)
-			var baseNs, baseAllocs float64
-			for _, pp := range parsers {
-				var ns, allocs float64
-				b.Run(fmt.Sprintf("%s/%dKB/%s", shape.name, size>>10, pp.name), func(b *testing.B) {
-					b.ReportAllocs()
-					b.SetBytes(int64(len(body)))
-					var before, after runtime.MemStats
-					runtime.ReadMemStats(&before)
-					cpu0 := cpuTime()
-					for b.Loop() {
-						if err := parseAndRepackage(pp.p, body, h); err != nil {
-							b.Fatal(err)
-						}
-					}
-					cpu := cpuTime() - cpu0
-					runtime.ReadMemStats(&after)
-					// Process CPU time (GC workers included) is steadier than wall time on a
-					// shared machine.
-					ns = float64(cpu.Nanoseconds()) / float64(b.N)
-					b.ReportMetric(ns, "cpu-ns/op")
-					allocs = float64(after.Mallocs-before.Mallocs) / float64(b.N)
-				})
-				if ns == 0 {
-					continue
-				}
-				if pp.name == "gie-openai" {
-					baseNs, baseAllocs = ns, allocs
-					continue
-				}
-				if baseNs > 0 {
-					b.Logf("%s %dKB %s: %.0f CPU ns/op (%.2fx less than gie-openai+director), %.0f allocs/op (%.2fx fewer)",
-						shape.name, size>>10, pp.name, ns, baseNs/ns, allocs, baseAllocs/allocs)
-				}
+			if !yield(fmt.Sprintf("%s/%dKB", shape.name, size>>10), shape.body(size)) {
+				return
 			}
 		}
 	}
+}
+
+// measure runs op on body as sub-benchmark name and returns its process CPU time and its
+// allocations per op (0, 0 when the sub-benchmark was filtered out). Process CPU time (GC
+// workers included) is steadier than wall time on a shared machine.
+func measure(b *testing.B, name string, body []byte, op func([]byte) error) (ns, allocs float64) {
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if err := op(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu := cpuTime() - cpu0
+		runtime.ReadMemStats(&after)
+		ns = float64(cpu.Nanoseconds()) / float64(b.N)
+		b.ReportMetric(ns, "cpu-ns/op")
+		allocs = float64(after.Mallocs-before.Mallocs) / float64(b.N)
+	})
+	return ns, allocs
 }
 
 // cpuTime is the process's user+system CPU time.

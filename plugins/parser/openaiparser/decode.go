@@ -245,23 +245,15 @@ func (dc *decoder) messages(dst *[]fwksched.Message) bool {
 }
 
 func (dc *decoder) message(m *fwksched.Message) bool {
-	switch dc.s.peek() {
-	case 'n':
-		return dc.s.literal("null")
-	case '{':
-	default:
-		dc.typeErr = true
-		return dc.s.skip()
-	}
-	return dc.s.members(func(tok []byte, plain bool) bool {
-		switch fieldIndex(tok, plain, messageFields) {
+	return dc.object(func(i int) bool {
+		switch i {
 		case 0:
 			return dc.stringInto(&m.Role)
 		case 1:
 			return dc.content(&m.Content)
 		}
 		return dc.s.skip()
-	})
+	}, messageFields)
 }
 
 // stringInto decodes a JSON string into *dst; null leaves it alone, anything else is a type
@@ -318,16 +310,8 @@ func (dc *decoder) content(c *fwksched.Content) bool {
 
 // block decodes one content block as encoding/json decodes into a fresh ContentBlock.
 func (dc *decoder) block(b *fwksched.ContentBlock) bool {
-	switch dc.s.peek() {
-	case 'n':
-		return dc.s.literal("null")
-	case '{':
-	default:
-		dc.typeErr = true
-		return dc.s.skip()
-	}
-	return dc.s.members(func(tok []byte, plain bool) bool {
-		switch fieldIndex(tok, plain, blockFields) {
+	return dc.object(func(i int) bool {
+		switch i {
 		case 0:
 			return dc.stringInto(&b.Type)
 		case 1:
@@ -358,7 +342,7 @@ func (dc *decoder) block(b *fwksched.ContentBlock) bool {
 			}, urlFields)
 		}
 		return dc.s.skip()
-	})
+	}, blockFields)
 }
 
 // object decodes a JSON object into a struct whose fields are names (null leaves it alone,

@@ -215,22 +215,15 @@ func (dc *jtDecoder) messages(dst *[]fwksched.Message) bool {
 }
 
 func (dc *jtDecoder) message(m *fwksched.Message) bool {
-	switch dc.r.peek() {
-	case 'n':
-		return dc.r.null()
-	case '{':
-	default:
-		return dc.mismatch()
-	}
-	return dc.r.members(func(tok []byte) bool {
-		switch jtFieldIndex(tok, messageFields) {
+	return dc.object(func(i int) bool {
+		switch i {
 		case 0:
 			return dc.stringInto(&m.Role)
 		case 1:
 			return dc.content(&m.Content)
 		}
 		return dc.r.skip()
-	})
+	}, messageFields)
 }
 
 // stringInto decodes a JSON string into *dst; null leaves it alone, anything else is a type
@@ -285,15 +278,8 @@ func (dc *jtDecoder) content(c *fwksched.Content) bool {
 
 // block decodes one content block as encoding/json decodes into a fresh ContentBlock.
 func (dc *jtDecoder) block(b *fwksched.ContentBlock) bool {
-	switch dc.r.peek() {
-	case 'n':
-		return dc.r.null()
-	case '{':
-	default:
-		return dc.mismatch()
-	}
-	return dc.r.members(func(tok []byte) bool {
-		switch jtFieldIndex(tok, blockFields) {
+	return dc.object(func(i int) bool {
+		switch i {
 		case 0:
 			return dc.stringInto(&b.Type)
 		case 1:
@@ -324,7 +310,7 @@ func (dc *jtDecoder) block(b *fwksched.ContentBlock) bool {
 			}, urlFields)
 		}
 		return dc.r.skip()
-	})
+	}, blockFields)
 }
 
 // object decodes a JSON object into a struct whose fields are names (null leaves it alone,

@@ -2,7 +2,6 @@ package openaiparser
 
 import (
 	"errors"
-	"fmt"
 	"reflect"
 	"testing"
 
@@ -35,31 +34,14 @@ func BenchmarkWalk(b *testing.B) {
 			return err
 		}},
 	}
-	for _, shape := range []struct {
-		name string
-		body func(int) []byte
-	}{{"string", chatBody}, {"blocks", blocksBody}} {
-		for _, size := range []int{1 << 10, 16 << 10, 220 << 10} {
-			body := shape.body(size)
-			ns := map[string]float64{}
-			for _, w := range walks {
-				b.Run(fmt.Sprintf("%s/%dKB/%s", shape.name, size>>10, w.name), func(b *testing.B) {
-					b.ReportAllocs()
-					b.SetBytes(int64(len(body)))
-					cpu0 := cpuTime()
-					for b.Loop() {
-						if err := w.walk(body); err != nil {
-							b.Fatal(err)
-						}
-					}
-					ns[w.name] = float64((cpuTime() - cpu0).Nanoseconds()) / float64(b.N)
-					b.ReportMetric(ns[w.name], "cpu-ns/op")
-				})
-			}
-			if ns["scanner"] > 0 && ns["jsontext"] > 0 {
-				b.Logf("%s %dKB: jsontext %.0f CPU ns/op, scanner %.0f (jsontext costs %.2fx)",
-					shape.name, size>>10, ns["jsontext"], ns["scanner"], ns["jsontext"]/ns["scanner"])
-			}
+	for label, body := range benchBodies {
+		ns := map[string]float64{}
+		for _, w := range walks {
+			ns[w.name], _ = measure(b, label+"/"+w.name, body, w.walk)
+		}
+		if ns["scanner"] > 0 && ns["jsontext"] > 0 {
+			b.Logf("%s: jsontext %.0f CPU ns/op, scanner %.0f (jsontext costs %.2fx)",
+				label, ns["jsontext"], ns["scanner"], ns["jsontext"]/ns["scanner"])
 		}
 	}
 }
