@@ -2,13 +2,13 @@ package endpoints
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -54,14 +54,8 @@ endpoints:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse([]byte(tt.in))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want it to contain %q", err, tt.wantErr)
-				}
+			if validatetest.Err(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(got) != tt.want {
 				t.Fatalf("got %d endpoints, want %d", len(got), tt.want)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-logr/logr"
 	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
+
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 )
 
 func TestLoadRawLLMDSchema(t *testing.T) {
@@ -88,14 +90,8 @@ func TestLoadRawLLMDSchema(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			raw, gates, err := LoadRaw([]byte(tt.doc), logr.Discard())
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if validatetest.Err(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if tt.check != nil {
 				tt.check(t, loaded{raw: raw, gates: gates})

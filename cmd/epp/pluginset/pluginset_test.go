@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/plugins"
 )
 
@@ -77,10 +78,7 @@ func TestNormalizeAPIVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := normalizeAPIVersion([]byte(tt.in))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if validatetest.Err(t, err, tt.wantErr) {
 				return
 			}
 			if err != nil || string(got) != tt.want {

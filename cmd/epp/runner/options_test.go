@@ -1,11 +1,12 @@
 package runner
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 )
 
 func TestOptions(t *testing.T) {
@@ -57,14 +58,8 @@ func TestOptions(t *testing.T) {
 			if err == nil {
 				err = o.Validate()
 			}
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if validatetest.Err(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tt.check(t, o)
 		})
@@ -98,10 +93,7 @@ func TestRefreshIntervalFromAIBrixEnv(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := o.Validate()
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("Validate = %v, want an error naming %s", err, tt.wantErr)
-				}
+			if validatetest.Err(t, err, tt.wantErr) {
 				return
 			}
 			if err != nil || o.RefreshMetricsInterval != tt.want {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -285,28 +286,14 @@ func TestGatewayMetadataWinsOverHeaderAndHeaderOnly(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		mutate  func(*Options)
-		wantErr string
-	}{
-		{name: "defaults", mutate: func(*Options) {}},
-		{name: "bad epp", mutate: func(o *Options) { o.EPPAddr = "nope" }, wantErr: "--epp"},
-		{name: "open without backend", mutate: func(o *Options) { o.FailureMode = FailOpen }, wantErr: "--default-backend"},
-		{name: "unknown mode", mutate: func(o *Options) { o.FailureMode = "maybe" }, wantErr: "--failure-mode"},
-		{name: "zero timeout", mutate: func(o *Options) { o.MessageTimeout = 0 }, wantErr: "--epp-message-timeout"},
-		{name: "ca without tls", mutate: func(o *Options) { o.EPPTLS = false; o.EPPCAFile = "x" }, wantErr: "--epp-ca-file"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := DefaultOptions()
-			tt.mutate(&o)
-			err := o.Validate()
-			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("Validate() = %v, want error containing %q", err, tt.wantErr)
-			}
-		})
-	}
+	validatetest.Options(t, DefaultOptions(), []validatetest.Case[Options]{
+		{Name: "defaults", Change: func(*Options) {}},
+		{Name: "bad epp", Change: func(o *Options) { o.EPPAddr = "nope" }, Want: "--epp"},
+		{Name: "open without backend", Change: func(o *Options) { o.FailureMode = FailOpen }, Want: "--default-backend"},
+		{Name: "unknown mode", Change: func(o *Options) { o.FailureMode = "maybe" }, Want: "--failure-mode"},
+		{Name: "zero timeout", Change: func(o *Options) { o.MessageTimeout = 0 }, Want: "--epp-message-timeout"},
+		{Name: "ca without tls", Change: func(o *Options) { o.EPPTLS = false; o.EPPCAFile = "x" }, Want: "--epp-ca-file"},
+	})
 }
 
 // A client that leaves mid-stream is recorded as 499 (client went away), not as an

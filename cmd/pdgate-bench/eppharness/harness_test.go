@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/epp/endpoints"
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -31,10 +32,7 @@ func TestParseStatCPU(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseStatCPU([]byte(tc.line))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if validatetest.Err(t, err, tc.err) {
 				return
 			}
 			if err != nil || got != tc.want {
@@ -58,10 +56,7 @@ func TestParseStatusMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseStatusMemory([]byte(tc.text))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want %q", err, tc.err)
-				}
+			if validatetest.Err(t, err, tc.err) {
 				return
 			}
 			if err != nil || got != tc.want {
@@ -131,15 +126,7 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
-			if tc.err == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("err = %v, want %q", err, tc.err)
-			}
+			validatetest.Err(t, err, tc.err)
 		})
 	}
 }

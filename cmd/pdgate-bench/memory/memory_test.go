@@ -8,37 +8,24 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
 )
 
 func TestValidate(t *testing.T) {
-	tests := []struct {
-		name    string
-		mut     func(*Options)
-		wantErr string
-	}{
-		{name: "defaults", mut: func(*Options) {}},
-		{name: "quick", mut: func(o *Options) { *o = DefaultOptions(true) }},
-		{name: "endpoints not rolesets", mut: func(o *Options) { o.Endpoints = 510 }, wantErr: "--endpoints=510"},
-		{name: "no sessions", mut: func(o *Options) { o.Sessions = 0 }, wantErr: "--sessions=0"},
-		{name: "negative prefix blocks", mut: func(o *Options) { o.PrefixBlocks = -1 }, wantErr: "--prefix-blocks=-1"},
-		{name: "no streams", mut: func(o *Options) { o.Streams = 0 }, wantErr: "--streams=0"},
-		{name: "streams ignored without sidecar", mut: func(o *Options) { o.Streams = 0; o.SkipSidecar = true }},
-		{name: "nothing to do", mut: func(o *Options) { o.SkipEPP, o.SkipSidecar = true, true }, wantErr: "leave nothing"},
-		{name: "no config", mut: func(o *Options) { o.ConfigFiles = nil }, wantErr: "--configs is empty"},
-		{name: "config named twice", mut: func(o *Options) { o.ConfigFiles = []string{"a/x.yaml", "b/x.yaml"} }, wantErr: "named twice"},
-		{name: "no scrape interval", mut: func(o *Options) { o.ScrapeInterval = 0 }, wantErr: "--refresh-metrics-interval"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := DefaultOptions(false)
-			tt.mut(&o)
-			err := o.Validate()
-			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
-				t.Fatalf("err %v, want %q", err, tt.wantErr)
-			}
-		})
-	}
+	validatetest.Options(t, DefaultOptions(false), []validatetest.Case[Options]{
+		{Name: "defaults", Change: func(*Options) {}},
+		{Name: "quick", Change: func(o *Options) { *o = DefaultOptions(true) }},
+		{Name: "endpoints not rolesets", Change: func(o *Options) { o.Endpoints = 510 }, Want: "--endpoints=510"},
+		{Name: "no sessions", Change: func(o *Options) { o.Sessions = 0 }, Want: "--sessions=0"},
+		{Name: "negative prefix blocks", Change: func(o *Options) { o.PrefixBlocks = -1 }, Want: "--prefix-blocks=-1"},
+		{Name: "no streams", Change: func(o *Options) { o.Streams = 0 }, Want: "--streams=0"},
+		{Name: "streams ignored without sidecar", Change: func(o *Options) { o.Streams = 0; o.SkipSidecar = true }},
+		{Name: "nothing to do", Change: func(o *Options) { o.SkipEPP, o.SkipSidecar = true, true }, Want: "leave nothing"},
+		{Name: "no config", Change: func(o *Options) { o.ConfigFiles = nil }, Want: "--configs is empty"},
+		{Name: "config named twice", Change: func(o *Options) { o.ConfigFiles = []string{"a/x.yaml", "b/x.yaml"} }, Want: "named twice"},
+		{Name: "no scrape interval", Change: func(o *Options) { o.ScrapeInterval = 0 }, Want: "--refresh-metrics-interval"},
+	})
 }
 
 // blockChain is AIBrix's prefix block identity: block i's hash chains the hashes of blocks

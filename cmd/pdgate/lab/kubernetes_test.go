@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 )
 
 func kubePlan(t *testing.T) *Plan {
@@ -164,9 +166,7 @@ func TestCheckKubeFiles(t *testing.T) {
 				}
 			}
 			err := checkKubeFiles(assets, crds)
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Errorf("err %v, want %q", err, tc.want)
-			}
+			validatetest.Err(t, err, tc.want)
 		})
 	}
 }

@@ -6,49 +6,30 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
-	tests := []struct {
-		name   string
-		change func(*Options)
-		want   string // "" = valid
-	}{
-		{"defaults", func(*Options) {}, ""},
-		{"quick policies", func(o *Options) { o.Policies = QuickPolicies }, ""},
-		{"too few requests", func(o *Options) { o.Requests = 1 }, "--requests"},
-		{"negative offset", func(o *Options) { o.TraceOffset = -1 }, "--trace-offset"},
-		{"no phase", func(o *Options) { o.Loads, o.MixedLoad = nil, 0 }, "--loads"},
-		{"load out of range", func(o *Options) { o.Loads = []float64{0.5, 4} }, "--loads/--mixed-load"},
-		{"mix without requests", func(o *Options) { o.MixedRequests = 0 }, "--mixed-requests"},
-		{"time scale", func(o *Options) { o.TimeScale = 0 }, "--time-scale"},
-		{"gap", func(o *Options) { o.Gap = -time.Second }, "--phase-gap"},
-		{"slo", func(o *Options) { o.SLO.TPOT = 0 }, "--slo-tpot"},
-		{"unknown policy", func(o *Options) { o.Policies = []string{"recommended", "fastest"} }, `unknown policy "fastest"`},
-		{"mooncake phase", func(o *Options) { o.Mooncake = "t.jsonl" }, ""},
-		{"mooncake slice too short", func(o *Options) { o.Mooncake, o.MooncakeRequests = "t.jsonl", 1 }, "--mooncake-requests"},
-		{"mooncake negative offset", func(o *Options) { o.Mooncake, o.MooncakeOffset = "t.jsonl", -3 }, "--mooncake-offset"},
-		{"mooncake load", func(o *Options) { o.Mooncake, o.MooncakeLoad = "t.jsonl", 0 }, "--mooncake-load"},
-		{"mooncake every", func(o *Options) { o.Mooncake, o.MooncakeEvery = "t.jsonl", 0 }, "--mooncake-every"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := DefaultOptions
-			tt.change(&o)
-			err := o.Validate()
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("valid options refused: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("error %v, want one naming %q", err, tt.want)
-			}
-		})
-	}
+	validatetest.Options(t, DefaultOptions, []validatetest.Case[Options]{
+		{Name: "defaults", Change: func(*Options) {}},
+		{Name: "quick policies", Change: func(o *Options) { o.Policies = QuickPolicies }},
+		{Name: "too few requests", Change: func(o *Options) { o.Requests = 1 }, Want: "--requests"},
+		{Name: "negative offset", Change: func(o *Options) { o.TraceOffset = -1 }, Want: "--trace-offset"},
+		{Name: "no phase", Change: func(o *Options) { o.Loads, o.MixedLoad = nil, 0 }, Want: "--loads"},
+		{Name: "load out of range", Change: func(o *Options) { o.Loads = []float64{0.5, 4} }, Want: "--loads/--mixed-load"},
+		{Name: "mix without requests", Change: func(o *Options) { o.MixedRequests = 0 }, Want: "--mixed-requests"},
+		{Name: "time scale", Change: func(o *Options) { o.TimeScale = 0 }, Want: "--time-scale"},
+		{Name: "gap", Change: func(o *Options) { o.Gap = -time.Second }, Want: "--phase-gap"},
+		{Name: "slo", Change: func(o *Options) { o.SLO.TPOT = 0 }, Want: "--slo-tpot"},
+		{Name: "unknown policy", Change: func(o *Options) { o.Policies = []string{"recommended", "fastest"} }, Want: `unknown policy "fastest"`},
+		{Name: "mooncake phase", Change: func(o *Options) { o.Mooncake = "t.jsonl" }},
+		{Name: "mooncake slice too short", Change: func(o *Options) { o.Mooncake, o.MooncakeRequests = "t.jsonl", 1 }, Want: "--mooncake-requests"},
+		{Name: "mooncake negative offset", Change: func(o *Options) { o.Mooncake, o.MooncakeOffset = "t.jsonl", -3 }, Want: "--mooncake-offset"},
+		{Name: "mooncake load", Change: func(o *Options) { o.Mooncake, o.MooncakeLoad = "t.jsonl", 0 }, Want: "--mooncake-load"},
+		{Name: "mooncake every", Change: func(o *Options) { o.Mooncake, o.MooncakeEvery = "t.jsonl", 0 }, Want: "--mooncake-every"},
+	})
 }
 
 func TestSelectPoliciesKeepsReportOrder(t *testing.T) {

@@ -7,45 +7,25 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
-	tests := []struct {
-		name   string
-		mutate func(*Options)
-		want   string
-	}{
-		{"defaults", func(*Options) {}, ""},
-		{"odd pods", func(o *Options) { o.Pods = 3 }, "--pods"},
-		{"no requests", func(o *Options) { o.Requests = 0 }, "--requests"},
-		{"no loads", func(o *Options) { o.Loads = nil }, "--loads"},
-		{"slo", func(o *Options) { o.SLO.TPOT = 0 }, "--slo-tpot"},
-		{"scrape", func(o *Options) { o.Scrape = 0 }, "--scrape-interval"},
-		{"overhead", func(o *Options) { o.Overheads.Hop = -time.Millisecond }, "--hop-overhead"},
-		{"parallel", func(o *Options) { o.Parallel = 0 }, "--parallel"},
-		{"tolerance", func(o *Options) { o.Tolerance = 0 }, "--tolerance"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := Defaults()
-			tc.mutate(&o)
-			err := o.Validate()
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %v, want one naming %s", err, tc.want)
-			}
-		})
-	}
+	validatetest.Options(t, Defaults(), []validatetest.Case[Options]{
+		{Name: "defaults", Change: func(*Options) {}},
+		{Name: "odd pods", Change: func(o *Options) { o.Pods = 3 }, Want: "--pods"},
+		{Name: "no requests", Change: func(o *Options) { o.Requests = 0 }, Want: "--requests"},
+		{Name: "no loads", Change: func(o *Options) { o.Loads = nil }, Want: "--loads"},
+		{Name: "slo", Change: func(o *Options) { o.SLO.TPOT = 0 }, Want: "--slo-tpot"},
+		{Name: "scrape", Change: func(o *Options) { o.Scrape = 0 }, Want: "--scrape-interval"},
+		{Name: "overhead", Change: func(o *Options) { o.Overheads.Hop = -time.Millisecond }, Want: "--hop-overhead"},
+		{Name: "parallel", Change: func(o *Options) { o.Parallel = 0 }, Want: "--parallel"},
+		{Name: "tolerance", Change: func(o *Options) { o.Tolerance = 0 }, Want: "--tolerance"},
+	})
 }
 
 func TestParseLoads(t *testing.T) {
@@ -185,14 +165,8 @@ func TestSelectPolicies(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.list, func(t *testing.T) {
 			got, err := SelectPolicies(tc.list)
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err %v, want %q", err, tc.err)
-				}
+			if validatetest.Err(t, err, tc.err) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(got) != len(tc.names) {
 				t.Fatalf("%d policies, want %d", len(got), len(tc.names))
