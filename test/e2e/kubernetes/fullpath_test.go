@@ -69,9 +69,7 @@ func decodePod(t *testing.T, name, ip string, enginePort, poolPort int, dep *uns
 // and decode simulators; routing follows pod readiness, deletion and new pods through the API
 // within seconds; the sidecar refuses prefill targets outside the pool.
 func TestFullPath(t *testing.T) {
-	if skipReason != "" {
-		t.Skip(skipReason)
-	}
+	suite.NeedControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	const ns, rel = "fullpath", "fp"
@@ -86,23 +84,23 @@ func TestFullPath(t *testing.T) {
 		"inferencePool": map[string]any{"targetPorts": []any{map[string]any{"number": poolPort}}},
 		"modelServers":  map[string]any{"decodeEnginePort": enginePort},
 	})
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := suite.Env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	env.Apply(ctx, t, objs, "Deployment") // no controllers run here: the test plays kubelet and starts the processes itself
+	suite.Env.Apply(ctx, t, objs, "Deployment") // no controllers run here: the test plays kubelet and starts the processes itself
 	prefillDep := kubetest.Find(t, objs, "Deployment", rel+"-vllm-prefill-group-0")
 	decodeDep := kubetest.Find(t, objs, "Deployment", rel+"-vllm-decode-group-0")
-	sidecarKC := env.KubeconfigAs(t, ns, rel+"-sidecar")
+	sidecarKC := suite.Env.KubeconfigAs(t, ns, rel+"-sidecar")
 
 	// The pods: processes on loopback IPs, then the Pod objects a kubelet would report.
 	prefillLabels, prefillArgs := podTemplate(t, prefillDep, "containers", "engine")
 	start(t, "prefill-0", "sim", fmt.Sprintf("http://%s:%d/health", prefillIP, poolPort), nil,
 		append(rewrite(prefillArgs, map[string]string{"--host": prefillIP, "--advertise-host": prefillIP}), "--time-scale=50")...)
-	env.CreatePod(ctx, t, ns, "prefill-0", prefillIP, prefillLabels, true)
+	suite.Env.CreatePod(ctx, t, ns, "prefill-0", prefillIP, prefillLabels, true)
 	decodeLabels, _ := podTemplate(t, decodeDep, "containers", "engine")
 	for i, ip := range decodeIPs[:2] {
 		decodePod(t, fmt.Sprintf("decode-%d", i), ip, enginePort, poolPort, decodeDep, sidecarKC)
-		env.CreatePod(ctx, t, ns, fmt.Sprintf("decode-%d", i), ip, decodeLabels, true)
+		suite.Env.CreatePod(ctx, t, ns, fmt.Sprintf("decode-%d", i), ip, decodeLabels, true)
 	}
 
 	// The EPP with the chart's args, configs and RBAC; the dev gateway in front.
@@ -118,7 +116,7 @@ func TestFullPath(t *testing.T) {
 		"--grpc-port": fmt.Sprint(grpcPort), "--grpc-health-port": fmt.Sprint(healthPort),
 		"--metrics-port": fmt.Sprint(metricsPort), "--config-file": cfgDir + "/" + strings.TrimPrefix(valueOf(eppArgs, "--config-file"), "/config/"),
 	})
-	start(t, "epp", "epp", "", []string{"KUBECONFIG=" + env.KubeconfigAs(t, ns, rel+"-epp"), "NAMESPACE=" + ns, "POD_NAME=epp-0"}, eppArgs...)
+	start(t, "epp", "epp", "", []string{"KUBECONFIG=" + suite.Env.KubeconfigAs(t, ns, rel+"-epp"), "NAMESPACE=" + ns, "POD_NAME=epp-0"}, eppArgs...)
 	gwPort, adminPort := commonPort(t, "127.0.0.1"), commonPort(t, "127.0.0.1")
 	start(t, "gateway", "gateway", fmt.Sprintf("http://127.0.0.1:%d/healthz", adminPort), nil,
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gwPort), "--admin-listen", fmt.Sprintf("127.0.0.1:%d", adminPort),
@@ -168,20 +166,20 @@ func TestFullPath(t *testing.T) {
 
 	// 3. A pod that becomes unready stops receiving traffic.
 	began := time.Now()
-	env.SetReady(ctx, t, ns, "decode-1", false)
+	suite.Env.SetReady(ctx, t, ns, "decode-1", false)
 	onlyDecode(t, gw, prompt, "decode-0")
 	t.Logf("decode-1 unready: routing converged on decode-0 in %s", time.Since(began).Round(time.Millisecond))
 
 	// 4. Scaling up: a new decode pod created through the API gets traffic.
 	decodePod(t, "decode-2", decodeIPs[2], enginePort, poolPort, decodeDep, sidecarKC)
 	began = time.Now()
-	env.CreatePod(ctx, t, ns, "decode-2", decodeIPs[2], decodeLabels, true)
+	suite.Env.CreatePod(ctx, t, ns, "decode-2", decodeIPs[2], decodeLabels, true)
 	eventuallyPicked(t, gw, prompt, "decode-2")
 	t.Logf("decode-2 created: first picked after %s", time.Since(began).Round(time.Millisecond))
 
 	// 5. Scaling down: a deleted pod gets no traffic, and its IP leaves the allow-list.
 	began = time.Now()
-	if err := kube.CoreV1().Pods(ns).Delete(ctx, "decode-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+	if err := suite.Env.Kube.CoreV1().Pods(ns).Delete(ctx, "decode-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
 	onlyDecode(t, gw, prompt, "decode-2")

@@ -49,8 +49,8 @@ type proc struct {
 	done chan struct{}
 }
 
-// start runs a binary from binDir until the test ends; health (a URL) is polled until 200
-// when given.
+// start runs one of the suite's binaries until the test ends; health (a URL) is polled until
+// 200 when given.
 func start(t *testing.T, name, bin, health string, env []string, args ...string) *proc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
@@ -58,7 +58,7 @@ func start(t *testing.T, name, bin, health string, env []string, args ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(suite.Bin(bin), args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

@@ -41,7 +41,7 @@ func startRedis(t *testing.T) string {
 // API server and a real Redis: every replica is ready, and each one joins the shared decode
 // ledger (its heartbeat appears in Redis).
 func TestActiveActive(t *testing.T) {
-	needControlPlane(t)
+	suite.NeedControlPlane(t)
 	addr := startRedis(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

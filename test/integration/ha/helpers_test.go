@@ -72,7 +72,7 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *e
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(eppBin, args...)
+	p.cmd = exec.Command(suite.Bin("epp"), args...)
 	p.cmd.Env = append(append(os.Environ(), spec.env...), "KUBECONFIG="+kubeconfig, "NAMESPACE="+namespace, "POD_NAME="+name)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

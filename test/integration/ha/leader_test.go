@@ -19,11 +19,11 @@ import (
 // ServiceAccount.
 func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files []string, overrides map[string]any) (eppSpec, string) {
 	t.Helper()
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := suite.Env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	objs := kubetest.RenderChart(t, release, ns, files, overrides)
-	env.Apply(ctx, t, objs)
+	suite.Env.Apply(ctx, t, objs)
 	dep := kubetest.Find(t, objs, "Deployment", release+"-epp")
 	cs, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 	c := cs[0].(map[string]any)
@@ -38,14 +38,14 @@ func eppFromChart(ctx context.Context, t *testing.T, ns, release string, files [
 		}
 	}
 	spec.configs, _, _ = unstructured.NestedStringMap(kubetest.Find(t, objs, "ConfigMap", release+"-epp").Object, "data")
-	return spec, env.KubeconfigAs(t, ns, release+"-epp")
+	return spec, suite.Env.KubeconfigAs(t, ns, release+"-epp")
 }
 
 // TestLeaderElection: two EPP replicas as the chart runs them (leader-election sample, the
 // chart's RBAC, the chart's args) against a real API server. Both are live, exactly one is
 // ready and holds the lease; when the leader stops, the other becomes ready.
 func TestLeaderElection(t *testing.T) {
-	needControlPlane(t)
+	suite.NeedControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ns, release := "ha-leader", "ha-pool"
@@ -84,7 +84,7 @@ func TestLeaderElection(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	lease, err := kube.CoordinationV1().Leases(ns).Get(ctx, "epp-"+ns+"-"+release+".gateway-api-inference-extension.sigs.k8s.io", metav1.GetOptions{})
+	lease, err := suite.Env.Kube.CoordinationV1().Leases(ns).Get(ctx, "epp-"+ns+"-"+release+".gateway-api-inference-extension.sigs.k8s.io", metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
 		t.Fatalf("no held lease for the pool: %v %+v", err, lease)
 	}
@@ -92,7 +92,7 @@ func TestLeaderElection(t *testing.T) {
 
 	leader.stop(30 * time.Second)
 	testsupport.Eventually(t, 90*time.Second, follower.name+" takes over", func() bool { return follower.ready(ctx, "readiness") })
-	lease, err = kube.CoordinationV1().Leases(ns).Get(ctx, lease.Name, metav1.GetOptions{})
+	lease, err = suite.Env.Kube.CoordinationV1().Leases(ns).Get(ctx, lease.Name, metav1.GetOptions{})
 	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == holder {
 		t.Fatalf("lease not handed over: holder before %q, now %+v (%v)", holder, lease.Spec.HolderIdentity, err)
 	}

@@ -20,7 +20,7 @@ import (
 // ServiceAccount's token; the EPP authenticates it (TokenReview) and authorizes GET /metrics
 // (SubjectAccessReview) with the chart's RBAC. No token gets 401, a token without the grant 403.
 func TestMetricsAuth(t *testing.T) {
-	needControlPlane(t)
+	suite.NeedControlPlane(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ns, release := "ha-metrics", "mon"
@@ -40,14 +40,14 @@ func TestMetricsAuth(t *testing.T) {
 	})
 
 	token := func(sa string) string {
-		tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
+		tr, err := suite.Env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authnv1.TokenRequest{
 			Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("token for %s: %v", sa, err)
 		}
 		return tr.Status.Token
 	}
-	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}}, metav1.CreateOptions{}); err != nil {
+	if _, err := suite.Env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "stranger"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	scrape := func(bearer string) (int, string) {

@@ -111,11 +111,11 @@ func servePods(t *testing.T, pods []giehermetic.PodState) (int, []*fakeVLLM) {
 // does (WithBaseResources, WithPods).
 func createWorld(ctx context.Context, t *testing.T, ns string, port int, pods []giehermetic.PodState) {
 	t.Helper()
-	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := suite.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kube.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		_ = suite.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 	for _, base := range baseResources {
 		o := base.DeepCopy()
@@ -125,7 +125,7 @@ func createWorld(ctx context.Context, t *testing.T, ns string, port int, pods []
 				t.Fatal(err)
 			}
 		}
-		if err := kube.Create(ctx, o); err != nil {
+		if err := suite.Client.Create(ctx, o); err != nil {
 			t.Fatalf("create %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
@@ -134,11 +134,11 @@ func createWorld(ctx context.Context, t *testing.T, ns string, port int, pods []
 			ObjectMeta: metav1.ObjectMeta{Name: p.Name(), Namespace: ns, Labels: map[string]string{"app": giehermetic.PoolName}},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm"}}},
 		}
-		if err := kube.Create(ctx, pod); err != nil {
+		if err := suite.Client.Create(ctx, pod); err != nil {
 			t.Fatalf("create pod %s: %v", pod.Name, err)
 		}
 		pod.Status = kubetest.PodStatus(podIP(p.Index), true)
-		if err := kube.Status().Update(ctx, pod); err != nil {
+		if err := suite.Client.Status().Update(ctx, pod); err != nil {
 			t.Fatalf("pod %s status: %v", pod.Name, err)
 		}
 	}
@@ -188,14 +188,14 @@ func startEPP(t *testing.T, ns, config string) *epp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(eppBin,
+	cmd := exec.Command(suite.Bin("epp"),
 		"--pool-name", giehermetic.PoolName, "--pool-namespace", ns,
 		"--config-text", config,
 		"--secure-serving=false", "--metrics-endpoint-auth=false",
 		"--grpc-port", strconv.Itoa(e.grpcPort), "--grpc-health-port", strconv.Itoa(e.healthPort),
 		"--metrics-port", strconv.Itoa(e.metricsPort),
 		"--refresh-prometheus-metrics-interval", "100ms")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

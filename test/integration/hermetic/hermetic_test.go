@@ -68,7 +68,7 @@ const headerOnlyCase = "protocol: simple GET (header only)"
 var runID atomic.Int64
 
 func TestGIEHermeticCases(t *testing.T) {
-	needControlPlane(t)
+	suite.NeedControlPlane(t)
 	for i, c := range giehermetic.Cases(giehermetic.GIEAddress) {
 		t.Run(c.Name, func(t *testing.T) {
 			t.Parallel()

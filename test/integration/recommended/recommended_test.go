@@ -83,7 +83,7 @@ func startProcess(t *testing.T, pods []pod, port int, env []string, args ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(eppBin, args...)
+	cmd := exec.Command(suite.Bin("epp"), args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -151,18 +151,18 @@ func startStandalone(t *testing.T, pods []pod) *epp {
 
 func startKubernetes(t *testing.T, pods []pod) *epp {
 	t.Helper()
-	if kube == nil {
-		t.Skip(skipReason)
+	if suite.Client == nil {
+		t.Skip(suite.SkipReason)
 	}
 	port := serveMetrics(t, pods)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := fmt.Sprintf("recommended-%d", time.Now().UnixNano()%1e9)
-	if err := kube.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := suite.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kube.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		_ = suite.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 	pool := &giev1.InferencePool{
 		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
@@ -172,7 +172,7 @@ func startKubernetes(t *testing.T, pods []pod) *epp {
 			EndpointPickerRef: giev1.EndpointPickerRef{Name: "epp", Port: &giev1.Port{Number: 9002}},
 		},
 	}
-	if err := kube.Create(ctx, pool); err != nil {
+	if err := suite.Client.Create(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
@@ -184,15 +184,15 @@ func startKubernetes(t *testing.T, pods []pod) *epp {
 			ObjectMeta: metav1.ObjectMeta{Name: p.name, Namespace: ns, Labels: labels},
 			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "vllm", Image: "vllm"}}},
 		}
-		if err := kube.Create(ctx, obj); err != nil {
+		if err := suite.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 		obj.Status = kubetest.PodStatus(p.ip, true)
-		if err := kube.Status().Update(ctx, obj); err != nil {
+		if err := suite.Client.Status().Update(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return startProcess(t, pods, port, []string{"KUBECONFIG=" + kubeconfig}, "--pool-name", "pool", "--pool-namespace", ns)
+	return startProcess(t, pods, port, []string{"KUBECONFIG=" + suite.Kubeconfig}, "--pool-name", "pool", "--pool-namespace", ns)
 }
 
 // answer is what the EPP told the gateway about one request.

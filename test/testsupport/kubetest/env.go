@@ -1,8 +1,9 @@
 // Package kubetest is the envtest plumbing the Kubernetes suites share (test/e2e/kubernetes,
-// test/integration/ha): a real kube-apiserver and etcd with GIE's CRDs installed, the Helm
-// chart rendered as `helm install --dry-run` would, rendered objects applied as the admin,
-// kubeconfigs for a ServiceAccount identity, and pods whose status the test sets as a kubelet
-// would. It is a test helper: it imports testing and fails the calling test on errors.
+// test/integration/ha, hermetic, recommended), from their TestMain (Main) on: a real
+// kube-apiserver and etcd with GIE's CRDs installed, the Helm chart rendered as `helm install
+// --dry-run` would, rendered objects applied as the admin, kubeconfigs for a ServiceAccount
+// identity, and pods whose status the test sets as a kubelet would. It is a test helper: it
+// imports testing and fails the calling test on errors.
 package kubetest
 
 import (
@@ -43,6 +44,15 @@ func Assets() (dir, skip string, err error) {
 	return dir, "", nil
 }
 
+// GIEDir is the directory of the GIE module the build uses (its CRDs and test manifests).
+func GIEDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
+	if err != nil {
+		return "", fmt.Errorf("locate the GIE module: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // Env is a running control plane and its admin clients.
 type Env struct {
 	Env   *envtest.Environment
@@ -53,13 +63,13 @@ type Env struct {
 // Start runs kube-apiserver and etcd from assets with GIE's CRDs (from the module the build
 // uses) plus the CRDs under extraCRDDirs.
 func Start(assets string, extraCRDDirs ...string) (*Env, error) {
-	gie, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
+	gie, err := GIEDir()
 	if err != nil {
-		return nil, fmt.Errorf("locate the GIE module: %w", err)
+		return nil, err
 	}
 	e := &Env{Env: &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
-		CRDDirectoryPaths:        append([]string{filepath.Join(strings.TrimSpace(string(gie)), "config", "crd", "bases")}, extraCRDDirs...),
+		CRDDirectoryPaths:        append([]string{filepath.Join(gie, "config", "crd", "bases")}, extraCRDDirs...),
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 2 * time.Minute,
 		ControlPlaneStopTimeout:  time.Minute,
