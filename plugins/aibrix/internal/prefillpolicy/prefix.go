@@ -36,15 +36,8 @@ type PrefixTable struct {
 	blockSize int
 	maxBlocks int
 	recent    *trie
-	old       *trie             // nil when dropped with recent empty or too small
-	epoch     uint64            // recent's generation; old is epoch-1
-	holders   map[uint32]uint64 // pods that may hold entries → epoch of their last Add
-	ids       map[string]uint32
-	names     []string // pod id → name
-	freeIDs   []uint32
-	// retired are forgotten pods' ids → epoch of their last Add: their marks stay until their
-	// generation is dropped, and the id is reused only then.
-	retired   map[uint32]uint64
+	old       *trie // nil when dropped with recent empty or too small
+	podIDs
 	rotations int
 }
 
@@ -57,8 +50,7 @@ func NewPrefixTable(blockSize, maxBlocks int) *PrefixTable {
 	if maxBlocks <= 0 {
 		maxBlocks = 1 << 20
 	}
-	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: newTrie(0),
-		holders: map[uint32]uint64{}, ids: map[string]uint32{}, retired: map[uint32]uint64{}}
+	return &PrefixTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: newTrie(0), podIDs: newPodIDs()}
 }
 
 // Tokens returns the prompt's token count under the character tokenizer: its rune count, as
@@ -322,10 +314,9 @@ func (t *PrefixTable) Add(pod string, p Prompt) {
 	}
 	if t.old != nil && t.old.entries+t.recent.entries+p.blocks > t.maxBlocks {
 		t.old = nil
-		t.prune()
+		t.prune(false)
 	}
-	id := t.id(pod)
-	t.holders[id] = t.epoch
+	id := t.hold(pod)
 	g := t.recent
 	var buf [32]step
 	path := g.walk(p.text, buf[:0])
@@ -377,50 +368,7 @@ func (t *PrefixTable) rotate() {
 	// The next generation will likely grow as far as this one did.
 	t.recent = newTrie(len(t.old.nodes))
 	t.epoch++
-	t.prune()
-}
-
-// prune forgets the pods whose entries all went with a dropped generation and frees their ids.
-func (t *PrefixTable) prune() {
-	oldest := t.epoch
-	if t.old != nil {
-		oldest--
-	}
-	for id, last := range t.holders {
-		if last < oldest {
-			t.release(id)
-		}
-	}
-	for id, last := range t.retired {
-		if last < oldest {
-			delete(t.retired, id)
-			t.freeIDs = append(t.freeIDs, id)
-		}
-	}
-}
-
-func (t *PrefixTable) id(pod string) uint32 {
-	if id, ok := t.ids[pod]; ok {
-		return id
-	}
-	var id uint32
-	if n := len(t.freeIDs); n > 0 {
-		id, t.freeIDs = t.freeIDs[n-1], t.freeIDs[:n-1]
-		t.names[id] = pod
-	} else {
-		id = uint32(len(t.names))
-		t.names = append(t.names, pod)
-	}
-	t.ids[pod] = id
-	return id
-}
-
-// release forgets a pod that has no entries left; its id may be reused.
-func (t *PrefixTable) release(id uint32) {
-	delete(t.holders, id)
-	delete(t.ids, t.names[id])
-	t.names[id] = ""
-	t.freeIDs = append(t.freeIDs, id)
+	t.prune(t.old != nil)
 }
 
 // Len is the number of (block, pod) entries held (a prompt re-added while in the old
@@ -440,17 +388,5 @@ func (t *PrefixTable) Len() int {
 func (t *PrefixTable) Forget(pod string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	id, ok := t.ids[pod]
-	if !ok {
-		return
-	}
-	last, held := t.holders[id]
-	delete(t.holders, id)
-	delete(t.ids, pod)
-	t.names[id] = ""
-	if held {
-		t.retired[id] = last
-	} else {
-		t.freeIDs = append(t.freeIDs, id)
-	}
+	t.forget(pod)
 }

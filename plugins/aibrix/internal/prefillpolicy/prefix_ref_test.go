@@ -34,15 +34,7 @@ type refTable struct {
 	maxBlocks int
 	recent    map[uint64]struct{}
 	old       map[uint64]struct{} // nil when dropped with recent empty or too small
-	epoch     uint64              // recent's generation; old is epoch-1
-	holders   map[uint32]uint64   // pods that may hold entries → epoch of their last Add
-	ids       map[string]uint32
-	names     []string // pod id → name
-	freeIDs   []uint32
-	// retired are forgotten pods' ids → epoch of their last Add: their entries stay until
-	// their generation is dropped (a key does not say its pod, so they cannot be picked out),
-	// and the id is reused only then.
-	retired   map[uint32]uint64
+	podIDs
 	rotations int
 }
 
@@ -62,8 +54,7 @@ func newRefTable(blockSize, maxBlocks int) *refTable {
 	if maxBlocks <= 0 {
 		maxBlocks = 1 << 20
 	}
-	return &refTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: map[uint64]struct{}{},
-		holders: map[uint32]uint64{}, ids: map[string]uint32{}, retired: map[uint32]uint64{}}
+	return &refTable{blockSize: blockSize, maxBlocks: maxBlocks, recent: map[uint64]struct{}{}, podIDs: newPodIDs()}
 }
 
 // Hashes returns the chained block hashes of a prompt (an incomplete tail is not hashed).
@@ -176,10 +167,9 @@ func (t *refTable) Add(pod string, hashes []uint64) {
 	}
 	if t.old != nil && len(t.old)+len(t.recent)+len(hashes) > t.maxBlocks {
 		t.old = nil
-		t.prune()
+		t.prune(false)
 	}
-	id := t.id(pod)
-	t.holders[id] = t.epoch
+	id := t.hold(pod)
 	// The leading blocks recent already holds for the pod were recorded with their whole
 	// chain: only the rest is written, so recent keeps every chain whole.
 	held := sort.Search(len(hashes), func(i int) bool {
@@ -198,50 +188,7 @@ func (t *refTable) rotate() {
 	// The next generation will likely fill as far as this one did.
 	t.recent = make(map[uint64]struct{}, len(t.old))
 	t.epoch++
-	t.prune()
-}
-
-// prune forgets the pods whose entries all went with a dropped generation and frees their ids.
-func (t *refTable) prune() {
-	oldest := t.epoch
-	if t.old != nil {
-		oldest--
-	}
-	for id, last := range t.holders {
-		if last < oldest {
-			t.release(id)
-		}
-	}
-	for id, last := range t.retired {
-		if last < oldest {
-			delete(t.retired, id)
-			t.freeIDs = append(t.freeIDs, id)
-		}
-	}
-}
-
-func (t *refTable) id(pod string) uint32 {
-	if id, ok := t.ids[pod]; ok {
-		return id
-	}
-	var id uint32
-	if n := len(t.freeIDs); n > 0 {
-		id, t.freeIDs = t.freeIDs[n-1], t.freeIDs[:n-1]
-		t.names[id] = pod
-	} else {
-		id = uint32(len(t.names))
-		t.names = append(t.names, pod)
-	}
-	t.ids[pod] = id
-	return id
-}
-
-// release forgets a pod that has no entries left; its id may be reused.
-func (t *refTable) release(id uint32) {
-	delete(t.holders, id)
-	delete(t.ids, t.names[id])
-	t.names[id] = ""
-	t.freeIDs = append(t.freeIDs, id)
+	t.prune(t.old != nil)
 }
 
 // Len is the number of entries held (a prompt re-added while in the old generation counts
@@ -257,19 +204,7 @@ func (t *refTable) Len() int {
 func (t *refTable) Forget(pod string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	id, ok := t.ids[pod]
-	if !ok {
-		return
-	}
-	last, held := t.holders[id]
-	delete(t.holders, id)
-	delete(t.ids, pod)
-	t.names[id] = ""
-	if held {
-		t.retired[id] = last
-	} else {
-		t.freeIDs = append(t.freeIDs, id)
-	}
+	t.forget(pod)
 }
 
 // hashesReference is the block hash chain spelled out: xxhash of the previous hash (little
