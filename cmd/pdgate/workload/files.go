@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/cmd/internal/listgen"
 )
 
 // DefaultAzureConvPath is the trace's place relative to the repository root.
@@ -188,17 +190,4 @@ func LoadJSONL(path string) (Generator, error) {
 }
 
 // List yields reqs in order, once.
-func List(reqs []Request) Generator { return &sliceGen{reqs: reqs} }
-
-type sliceGen struct {
-	reqs []Request
-	i    int
-}
-
-func (s *sliceGen) Next() (Request, bool) {
-	if s.i >= len(s.reqs) {
-		return Request{}, false
-	}
-	s.i++
-	return s.reqs[s.i-1], true
-}
+func List(reqs []Request) Generator { return listgen.New(reqs) }

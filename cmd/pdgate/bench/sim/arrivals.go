@@ -134,38 +134,70 @@ func decodeRequest(w workload.Request) (Arrival, error) {
 // rate req/s; burstiness and the token-length mix are the trace's. Prompts are seeded filler
 // like the lab's replay.
 type azureSource struct {
-	rows   []workload.AzureRow
+	replay
+	rows []workload.AzureRow
+	rng  *rand.Rand
+	cap  int
+}
+
+// replay tiles a trace of rows requests, max requests in all, and scales its timestamps to a
+// mean rate.
+type replay struct {
+	rows   int
 	span   time.Duration // one pass of the trace
 	factor float64       // virtual seconds per trace second
-	rng    *rand.Rand
 	max, n int
-	cap    int
+}
+
+// newReplay checks the trace (named in errors) and the rate; last is the offset of the
+// trace's last request.
+func newReplay(trace string, rows int, last time.Duration, rate float64, max int) (replay, error) {
+	if rows < 2 {
+		return replay{}, fmt.Errorf("%s trace: need at least 2 rows, got %d", trace, rows)
+	}
+	if !(rate > 0) {
+		return replay{}, fmt.Errorf("%s replay: rate must be > 0, got %v", trace, rate)
+	}
+	// a pass lasts the trace plus one mean gap, so passes join without a burst
+	span := last + last/time.Duration(rows-1)
+	return replay{rows: rows, span: span, factor: float64(rows) / span.Seconds() / rate, max: max}, nil
+}
+
+// next is the trace row of the next request and its pass; false once max are out.
+func (r *replay) next() (i, pass int, ok bool) {
+	if r.n >= r.max {
+		return 0, 0, false
+	}
+	pass, i = r.n/r.rows, r.n%r.rows
+	r.n++
+	return i, pass, true
+}
+
+// at is the arrival time of a request offset into its pass.
+func (r *replay) at(pass int, offset time.Duration) time.Duration {
+	return time.Duration(float64(time.Duration(pass)*r.span+offset) * r.factor)
 }
 
 // NewAzureSource replays rows at a mean rate of rate req/s, max requests in all.
 func NewAzureSource(rows []workload.AzureRow, rate float64, seed int64, max, maxTokensCap int) (Source, error) {
-	if len(rows) < 2 {
-		return nil, fmt.Errorf("azure trace: need at least 2 rows, got %d", len(rows))
+	var last time.Duration
+	if len(rows) > 0 {
+		last = rows[len(rows)-1].Offset
 	}
-	if !(rate > 0) {
-		return nil, fmt.Errorf("azure replay: rate must be > 0, got %v", rate)
+	r, err := newReplay("azure", len(rows), last, rate, max)
+	if err != nil {
+		return nil, err
 	}
-	last := rows[len(rows)-1].Offset
-	// a pass lasts the trace plus one mean gap, so passes join without a burst
-	span := last + last/time.Duration(len(rows)-1)
-	traceRate := float64(len(rows)) / span.Seconds()
-	return &azureSource{rows: rows, span: span, factor: traceRate / rate, rng: rand.New(rand.NewSource(seed)),
-		max: max, cap: maxTokensCap}, nil
+	return &azureSource{replay: r, rows: rows, rng: rand.New(rand.NewSource(seed)), cap: maxTokensCap}, nil
 }
 
 func (s *azureSource) Next() (Arrival, bool) {
-	if s.n >= s.max {
+	i, pass, ok := s.next()
+	if !ok {
 		return Arrival{}, false
 	}
-	pass, i := s.n/len(s.rows), s.n%len(s.rows)
-	s.n++
 	row := s.rows[i]
-	at := time.Duration(float64(time.Duration(pass)*s.span+row.Offset) * s.factor)
+	at := s.at(pass, row.Offset)
 	text := workload.Text(s.rng, row.ContextTokens)
 	out := row.GeneratedTokens
 	if s.cap > 0 && out > s.cap {

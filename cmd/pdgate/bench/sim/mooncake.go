@@ -70,48 +70,45 @@ type TraceInfo struct {
 // k except those of the prefix every request shares (the service's system prompt): a later
 // pass is new conversations, not a replay of cached ones.
 type mooncakeSource struct {
+	replay
 	rows    []workload.MooncakeRow
 	offsets []time.Duration
 	follow  []bool
 	keep    map[uint64]bool
-	span    time.Duration
-	factor  float64
 	text    *workload.BlockText
-	max, n  int
 }
 
 // NewMooncakeSource replays rows at a mean rate of rate req/s, max requests in all.
 func NewMooncakeSource(rows []workload.MooncakeRow, rate float64, max int) (Source, error) {
-	if len(rows) < 2 {
-		return nil, fmt.Errorf("mooncake trace: need at least 2 rows, got %d", len(rows))
+	var offsets []time.Duration
+	var last time.Duration
+	if len(rows) >= 2 {
+		offsets = workload.MooncakeOffsets(rows)
+		last = offsets[len(offsets)-1]
 	}
-	if !(rate > 0) {
-		return nil, fmt.Errorf("mooncake replay: rate must be > 0, got %v", rate)
+	r, err := newReplay("mooncake", len(rows), last, rate, max)
+	if err != nil {
+		return nil, err
 	}
-	st, follow := workload.AnalyzeMooncake(rows)
-	offsets := workload.MooncakeOffsets(rows)
-	last := offsets[len(offsets)-1]
-	span := last + last/time.Duration(len(rows)-1)
-	if span <= 0 {
+	if r.span <= 0 {
 		return nil, fmt.Errorf("mooncake trace: all %d rows at one instant: no rate to scale", len(rows))
 	}
+	st, follow := workload.AnalyzeMooncake(rows)
 	keep := map[uint64]bool{}
 	for _, id := range rows[0].HashIDs[:st.CommonPrefixBlocks] {
 		keep[id] = true
 	}
-	traceRate := float64(len(rows)) / span.Seconds()
-	return &mooncakeSource{rows: rows, offsets: offsets, follow: follow, keep: keep, span: span,
-		factor: traceRate / rate, text: workload.NewBlockText(0), max: max}, nil
+	return &mooncakeSource{replay: r, rows: rows, offsets: offsets, follow: follow, keep: keep,
+		text: workload.NewBlockText(0)}, nil
 }
 
 func (s *mooncakeSource) Next() (Arrival, bool) {
-	if s.n >= s.max {
+	i, pass, ok := s.next()
+	if !ok {
 		return Arrival{}, false
 	}
-	pass, i := s.n/len(s.rows), s.n%len(s.rows)
-	s.n++
 	row := s.rows[i]
-	at := time.Duration(float64(time.Duration(pass)*s.span+s.offsets[i]) * s.factor)
+	at := s.at(pass, s.offsets[i])
 	text := s.text.Prompt(row.Keys(uint64(pass), s.keep), row.InputLength)
 	turn := TurnFirst
 	if s.follow[i] {

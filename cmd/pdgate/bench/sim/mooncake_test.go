@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/internal/listgen"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
@@ -143,7 +144,7 @@ func TestSimSummarySplitsTurns(t *testing.T) {
 	}
 	// workloads without turns report none
 	res = run(t, Config{Profile: costmodel.Default(), Pods: FleetCombined(1, "m"), Model: "m",
-		Source: &fixedSource{as: []Arrival{promptArrival(0, strings.Repeat("abcd", 100), 3)}}})
+		Source: listgen.New([]Arrival{promptArrival(0, strings.Repeat("abcd", 100), 3)})})
 	if res.Summary.FirstTurnTTFT != nil || res.Summary.FollowUpTTFT != nil || res.Summary.ComputedPrefillTokens != 100 {
 		t.Fatalf("summary without turns: %+v", res.Summary)
 	}

@@ -10,6 +10,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/cmd/internal/listgen"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 )
@@ -17,20 +18,6 @@ import (
 func repoFile(rel string) string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..", rel)
-}
-
-// fixedSource yields the given arrivals.
-type fixedSource struct {
-	as []Arrival
-	i  int
-}
-
-func (f *fixedSource) Next() (Arrival, bool) {
-	if f.i >= len(f.as) {
-		return Arrival{}, false
-	}
-	f.i++
-	return f.as[f.i-1], true
 }
 
 func promptArrival(at time.Duration, text string, out int) Arrival {
@@ -95,7 +82,7 @@ func TestSingleRequestMatchesCostModel(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{Profile: prof, Pods: tc.pods, Model: "m", Overheads: tc.over,
-				Source: &fixedSource{as: []Arrival{promptArrival(0, text, out)}}}
+				Source: listgen.New([]Arrival{promptArrival(0, text, out)})}
 			if tc.config != "" {
 				cfg.EPPConfig = repoFile(tc.config)
 			}
