@@ -82,7 +82,7 @@ var registrations = []registration{
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},
-	{typeName: maxscorepicker.Type, factory: maxscorepicker.Kind.Factory},
+	{typeName: maxscorepicker.Type, factory: maxscorepicker.Factory},
 	{typeName: mmcacheproducer.Type, factory: mmcacheproducer.Factory},
 	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
 	{typeName: nohitlru.Type, factory: nohitlru.Factory},
@@ -98,7 +98,7 @@ var registrations = []registration{
 	{typeName: probabilisticadmitter.Type, factory: probabilisticadmitter.Factory},
 	{typeName: programawarefairness.Type, factory: programawarefairness.Factory},
 	{typeName: promptbucket.Type, factory: promptbucket.Factory},
-	{typeName: randompicker.Type, factory: randompicker.Kind.Factory},
+	{typeName: randompicker.Type, factory: randompicker.Factory},
 	{typeName: sessionaffinityfilter.Type, factory: sessionaffinityfilter.Factory},
 	{typeName: sessionaffinityscorer.Type, factory: sessionaffinityscorer.Factory},
 	{typeName: softreflectiveceiling.Type, factory: softreflectiveceiling.Factory},
@@ -107,7 +107,7 @@ var registrations = []registration{
 	{typeName: topologyfilter.Type, factory: topologyfilter.Factory},
 	{typeName: topologyscorer.Type, factory: topologyscorer.Factory},
 	{typeName: topologyextractor.Type, factory: topologyextractor.Factory},
-	{typeName: weightedrandompicker.Type, factory: weightedrandompicker.Kind.Factory},
+	{typeName: weightedrandompicker.Type, factory: weightedrandompicker.Factory},
 }
 
 // RegisterAll registers every pdgate plugin type with GIE's registry.

@@ -16,9 +16,11 @@ import (
 // Type is the plugin type name (GIE's).
 const Type = "max-score-picker"
 
-// Kind is max-score-picker: Kind.Factory is its factory (the random source seeded from the
-// handle's seed, if any), Kind.New builds one on a given source.
+// Kind is max-score-picker; Kind.New builds one on a given random source.
 var Kind = pickerkit.Kind{Type: Type, Pick: pick}
+
+// Factory builds the picker; its random source is seeded from the handle's seed, if any.
+var Factory = Kind.Factory
 
 // pick shuffles the candidates (the tie-break), sorts them by score, highest first, keeping
 // the shuffled order among equal scores, and returns the first maxNumOfEndpoints.

@@ -10,6 +10,8 @@ import "github.com/pdgate/pdgate/plugins/framework/pickerkit"
 // Type is the plugin type name (GIE's).
 const Type = "random-picker"
 
-// Kind is random-picker: Kind.Factory is its factory (the random source seeded from the
-// handle's seed, if any), Kind.New builds one on a given source.
+// Kind is random-picker; Kind.New builds one on a given random source.
 var Kind = pickerkit.Kind{Type: Type, Pick: pickerkit.Uniform}
+
+// Factory builds the picker; its random source is seeded from the handle's seed, if any.
+var Factory = Kind.Factory

@@ -21,9 +21,11 @@ import (
 // Type is the plugin type name (GIE's).
 const Type = "weighted-random-picker"
 
-// Kind is weighted-random-picker: Kind.Factory is its factory (the random source seeded from
-// the handle's seed, if any), Kind.New builds one on a given source.
+// Kind is weighted-random-picker; Kind.New builds one on a given random source.
 var Kind = pickerkit.Kind{Type: Type, Pick: pick}
+
+// Factory builds the picker; its random source is seeded from the handle's seed, if any.
+var Factory = Kind.Factory
 
 // debug is GIE's logutil.DEBUG verbosity.
 const debug = 4
