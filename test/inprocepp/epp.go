@@ -7,7 +7,7 @@ package inprocepp
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -22,12 +22,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // Pod is one model-server pod of the test pool.
@@ -149,10 +151,25 @@ func ServeMetrics(t *testing.T, pods []Pod) int {
 
 // IdleVLLM serves the /metrics page of a vLLM with nothing running or waiting (what a hung
 // engine keeps reporting, too).
-var IdleVLLM http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n")
-})
+var IdleVLLM = testsupport.VLLMMetrics(0, 0)
+
+// WaitScraped waits until the datastore holds exactly the pods of want, each with fresh
+// metrics reporting its waiting queue, and returns their endpoints.
+func (e *EPP) WaitScraped(t testing.TB, want map[string]int) []fwkdl.Endpoint {
+	t.Helper()
+	var eps []fwkdl.Endpoint
+	testsupport.Eventually(t, 15*time.Second, fmt.Sprintf("scraped waiting queues %v", want), func() bool {
+		eps = e.DS.PodList(datastore.AllPodsPredicate)
+		if len(eps) != len(want) {
+			return false
+		}
+		for _, ep := range eps {
+			m := ep.GetMetrics()
+			if m == nil || m.UpdateTime.IsZero() || m.WaitingQueueSize != want[ep.GetMetadata().PodName] {
+				return false
+			}
+		}
+		return true
+	})
+	return eps
+}

@@ -3,6 +3,7 @@ package inprocepp
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
@@ -10,10 +11,12 @@ import (
 
 // Answer is what the EPP told the gateway about one request.
 type Answer struct {
-	Immediate int    // HTTP status of an ImmediateResponse, 0 when forwarded
-	Body      string // the ImmediateResponse body
-	Set       map[string]string
-	Removed   map[string]bool
+	Immediate        int               // HTTP status of an ImmediateResponse, 0 when forwarded
+	Body             string            // the ImmediateResponse body
+	ImmediateHeaders map[string]string // the ImmediateResponse headers
+	Set              map[string]string
+	Removed          map[string]bool
+	Destinations     []string // the endpoints picked, primary first (Routing.Destinations)
 }
 
 // Open runs one request (request headers, then the whole body) through a real ext_proc stream
@@ -40,7 +43,11 @@ func (e *EPP) Open(path string, headers map[string]string, body string, timeout 
 	if err != nil {
 		return Answer{}, done, fmt.Errorf("ext_proc exchange: %w", err)
 	}
-	a := Answer{Immediate: r.Status(), Body: string(r.Immediate.GetBody()), Set: r.SetHeaders(), Removed: map[string]bool{}}
+	a := Answer{Immediate: r.Status(), Body: string(r.Immediate.GetBody()), ImmediateHeaders: map[string]string{},
+		Set: r.SetHeaders(), Removed: map[string]bool{}, Destinations: r.Destinations()}
+	for _, o := range r.Immediate.GetHeaders().GetSetHeaders() {
+		a.ImmediateHeaders[strings.ToLower(o.GetHeader().GetKey())] = extprocclient.HeaderValue(o.GetHeader())
+	}
 	for _, k := range r.RemovedHeaders() {
 		a.Removed[k] = true
 	}

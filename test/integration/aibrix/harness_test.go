@@ -7,7 +7,6 @@ package aibrix
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/podmeta"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/test/inprocepp"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // pod is one model-server pod of the test pool with AIBrix labels and annotations.
@@ -29,27 +29,6 @@ type pod struct {
 	// waiting is the queue length the pod's metrics report; finished requests grow by one per
 	// scrape, so the extractor's one-minute drain rate is positive.
 	waiting int
-}
-
-type metricsServer struct {
-	mu       sync.Mutex
-	waiting  int
-	finished int
-}
-
-func (m *metricsServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	m.mu.Lock()
-	m.finished++
-	waiting, finished := m.waiting, m.finished
-	m.mu.Unlock()
-	_, _ = fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting %d\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:avg_generation_throughput_toks_per_s gauge\nvllm:avg_generation_throughput_toks_per_s 100\n"+
-		"# TYPE vllm:request_success_total counter\nvllm:request_success_total %d\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n",
-		waiting, finished)
 }
 
 // epp is a running EPP assembly plus its ext_proc client.
@@ -70,7 +49,7 @@ func startEPP(t *testing.T, configPath string, pods []pod) *epp {
 	for i, p := range pods {
 		byIP[p.ip] = p.name
 		in[i] = inprocepp.Pod{Name: p.name, IP: p.ip, Labels: p.labels, Annotations: p.annotations,
-			Metrics: &metricsServer{waiting: p.waiting}}
+			Metrics: testsupport.DrainingVLLMMetrics(int64(p.waiting))}
 	}
 	e := inprocepp.Start(t, configPath, in, inprocepp.Options{PoolName: "aibrix-pool", WrapDatastore: podmeta.WrapDatastore})
 	out := &epp{EPP: e, ds: e.DS, port: e.Port, byIP: byIP}

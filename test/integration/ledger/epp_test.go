@@ -22,21 +22,6 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
-// vllmMetrics serves vLLM metrics for a fake pod; finished requests grow per scrape so the
-// AIBrix extractor sees a drain rate.
-type vllmMetrics struct{ finished atomic.Int64 }
-
-func (m *vllmMetrics) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	n := m.finished.Add(1)
-	fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 0\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:avg_generation_throughput_toks_per_s gauge\nvllm:avg_generation_throughput_toks_per_s 100\n"+
-		"# TYPE vllm:request_success_total counter\nvllm:request_success_total %d\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n", n)
-}
-
 type fakePod struct {
 	name, role string
 	port       int
@@ -51,7 +36,7 @@ func startPods(t *testing.T, names map[string]string) map[string]fakePod {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := &http.Server{Handler: &vllmMetrics{}, ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: testsupport.DrainingVLLMMetrics(0), ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()
 		t.Cleanup(func() { _ = srv.Close() })
 		pods[name] = fakePod{name: name, role: role, port: l.Addr().(*net.TCPAddr).Port}

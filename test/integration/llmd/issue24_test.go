@@ -3,7 +3,6 @@ package llmd
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,47 +10,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
-	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
-
-// vllmWaiting serves a vLLM /metrics page with n requests waiting.
-func vllmWaiting(n int) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, fmt.Sprintf("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting %d\n"+
-			"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n"+
-			"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-			"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-			"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n", n))
-	})
-}
-
-// waitScraped waits until every endpoint carries fresh metrics with the given queue sizes.
-func waitScraped(t *testing.T, ds datastore.Datastore, want map[string]int) []fwkdl.Endpoint {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		eps := ds.PodList(datastore.AllPodsPredicate)
-		ok := len(eps) == len(want)
-		for _, ep := range eps {
-			m := ep.GetMetrics()
-			if m == nil || m.UpdateTime.IsZero() || m.WaitingQueueSize != want[ep.GetMetadata().PodName] {
-				ok = false
-			}
-		}
-		if ok {
-			return eps
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("metrics not scraped in 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Stage-aware admission through the real EPP: the prefill tier is saturated (6 waiting per
 // prefill pod, threshold 5), the decode tier idle. A fleet-wide detector over the same pool
@@ -60,15 +24,15 @@ func waitScraped(t *testing.T, ds datastore.Datastore, want map[string]int) []fw
 // 429 and llm-d's reason header, while non-sheddable requests keep being served by decode.
 func TestStageAwareAdmissionSheds429(t *testing.T) {
 	pods := []inprocepp.Pod{
-		{Name: "prefill-0", IP: "127.0.24.1", Labels: map[string]string{"llm-d.ai/role": "prefill"}, Metrics: vllmWaiting(6)},
-		{Name: "prefill-1", IP: "127.0.24.2", Labels: map[string]string{"llm-d.ai/role": "prefill"}, Metrics: vllmWaiting(6)},
-		{Name: "decode-0", IP: "127.0.24.3", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: vllmWaiting(0)},
-		{Name: "decode-1", IP: "127.0.24.4", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: vllmWaiting(0)},
+		{Name: "prefill-0", IP: "127.0.24.1", Labels: map[string]string{"llm-d.ai/role": "prefill"}, Metrics: testsupport.VLLMMetrics(6, 1)},
+		{Name: "prefill-1", IP: "127.0.24.2", Labels: map[string]string{"llm-d.ai/role": "prefill"}, Metrics: testsupport.VLLMMetrics(6, 1)},
+		{Name: "decode-0", IP: "127.0.24.3", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: testsupport.VLLMMetrics(0, 1)},
+		{Name: "decode-1", IP: "127.0.24.4", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: testsupport.VLLMMetrics(0, 1)},
 	}
 	e := inprocepp.Start(t, "testdata/issue24/stage-admission.yaml", pods, inprocepp.Options{PoolName: "issue24"})
 	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
 		Spec: v1alpha2.InferenceObjectiveSpec{Priority: ptr(-1), PoolRef: v1alpha2.PoolObjectReference{Name: "issue24"}}})
-	eps := waitScraped(t, e.DS, map[string]int{"prefill-0": 6, "prefill-1": 6, "decode-0": 0, "decode-1": 0})
+	eps := e.WaitScraped(t, map[string]int{"prefill-0": 6, "prefill-1": 6, "decode-0": 0, "decode-1": 0})
 
 	// The configured detector itself, measured over the whole pool (what GIE's admission does).
 	fleetWide := e.Handle.Plugin("utilization-detector").(interface {
@@ -80,9 +44,13 @@ func TestStageAwareAdmissionSheds429(t *testing.T) {
 	}
 
 	body := `{"model":"m","prompt":"hello"}`
-	status, headers := immediate(t, e, map[string]string{metadata.ObjectiveKey: "batch"}, body)
-	if status != http.StatusTooManyRequests || headers["x-llm-d-request-dropped-reason"] != "rejected-saturated" {
-		t.Fatalf("sheddable request: %d %v, want 429 with x-llm-d-request-dropped-reason: rejected-saturated", status, headers)
+	shed, done, err := e.Open("/v1/completions", map[string]string{metadata.ObjectiveKey: "batch"}, body, 10*time.Second)
+	done()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shed.Immediate != http.StatusTooManyRequests || shed.ImmediateHeaders["x-llm-d-request-dropped-reason"] != "rejected-saturated" {
+		t.Fatalf("sheddable request: %d %v, want 429 with x-llm-d-request-dropped-reason: rejected-saturated", shed.Immediate, shed.ImmediateHeaders)
 	}
 	served := (&epp{EPP: e}).send(t, "/v1/completions", nil, body)
 	if served.immediate != 0 || !strings.HasPrefix(served.destination, "127.0.24.") ||
@@ -105,7 +73,7 @@ func TestTopologyPairingKeepsKVOnTheHost(t *testing.T) {
 		{Name: "d-b", IP: "127.0.25.4", Labels: host("node-b", "decode"), Metrics: inprocepp.IdleVLLM},
 	}
 	e := inprocepp.Start(t, "testdata/llmd-deploy-2026-08/pd-topology-epp-config.yaml", pods, inprocepp.Options{PoolName: "issue24-topo"})
-	waitScraped(t, e.DS, map[string]int{"p-a": 0, "p-b": 0, "d-a": 0, "d-b": 0})
+	e.WaitScraped(t, map[string]int{"p-a": 0, "p-b": 0, "d-a": 0, "d-b": 0})
 	pair := map[string]string{"127.0.25.3": "127.0.25.1", "127.0.25.4": "127.0.25.2"}
 	seen := map[string]bool{}
 	for i := 0; i < 20; i++ {
@@ -128,29 +96,3 @@ func TestTopologyPairingKeepsKVOnTheHost(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// immediate sends one request over ext_proc and returns the immediate answer's status and
-// response headers (0 when the request was routed).
-func immediate(t *testing.T, e *inprocepp.EPP, hdr map[string]string, body string) (int, map[string]string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := extprocclient.New(extprocclient.Options{}, e.Client).Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	h := map[string]string{":path": "/v1/completions", ":method": "POST", "content-type": "application/json"}
-	for k, v := range hdr {
-		h[k] = v
-	}
-	r, err := s.Route(ctx, extprocclient.HeaderMap(h), []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]string{}
-	for _, o := range r.Immediate.GetHeaders().GetSetHeaders() {
-		out[strings.ToLower(o.GetHeader().GetKey())] = extprocclient.HeaderValue(o.GetHeader())
-	}
-	return r.Status(), out
-}

@@ -5,7 +5,6 @@ package stageadmission
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -14,46 +13,18 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
-	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // queue serves a vLLM /metrics page whose waiting queue the test sets.
 type queue struct{ waiting atomic.Int64 }
 
 func (q *queue) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	_, _ = io.WriteString(w, fmt.Sprintf("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting %d\n"+
-		"# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 1\n"+
-		"# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc 0.1\n"+
-		"# TYPE vllm:lora_requests_info gauge\nvllm:lora_requests_info{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"} 1\n"+
-		"# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"1000\"} 1\n", q.waiting.Load()))
-}
-
-// waitScraped waits until every endpoint's scraped waiting queue is the wanted one.
-func waitScraped(t *testing.T, ds datastore.Datastore, want map[string]int) []fwkdl.Endpoint {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		eps := ds.PodList(datastore.AllPodsPredicate)
-		ok := len(eps) == len(want)
-		for _, ep := range eps {
-			m := ep.GetMetrics()
-			if m == nil || m.UpdateTime.IsZero() || m.WaitingQueueSize != want[ep.GetMetadata().PodName] {
-				ok = false
-			}
-		}
-		if ok {
-			return eps
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics %v not scraped in 15 s", want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testsupport.WriteVLLMMetrics(w, q.waiting.Load(), 1)
 }
 
 type answer struct {
@@ -64,28 +35,21 @@ type answer struct {
 
 func send(t *testing.T, e *inprocepp.EPP, prompt string) answer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := extprocclient.New(extprocclient.Options{}, e.Client).Open(ctx)
+	body := fmt.Sprintf(`{"model":"m","prompt":%q}`, prompt)
+	r, done, err := e.Open("/v1/completions", map[string]string{metadata.ObjectiveKey: "batch"}, body, 10*time.Second)
+	done()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	h := map[string]string{":path": "/v1/completions", ":method": "POST", "content-type": "application/json",
-		metadata.ObjectiveKey: "batch"}
-	r, err := s.Route(ctx, extprocclient.HeaderMap(h), []byte(fmt.Sprintf(`{"model":"m","prompt":%q}`, prompt)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := answer{status: r.Status(), headers: map[string]string{}}
-	for _, o := range r.Immediate.GetHeaders().GetSetHeaders() {
-		a.headers[strings.ToLower(o.GetHeader().GetKey())] = extprocclient.HeaderValue(o.GetHeader())
-	}
-	for k, v := range r.SetHeaders() {
+	a := answer{status: r.Immediate, headers: map[string]string{}}
+	for k, v := range r.ImmediateHeaders {
 		a.headers[k] = v
 	}
-	if d := r.Destinations(); len(d) > 0 {
-		a.routedTo = d[0]
+	for k, v := range r.Set {
+		a.headers[k] = v
+	}
+	if len(r.Destinations) > 0 {
+		a.routedTo = r.Destinations[0]
 	}
 	return a
 }
@@ -117,7 +81,7 @@ func TestDecodeOnlyServedWhilePrefillShed(t *testing.T) {
 	e := inprocepp.Start(t, "testdata/pd-admission.yaml", pods, inprocepp.Options{PoolName: "stageadmission"})
 	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
 		Spec: v1alpha2.InferenceObjectiveSpec{Priority: ptr(-1), PoolRef: v1alpha2.PoolObjectReference{Name: "stageadmission"}}})
-	eps := waitScraped(t, e.DS, set(6, 0))
+	eps := e.WaitScraped(t, set(6, 0))
 
 	fleetWide := e.Handle.Plugin("utilization-detector").(interface {
 		Saturation(context.Context, []fwkdl.Endpoint) float64
@@ -144,7 +108,7 @@ func TestDecodeOnlyServedWhilePrefillShed(t *testing.T) {
 	}
 
 	// Decode saturated, prefill idle: both classes need decode, both are shed.
-	waitScraped(t, e.DS, set(0, 6))
+	e.WaitScraped(t, set(0, 6))
 	for _, p := range []string{short, long} {
 		if a := send(t, e, p); a.status != http.StatusTooManyRequests {
 			t.Fatalf("%d-byte request with the decode tier saturated: %d, want 429", len(p), a.status)
