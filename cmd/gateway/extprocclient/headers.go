@@ -9,6 +9,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pdgate/pdgate/cmd/internal/commalist"
 )
 
 // Names of the EPP protocol (GIE's pkg/epp/metadata): the destination the EPP picked and the
@@ -98,15 +100,7 @@ func ImmediateStatus(ir *extprocv3.ImmediateResponse) int {
 }
 
 // SplitEndpoints splits a comma-separated endpoint list (primary, then fallbacks).
-func SplitEndpoints(raw string) []string {
-	var out []string
-	for _, d := range strings.Split(raw, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
+func SplitEndpoints(raw string) []string { return commalist.Split(raw) }
 
 // mergeMetadata folds src into dst namespace by namespace: keys of a namespace both carry are
 // merged (src wins), anything else is replaced. src is copied, so dst owns what it holds.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/cmd/internal/commalist"
 )
 
 // HeaderFault asks the simulator to inject faults into one request.
@@ -29,11 +31,7 @@ type faults struct {
 // hang-first-token, stall-after=N, drop-connection, drop-after=N, http-500 / http-<code>.
 func parseFaults(v string) (faults, error) {
 	var f faults
-	for _, item := range strings.Split(v, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range commalist.Split(v) {
 		name, arg, hasArg := strings.Cut(item, "=")
 		var err error
 		switch {

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pdgate/pdgate/cmd/internal/commalist"
 )
 
 // SLO is one named latency objective, as DistServe (OSDI '24) defines goodput: a request
@@ -34,11 +36,7 @@ func fmtDur(d time.Duration) string {
 func ParseSLOs(s string) ([]SLO, error) {
 	var out []SLO
 	seen := map[string]bool{}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range commalist.Split(s) {
 		name, targets, ok := strings.Cut(item, "=")
 		ttft, tpot, ok2 := strings.Cut(targets, "/")
 		if !ok || !ok2 || strings.TrimSpace(name) == "" {

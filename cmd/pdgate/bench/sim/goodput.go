@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/pdgate/pdgate/cmd/internal/commalist"
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
@@ -109,11 +110,7 @@ func (c Cell) Name() string { return c.Shape.Name + "/" + c.Policy.Name }
 func ParseCells(spec string, policies []Policy) ([]Cell, error) {
 	var out []Cell
 	seen := map[string]bool{}
-	for _, item := range strings.Split(spec, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
+	for _, item := range commalist.Split(spec) {
 		sh, pol, ok := strings.Cut(item, "/")
 		if !ok {
 			return nil, fmt.Errorf("--cells: %q is not shape/policy", item)
@@ -207,7 +204,7 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 			if o.Quick && !c.Flags().Changed("duration") {
 				o.Duration = 10 * time.Second
 			}
-			o.Workloads = splitList(workloads)
+			o.Workloads = commalist.Split(workloads)
 			if slos != "" {
 				s, err := report.ParseSLOs(slos)
 				if err != nil {
@@ -250,19 +247,9 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	return cmd
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, x := range strings.Split(s, ",") {
-		if x = strings.TrimSpace(x); x != "" {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
 func parseFractions(s string) ([]float64, error) {
 	var out []float64
-	for _, x := range splitList(s) {
+	for _, x := range commalist.Split(s) {
 		v, err := strconv.ParseFloat(x, 64)
 		if err != nil || !(v > 0) || v > 10 {
 			return nil, fmt.Errorf("--rates: %q is not a fraction in (0, 10]", x)
