@@ -48,6 +48,28 @@ type upstreamSeen struct {
 	host    string
 }
 
+// answer fails t on a transport error, else reads and closes resp's body.
+func answer(t *testing.T, resp *http.Response, err error) []byte {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return body
+}
+
+// wantAnswer is answer that also fails t unless the status is wantStatus and the body holds
+// wantBody.
+func wantAnswer(t *testing.T, resp *http.Response, err error, wantStatus int, wantBody string) []byte {
+	t.Helper()
+	body := answer(t, resp, err)
+	if resp.StatusCode != wantStatus || !strings.Contains(string(body), wantBody) {
+		t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, wantStatus, wantBody)
+	}
+	return body
+}
+
 func startUpstream(t *testing.T, reply string, got chan<- upstreamSeen) string {
 	t.Helper()
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,11 +106,7 @@ func TestGatewayRoutesThroughEPP(t *testing.T) {
 	req.Header.Set("X-Client", "original")
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := answer(t, resp, err)
 	if resp.StatusCode != 200 || string(body) != `{"model":"incoming","id":"x"}` {
 		t.Fatalf("client got %d %q", resp.StatusCode, body)
 	}
@@ -207,14 +225,7 @@ func TestGatewayFailureModes(t *testing.T) {
 			gw := httptest.NewServer(New(o, startFakeEPP(t, f), nil))
 			defer gw.Close()
 			resp, err := http.Post(gw.URL+"/v1/completions", "application/json", strings.NewReader(`{"model":"m","prompt":"p"}`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tt.wantStatus || !strings.Contains(string(body), tt.wantBody) {
-				t.Fatalf("got %d %q, want %d containing %q", resp.StatusCode, body, tt.wantStatus, tt.wantBody)
-			}
+			body := wantAnswer(t, resp, err, tt.wantStatus, tt.wantBody)
 			if tt.wantHeader[0] != "" && resp.Header.Get(tt.wantHeader[0]) != tt.wantHeader[1] {
 				t.Errorf("header %s = %q", tt.wantHeader[0], resp.Header.Get(tt.wantHeader[0]))
 			}
@@ -249,11 +260,7 @@ func TestGatewayHonoursImmediateResponseSentMidBody(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		big := `{"model":"m","prompt":"` + strings.Repeat("a", 512<<10) + `"}`
 		resp, err := http.Post(gw.URL+"/v1/completions", "application/json", strings.NewReader(big))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		body := answer(t, resp, err)
 		if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "too large") {
 			t.Fatalf("attempt %d: got %d %q, want the EPP's 413", i, resp.StatusCode, body)
 		}
@@ -269,11 +276,7 @@ func TestGatewayMetadataWinsOverHeaderAndHeaderOnly(t *testing.T) {
 	gw := httptest.NewServer(New(testOptions(), startFakeEPP(t, f), nil))
 	defer gw.Close()
 	resp, err := http.Get(gw.URL + "/v1/models")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	body := answer(t, resp, err)
 	if resp.StatusCode != 200 || string(body) != "ok" {
 		t.Fatalf("got %d %q", resp.StatusCode, body)
 	}
