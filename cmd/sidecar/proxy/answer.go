@@ -84,10 +84,3 @@ func errorType(code int) string {
 	}
 	return "InvalidRequestError"
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}

@@ -14,15 +14,16 @@ import (
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
-// decodeOpts describe one decode leg.
-type decodeOpts struct {
+// decodeLeg is one decode leg: what the earlier stages hand the decode stage.
+type decodeLeg struct {
+	body       []byte        // sent to the local engine
 	outcome    string        // x-pdgate-prefill-outcome for sequential dialects
 	prefillDur time.Duration // sequential prefill duration (0: none ran)
 	prefillEnd time.Time     // sequential prefill response time (KV handoff start)
 	// rewriteCached, when set, replaces usage.prompt_tokens_details.cached_tokens.
 	rewriteCached *int64
-	rid           string // SGLang rid for /abort_request
-	gate          *gate  // concurrent prefill (SGLang, TRT generation_first)
+	abort         aborter // drops the decode on the engine when the watchdog fires (SGLang)
+	gate          *gate   // concurrent prefill (SGLang, TRT generation_first)
 	// probe (shared-storage decode-first): hold the start of the answer and report whether
 	// the engine asked for a prefill (finish_reason cache_threshold) instead of streaming it.
 	probe bool
@@ -33,11 +34,13 @@ const probeLimit = 1 << 20
 // bufPool recycles the decode copy buffers (one per in-flight request).
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
-// decode sends body to the local engine and streams the answer to the client under the
-// watchdog. Engine response headers are held until the first body chunk so that a decode
-// that never starts can still be answered with a clean 504. It returns true only when a
-// probe found finish_reason cache_threshold (nothing was written to the client then).
-func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body []byte, o decodeOpts) (needPrefill bool) {
+// decode is the decode stage: it sends the leg to the local engine and streams the answer to
+// the client under the watchdog. Engine response headers are held until the first body chunk
+// so that a decode that never starts can still be answered with a clean 504. It returns true
+// only when a probe found finish_reason cache_threshold (nothing was written to the client
+// then).
+func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
+	w, r, rq := pl.w, pl.r, pl.rq
 	ctx, cancel := contextWithCancel(r.Context())
 	defer cancel()
 	wd := newWatchdog(rq.t.firstResponse, rq.t.response, rq.t.streamIdle, rq.stream, cancel)
@@ -54,15 +57,15 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 	} else {
 		wd.start()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(p.cfg.EngineURL, rq.decoderPort, rq.path, r), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(pl.cfg.EngineURL, rq.decoderPort, rq.path, r), bytes.NewReader(o.body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "building decode request: "+err.Error(), protocol.HeaderErrorDecode)
 		return false
 	}
 	req.Header = legHeaders(rq.header, rq.id)
-	resp, err := p.cfg.DecodeClient.Do(req)
+	resp, err := pl.cfg.DecodeClient.Do(req)
 	if err != nil {
-		p.decodeFailed(w, r, rq, o, wd, err, false)
+		pl.decodeFailed(o, wd, err, false)
 		return false
 	}
 	defer func() { _ = resp.Body.Close() }()
@@ -70,8 +73,8 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 		// The decode failed while its prefill leg may still be out: when the prefill failed,
 		// the decode's error is its consequence (the KV pull failed) and the client is told
 		// the cause. A 4xx is about the request itself and is answered at once.
-		if lerr := p.awaitPrefill(r, rq, o.gate, "status "+strconv.Itoa(resp.StatusCode)); lerr != nil {
-			p.report.prefillFailure(w, rq, lerr)
+		if lerr := pl.awaitPrefill(o.gate, "status "+strconv.Itoa(resp.StatusCode)); lerr != nil {
+			pl.report.prefillFailure(w, rq, lerr)
 			return false
 		}
 	}
@@ -90,7 +93,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 		if o.gate != nil && !o.gate.commit() {
 			return false
 		}
-		p.writeDecodeHeaders(w, resp, o, rq)
+		pl.writeDecodeHeaders(resp, o)
 		committed = true
 		if o.rewriteCached != nil && resp.StatusCode/100 == 2 {
 			rw = sse.NewWriter(w, flush, *o.rewriteCached, isSSE(resp.Header))
@@ -121,11 +124,11 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if len(chunk) > 0 {
 				if !committed && !commit() {
-					p.report.gateFailure(w, rq, o.gate)
+					pl.report.gateFailure(w, rq, o.gate)
 					return false
 				}
 				if _, werr := out.Write(chunk); werr != nil {
-					p.cfg.Metrics.Legs.WithLabelValues("decode", string(p.cfg.Engine), "client_gone").Inc()
+					pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), "client_gone").Inc()
 					return false
 				}
 				if rw == nil {
@@ -139,7 +142,7 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 			}
 			if !committed {
 				if !commit() {
-					p.report.gateFailure(w, rq, o.gate)
+					pl.report.gateFailure(w, rq, o.gate)
 					return false
 				}
 				if len(pending) > 0 {
@@ -150,17 +153,18 @@ func (p *Proxy) decode(w http.ResponseWriter, r *http.Request, rq *request, body
 				_ = rw.Close()
 			}
 			flush()
-			p.cfg.Metrics.Legs.WithLabelValues("decode", string(p.cfg.Engine), outcomeOK).Inc()
+			pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), outcomeOK).Inc()
 			return false
 		}
 		if rerr != nil {
-			p.decodeFailed(w, r, rq, o, wd, rerr, committed)
+			pl.decodeFailed(o, wd, rerr, committed)
 			return false
 		}
 	}
 }
 
-func (p *Proxy) writeDecodeHeaders(w http.ResponseWriter, resp *http.Response, o decodeOpts, rq *request) {
+func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg) {
+	w, rq := pl.w, pl.rq
 	h := w.Header()
 	for k, vs := range resp.Header {
 		h[k] = append([]string(nil), vs...)
@@ -187,21 +191,22 @@ func (p *Proxy) writeDecodeHeaders(w http.ResponseWriter, resp *http.Response, o
 		if handoff < 0 {
 			handoff = 0
 		}
-		p.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(p.cfg.Engine)).Observe(handoff.Seconds())
+		pl.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(pl.cfg.Engine)).Observe(handoff.Seconds())
 	}
 	w.WriteHeader(resp.StatusCode)
 }
 
 // decodeFailed handles a decode leg that ended with an error.
-func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request, o decodeOpts, wd *watchdog, err error, committed bool) {
-	engine := string(p.cfg.Engine)
+func (pl *pipeline) decodeFailed(o decodeLeg, wd *watchdog, err error, committed bool) {
+	w, r, rq := pl.w, pl.r, pl.rq
+	engine := string(pl.cfg.Engine)
 	if phase := wd.fired(); phase != "" {
-		p.cfg.Metrics.Watchdog.WithLabelValues(phase, strconv.FormatBool(committed)).Inc()
-		p.cfg.Metrics.Legs.WithLabelValues("decode", engine, "watchdog").Inc()
+		pl.cfg.Metrics.Watchdog.WithLabelValues(phase, strconv.FormatBool(committed)).Inc()
+		pl.cfg.Metrics.Legs.WithLabelValues("decode", engine, "watchdog").Inc()
 		rq.log.Info("pd_decode_watchdog fired", "phase", phase, "headersSent", committed)
-		p.cfg.Metrics.aibrixFailure(aibrixDecodeWatchdog, http.StatusGatewayTimeout)
-		if o.rid != "" {
-			p.abortSGLang(rq, o.rid, "watchdog_"+phase)
+		pl.cfg.Metrics.aibrixFailure(aibrixDecodeWatchdog, http.StatusGatewayTimeout)
+		if o.abort != nil {
+			o.abort.abort(rq, "watchdog_"+phase)
 		}
 		if committed {
 			panic(http.ErrAbortHandler) // cut the stream short: the client must not see a clean end
@@ -216,21 +221,21 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 	}
 	if o.gate != nil {
 		if !committed && r.Context().Err() == nil {
-			p.awaitPrefill(r, rq, o.gate, "transport: "+truncate(err.Error(), 128))
+			pl.awaitPrefill(o.gate, "transport: "+truncate(err.Error(), 128))
 		}
 		if lerr := o.gate.failure(); lerr != nil {
 			if committed {
 				panic(http.ErrAbortHandler)
 			}
-			p.report.prefillFailure(w, rq, lerr)
+			pl.report.prefillFailure(w, rq, lerr)
 			return
 		}
 	}
 	if r.Context().Err() != nil {
-		p.cfg.Metrics.Legs.WithLabelValues("decode", engine, "client_gone").Inc()
+		pl.cfg.Metrics.Legs.WithLabelValues("decode", engine, "client_gone").Inc()
 		return
 	}
-	p.cfg.Metrics.Legs.WithLabelValues("decode", engine, classTransport).Inc()
+	pl.cfg.Metrics.Legs.WithLabelValues("decode", engine, classTransport).Inc()
 	rq.log.Info("decode leg failed", "err", err.Error(), "headersSent", committed)
 	if committed {
 		panic(http.ErrAbortHandler)
@@ -245,7 +250,8 @@ func (p *Proxy) decodeFailed(w http.ResponseWriter, r *http.Request, rq *request
 // awaitPrefill waits, for a decode leg that failed before answering, until its concurrent
 // prefill leg's outcome is known (bounded by the leg's timeout and the client), and returns
 // the prefill failure if there was one.
-func (p *Proxy) awaitPrefill(r *http.Request, rq *request, g *gate, decodeErr string) *legError {
+func (pl *pipeline) awaitPrefill(g *gate, decodeErr string) *legError {
+	r, rq := pl.r, pl.rq
 	select {
 	case <-g.finished:
 	default:

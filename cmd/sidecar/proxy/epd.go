@@ -70,10 +70,11 @@ func multimodalItems(obj *jsonbody.Object) ([]json.RawMessage, error) {
 	return out, nil
 }
 
-// runEncoders fans the request's multimodal items out to the allowed encoders (round-robin,
-// in parallel) before prefill/decode. handled reports whether any encode leg ran; ok=false
-// means the client has been answered with an error.
-func (p *Proxy) runEncoders(w http.ResponseWriter, r *http.Request, rq *request) (handled, ok bool) {
+// encode is the encode stage: it fans the request's multimodal items out to the allowed
+// encoders (round-robin, in parallel) before prefill/decode. handled reports whether any
+// encode leg ran; ok=false means the client has been answered with an error.
+func (pl *pipeline) encode() (handled, ok bool) {
+	w, r, rq := pl.w, pl.r, pl.rq
 	if rq.api != APIChat {
 		return false, true
 	}
@@ -89,29 +90,29 @@ func (p *Proxy) runEncoders(w http.ResponseWriter, r *http.Request, rq *request)
 	if len(items) == 0 {
 		return false, true
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), p.cfg.EncodeTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), pl.cfg.EncodeTimeout)
 	defer cancel()
 	errs := make([]*legError, len(items))
 	var wg sync.WaitGroup
 	for i, item := range items {
-		target := rq.encoders[int((p.encoderRR.Add(1)-1)%uint64(len(rq.encoders)))]
+		target := rq.encoders[int((pl.encoderRR.Add(1)-1)%uint64(len(rq.encoders)))]
 		body := sanitized(rq.obj)
 		body.SetRaw("messages", json.RawMessage(`[{"role":"user","content":[`+string(item)+`]}]`))
 		applyPrefillControls(body, APIChat, false)
 		hdr := http.Header{}
 		hdr.Set("Content-Type", "application/json")
 		hdr.Set("X-Request-Id", fmt.Sprintf("%s-enc-%d", rq.id, i))
-		url := p.cfg.EncodeScheme + "://" + target.String() + "/v1/chat/completions"
+		url := pl.cfg.EncodeScheme + "://" + target.String() + "/v1/chat/completions"
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, lerr := postJSON(ctx, p.cfg.EncodeClient, url, hdr, body.Bytes())
+			_, _, lerr := postJSON(ctx, pl.cfg.EncodeClient, url, hdr, body.Bytes())
 			outcome := outcomeOK
 			if lerr != nil {
 				outcome = lerr.class
 				errs[i] = lerr
 			}
-			p.cfg.Metrics.Legs.WithLabelValues("encode", string(p.cfg.Engine), outcome).Inc()
+			pl.cfg.Metrics.Legs.WithLabelValues("encode", string(pl.cfg.Engine), outcome).Inc()
 		}()
 	}
 	wg.Wait()

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -148,14 +147,6 @@ func classifyTransport(ctx context.Context, err error) *legError {
 	return &legError{class: classTransport, err: err}
 }
 
-func (p *Proxy) prefillURL(rq *request, r *http.Request) string {
-	u := p.cfg.PrefillScheme + "://" + rq.prefill.String() + rq.path
-	if r.URL.RawQuery != "" {
-		u += "?" + r.URL.RawQuery
-	}
-	return u
-}
-
 // engineURL is the local decode engine's URL for path: base (--engine-url), with the port of
 // x-pdgate-decoder-port when the EPP sent a valid one (port, from decoderPort; the host is
 // always the configured one).
@@ -166,108 +157,6 @@ func engineURL(base *url.URL, port, path string, r *http.Request) string {
 		u.RawQuery = r.URL.RawQuery
 	}
 	return u.String()
-}
-
-// prefillOnce sends one prefill attempt and parses the JSON object it returns.
-func (p *Proxy) prefillOnce(ctx context.Context, r *http.Request, rq *request, body []byte) (*jsonbody.Object, *legError) {
-	_, b, lerr := postJSON(ctx, p.cfg.PrefillClient, p.prefillURL(rq, r), legHeaders(rq.header, rq.id), body)
-	if lerr != nil {
-		return nil, lerr
-	}
-	obj, err := jsonbody.Parse(b)
-	if err != nil {
-		return nil, &legError{class: classBadResponse, err: err}
-	}
-	return obj, nil
-}
-
-// sequentialPrefill runs the prefill leg of the dialects that wait for it (vLLM, TRT-LLM
-// context_first) within one overall deadline. Every policy retries a retryable failure once
-// (unless SkipPrefillRetryOnce): on the EPP's alternate prefill pod of the same roleset when
-// it named one, else on the same pod; the retry policy adds attempts up to
-// PrefillMaxRetries. A prefill that succeeds on the alternate leaves rq.prefill pointing at
-// it (the KV is there: SHFS's remote_host must name it) and rq.onAlternate set. When it
-// returns, the EPP's prefill-release callback fires (prefillReturned).
-func (p *Proxy) sequentialPrefill(r *http.Request, rq *request, body []byte) (*jsonbody.Object, time.Duration, *legError) {
-	defer p.release.returned(rq) // every way out: the leg's result is known
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(r.Context(), rq.t.prefill)
-	defer cancel()
-	retries := 0
-	if !p.cfg.SkipPrefillRetryOnce {
-		retries = 1
-	}
-	if p.cfg.FailurePolicy == Retry && p.cfg.PrefillMaxRetries > retries {
-		retries = p.cfg.PrefillMaxRetries
-	}
-	engine := string(p.cfg.Engine)
-	var first *legError
-	for i := 0; ; i++ {
-		obj, lerr := p.prefillOnce(ctx, r, rq, body)
-		if lerr == nil {
-			d := time.Since(start)
-			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
-			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(d.Seconds())
-			if rq.onAlternate {
-				p.report.diverted(rq, outcomeAlternate, first.class)
-			}
-			return obj, d, nil
-		}
-		if first == nil {
-			first = lerr
-		}
-		p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
-		rq.log.Info("prefill attempt failed", "attempt", i+1, "target", rq.prefill.String(), "err", lerr.Error())
-		if i >= retries || !lerr.retryable() || ctx.Err() != nil {
-			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
-			return nil, time.Since(start), lerr
-		}
-		p.cfg.Metrics.PrefillRetries.WithLabelValues(engine).Inc()
-		if i == 0 && rq.alternate != nil {
-			// Another pod: no reason to wait before asking it.
-			rq.log.Info("retrying the prefill on the EPP's alternate prefill pod", "target", rq.alternate.String())
-			rq.prefill, rq.onAlternate = rq.alternate, true
-			continue
-		}
-		t := time.NewTimer(p.cfg.PrefillRetryBackoff << i)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-	}
-}
-
-// prefillFailed applies the failure policy after a sequential prefill leg failed.
-func (p *Proxy) prefillFailed(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
-	if r.Context().Err() != nil {
-		p.report.diverted(rq, outcomeFailed, classCanceled)
-		return // the client is gone; nobody to answer
-	}
-	if lerr.clientError() {
-		p.report.diverted(rq, outcomeFailed, lerr.class)
-		p.cfg.Metrics.aibrixFailure(aibrixPrefillFailure, lerr.status)
-		h := w.Header()
-		h.Set("Content-Type", lerr.header.Get("Content-Type"))
-		if protocol.IsModelNotFound(lerr.status, lerr.body) {
-			// The request's model, not the prefill, is at fault: the engine's own 404 body
-			// goes back as a model error, not labelled a failed prefill.
-			h.Set(protocol.HeaderErrorCause, protocol.CauseModelNotFound)
-		} else {
-			h.Set(protocol.HeaderErrorPrefill, "true")
-		}
-		h.Set(protocol.HeaderPrefillOutcome, outcomeFailed)
-		w.WriteHeader(lerr.status)
-		_, _ = w.Write(lerr.body)
-		return
-	}
-	if p.cfg.FailurePolicy == FallbackLocal {
-		rq.log.Info("prefill failed; decoding with local prefill", "class", lerr.class)
-		p.report.diverted(rq, outcomeFallback, lerr.class)
-		p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeFallback})
-		return
-	}
-	p.report.prefillFailure(w, rq, lerr)
 }
 
 // kvKeys are body fields that steer where an engine pulls KV from. A client must not set
@@ -314,17 +203,6 @@ func applyPrefillControls(o *jsonbody.Object, api API, keepCompletionTokens bool
 // controlKeys are the fields every dialect's prefill controls.
 var controlKeys = []string{"stream", "stream_options", "max_tokens", "max_completion_tokens", "max_output_tokens", "min_tokens"}
 
-// rejectDuplicates answers 400 when the body repeats a key the sidecar controls.
-func rejectDuplicates(w http.ResponseWriter, rq *request, keys ...string) bool {
-	all := append(append([]string(nil), controlKeys...), keys...)
-	all = append(all, kvKeys...)
-	if k, dup := rq.obj.Duplicated(all...); dup {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("request body repeats the top-level key %q", k))
-		return true
-	}
-	return false
-}
-
 func isConnRefused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 // engineTarget is base with its port replaced by port ("" keeps base). Only the port
@@ -336,4 +214,11 @@ func engineTarget(base *url.URL, port string) *url.URL {
 	u := *base
 	u.Host = net.JoinHostPort(base.Hostname(), port)
 	return &u
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
 }

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,17 +36,12 @@ var apiByPath = map[string]API{
 	"/v1/responses":        APIResponses,
 }
 
-// Proxy is the sidecar's HTTP handler.
+// Proxy is the sidecar's HTTP handler. It reads and checks the routing headers and the body
+// of an inference request, then walks it through its pipeline (pipeline.go); every other
+// route is reverse-proxied to the engine.
 type Proxy struct {
-	cfg         Config
+	*stageEnv
 	passthrough *httputil.ReverseProxy
-	rids        ridGen
-	snow        *snowflake
-	serverInfo  *serverInfoCache
-	encoderRR   atomic.Uint64
-	ranks       ranks
-	release     releaser
-	report      reporter
 }
 
 // New validates cfg and builds the handler.
@@ -70,19 +64,14 @@ func New(cfg Config) (*Proxy, error) {
 			writeError(w, http.StatusBadGateway, "decode engine unreachable", protocol.HeaderErrorDecode)
 		},
 	}
-	p := &Proxy{cfg: cfg, passthrough: rp, rids: newRidGen(), serverInfo: newServerInfoCache(cfg),
-		ranks:   ranks{dp: cfg.DataParallel, engineURL: cfg.EngineURL},
-		release: releaser{timeout: cfg.PrefillReleaseTimeout, client: cfg.PrefillReleaseClient, metrics: cfg.Metrics},
-		report:  reporter{m: cfg.Metrics, engine: string(cfg.Engine)}}
-	p.snow = newSnowflake(cfg.TRTMachineID, time.Now)
-	return p, nil
+	return &Proxy{stageEnv: newStageEnv(cfg), passthrough: rp}, nil
 }
 
 // decoderPortKey carries a passthrough request's validated x-pdgate-decoder-port to the
 // reverse proxy's Rewrite.
 type decoderPortKey struct{}
 
-// request is the per-request state shared by the dialects.
+// request is one inference request as the stages and the dialect see it.
 type request struct {
 	id       string
 	path     string
@@ -145,6 +134,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.cfg.Metrics.Requests.WithLabelValues(string(p.cfg.Engine), mode, fmt.Sprint(rec.code())).Inc()
 }
 
+// handle reads the request's routing headers and body into a request, answering what it must
+// refuse, and runs the request's pipeline; it returns the request's mode (for the counter).
 func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing map[string]string, decoderPort string) (mode string) {
 	rq := &request{id: requestID(r.Header), path: r.URL.Path, api: api, header: r.Header, start: time.Now(), decoderPort: decoderPort}
 	rq.log = p.cfg.Log.WithValues("requestID", rq.id, "path", rq.path)
@@ -202,44 +193,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing 
 	rq.obj = obj
 	rq.stream, _ = obj.Bool("stream")
 
-	mode = "decode-only"
-	if len(rq.encoders) > 0 {
-		handled, ok := p.runEncoders(w, r, rq)
-		if !ok {
-			return "epd"
-		}
-		if handled {
-			mode = "epd"
-		}
-	}
-	if rq.prefill == nil {
-		if body := p.peerPrefillBody(rq); body != nil && mode == "decode-only" {
-			p.servePeerPrefill(w, r, rq, body)
-			return "prefill-leg"
-		}
-		p.decodeOnly(w, r, rq, outcomeSkipped)
-		return mode
-	}
-	if mode == "decode-only" {
-		mode = "pd"
-	}
-	if rq.prefillEngine != "" && rq.prefillEngine != string(p.cfg.Engine) {
-		p.setupFailure(w, r, rq, fmt.Sprintf("prefill pod engine %q does not match decode engine %q", rq.prefillEngine, p.cfg.Engine))
-		return mode
-	}
-	switch p.cfg.Engine {
-	case EngineVLLM:
-		p.runVLLM(w, r, rq)
-	case EngineSGLang:
-		p.runSGLang(w, r, rq)
-	case EngineTRTLLM:
-		if p.cfg.TRTSchedule == GenerationFirst {
-			p.runTRTGenerationFirst(w, r, rq)
-		} else {
-			p.runTRTContextFirst(w, r, rq)
-		}
-	}
-	return mode
+	return (&pipeline{stageEnv: p.stageEnv, w: w, r: r, rq: rq}).run()
 }
 
 func (p *Proxy) allowedEncoders(rq *request, v string) []protocol.HostPort {
@@ -261,24 +215,6 @@ func (p *Proxy) allowedEncoders(rq *request, v string) []protocol.HostPort {
 		out = append(out, hp)
 	}
 	return out
-}
-
-// decodeOnly sends the client's body, less any KV-steering fields, to the local engine.
-func (p *Proxy) decodeOnly(w http.ResponseWriter, r *http.Request, rq *request, outcome string) {
-	p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcome})
-}
-
-// setupFailure handles a P/D request that cannot be set up before any leg is sent: the
-// failure policy decides between an error and local prefill.
-func (p *Proxy) setupFailure(w http.ResponseWriter, r *http.Request, rq *request, msg string) {
-	rq.log.Info("prefill leg cannot be set up", "reason", msg)
-	p.cfg.Metrics.Legs.WithLabelValues("prefill", string(p.cfg.Engine), classSetup).Inc()
-	if p.cfg.FailurePolicy == FallbackLocal {
-		p.report.diverted(rq, outcomeFallback, classSetup)
-		p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeFallback})
-		return
-	}
-	p.report.refusePrefill(w, rq, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(msg, 256), classSetup)
 }
 
 // alternatePrefill parses the EPP's alternate prefill target; a malformed or refused one is

@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -106,4 +109,49 @@ func (c *serverInfoCache) lookup(ctx context.Context, key string) (ctxInfo, erro
 		return ctxInfo{}, fmt.Errorf("server_info of %s: body exceeds %d bytes", key, serverInfoMaxBytes)
 	}
 	return parseServerInfo(b)
+}
+
+// ctxInfo is what generation_first needs from a context server's /server_info.
+type ctxInfo struct {
+	endpoint string
+	dpRank   int64
+	opaque   json.RawMessage
+}
+
+// parseServerInfo validates disaggregated_params of a /server_info answer.
+func parseServerInfo(b []byte) (ctxInfo, error) {
+	obj, err := jsonbody.Parse(b)
+	if err != nil {
+		return ctxInfo{}, fmt.Errorf("server_info: %w", err)
+	}
+	dp, ok := obj.Object("disaggregated_params")
+	if !ok {
+		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params missing")
+	}
+	var info ctxInfo
+	raw, _ := dp.Raw("ctx_info_endpoint")
+	var s string
+	var list []string
+	switch {
+	case json.Unmarshal(raw, &s) == nil && s != "":
+		info.endpoint = s
+	case json.Unmarshal(raw, &list) == nil && len(list) == 1 && list[0] != "":
+		info.endpoint = list[0]
+	default:
+		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_info_endpoint must be a non-empty string")
+	}
+	raw, ok = dp.Raw("ctx_dp_rank")
+	var n json.Number
+	if !ok || json.Unmarshal(raw, &n) != nil {
+		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_dp_rank missing")
+	}
+	rank, err := strconv.ParseInt(n.String(), 10, 64)
+	if err != nil || rank < 0 {
+		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_dp_rank must be an integer >= 0")
+	}
+	info.dpRank = rank
+	if raw, ok := dp.Raw("encoded_opaque_state"); ok && string(raw) != "null" {
+		info.opaque = raw
+	}
+	return info, nil
 }

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"math/big"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
+	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -45,31 +48,38 @@ func randomRoom() int64 {
 // sglangKeys are the fields the SGLang dialect sets.
 var sglangKeys = []string{"bootstrap_host", "bootstrap_port", "bootstrap_room", "rid"}
 
-// runSGLang: both legs carry the same bootstrap coordinates and go out concurrently; the
-// engines hand KV over through the prefill pod's bootstrap server.
-func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
-	if rejectDuplicates(w, rq, sglangKeys...) {
-		return
+// sglangDialect is SGLang's wire dialect: both legs carry the same bootstrap coordinates and
+// go out concurrently; the engines hand KV over through the prefill pod's bootstrap server.
+type sglangDialect struct {
+	rids ridGen
+	// bootstrapPort is --sglang-bootstrap-port, used when the EPP sends no bootstrap port.
+	bootstrapPort int
+	allow         allowlist.Checker
+	// client, engineURL and metrics send and count the /abort_request calls.
+	client    *http.Client
+	engineURL *url.URL
+	metrics   *Metrics
+}
+
+func (d *sglangDialect) plan(_ context.Context, rq *request) (*legPlan, error) {
+	if err := duplicateKey(rq, sglangKeys...); err != nil {
+		return nil, err
 	}
-	port := p.cfg.SGLangBootstrapPort
+	port := d.bootstrapPort
 	if rq.bootstrapPort != "" {
 		v, err := strconv.Atoi(rq.bootstrapPort)
 		if err != nil || v < 1 || v > 65535 {
-			p.setupFailure(w, r, rq, fmt.Sprintf("invalid bootstrap port header %q", rq.bootstrapPort))
-			return
+			return nil, cannotSetUp("invalid bootstrap port header %q", rq.bootstrapPort)
 		}
 		// The decode engine connects to host:port itself: a port other than the configured
 		// one must pass the allow-list like the prefill target, or a caller could aim the
 		// engine at any port of an allowed host.
-		if bp := (protocol.HostPort{Host: rq.prefill.Host, Port: v}); v != port && !p.cfg.Allow.Allowed(bp) {
-			p.cfg.Metrics.AllowlistRejections.WithLabelValues("prefill").Inc()
-			rq.log.Info("bootstrap target refused by the allow-list", "target", bp.String(), "client", r.RemoteAddr)
-			p.report.refusePrefill(w, rq, http.StatusForbidden, "bootstrap target not allowed", reasonAllowlist)
-			return
+		if bp := (protocol.HostPort{Host: rq.prefill.Host, Port: v}); v != port && !d.allow.Allowed(bp) {
+			return nil, &setupError{kind: setupRefused, what: "bootstrap", target: bp}
 		}
 		port = v
 	}
-	rid := p.rids.next(rq.id)
+	rid := d.rids.next(rq.id)
 	dec := sanitized(rq.obj)
 	// The bare address (no IPv6 brackets): SGLang joins host and port itself.
 	_ = dec.Set("bootstrap_host", rq.prefill.Host)
@@ -78,61 +88,25 @@ func (p *Proxy) runSGLang(w http.ResponseWriter, r *http.Request, rq *request) {
 	_ = dec.Set("rid", rid)
 	pre := dec.Clone()
 	applyPrefillControls(pre, rq.api, true)
-
-	g := newGate(false)
-	defer p.startConcurrentPrefill(r, rq, pre.Bytes(), g, func() { p.abortSGLang(rq, rid, "prefill_failure") })()
-	p.decode(w, r, rq, dec.Bytes(), decodeOpts{gate: g, rid: rid})
+	return &legPlan{prefill: pre.Bytes(), concurrent: true, decode: dec.Bytes(), abort: sglangAbort{d: d, rid: rid}}, nil
 }
 
-// startConcurrentPrefill sends the prefill leg in the background, bounded by the prefill
-// deadline but not by the handler: net/http cancels the request context when the handler
-// returns, which must not cut a prefill whose response is merely later than the decode
-// answer. The returned func, deferred by the handler, cancels the leg only when the client
-// went away.
-func (p *Proxy) startConcurrentPrefill(r *http.Request, rq *request, body []byte, g *gate, onFailBefore func()) (done func()) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), rq.t.prefill)
-	engine := string(p.cfg.Engine)
-	done = func() {
-		// Deferred inside the handler: a cancelled request context here means the client left.
-		if r.Context().Err() != nil {
-			cancel()
-		}
-	}
-	go func() {
-		defer cancel()
-		start := time.Now()
-		_, lerr := p.prefillOnce(ctx, r, rq, body)
-		p.release.returned(rq) // the leg's result is known: the EPP's charge may end
-		if lerr == nil || !lerr.terminal() {
-			if lerr != nil {
-				rq.log.V(1).Info("prefill answered an unparseable body; KV transfer completed", "err", lerr.Error())
-			}
-			p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
-			p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(time.Since(start).Seconds())
-			g.succeed()
-			return
-		}
-		p.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
-		p.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
-		if g.fail(lerr) {
-			rq.log.Info("prefill failed before the decode answer; failing the request", "class", lerr.class, "err", lerr.Error())
-			if onFailBefore != nil {
-				onFailBefore()
-			}
-			return
-		}
-		// Headers are out: only the count can tell the operator.
-		p.report.diverted(rq, outcomeFailed, lerr.class)
-		rq.log.Info("prefill failed after the decode answer started", "class", lerr.class, "err", lerr.Error())
-	}()
-	return done
+// producerParams: an SGLang prefill leg carries consumer coordinates only (bootstrap_*),
+// which are never kept.
+func (*sglangDialect) producerParams(*jsonbody.Object) (string, *jsonbody.Object) { return "", nil }
+
+// sglangAbort drops one rid on the local SGLang engine.
+type sglangAbort struct {
+	d   *sglangDialect
+	rid string
 }
 
-// abortSGLang asks the local SGLang engine to drop rid, twice (the engine answers 200 whether
+// abort asks the local SGLang engine to drop the rid, twice (the engine answers 200 whether
 // or not the rid matched, so the second attempt covers a request that was not yet queued).
-func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
+func (a sglangAbort) abort(rq *request, trigger string) {
+	d, rid := a.d, a.rid
 	if rq.t.abort == 0 {
-		p.cfg.Metrics.Aborts.WithLabelValues(trigger, "skipped_disabled").Inc()
+		d.metrics.Aborts.WithLabelValues(trigger, "skipped_disabled").Inc()
 		return
 	}
 	body, _ := json.Marshal(map[string]string{"rid": rid})
@@ -145,10 +119,10 @@ func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
 				time.Sleep(rq.t.abortRetry)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), rq.t.abort)
-			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(p.cfg.EngineURL, rq.decoderPort, "/abort_request", nil), bytes.NewReader(body))
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(d.engineURL, rq.decoderPort, "/abort_request", nil), bytes.NewReader(body))
 			req.Header.Set("Content-Type", "application/json")
 			result := "ok"
-			resp, err := p.cfg.DecodeClient.Do(req)
+			resp, err := d.client.Do(req)
 			if err != nil {
 				result = "error"
 			} else {
@@ -158,7 +132,7 @@ func (p *Proxy) abortSGLang(rq *request, rid, trigger string) {
 				}
 			}
 			cancel()
-			p.cfg.Metrics.Aborts.WithLabelValues(trigger, result).Inc()
+			d.metrics.Aborts.WithLabelValues(trigger, result).Inc()
 			rq.log.V(1).Info("abort_request sent", "rid", rid, "trigger", trigger, "attempt", attempt+1, "result", result)
 		}
 	}()

@@ -1,9 +1,8 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
-	"fmt"
-	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -47,25 +46,44 @@ func (s *snowflake) next() uint64 {
 
 func rawUint(v uint64) json.RawMessage { return json.RawMessage(strconv.FormatUint(v, 10)) }
 
-// runTRTContextFirst: context_only prefill, then generation_only decode with the returned
-// disaggregated_params (and prompt_token_ids so the decode engine skips tokenization).
-func (p *Proxy) runTRTContextFirst(w http.ResponseWriter, r *http.Request, rq *request) {
-	if rejectDuplicates(w, rq, trtKeys...) {
-		return
+// trtDialect is TensorRT-LLM's wire dialect, in either schedule style.
+type trtDialect struct {
+	schedule   ScheduleStyle
+	snow       *snowflake
+	serverInfo *serverInfoCache
+}
+
+func (d *trtDialect) plan(ctx context.Context, rq *request) (*legPlan, error) {
+	if err := duplicateKey(rq, trtKeys...); err != nil {
+		return nil, err
 	}
-	id := p.snow.next()
+	if d.schedule == GenerationFirst {
+		return d.generationFirst(ctx, rq)
+	}
+	return d.contextFirst(rq), nil
+}
+
+func (*trtDialect) producerParams(obj *jsonbody.Object) (string, *jsonbody.Object) {
+	return "disaggregated_params", trtProducerParams(obj)
+}
+
+// contextFirst: context_only prefill, then generation_only decode with the returned
+// disaggregated_params (and prompt_token_ids so the decode engine skips tokenization).
+func (d *trtDialect) contextFirst(rq *request) *legPlan {
+	id := d.snow.next()
 	pre := sanitized(rq.obj)
 	applyPrefillControls(pre, rq.api, false)
 	dp := jsonbody.New()
 	_ = dp.Set("request_type", "context_only")
 	dp.SetRaw("disagg_request_id", rawUint(id))
 	pre.SetObject("disaggregated_params", dp)
-	resp, dur, lerr := p.sequentialPrefill(r, rq, pre.Bytes())
-	if lerr != nil {
-		p.prefillFailed(w, r, rq, lerr)
-		return
-	}
-	end := time.Now()
+	return &legPlan{prefill: pre.Bytes(), reader: contextReader{}}
+}
+
+// contextReader reads a context_only answer into the generation_only decode leg.
+type contextReader struct{}
+
+func (contextReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, string, *int64) {
 	dec := sanitized(rq.obj)
 	outcome := outcomeOK
 	params, found := resp.Object("disaggregated_params")
@@ -95,10 +113,9 @@ func (p *Proxy) runTRTContextFirst(w http.ResponseWriter, r *http.Request, rq *r
 		}
 	} else {
 		rq.log.Info("context response carries no disaggregated_params; decode prefills locally")
-		p.report.diverted(rq, outcomeFallback, reasonNoKVParams)
 		outcome = outcomeFallback
 	}
-	p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcome, prefillDur: dur, prefillEnd: end})
+	return dec.Bytes(), outcome, nil
 }
 
 func isArray(raw json.RawMessage) bool {
@@ -114,18 +131,14 @@ func isArray(raw json.RawMessage) bool {
 	return false
 }
 
-// runTRTGenerationFirst: the context server's endpoint comes from its /server_info; context
-// and generation legs go out together with the same id and schedule_style 1.
-func (p *Proxy) runTRTGenerationFirst(w http.ResponseWriter, r *http.Request, rq *request) {
-	if rejectDuplicates(w, rq, trtKeys...) {
-		return
-	}
-	info, err := p.serverInfo.get(r.Context(), *rq.prefill)
+// generationFirst: the context server's endpoint comes from its /server_info; context and
+// generation legs go out together with the same id and schedule_style 1.
+func (d *trtDialect) generationFirst(ctx context.Context, rq *request) (*legPlan, error) {
+	info, err := d.serverInfo.get(ctx, *rq.prefill)
 	if err != nil {
-		p.setupFailure(w, r, rq, err.Error())
-		return
+		return nil, cannotSetUp("%s", err.Error())
 	}
-	id := p.snow.next()
+	id := d.snow.next()
 	ctxParams := jsonbody.New()
 	_ = ctxParams.Set("request_type", "context_only")
 	ctxParams.SetRaw("disagg_request_id", rawUint(id))
@@ -146,53 +159,31 @@ func (p *Proxy) runTRTGenerationFirst(w http.ResponseWriter, r *http.Request, rq
 	}
 	dec := sanitized(rq.obj)
 	dec.SetObject("disaggregated_params", genParams)
-
-	g := newGate(true)
-	defer p.startConcurrentPrefill(r, rq, pre.Bytes(), g, nil)()
-	p.decode(w, r, rq, dec.Bytes(), decodeOpts{gate: g})
+	// The decode cannot finish without the context phase: a prefill failure cuts it even
+	// after its answer started.
+	return &legPlan{prefill: pre.Bytes(), concurrent: true, decode: dec.Bytes(), resetAfterCommit: true}, nil
 }
 
-// ctxInfo is what generation_first needs from a context server's /server_info.
-type ctxInfo struct {
-	endpoint string
-	dpRank   int64
-	opaque   json.RawMessage
-}
-
-// parseServerInfo validates disaggregated_params of a /server_info answer.
-func parseServerInfo(b []byte) (ctxInfo, error) {
-	obj, err := jsonbody.Parse(b)
-	if err != nil {
-		return ctxInfo{}, fmt.Errorf("server_info: %w", err)
-	}
+// trtProducerParams rebuilds a context_only disaggregated_params from its producer keys.
+func trtProducerParams(obj *jsonbody.Object) *jsonbody.Object {
 	dp, ok := obj.Object("disaggregated_params")
 	if !ok {
-		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params missing")
+		return nil
 	}
-	var info ctxInfo
-	raw, _ := dp.Raw("ctx_info_endpoint")
-	var s string
-	var list []string
-	switch {
-	case json.Unmarshal(raw, &s) == nil && s != "":
-		info.endpoint = s
-	case json.Unmarshal(raw, &list) == nil && len(list) == 1 && list[0] != "":
-		info.endpoint = list[0]
-	default:
-		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_info_endpoint must be a non-empty string")
+	if typ, _ := dp.String("request_type"); typ != "context_only" {
+		return nil
 	}
-	raw, ok = dp.Raw("ctx_dp_rank")
-	var n json.Number
-	if !ok || json.Unmarshal(raw, &n) != nil {
-		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_dp_rank missing")
+	out := jsonbody.New()
+	_ = out.Set("request_type", "context_only")
+	for _, k := range []string{"disagg_request_id", "schedule_style"} {
+		raw, ok := dp.Raw(k)
+		if !ok || string(raw) == "null" {
+			continue
+		}
+		if _, err := strconv.ParseUint(string(raw), 10, 64); err != nil {
+			return nil // not a plain non-negative integer: not a leg pdgate's sidecar wrote
+		}
+		out.SetRaw(k, raw)
 	}
-	rank, err := strconv.ParseInt(n.String(), 10, 64)
-	if err != nil || rank < 0 {
-		return ctxInfo{}, fmt.Errorf("server_info: disaggregated_params.ctx_dp_rank must be an integer >= 0")
-	}
-	info.dpRank = rank
-	if raw, ok := dp.Raw("encoded_opaque_state"); ok && string(raw) != "null" {
-		info.opaque = raw
-	}
-	return info, nil
+	return out
 }

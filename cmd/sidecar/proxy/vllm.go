@@ -1,10 +1,9 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
-	"time"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
 )
@@ -12,44 +11,58 @@ import (
 // nixlPrefillParams asks vLLM to prefill for a remote decoder (llm-d nixlv2, AIBrix shfs).
 const nixlPrefillParams = `{"do_remote_decode":true,"do_remote_prefill":false,"remote_engine_id":null,"remote_block_ids":null,"remote_host":null,"remote_port":null}`
 
+// vllmDialect is vLLM's wire dialect: a sequential prefill, then a decode that carries the
+// prefiller's KV parameters in the form of the request's KV connector.
+type vllmDialect struct {
+	// connector is --kv-connector, used when the EPP names no connector for the prefill pod.
+	connector Connector
+	// ranks pins the decode to the data-parallel rank the prefill reports.
+	ranks ranks
+}
+
 // connectorFor returns the request's connector: the prefill pod's declared one when the EPP
 // sent it, else the flag.
-func (p *Proxy) connectorFor(rq *request) (Connector, bool) {
+func (d vllmDialect) connectorFor(rq *request) (Connector, bool) {
 	if rq.prefillConnector == "" {
-		return p.cfg.KVConnector, true
+		return d.connector, true
 	}
 	c := Connector(strings.ToLower(rq.prefillConnector))
 	return c, oneOf(c, Connectors)
 }
 
-// runVLLM: sequential prefill, then decode with the prefiller's KV parameters.
-func (p *Proxy) runVLLM(w http.ResponseWriter, r *http.Request, rq *request) {
-	conn, ok := p.connectorFor(rq)
+func (d vllmDialect) plan(_ context.Context, rq *request) (*legPlan, error) {
+	conn, ok := d.connectorFor(rq)
 	if !ok {
-		p.setupFailure(w, r, rq, "unsupported KV connector "+rq.prefillConnector+" (supported: "+join(Connectors)+")")
-		return
+		return nil, cannotSetUp("unsupported KV connector %s (supported: %s)", rq.prefillConnector, join(Connectors))
 	}
 	if conn == ConnectorSharedStorage {
-		p.runSharedStorage(w, r, rq)
-		return
+		return sharedStoragePlan(rq)
 	}
-	if rejectDuplicates(w, rq) {
-		return
+	if err := duplicateKey(rq); err != nil {
+		return nil, err
 	}
 	pre := sanitized(rq.obj)
 	applyPrefillControls(pre, rq.api, true)
 	if conn != ConnectorNeuronNIXL {
 		pre.SetRaw("kv_transfer_params", json.RawMessage(nixlPrefillParams))
 	}
-	resp, dur, lerr := p.sequentialPrefill(r, rq, pre.Bytes())
-	if lerr != nil {
-		p.prefillFailed(w, r, rq, lerr)
-		return
-	}
-	end := time.Now()
+	return &legPlan{prefill: pre.Bytes(), reader: vllmReader{conn: conn, ranks: d.ranks}}, nil
+}
+
+func (vllmDialect) producerParams(obj *jsonbody.Object) (string, *jsonbody.Object) {
+	return "kv_transfer_params", nixlProducerParams(obj)
+}
+
+// vllmReader hands the prefiller's KV parameters to the decode leg.
+type vllmReader struct {
+	conn  Connector
+	ranks ranks
+}
+
+func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, string, *int64) {
 	dec := sanitized(rq.obj)
 	outcome := outcomeOK
-	switch conn {
+	switch v.conn {
 	case ConnectorNeuronNIXL:
 		dec.SetObject("disagg_prefill_resp", resp)
 	default:
@@ -57,18 +70,17 @@ func (p *Proxy) runVLLM(w http.ResponseWriter, r *http.Request, rq *request) {
 		if !found {
 			// Without parameters the decode engine prefills by itself.
 			rq.log.Info("prefill response carries no kv_transfer_params; decode prefills locally")
-			p.report.diverted(rq, outcomeFallback, reasonNoKVParams)
 			outcome = outcomeFallback
 			break
 		}
-		if conn == ConnectorSHFS {
+		if v.conn == ConnectorSHFS {
 			_ = params.Set("remote_host", rq.prefill.Host)
 		}
-		p.ranks.pin(rq, params)
+		v.ranks.pin(rq, params)
 		dec.SetObject("kv_transfer_params", params)
 	}
 	cached := cachedTokens(resp)
-	p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcome, prefillDur: dur, prefillEnd: end, rewriteCached: &cached})
+	return dec.Bytes(), outcome, &cached
 }
 
 // cachedTokens reads usage.prompt_tokens_details.cached_tokens (0 when absent).
@@ -96,41 +108,57 @@ func cachedTokens(resp *jsonbody.Object) int64 {
 	return v
 }
 
-// runSharedStorage: with cache_hit_threshold in the body, decode first and prefill only when
-// the engine answers finish_reason cache_threshold; without it, prefill then decode.
-func (p *Proxy) runSharedStorage(w http.ResponseWriter, r *http.Request, rq *request) {
-	if rejectDuplicates(w, rq, "cache_hit_threshold") {
-		return
-	}
-	if rq.obj.Has("cache_hit_threshold") {
-		if !p.decode(w, r, rq, localBody(rq), decodeOpts{outcome: outcomeSkipped, probe: true}) {
-			p.report.diverted(rq, outcomeSkipped, reasonCacheHit)
-			return
-		}
-		rq.log.V(1).Info("decode answered cache_threshold; running prefill")
+// sharedStoragePlan: with cache_hit_threshold in the body, decode first and prefill only when
+// the engine answers finish_reason cache_threshold; without it, prefill then decode. Every
+// decode after a prefill, or instead of one that failed, disables the threshold, or the engine
+// would answer cache_threshold again.
+func sharedStoragePlan(rq *request) (*legPlan, error) {
+	if err := duplicateKey(rq, "cache_hit_threshold"); err != nil {
+		return nil, err
 	}
 	pre := sanitized(rq.obj)
 	applyPrefillControls(pre, rq.api, true)
 	pre.SetInt("cache_hit_threshold", 0)
-	_, dur, lerr := p.sequentialPrefill(r, rq, pre.Bytes())
-	if lerr != nil {
-		p.prefillFailedSharedStorage(w, r, rq, lerr)
-		return
-	}
-	dec := sanitized(rq.obj)
-	dec.SetInt("cache_hit_threshold", 0)
-	p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcomeOK, prefillDur: dur, prefillEnd: time.Now()})
+	dec := noThreshold(rq)
+	return &legPlan{prefill: pre.Bytes(), reader: sharedStorageReader{dec: dec}, probe: rq.obj.Has("cache_hit_threshold"), fallback: dec}, nil
 }
 
-// prefillFailedSharedStorage: a local fallback must disable the threshold, or the engine
-// would answer cache_threshold again.
-func (p *Proxy) prefillFailedSharedStorage(w http.ResponseWriter, r *http.Request, rq *request, lerr *legError) {
-	if p.cfg.FailurePolicy == FallbackLocal && !lerr.clientError() && r.Context().Err() == nil {
-		p.report.diverted(rq, outcomeFallback, lerr.class)
-		dec := sanitized(rq.obj)
-		dec.SetInt("cache_hit_threshold", 0)
-		p.decode(w, r, rq, dec.Bytes(), decodeOpts{outcome: outcomeFallback})
-		return
+// noThreshold is the client's body, less the KV fields, with cache_hit_threshold 0.
+func noThreshold(rq *request) []byte {
+	dec := sanitized(rq.obj)
+	dec.SetInt("cache_hit_threshold", 0)
+	return dec.Bytes()
+}
+
+// sharedStorageReader: the KV is in the shared store; the prefill's answer carries nothing
+// the decode needs.
+type sharedStorageReader struct{ dec []byte }
+
+func (s sharedStorageReader) decodeBody(*request, *jsonbody.Object) ([]byte, string, *int64) {
+	return s.dec, outcomeOK, nil
+}
+
+// nixlProducerParams accepts the NIXL prefill-leg kv_transfer_params (do_remote_decode true,
+// no remote peer named) and returns the canonical producer object.
+func nixlProducerParams(obj *jsonbody.Object) *jsonbody.Object {
+	kv, ok := obj.Object("kv_transfer_params")
+	if !ok {
+		return nil
 	}
-	p.prefillFailed(w, r, rq, lerr)
+	if d, ok := kv.Bool("do_remote_decode"); !ok || !d {
+		return nil
+	}
+	if pr, ok := kv.Bool("do_remote_prefill"); ok && pr {
+		return nil
+	}
+	for _, k := range []string{"remote_host", "remote_port", "remote_engine_id", "remote_block_ids"} {
+		if raw, ok := kv.Raw(k); ok && string(raw) != "null" {
+			return nil
+		}
+	}
+	out, err := jsonbody.Parse(json.RawMessage(nixlPrefillParams))
+	if err != nil {
+		return nil
+	}
+	return out
 }
