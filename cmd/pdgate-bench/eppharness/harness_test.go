@@ -15,6 +15,15 @@ import (
 	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 )
 
+// checkParse runs a /proc parser on in and wants want, or an error holding wantErr.
+func checkParse[T comparable](t *testing.T, parse func([]byte) (T, error), in string, want T, wantErr string) {
+	t.Helper()
+	got, err := parse([]byte(in))
+	if !validatetest.Err(t, err, wantErr) && got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+}
+
 func TestParseStatCPU(t *testing.T) {
 	for _, tc := range []struct {
 		name, line string
@@ -30,15 +39,7 @@ func TestParseStatCPU(t *testing.T) {
 		{name: "bad tick", line: "7 (epp) S 1 1 1 0 -1 0 0 0 0 0 x 2 0 0", err: "not a tick count"},
 		{name: "negative tick", line: "7 (epp) S 1 1 1 0 -1 0 0 0 0 0 -5 2 0 0", err: "not a tick count"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseStatCPU([]byte(tc.line))
-			if validatetest.Err(t, err, tc.err) {
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParse(t, parseStatCPU, tc.line, tc.want, tc.err) })
 	}
 }
 
@@ -54,15 +55,7 @@ func TestParseStatusMemory(t *testing.T) {
 		{name: "bad unit", text: "VmHWM:\t1 MB\nVmRSS:\t1 kB\n", err: "want '<n> kB'"},
 		{name: "bad number", text: "VmHWM:\tx kB\nVmRSS:\t1 kB\n", err: "is not a size"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseStatusMemory([]byte(tc.text))
-			if validatetest.Err(t, err, tc.err) {
-				return
-			}
-			if err != nil || got != tc.want {
-				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkParse(t, parseStatusMemory, tc.text, tc.want, tc.err) })
 	}
 }
 

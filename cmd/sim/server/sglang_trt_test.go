@@ -20,13 +20,7 @@ func TestSGLangBootstrapHandoff(t *testing.T) {
 	p := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RolePrefill, KVWaitTimeout: Duration{2 * time.Second}})
 	d := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RoleDecode, KVWaitTimeout: Duration{2 * time.Second}})
 	url := "http://" + d.Addr() + "/v1/chat/completions"
-	resp, err := testClient.Get("http://" + p.Addr() + "/get_server_info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&info)
-	resp.Body.Close()
+	info := getInfo(t, "http://"+p.Addr()+"/get_server_info")
 	if _, port, _ := net.SplitHostPort(p.BootstrapAddr()); strconv.Itoa(int(info["disaggregation_bootstrap_port"].(float64))) != port || info["disaggregation_mode"] != "prefill" {
 		t.Fatalf("get_server_info: %v", info)
 	}
@@ -131,13 +125,7 @@ func TestTRTContextFirstAndGenerationFirst(t *testing.T) {
 	}
 
 	// generation_first: the gateway reads /server_info and names the ctx endpoint up front
-	resp, err := testClient.Get("http://" + ctxS.Addr() + "/server_info")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&info)
-	resp.Body.Close()
+	info := getInfo(t, "http://"+ctxS.Addr()+"/server_info")
 	ep := field(t, info, "disaggregated_params", "ctx_info_endpoint").(string)
 	id := 4398046511200
 	if r := post(t, "http://"+ctxS.Addr()+"/v1/completions", comp(map[string]any{"max_tokens": 1,
@@ -164,6 +152,19 @@ func TestTRTContextFirstAndGenerationFirst(t *testing.T) {
 			t.Errorf("bad disaggregated_params %d: %d %s", i, r.status, r.raw)
 		}
 	}
+}
+
+// getInfo fetches a server-info endpoint's JSON object.
+func getInfo(t *testing.T, url string) map[string]any {
+	t.Helper()
+	resp, err := testClient.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var info map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&info)
+	return info
 }
 
 func mergeMaps(a, b map[string]any) map[string]any {
