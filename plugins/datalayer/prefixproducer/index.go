@@ -89,7 +89,16 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 		l = x.track(s, c)
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
-	recorded(len(hashes), func(i, w int) bool { l.cache.addWeighted(hashes[i], w); return true })
+	// The LRU takes the prompt's last block first and its first block last, so that a
+	// prefix's head is the last of it to be evicted, as in the engines: vLLM frees a request's
+	// blocks tail first and SGLang's radix tree evicts leaves first. Taken in order (GIE's
+	// way), the head went first and the index forgot whole prefixes the pod still held.
+	var recs [denseBlocks + 64][2]int
+	order := recs[:0]
+	recorded(len(hashes), func(i, w int) bool { order = append(order, [2]int{i, w}); return true })
+	for k := len(order) - 1; k >= 0; k-- {
+		l.cache.addWeighted(hashes[order[k][0]], order[k][1])
+	}
 	recorded(len(hashes), func(i, _ int) bool { word[hashes[i]] |= bit; return true })
 }
 

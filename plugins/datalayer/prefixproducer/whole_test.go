@@ -107,3 +107,19 @@ func TestSparseRecordingWeighsCapacity(t *testing.T) {
 		t.Fatalf("a matched %d of %d blocks after b filled the LRU", got, n)
 	}
 }
+
+// The index forgets a prefix's tail before its head, as the engines do (vLLM frees a request's
+// blocks tail first): one eviction costs a pod the last block of a prompt, not the match of
+// the whole prompt. GIE's order evicted the head and forgot prefixes the pod still held.
+func TestIndexEvictsTailFirst(t *testing.T) {
+	s := serverID{Namespace: "ns", Name: "pod"}
+	x := newIndex(3)
+	x.add([]blockHash{1, 2, 3}, s, 3)
+	x.add([]blockHash{9}, s, 3)
+	if got := x.matchLongestPrefix([]blockHash{1, 2, 3})[s]; got != 2 {
+		t.Fatalf("after one eviction the prompt matches %d blocks, want 2 (its head kept)", got)
+	}
+	if got := x.matchLongestPrefix([]blockHash{9})[s]; got != 1 {
+		t.Fatalf("the newest prompt matches %d blocks, want 1", got)
+	}
+}
