@@ -15,6 +15,8 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestParseParameters(t *testing.T) {
@@ -281,14 +283,8 @@ func TestPrefixCacheScorerProducer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := NewPrefixCacheScorerProducer(json.RawMessage(tc.raw), nil)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "prefix-cache-scorer") {
-					t.Fatalf("error %v, want one naming prefix-cache-scorer and %q", err, tc.wantErr)
-				}
+			if plugintest.WantErr(t, err, tc.wantErr, "prefix-cache-scorer") {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if got := p.TypedName(); got.Type != GIEType || got.Name != GIEType {
 				t.Fatalf("typed name %v, want GIE's %s/%s", got, GIEType, GIEType)

@@ -16,6 +16,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestParseParameters(t *testing.T) {
@@ -47,13 +48,10 @@ func TestParseParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := ParseParameters(Type, "test", json.RawMessage(tt.params))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || p.Backend != tt.backend || p.VLLM.URL != tt.url || p.VLLM.Timeout != tt.timeout || p.VLLM.MMTimeout != tt.mm {
+			if p.Backend != tt.backend || p.VLLM.URL != tt.url || p.VLLM.Timeout != tt.timeout || p.VLLM.MMTimeout != tt.mm {
 				t.Fatalf("%+v %v", p, err)
 			}
 		})

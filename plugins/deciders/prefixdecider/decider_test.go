@@ -17,6 +17,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -57,13 +58,10 @@ func TestParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.params, func(t *testing.T) {
 			p, err := Factory("d", json.RawMessage(tt.params), nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || p.(*Decider).Params() != tt.want {
+			if p.(*Decider).Params() != tt.want {
 				t.Fatalf("%+v %v", p, err)
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
-	"strings"
 	"testing"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -13,6 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func ep(ns, name string) *fwksched.ScoredEndpoint {
@@ -43,13 +43,10 @@ func TestParseParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
 			p, err := ParseParameters("t", "n", json.RawMessage(tt.raw))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || p.MaxNumOfEndpoints != tt.want {
+			if p.MaxNumOfEndpoints != tt.want {
 				t.Fatalf("%+v, %v; want %d", p, err, tt.want)
 			}
 		})
@@ -139,14 +136,8 @@ func TestBuild(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pl, err := testKind.Factory("x", json.RawMessage(tt.raw), tt.handle)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			p := pl.(*Picker)
 			if p.Max != tt.wantMax || p.Rand.Seeded() != tt.seeded || p.TypedName() != (fwkplugin.TypedName{Type: "test-picker", Name: "x"}) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 type params struct {
@@ -40,10 +42,7 @@ func TestDecode(t *testing.T) {
 	for _, tt := range tests {
 		p := params{Size: 7}
 		err := Decode("t", "n", json.RawMessage(tt.raw), &p)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%q: err %v, want %q", tt.raw, err, tt.wantErr)
-			}
+		if plugintest.WantErr(t, err, tt.wantErr) {
 			continue
 		}
 		if err != nil || p.Size != tt.wantSize {

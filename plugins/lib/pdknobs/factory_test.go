@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestLoadForPlugin(t *testing.T) {
@@ -28,14 +30,8 @@ func TestLoadForPlugin(t *testing.T) {
 			var lines []string
 			ctx := log.IntoContext(context.Background(), funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{}))
 			k, err := LoadForPlugin(ctx, "aibrix-x", "inst", []byte(tt.params))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if k.PrefillScorePolicy != tt.wantPolicy {
 				t.Errorf("policy %q, want %q", k.PrefillScorePolicy, tt.wantPolicy)

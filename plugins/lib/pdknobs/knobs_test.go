@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -68,14 +69,8 @@ func TestLoad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			warns := 0
 			k, err := Load("aibrix-x", "my-plugin", json.RawMessage(tt.raw), env(tt.env), func(string) { warns++ })
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "my-plugin") {
-					t.Fatalf("err %v, want mention of %q and the plugin", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr, "my-plugin") {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !tt.check(k) {
 				t.Fatalf("unexpected knobs %+v", k)

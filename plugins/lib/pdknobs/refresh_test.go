@@ -1,9 +1,10 @@
 package pdknobs
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestRefreshMetricsIntervalFromEnv(t *testing.T) {
@@ -29,13 +30,10 @@ func TestRefreshMetricsIntervalFromEnv(t *testing.T) {
 				return tt.value, tt.set
 			}
 			d, ok, err := RefreshMetricsIntervalFromEnv(getenv)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || d != tt.want || ok != tt.wantOK {
+			if d != tt.want || ok != tt.wantOK {
 				t.Fatalf("got %v %v %v", d, ok, err)
 			}
 		})

@@ -9,6 +9,8 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 type parseCase struct {
@@ -264,14 +266,8 @@ func TestParams(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.raw, func(t *testing.T) {
 			pl, err := Factory("p", json.RawMessage(tt.raw), nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			p := pl.(*Parser)
 			if p.p != tt.want || p.TypedName().Type != Type || p.TypedName().Name != "p" {

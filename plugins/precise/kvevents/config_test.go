@@ -1,9 +1,10 @@
 package kvevents
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -60,14 +61,8 @@ func TestParseConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, r, err := ParseConfig("test", "test", []byte(tc.raw))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
-				}
+			if plugintest.WantErr(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tc.check(t, r)
 		})

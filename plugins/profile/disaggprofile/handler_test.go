@@ -3,6 +3,7 @@ package disaggprofile
 import (
 	"context"
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"strings"
 	"testing"
 
@@ -258,13 +259,10 @@ func TestProcessResults(t *testing.T) {
 			p := defaults()
 			p.Profiles = tt.pf
 			out, err := NewHandler("h", p, nil, nil).ProcessResults(context.Background(), nil, req(), tt.results)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v", err)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || out.PrimaryProfileName != tt.pf.Decode || len(out.ProfileResults) != len(tt.want) {
+			if out.PrimaryProfileName != tt.pf.Decode || len(out.ProfileResults) != len(tt.want) {
 				t.Fatalf("out %+v err %v", out, err)
 			}
 			for _, n := range tt.want {
@@ -393,13 +391,10 @@ func TestCheckProfiles(t *testing.T) {
 				{pd.CheckProfiles, func() string { return pd.params.DecodeProfile }},
 			} {
 				err := c.check(tt.configured)
-				if tt.wantErr != "" {
-					if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-						t.Fatalf("error %v, want %q", err, tt.wantErr)
-					}
+				if plugintest.WantErr(t, err, tt.wantErr) {
 					continue
 				}
-				if err != nil || c.decode() != tt.wantDecode {
+				if c.decode() != tt.wantDecode {
 					t.Fatalf("err %v decode %q, want %q", err, c.decode(), tt.wantDecode)
 				}
 			}

@@ -2,11 +2,12 @@ package disaggprofile
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestHandlerFactory(t *testing.T) {
@@ -63,14 +64,8 @@ func TestHandlerFactory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			handle := newHandle(t, deciders)
 			p, err := HandlerFactory("h", json.RawMessage(tt.params), handle)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			h := p.(*Handler)
 			if h.Params() != tt.want {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"strings"
 	"testing"
 
@@ -44,14 +45,8 @@ func TestPDHandlerFactory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			handle := newHandle(t, map[string]fwkplugin.Plugin{"prefix-based-pd-decider": &fakeDecider{name: "prefix-based-pd-decider"}, "x": notDecider{}})
 			p, err := PDHandlerFactory("pd", json.RawMessage(tt.params), handle)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			h := p.(*PDHandler)
 			if h.Params() != tt.want {

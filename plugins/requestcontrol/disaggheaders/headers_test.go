@@ -8,6 +8,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -40,14 +41,8 @@ func TestFactory(t *testing.T) {
 				f = LegacyFactory
 			}
 			p, err := f("hh", json.RawMessage(tt.params), nil)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v", err)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			h := p.(*Handler)
 			if h.Params() != tt.want || h.TypedName().Type != tt.typ || h.TypedName().Name != "hh" {

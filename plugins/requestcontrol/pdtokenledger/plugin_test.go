@@ -9,6 +9,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -101,13 +102,10 @@ func TestLookup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prov, err := tokenload.Lookup(h, tc.lookup)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("err = %v, want %q", err, tc.wantErr)
-				}
+			if plugintest.WantErr(t, err, tc.wantErr) {
 				return
 			}
-			if err != nil || prov.TokenLedger() != tokenload.Ledger(tr) || prov.TokenLoadDefaults().RequestCost != 3500 {
+			if prov.TokenLedger() != tokenload.Ledger(tr) || prov.TokenLoadDefaults().RequestCost != 3500 {
 				t.Fatalf("lookup: %v %v", prov, err)
 			}
 		})

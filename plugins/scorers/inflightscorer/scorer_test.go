@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/requestdataproducer/inflightload"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/scheduling/scorer/tokenload"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -31,13 +32,10 @@ func TestParseParameters(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p, err := ParseParameters("test", []byte(tt.raw))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || p.QueueThresholdTokens != tt.want {
+			if p.QueueThresholdTokens != tt.want {
 				t.Fatalf("got %+v %v, want %d", p, err, tt.want)
 			}
 		})

@@ -3,11 +3,11 @@ package mmcachescorer
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -25,10 +25,7 @@ func TestFactory(t *testing.T) {
 	}
 	for _, tc := range cases {
 		p, err := Factory("s", json.RawMessage(tc.raw), nil)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), Type) {
-				t.Errorf("%q: error %v, want one naming %s and %q", tc.raw, err, Type, tc.wantErr)
-			}
+		if plugintest.WantErr(t, err, tc.wantErr, Type) {
 			continue
 		}
 		if err != nil || p.(*Scorer).key != tc.wantKey || p.TypedName().Name != "s" {

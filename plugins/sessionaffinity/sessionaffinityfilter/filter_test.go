@@ -15,6 +15,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	sa "github.com/pdgate/pdgate/plugins/sessionaffinity/internal/sessionaffinity"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -129,14 +130,8 @@ func TestFactory(t *testing.T) {
 			defer cancel()
 			h := fwkplugin.NewEppHandle(ctx, func() []k8stypes.NamespacedName { return nil })
 			p, err := Factory("probe", json.RawMessage(tt.raw), h)
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want %q", err, tt.wantErr)
-				}
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if p.TypedName().Type != Type || p.TypedName().Name != "probe" {
 				t.Fatalf("typed name %v", p.TypedName())
