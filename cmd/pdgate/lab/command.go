@@ -70,6 +70,8 @@ With --workload it drives a workload through the gateway instead, prints one sum
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "run the EPP in Kubernetes mode against a local kube-apiserver and etcd, with the InferencePool and pods created through the API")
 	f.StringVar(&o.KubeAssets, "kubebuilder-assets", "", "directory with the kube-apiserver and etcd binaries for --kubernetes (default $KUBEBUILDER_ASSETS, else bin/envtest)")
 	f.StringVar(&o.CRDDir, "crd-dir", "", "GIE CRD directory for --kubernetes (default config/crd/bases of the GIE module in the Go module cache)")
+	f.StringVar(&o.Prometheus, "prometheus", "", "also start a real Prometheus scraping every process (--prometheus: `prometheus` on PATH; --prometheus=PATH: that binary)")
+	f.Lookup("prometheus").NoOptDefVal = "prometheus"
 	f.StringVar(&o.Workload, "workload", "", "drive a workload and exit: "+strings.Join(workload.Names, ", ")+", or a JSONL file")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "how long to issue requests (--workload)")
 	f.Float64Var(&o.Rate, "rate", 0, "requests per second (0 = closed loop at --concurrency)")

@@ -39,6 +39,9 @@ type Options struct {
 	// and the pods created through the API.
 	Kubernetes         bool
 	KubeAssets, CRDDir string
+	// Prometheus, when set, is the prometheus binary (a name on PATH or a path): the lab
+	// starts a real Prometheus scraping every process (prometheus.go) at PrometheusURL.
+	Prometheus string
 	// Out receives the human output (URL, curl, status table); Err receives diagnostics.
 	Out, Err io.Writer
 }
@@ -58,6 +61,9 @@ type Lab struct {
 	routers   int // routers started by StartRouter
 	// Kubeconfig is the local API server's admin kubeconfig (Kubernetes mode).
 	Kubeconfig string
+	// PrometheusURL is the lab's Prometheus ("" when Options.Prometheus is unset).
+	PrometheusURL string
+	eppTargets    []string
 }
 
 // RunDir returns the default run directory for a subnet.
@@ -125,6 +131,12 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 		}
 		l.Kubeconfig, l.procs = l.kube.kubeconfig, plan.kubeProcs(l.kube.kubeconfig)
 	}
+	if o.Prometheus != "" {
+		if err := l.addPrometheus(o.Prometheus); err != nil {
+			l.Stop()
+			return nil, err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
 	for i, spec := range l.procs {
@@ -182,6 +194,9 @@ func (l *Lab) StartRouter(ctx context.Context) (string, error) {
 		}
 	}
 	l.procs = append(l.procs, procs...)
+	if err := l.addEPPScrapeTarget("127.0.0.1:" + strconv.Itoa(r.metricsPort)); err != nil {
+		return "", err
+	}
 	rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
 	if err := l.sup.WaitHealthy(rctx, procs); err != nil {
@@ -302,6 +317,9 @@ func (l *Lab) Interactive(ctx context.Context, o Options) error {
 			Namespace, PoolName, l.Kubeconfig)
 	}
 	fmt.Fprintf(out, "\nGateway: %s  (OpenAI API; the dev gateway stands in for Envoy)\n\nTry:\n  %s\n\n", l.URL, l.SampleCurl())
+	if l.PrometheusURL != "" {
+		fmt.Fprintf(out, "Prometheus: %s  (scrapes every EPP, sidecar and simulator each second; config/dashboards/pdgate.json's queries run there)\n\n", l.PrometheusURL)
+	}
 	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked")
 	fmt.Fprintln(out, "and why; `pdgate lab traces` shows the full traces. Ctrl-C stops everything.")
 	fmt.Fprintln(out)
