@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +13,6 @@ import (
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
@@ -25,6 +22,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -159,20 +157,7 @@ func start(t *testing.T, f *fixture) *fixture {
 	}
 	srv := New(Config{Datastore: fakeDS{}, Scheduler: f.sched, Admission: admitAll{}, Candidates: fakeCandidates{},
 		Parser: openaiparser.New("p", openaiparser.Params{Payload: openaiparser.ModeRaw}), Plugins: plugins}, f.opts)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	extProcPb.RegisterExternalProcessorServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	f.client = extProcPb.NewExternalProcessorClient(conn)
+	f.client = extProcPb.NewExternalProcessorClient(extproctest.Dial(t, srv))
 	return f
 }
 

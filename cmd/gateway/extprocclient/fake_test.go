@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,9 +12,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 // errEnd makes the fake end the stream cleanly after sending its replies.
@@ -72,13 +71,7 @@ func (f *fakeEPP) received() []*extprocv3.ProcessingRequest {
 // start serves f on an in-memory listener and returns a client of it.
 func start(t *testing.T, f *fakeEPP, opts Options) *Client {
 	t.Helper()
-	l := bufconn.Listen(1 << 20)
-	s := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(s, f)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	c, err := Dial("passthrough:///fake", opts,
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
+	c, err := Dial(extproctest.InMemoryTarget, opts, extproctest.InMemory(t, f))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,18 +3,17 @@ package proxy
 import (
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 // decision is what the fake EPP answers once the request body is complete.
@@ -185,20 +184,7 @@ func streamedBody(request bool, b []byte, eos bool) *extprocv3.ProcessingRespons
 // startFakeEPP serves f on a loopback port over real gRPC and returns a client.
 func startFakeEPP(t *testing.T, f *fakeEPP) extprocv3.ExternalProcessorClient {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(s, f)
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return extprocv3.NewExternalProcessorClient(conn)
+	return extprocv3.NewExternalProcessorClient(extproctest.Dial(t, f))
 }
 
 func immediate(code int, body string, headers map[string]string) *extprocv3.ImmediateResponse {

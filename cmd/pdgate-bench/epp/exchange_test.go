@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,10 +15,10 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 // fakeEPP is an in-process ext_proc server that behaves like GIE's streaming server: it
@@ -145,13 +144,8 @@ func startFake(t *testing.T, f *fakeEPP, chunk int) *Client {
 	if f.dest == nil {
 		f.dest = func([]byte) string { return "10.0.0.1:8000" }
 	}
-	l := bufconn.Listen(1 << 20)
-	s := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(s, f)
-	go func() { _ = s.Serve(l) }()
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient("passthrough:///fake", grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return l.DialContext(ctx) }))
+	conn, err := grpc.NewClient(extproctest.InMemoryTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		extproctest.InMemory(t, f))
 	if err != nil {
 		t.Fatal(err)
 	}

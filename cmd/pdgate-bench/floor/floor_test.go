@@ -3,30 +3,19 @@ package floor
 import (
 	"bytes"
 	"context"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
-	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 // TestFloorAnswersTheEPPExchange drives the floor with the dev gateway's ext_proc client (the
 // bench's client): each body size is routed to the fixed pod with its body returned whole and
 // its response phase echoed, as an EPP answers.
 func TestFloorAnswersTheEPPExchange(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gs := grpc.NewServer()
-	extProcPb.RegisterExternalProcessorServer(gs, NewServer("10.0.0.7:8000"))
-	go func() { _ = gs.Serve(l) }()
-	defer gs.Stop()
-	c, err := extprocclient.Dial(l.Addr().String(), extprocclient.Options{ChunkSize: 16 << 10, MessageTimeout: 10 * time.Second})
+	c, err := extprocclient.Dial(extproctest.Listen(t, NewServer("10.0.0.7:8000")), extprocclient.Options{ChunkSize: 16 << 10, MessageTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
