@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,7 +23,7 @@ func TestCDF(t *testing.T) {
 	}
 	for _, tt := range tests {
 		x, y := CDF(tt.in)
-		if !equal(x, tt.wantX) || !equal(y, tt.wantY) {
+		if !slices.Equal(x, tt.wantX) || !slices.Equal(y, tt.wantY) {
 			t.Errorf("CDF(%v) = %v %v, want %v %v", tt.in, x, y, tt.wantX, tt.wantY)
 		}
 	}
@@ -121,16 +122,4 @@ func TestWriteRejectsMalformedReports(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equal(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
