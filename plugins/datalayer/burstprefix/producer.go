@@ -104,19 +104,12 @@ var _ fwkrc.PrepareDataPlugin = (*Producer)(nil)
 
 // Factory builds the producer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := ParseParameters(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, p), nil
+	return pluginkit.Build(name, raw, ParseParameters, New)
 }
 
 // New builds the producer.
 func New(name string, p Parameters) *Producer {
-	if name == "" {
-		name = Type
-	}
-	return &Producer{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, held: map[string]map[uint64]struct{}{}}
+	return &Producer{tn: pluginkit.TypedName(Type, name), p: p, held: map[string]map[uint64]struct{}{}}
 }
 
 // TypedName implements fwkplugin.Plugin.

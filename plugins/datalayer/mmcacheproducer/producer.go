@@ -109,10 +109,8 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // New builds the producer with capacity entries per endpoint.
 func New(name string, capacity int) *Producer {
-	if name == "" {
-		name = Type
-	}
-	return &Producer{tn: fwkplugin.TypedName{Type: Type, Name: name}, cap: capacity, key: encodercache.Key(name), cache: map[string]*lru{}}
+	tn := pluginkit.TypedName(Type, name)
+	return &Producer{tn: tn, cap: capacity, key: encodercache.Key(tn.Name), cache: map[string]*lru{}}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -48,20 +48,13 @@ var _ fwkrc.PrepareDataPlugin = (*Extractor)(nil)
 
 // Factory builds the extractor.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := ParseParameters(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, p), nil
+	return pluginkit.Build(name, raw, ParseParameters, New)
 }
 
 // New builds the extractor from parsed parameters.
 func New(name string, p Parameters) *Extractor {
-	if name == "" {
-		name = Type
-	}
 	return &Extractor{
-		tn:     fwkplugin.TypedName{Type: Type, Name: name},
+		tn:     pluginkit.TypedName(Type, name),
 		labels: podmodel.TopologyLabels{Hostname: p.Hostname, Rack: p.Rack, Zone: p.Zone, Region: p.Region}.WithDefaults(),
 		key:    podmodel.TopologyAttributeKey(name),
 	}

@@ -100,19 +100,12 @@ var _ fwksched.Filter = (*Filter)(nil)
 
 // Factory builds the filter.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	c, err := ParseParameters(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, c), nil
+	return pluginkit.Build(name, raw, ParseParameters, New)
 }
 
 // New builds the filter from a validated configuration.
 func New(name string, c Config) *Filter {
-	if name == "" {
-		name = Type
-	}
-	return &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}, cfg: c}
+	return &Filter{tn: pluginkit.TypedName(Type, name), cfg: c}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Type is the plugin type name.
@@ -49,20 +50,13 @@ type Parser struct {
 
 // Factory builds the plugin from its YAML parameters.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	p, err := parseParams(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, p), nil
+	return pluginkit.Build(name, raw, parseParams, New)
 }
 
 // New builds the parser; p is completed with defaults.
 func New(name string, p Params) *Parser {
-	if name == "" {
-		name = Type
-	}
 	return &Parser{
-		tn:     fwkplugin.TypedName{Type: Type, Name: name},
+		tn:     pluginkit.TypedName(Type, name),
 		p:      p.withDefaults(),
 		stock:  openai.NewOpenAIParser(),
 		fields: map[string]bool{"model": true, "stream": true},

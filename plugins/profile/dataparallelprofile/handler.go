@@ -73,10 +73,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // New builds the handler.
 func New(name string, primaryPort int) *Handler {
-	if name == "" {
-		name = Type
-	}
-	return &Handler{tn: fwkplugin.TypedName{Type: Type, Name: name}, primaryPort: strconv.Itoa(primaryPort)}
+	return &Handler{tn: pluginkit.TypedName(Type, name), primaryPort: strconv.Itoa(primaryPort)}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -116,10 +116,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // New builds the admitter with an injected random source in [0, 1).
 func New(name string, p Parameters, random func() float64) *Admitter {
-	if name == "" {
-		name = Type
-	}
-	return &Admitter{tn: fwkplugin.TypedName{Type: Type, Name: name}, p: p, rand: random, rejected: newRejected()}
+	return &Admitter{tn: pluginkit.TypedName(Type, name), p: p, rand: random, rejected: newRejected()}
 }
 
 // TypedName implements fwkplugin.Plugin.

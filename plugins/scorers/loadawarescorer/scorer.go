@@ -62,13 +62,10 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 
 // New builds the scorer.
 func New(name string, p Parameters) *Scorer {
-	if name == "" {
-		name = Type
-	}
 	if p.Threshold <= 0 {
 		p.Threshold = DefaultThreshold
 	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, threshold: float64(p.Threshold)}
+	return &Scorer{tn: pluginkit.TypedName(Type, name), threshold: float64(p.Threshold)}
 }
 
 // TypedName implements fwkplugin.Plugin.

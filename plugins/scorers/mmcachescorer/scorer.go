@@ -37,10 +37,7 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
 		return nil, err
 	}
-	if name == "" {
-		name = Type
-	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: encodercache.Key(p.ProducerName)}, nil
+	return &Scorer{tn: pluginkit.TypedName(Type, name), key: encodercache.Key(p.ProducerName)}, nil
 }
 
 // TypedName implements fwkplugin.Plugin.

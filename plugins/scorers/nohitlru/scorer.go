@@ -64,10 +64,7 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 
 // New builds the scorer.
 func New(name string, size int) *Scorer {
-	if name == "" {
-		name = Type
-	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, size: size, order: list.New(), items: map[string]*list.Element{}}
+	return &Scorer{tn: pluginkit.TypedName(Type, name), size: size, order: list.New(), items: map[string]*list.Element{}}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -83,19 +83,12 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	c, err := ParseParameters(name, raw)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, c), nil
+	return pluginkit.Build(name, raw, ParseParameters, New)
 }
 
 // New builds the scorer from a validated configuration.
 func New(name string, c Config) *Scorer {
-	if name == "" {
-		name = Type
-	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, cfg: c}
+	return &Scorer{tn: pluginkit.TypedName(Type, name), cfg: c}
 }
 
 // TypedName implements fwkplugin.Plugin.

@@ -27,10 +27,7 @@ type Base struct {
 // NewBase builds the shell of a plugin of pluginType from a validated configuration; now is the
 // clock (nil: time.Now).
 func NewBase(pluginType, name string, c Config, m *Metrics, now func() time.Time) Base {
-	if name == "" {
-		name = pluginType
-	}
-	tn := fwkplugin.TypedName{Type: pluginType, Name: name}
+	tn := pluginkit.TypedName(pluginType, name)
 	logger := log.Log.WithName(pluginType).WithValues("plugin", tn.String())
 	return Base{tn: tn, a: New(tn.String(), c, m, logger, now)}
 }
