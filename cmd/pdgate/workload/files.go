@@ -87,14 +87,9 @@ func LoadAzureTrace(path string, o Options) (Generator, error) {
 	if path == "" {
 		path = DefaultAzureConvPath
 	}
-	f, err := os.Open(path)
+	rows, err := LoadAzureFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("workload azure-conv: %w", err)
-	}
-	defer f.Close()
-	rows, err := ParseAzureTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("workload azure-conv %s: %w", path, err)
 	}
 	return &azureReplay{o: o, rows: rows, rng: rand.New(rand.NewSource(o.Seed))}, nil
 }
@@ -177,16 +172,32 @@ func ParseJSONL(r io.Reader) ([]Request, error) {
 
 // LoadJSONL reads a JSONL workload file.
 func LoadJSONL(path string) (Generator, error) {
-	f, err := os.Open(path)
+	reqs, err := parseFile("JSONL", path, ParseJSONL)
 	if err != nil {
-		return nil, fmt.Errorf("workload %s: %w", path, err)
-	}
-	defer f.Close()
-	reqs, err := ParseJSONL(f)
-	if err != nil {
-		return nil, fmt.Errorf("workload %s: %w", path, err)
+		return nil, fmt.Errorf("workload: %w", err)
 	}
 	return List(reqs), nil
+}
+
+// LoadAzureFile reads and parses an Azure trace file.
+func LoadAzureFile(path string) ([]AzureRow, error) {
+	return parseFile("azure trace", path, ParseAzureTrace)
+}
+
+// parseFile opens path and parses it: an open error is named by what the file is (os.Open
+// names the path), a parse error by the path (parsers name what they read).
+func parseFile[T any](what, path string, parse func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("%s: %w", what, err)
+	}
+	defer f.Close()
+	v, err := parse(f)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // List yields reqs in order, once.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"time"
 )
 
@@ -140,16 +139,7 @@ func parseMooncakeLine(b []byte, n int, pos map[uint64]idPlace) (MooncakeRow, er
 
 // LoadMooncakeFile reads and parses a Mooncake trace file.
 func LoadMooncakeFile(path string) ([]MooncakeRow, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("mooncake trace: %w", err)
-	}
-	defer f.Close()
-	rows, err := ParseMooncakeTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rows, nil
+	return parseFile("mooncake trace", path, ParseMooncakeTrace)
 }
 
 // MooncakeOffsets are the rows' arrival offsets for a replay. The FAST'25 traces write

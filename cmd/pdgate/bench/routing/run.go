@@ -229,14 +229,9 @@ func Prepare(o Options) (*Results, []Phase, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("sim profile: %w", err)
 	}
-	f, err := os.Open(o.AzureConv)
+	rows, err := workload.LoadAzureFile(o.AzureConv)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--azure-conv: %w", err)
-	}
-	rows, err := workload.ParseAzureTrace(f)
-	f.Close()
-	if err != nil {
-		return nil, nil, err
 	}
 	slice, err := AzureSlice(rows, o.TraceOffset, o.Requests)
 	if err != nil {

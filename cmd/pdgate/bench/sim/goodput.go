@@ -326,7 +326,7 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	for _, name := range o.Workloads {
 		switch name {
 		case WorkloadAzure:
-			if rows.Azure, err = readAzure(Options{Root: o.Root}.path(o.Azure)); err != nil {
+			if rows.Azure, err = workload.LoadAzureFile(Options{Root: o.Root}.path(o.Azure)); err != nil {
 				return fmt.Errorf("--azure-conv: %w", err)
 			}
 		case WorkloadMooncake:

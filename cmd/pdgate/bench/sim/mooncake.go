@@ -2,7 +2,6 @@ package simbench
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -147,7 +146,7 @@ func (o Options) workloadSource(azure []workload.AzureRow) (newSource func(rate 
 	default:
 		rows := azure
 		if o.Trace != "" {
-			if rows, err = readAzure(path); err != nil {
+			if rows, err = workload.LoadAzureFile(path); err != nil {
 				return nil, info, fmt.Errorf("--trace: %w", err)
 			}
 		}
@@ -155,17 +154,4 @@ func (o Options) workloadSource(azure []workload.AzureRow) (newSource func(rate 
 		info = TraceInfo{Name: WorkloadAzure, File: spec.File, Requests: len(rows), MeanPrompt: mp, MeanOutput: mo}
 		return func(rate float64) (Source, error) { return NewAzureSource(rows, rate, o.Seed, o.Requests, 0) }, info, nil
 	}
-}
-
-func readAzure(path string) ([]workload.AzureRow, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("azure trace: %w", err)
-	}
-	defer f.Close()
-	rows, err := workload.ParseAzureTrace(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return rows, nil
 }
