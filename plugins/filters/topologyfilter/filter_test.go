@@ -10,6 +10,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -104,14 +105,6 @@ func TestParameters(t *testing.T) {
 	}
 	for _, tt := range tests {
 		_, err := ParseParameters("f", json.RawMessage(tt.raw))
-		if tt.wantErr == "" {
-			if err != nil {
-				t.Errorf("%s: %v", tt.raw, err)
-			}
-			continue
-		}
-		if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), Type) {
-			t.Errorf("%s: err %v, want one naming %s and %s", tt.raw, err, Type, tt.wantErr)
-		}
+		plugintest.WantErr(t, err, tt.wantErr, Type)
 	}
 }

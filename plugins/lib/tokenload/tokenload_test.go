@@ -1,10 +1,11 @@
 package tokenload
 
 import (
-	"strings"
 	"testing"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestPriority(t *testing.T) {
@@ -61,14 +62,11 @@ func TestLookup(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := Lookup(tc.h, tc.lookup)
-			if tc.wantErr == "" {
-				if err != nil || p == nil || p.TokenLoadDefaults().RequestCost != 1 {
-					t.Fatalf("Lookup = %v, %v", p, err)
-				}
+			if plugintest.WantErr(t, err, tc.wantErr) {
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			if p == nil || p.TokenLoadDefaults().RequestCost != 1 {
+				t.Fatalf("Lookup = %v", p)
 			}
 		})
 	}

@@ -191,22 +191,30 @@ func TestCombinedSkipDisabled(t *testing.T) {
 	}
 }
 
+// Prefill-first: prefill runs first and its pick is published before decode runs. The
+// decider, when there is one, is asked once, after decode; llm-d's prefill-first has none, and
+// the request is then P/D unless the prefill profile found nothing.
 func TestPrefillFirst(t *testing.T) {
 	p := defaults()
 	p.StageOrder = PrefillFirst
 	tests := []struct {
 		name       string
-		approve    bool
+		decider    *fakeDecider // nil: no decider
 		prefillRes *fwksched.ProfileRunResult
 		wantUsed   bool
 	}{
-		{"approved and found", true, res(pEp), true},
-		{"declined after decode → dropped", false, res(pEp), false},
-		{"approved but prefill found nothing", true, nil, false},
+		{"approved and found", &fakeDecider{yes: true}, res(pEp), true},
+		{"declined after decode → dropped", &fakeDecider{yes: false}, res(pEp), false},
+		{"approved but prefill found nothing", &fakeDecider{yes: true}, nil, false},
+		{"no decider, prefill found", nil, res(pEp), true},
+		{"no decider, prefill found nothing", nil, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := &fakeDecider{yes: tt.approve}
+			var d contract.Decider
+			if tt.decider != nil {
+				d = tt.decider
+			}
 			h := NewHandler("h", p, d, nil)
 			cs := fwksched.NewCycleState()
 			profiles := profilesOf("decode", "prefill")
@@ -218,10 +226,8 @@ func TestPrefillFirst(t *testing.T) {
 			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "decode" {
 				t.Fatalf("second pick = %v", keys(got))
 			}
-			if tt.prefillRes != nil {
-				if pr, ok := contract.PrefillResult(cs); !ok || pr.First() != pEp {
-					t.Fatal("prefill pick not published before decode")
-				}
+			if pr, ok := contract.PrefillResult(cs); ok != (tt.prefillRes != nil) || ok && pr.First() != pEp {
+				t.Fatalf("prefill pick published before decode = %v, want %v", ok, tt.prefillRes != nil)
 			}
 			results["decode"] = res(dEp)
 			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
@@ -231,8 +237,11 @@ func TestPrefillFirst(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed || d.calls != 1 {
-				t.Fatalf("prefill used=%v want %v (calls %d)", used, tt.wantUsed, d.calls)
+			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed {
+				t.Fatalf("prefill used=%v want %v", used, tt.wantUsed)
+			}
+			if tt.decider != nil && tt.decider.calls != 1 {
+				t.Fatalf("decider asked %d times, want once", tt.decider.calls)
 			}
 		})
 	}
@@ -437,15 +446,7 @@ func TestCheckStageProfiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := NewHandler("h", tt.params, nil, nil).CheckProfiles(tt.configured)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %v, want %q", err, tt.wantErr)
-			}
+			plugintest.WantErr(t, err, tt.wantErr)
 		})
 	}
 	for _, tt := range []struct {
@@ -462,15 +463,7 @@ func TestCheckStageProfiles(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := newPD(t, tt.params, nil).CheckProfiles(tt.configured)
-			if tt.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("error %v, want %q", err, tt.wantErr)
-			}
+			plugintest.WantErr(t, err, tt.wantErr)
 		})
 	}
 }
@@ -479,44 +472,4 @@ func TestCheckStageProfiles(t *testing.T) {
 func (p *Parameters) withDeciders() *Parameters {
 	p.Deciders = Deciders{Prefill: "pd", Encode: "mm"}
 	return p
-}
-
-// llm-d's prefill-first (no decider): prefill always runs first, its pick is published before
-// decode runs, and the request is P/D unless the prefill profile found nothing.
-func TestPrefillFirstWithoutDecider(t *testing.T) {
-	p := defaults()
-	p.StageOrder = PrefillFirst
-	for _, tt := range []struct {
-		name       string
-		prefillRes *fwksched.ProfileRunResult
-		wantUsed   bool
-	}{{"prefill found", res(pEp), true}, {"prefill found nothing", nil, false}} {
-		t.Run(tt.name, func(t *testing.T) {
-			h := NewHandler("h", p, nil, nil)
-			cs := fwksched.NewCycleState()
-			profiles := profilesOf("decode", "prefill")
-			results := resultsOf()
-			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "prefill" {
-				t.Fatalf("first pick = %v", keys(got))
-			}
-			results["prefill"] = tt.prefillRes
-			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "decode" {
-				t.Fatalf("second pick = %v", keys(got))
-			}
-			if _, ok := contract.PrefillResult(cs); ok != tt.wantUsed {
-				t.Fatalf("prefill pick published = %v", ok)
-			}
-			results["decode"] = res(dEp)
-			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
-				t.Fatalf("third pick = %v", keys(got))
-			}
-			out, err := h.ProcessResults(context.Background(), cs, req(), results)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, used := out.ProfileResults["prefill"]; used != tt.wantUsed {
-				t.Fatalf("prefill used=%v want %v", used, tt.wantUsed)
-			}
-		})
-	}
 }

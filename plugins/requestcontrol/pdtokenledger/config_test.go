@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func envMap(m map[string]string) pluginkit.Env {
@@ -107,15 +108,7 @@ func TestParseParams(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseParams("pl", []byte(tc.raw), envMap(nil))
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), `pd-token-ledger "pl"`) {
-				t.Fatalf("err = %v, want %q naming the plugin", err, tc.wantErr)
-			}
+			plugintest.WantErr(t, err, tc.wantErr, `pd-token-ledger "pl"`)
 		})
 	}
 }

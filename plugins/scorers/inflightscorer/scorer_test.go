@@ -2,7 +2,6 @@ package inflightscorer
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
@@ -106,9 +105,7 @@ func TestRunsWithTheProducer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := datalayer.ValidateAndOrderDataDependencies([]fwkplugin.Plugin{producer, tt.scorer})
-			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
-				t.Fatalf("err %v, want %q", err, tt.wantErr)
-			}
+			plugintest.WantErr(t, err, tt.wantErr)
 		})
 	}
 }
