@@ -2,11 +2,15 @@ package kvevents
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
@@ -50,6 +54,37 @@ type IndexerConfig struct {
 	TokenProcessorConfig *TokenProcessorConfig `json:"tokenProcessorConfig,omitempty"`
 	// PrefixStoreConfig is llm-d-kv-cache-manager's prompt-prefix store: accepted, unused.
 	PrefixStoreConfig json.RawMessage `json:"prefixStoreConfig,omitempty"`
+	MisplacedApproxKeys
+}
+
+// MisplacedApproxKeys are approx-prefix-cache-producer keys that llm-d configs of early 2026
+// moved under indexerConfig (and some under its kvBlockIndexConfig): never fields there, llm-d
+// ignored them until its strict decoding (May 2026) made them fatal. pdgate accepts and ignores
+// them, naming each in Resolved.Ignored, so those files load; the precise index matches the
+// whole prompt whatever they say.
+type MisplacedApproxKeys struct {
+	MaxPrefixBlocksToMatch json.RawMessage `json:"maxPrefixBlocksToMatch,omitempty"`
+	HashBlockSize          json.RawMessage `json:"hashBlockSize,omitempty"`
+}
+
+// LogIgnored logs, once for the plugin, each misplaced key the configuration sets.
+func LogIgnored(ctx context.Context, r Resolved, plugin string) {
+	for _, key := range r.Ignored {
+		log.FromContext(ctx).Info("Ignoring a key llm-d never read here: it is approx-prefix-cache-producer's, and the precise index matches the whole prompt",
+			"plugin", plugin, "key", key)
+	}
+}
+
+// ignored lists the keys set, under prefix.
+func (m MisplacedApproxKeys) ignored(prefix string) []string {
+	var out []string
+	for name, v := range map[string]json.RawMessage{"maxPrefixBlocksToMatch": m.MaxPrefixBlocksToMatch, "hashBlockSize": m.HashBlockSize} {
+		if t := bytes.TrimSpace(v); len(t) > 0 && string(t) != "null" {
+			out = append(out, prefix+name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // KVBlockIndexConfig selects and bounds the index backend. Only the in-memory backend exists.
@@ -63,6 +98,7 @@ type KVBlockIndexConfig struct {
 	// MetricsLoggingInterval, in nanoseconds (llm-d's time.Duration JSON) or a Go duration
 	// string, logs the index size that often; 0 = never.
 	MetricsLoggingInterval json.RawMessage `json:"metricsLoggingInterval,omitempty"`
+	MisplacedApproxKeys
 }
 
 // InMemoryConfig bounds the in-memory index.
@@ -137,17 +173,23 @@ type Resolved struct {
 	SpeculativeTTL         time.Duration
 	MetricsLoggingInterval time.Duration
 	HasTokenizersPool      bool
+	// Ignored names the misplaced approx-prefix-cache-producer keys the config sets
+	// (MisplacedApproxKeys): the plugin logs them once.
+	Ignored []string
 }
 
 // ParseConfig decodes raw strictly (an unknown field is an error naming it) and validates it.
-// Errors name the field; the caller adds the plugin.
+// Errors name the plugin and the field.
 func ParseConfig(pluginType, name string, raw json.RawMessage) (Config, Resolved, error) {
 	var c Config
 	if err := pluginkit.Decode(pluginType, name, raw, &c); err != nil {
 		return c, Resolved{}, err
 	}
 	r, err := c.Resolve()
-	return c, r, err
+	if err != nil {
+		return c, r, fmt.Errorf("%s %q: %w", pluginType, name, err)
+	}
+	return c, r, nil
 }
 
 // Resolve validates c and applies the defaults.
@@ -177,6 +219,7 @@ func (c Config) Resolve() (Resolved, error) {
 		return r, fmt.Errorf("tokenProcessorConfig.hashAlgorithm must be cbor-fnv or xxh64, got %q", tp.HashAlgorithm)
 	}
 	ic := c.IndexerConfig.KVBlockIndexConfig
+	r.Ignored = append(c.IndexerConfig.ignored("indexerConfig."), ic.ignored("indexerConfig.kvBlockIndexConfig.")...)
 	for name, v := range map[string]json.RawMessage{"redisConfig": ic.RedisConfig, "valkeyConfig": ic.ValkeyConfig} {
 		if t := bytes.TrimSpace(v); len(t) > 0 && string(t) != "null" {
 			return r, fmt.Errorf("indexerConfig.kvBlockIndexConfig.%s is not supported: pdgate's KV-event index is in-process (use inMemoryConfig)", name)

@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -47,7 +48,16 @@ func TestParseConfig(t *testing.T) {
 					t.Fatalf("%v", r.TierWeights)
 				}
 			}},
+		{name: "May 2026: approx-producer keys misplaced under indexerConfig and kvBlockIndexConfig are ignored, by name",
+			raw: `{"indexerConfig":{"hashBlockSize":64,"kvBlockIndexConfig":{"maxPrefixBlocksToMatch":256,"enableMetrics":true}}}`,
+			check: func(t *testing.T, r Resolved) {
+				want := []string{"indexerConfig.hashBlockSize", "indexerConfig.kvBlockIndexConfig.maxPrefixBlocksToMatch"}
+				if strings.Join(r.Ignored, ",") != strings.Join(want, ",") || r.BlockSize != 16 {
+					t.Fatalf("ignored %v (want %v), block size %d", r.Ignored, want, r.BlockSize)
+				}
+			}},
 		{name: "unknown field", raw: `{"kvEventsConfig":{"topicFiltr":"kv@"}}`, wantErr: "topicFiltr"},
+		{name: "a misplaced key still must be JSON", raw: `{"indexerConfig":{"kvBlockIndexConfig":{"maxPrefixBlocksToMatch":}}}`, wantErr: "invalid"},
 		{name: "negative block size", raw: `{"tokenProcessorConfig":{"blockSizeTokens":-1}}`, wantErr: "tokenProcessorConfig.blockSizeTokens"},
 		{name: "bad algorithm", raw: `{"tokenProcessorConfig":{"hashAlgorithm":"md5"}}`, wantErr: "tokenProcessorConfig.hashAlgorithm"},
 		{name: "redis", raw: `{"indexerConfig":{"kvBlockIndexConfig":{"redisConfig":{"address":"redis://x"}}}}`, wantErr: "redisConfig"},

@@ -49,10 +49,10 @@ type Producer struct {
 func ParseParameters(name string, raw json.RawMessage) (kvevents.Config, kvevents.Resolved, error) {
 	c, r, err := kvevents.ParseConfig(Type, name, raw)
 	if err != nil {
-		return c, r, fmt.Errorf("%s '%s': %w", Type, name, err)
+		return c, r, err
 	}
 	if r.HasTokenizersPool {
-		return c, r, fmt.Errorf("%s '%s': indexerConfig.tokenizersPoolConfig is not supported by the producer (as in llm-d): tokenize with token-producer", Type, name)
+		return c, r, fmt.Errorf("%s %q: indexerConfig.tokenizersPoolConfig is not supported by the producer (as in llm-d): tokenize with token-producer", Type, name)
 	}
 	return c, r, nil
 }
@@ -66,7 +66,9 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	if err != nil {
 		return nil, err
 	}
-	return New(pluginkit.Context(handle), name, params, resolved, false), nil
+	ctx := pluginkit.Context(handle)
+	kvevents.LogIgnored(ctx, resolved, fwkplugin.TypedName{Type: Type, Name: name}.String())
+	return New(ctx, name, params, resolved, false), nil
 }
 
 // New builds a producer; with start it runs its subscribers for as long as ctx lives.

@@ -10,7 +10,7 @@ package precisescorer
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"reflect"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -34,6 +34,7 @@ var (
 	_ fwkrc.PrepareDataPlugin  = &Scorer{}
 	_ fwkplugin.ProducerPlugin = &Scorer{}
 	_ fwkplugin.ConsumerPlugin = &Scorer{}
+	_ fwkdl.EndpointExtractor  = &Scorer{}
 )
 
 // Scorer is precise-prefix-cache-scorer.
@@ -53,10 +54,11 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	}
 	params, resolved, err := kvevents.ParseConfig(Type, name, raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s '%s': %w", Type, name, err)
+		return nil, err
 	}
 	tn := fwkplugin.TypedName{Type: Type, Name: name}
 	ctx := pluginkit.Context(handle)
+	kvevents.LogIgnored(ctx, resolved, tn.String())
 	if resolved.HasTokenizersPool {
 		log.FromContext(ctx).Info("indexerConfig.tokenizersPoolConfig is accepted and unused: prompts are tokenized by token-producer", "plugin", tn.String())
 	}
@@ -105,6 +107,25 @@ func (s *Scorer) ResolveReferences(handle fwkplugin.Handle) error {
 		s.own.Start(s.ctx)
 	}
 	return precisecache.DropApproximateProducers(handle, s.typedName.String(), logger)
+}
+
+// The scorer is also an extractor of endpoint-notification-source, as llm-d's was in May 2026
+// (before the producer existed, configs listed the scorer under that source's extractors to
+// give each pod its KV-event subscriber as the pod joins and leaves). Its own index follows
+// the pool either way; bound to a producer, it leaves the events to the producer.
+
+// ExpectedInputType implements fwkdl.Extractor: endpoint-notification-source's events.
+func (s *Scorer) ExpectedInputType() reflect.Type { return fwkdl.EndpointEventReflectType }
+
+// Extract implements fwkdl.Extractor (endpoint events come through ExtractEndpoint).
+func (s *Scorer) Extract(context.Context, any, fwkdl.Endpoint) error { return nil }
+
+// ExtractEndpoint tracks an endpoint that joined the pool and forgets one that left.
+func (s *Scorer) ExtractEndpoint(ctx context.Context, ev fwkdl.EndpointEvent) error {
+	if s.own == nil {
+		return nil
+	}
+	return s.own.ExtractEndpoint(ctx, ev)
 }
 
 // Produces implements fwkplugin.ProducerPlugin: the match attributes, unless a producer does.

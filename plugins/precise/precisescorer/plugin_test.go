@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	approx "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
@@ -73,5 +74,49 @@ func TestBindingAndApproximateProducers(t *testing.T) {
 				t.Fatal("the approximate producer was kept next to a precise one")
 			}
 		})
+	}
+}
+
+// May 2026's wiring: the scorer listed as an extractor of endpoint-notification-source. Alone, it
+// follows each endpoint the source reports through its own index's subscribers; next to a
+// producer, the producer does, and the scorer ignores the events.
+func TestEndpointNotificationExtractor(t *testing.T) {
+	for _, withProducer := range []bool{false, true} {
+		h := handle(t)
+		if withProducer {
+			p, err := preciseproducer.Factory("ppc", json.RawMessage(`{}`), h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.AddPlugin("ppc", p)
+		}
+		sp, err := Factory("scorer", json.RawMessage(`{}`), h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.AddPlugin("scorer", sp)
+		s := sp.(*Scorer)
+		if err := s.ResolveReferences(h); err != nil {
+			t.Fatal(err)
+		}
+		var x fwkdl.EndpointExtractor = s
+		if x.ExpectedInputType() != fwkdl.EndpointEventReflectType {
+			t.Fatalf("input type %v", x.ExpectedInputType())
+		}
+		meta := &fwkdl.EndpointMetadata{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "pod-a"}, Address: "127.0.0.1", Port: "8000"}
+		ep := fwkdl.NewEndpoint(meta, nil)
+		if err := x.ExtractEndpoint(context.Background(), fwkdl.EndpointEvent{Type: fwkdl.EventAddOrUpdate, Endpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+		following := s.own != nil && s.own.Subscribers().Has("127.0.0.1:8000")
+		if following == withProducer {
+			t.Fatalf("withProducer=%v: scorer follows the endpoint = %v", withProducer, following)
+		}
+		if err := x.ExtractEndpoint(context.Background(), fwkdl.EndpointEvent{Type: fwkdl.EventDelete, Endpoint: ep}); err != nil {
+			t.Fatal(err)
+		}
+		if s.own != nil && s.own.Subscribers().Has("127.0.0.1:8000") {
+			t.Fatal("the scorer still follows an endpoint that left the pool")
+		}
 	}
 }
