@@ -293,7 +293,9 @@ func FoldHash(raw []byte) uint64 {
 	return binary.BigEndian.Uint64(buf[:])
 }
 
-func decodeHashes(d *msgpack.Decoder) ([]uint64, error) {
+// decodeArray reads a msgpack array (nil: a nil slice) element by element; it reserves at
+// most hint elements up front, so a forged length cannot make it allocate.
+func decodeArray[T any](d *msgpack.Decoder, hint int, elem func(i int) (T, error)) ([]T, error) {
 	n, err := d.DecodeArrayLen()
 	if err != nil {
 		return nil, err
@@ -301,15 +303,25 @@ func decodeHashes(d *msgpack.Decoder) ([]uint64, error) {
 	if n < 0 {
 		return nil, nil
 	}
-	out := make([]uint64, 0, min(n, 1024))
+	out := make([]T, 0, min(n, hint))
 	for i := 0; i < n; i++ {
-		h, err := decodeHash(d)
+		v, err := elem(i)
 		if err != nil {
-			return nil, fmt.Errorf("block_hashes[%d]: %w", i, err)
+			return nil, err
 		}
-		out = append(out, h)
+		out = append(out, v)
 	}
 	return out, nil
+}
+
+func decodeHashes(d *msgpack.Decoder) ([]uint64, error) {
+	return decodeArray(d, 1024, func(i int) (uint64, error) {
+		h, err := decodeHash(d)
+		if err != nil {
+			return 0, fmt.Errorf("block_hashes[%d]: %w", i, err)
+		}
+		return h, nil
+	})
 }
 
 func decodeOptHash(d *msgpack.Decoder) (uint64, bool, error) {
@@ -328,62 +340,40 @@ func decodeOptHash(d *msgpack.Decoder) (uint64, bool, error) {
 }
 
 func decodeTokens(d *msgpack.Decoder) ([]uint32, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil {
-		return nil, err
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	out := make([]uint32, 0, min(n, 4096))
-	for i := 0; i < n; i++ {
+	return decodeArray(d, 4096, func(i int) (uint32, error) {
 		c, err := d.PeekCode()
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if !isInt(c) {
-			return nil, fmt.Errorf("token_ids[%d] is not an integer", i)
+			return 0, fmt.Errorf("token_ids[%d] is not an integer", i)
 		}
 		v, err := d.DecodeInt64()
 		if err != nil {
-			return nil, err
+			return 0, err
 		}
 		if v < 0 || v > 1<<32-1 {
-			return nil, fmt.Errorf("token_ids[%d] = %d out of range", i, v)
+			return 0, fmt.Errorf("token_ids[%d] = %d out of range", i, v)
 		}
-		out = append(out, uint32(v))
-	}
-	return out, nil
+		return uint32(v), nil
+	})
 }
 
 // decodeExtraKeys reads vLLM's extra_keys: per block nil or a tuple of entries; an entry is a
 // string (cache_salt, a multimodal identifier, the LoRA name), a [string, offset] tuple
 // (multimodal identifier and offset) or something else (bytes, numbers: skipped).
 func decodeExtraKeys(d *msgpack.Decoder) ([][]string, error) {
-	n, err := d.DecodeArrayLen()
-	if err != nil {
-		return nil, err
-	}
-	if n < 0 {
-		return nil, nil
-	}
-	out := make([][]string, 0, min(n, 1024))
-	for i := 0; i < n; i++ {
+	return decodeArray(d, 1024, func(i int) ([]string, error) {
 		c, err := d.PeekCode()
 		if err != nil {
 			return nil, err
 		}
 		if c == msgpcode.Nil {
 			_ = d.DecodeNil()
-			out = append(out, nil)
-			continue
+			return nil, nil
 		}
 		if !isArray(c) {
-			if err := d.Skip(); err != nil {
-				return nil, err
-			}
-			out = append(out, nil)
-			continue
+			return nil, d.Skip()
 		}
 		m, err := d.DecodeArrayLen()
 		if err != nil {
@@ -399,9 +389,8 @@ func decodeExtraKeys(d *msgpack.Decoder) ([][]string, error) {
 				block = append(block, s)
 			}
 		}
-		out = append(out, block)
-	}
-	return out, nil
+		return block, nil
+	})
 }
 
 func decodeExtraEntry(d *msgpack.Decoder) (string, bool, error) {
@@ -618,47 +607,39 @@ func (ev *Event) decodeMetadata(d *msgpack.Decoder) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case isMap(c):
-		n, err := d.DecodeMapLen()
-		if err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
+	if !isMap(c) && !isArray(c) {
+		return d.Skip()
+	}
+	// A map names its fields; an array holds them in order, the salt first.
+	var n int
+	if isMap(c) {
+		n, err = d.DecodeMapLen()
+	} else {
+		n, err = d.DecodeArrayLen()
+	}
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		salt := i == 0
+		if isMap(c) {
 			k, err := decodeKey(d)
 			if err != nil {
 				return err
 			}
-			if k == "cache_salt" {
-				if ev.CacheSalt, err = decodeOptString(d); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := d.Skip(); err != nil {
+			salt = k == "cache_salt"
+		}
+		if salt {
+			if ev.CacheSalt, err = decodeOptString(d); err != nil {
 				return err
 			}
+			continue
 		}
-		return nil
-	case isArray(c):
-		n, err := d.DecodeArrayLen()
-		if err != nil {
+		if err := d.Skip(); err != nil {
 			return err
 		}
-		for i := 0; i < n; i++ {
-			if i == 0 {
-				if ev.CacheSalt, err = decodeOptString(d); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := d.Skip(); err != nil {
-				return err
-			}
-		}
-		return nil
 	}
-	return d.Skip()
+	return nil
 }
 
 // check enforces what consumers rely on.

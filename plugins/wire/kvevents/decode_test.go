@@ -81,6 +81,17 @@ func TestDecodeBatchShapes(t *testing.T) {
 			}},
 		},
 		{
+			name: "SGLang metadata as an array (salt first), or a map with other fields",
+			in: []any{2.0, []any{
+				map[string]any{"type": "BlockStored", "block_hashes": []any{uint64(9)}, "token_ids": []any{5}, "block_size": 1, "metadata": []any{"a", 1}},
+				[]any{"BlockStored", []any{uint64(10)}, nil, []any{5}, 1, nil, "GPU", map[string]any{"other": 1, "cache_salt": "b"}},
+			}},
+			want: Batch{TS: 2, Events: []Event{
+				{Kind: KindStored, Hashes: []uint64{9}, Tokens: []uint32{5}, BlockSize: 1, CacheSalt: "a"},
+				{Kind: KindStored, Hashes: []uint64{10}, Tokens: []uint32{5}, BlockSize: 1, Medium: "GPU", CacheSalt: "b"},
+			}},
+		},
+		{
 			name: "map envelope, llm-d-inference-sim's parent 0 means none",
 			in:   map[string]any{"ts": 4.0, "events": []any{[]any{"BlockStored", []any{uint64(1)}, uint64(0), []any{1}, 1}}, "data_parallel_rank": 1},
 			want: Batch{TS: 4, DPRank: 1, HasRank: true, Events: []Event{
