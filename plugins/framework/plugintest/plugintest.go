@@ -1,10 +1,12 @@
-// Package plugintest holds what the plugins' table-driven tests check the same way: an
-// expected configuration error. Only test files import it.
+// Package plugintest holds what the plugins' tests share: the check of an expected
+// configuration error, and attribute fakes. Only test files import it.
 package plugintest
 
 import (
 	"strings"
 	"testing"
+
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 )
 
 // WantErr fails t at once unless err fits want: "" wants no error; any other text wants an
@@ -27,3 +29,16 @@ func WantErr(t testing.TB, err error, want string, naming ...string) (wanted boo
 	}
 	return want != ""
 }
+
+// Attrs is an endpoint's attributes as a test writes them: Get reads them as GIE's scheduling
+// and data-layer endpoints do.
+type Attrs map[string]fwkdl.Cloneable
+
+// Get returns the value under k.
+func (a Attrs) Get(k string) (fwkdl.Cloneable, bool) { v, ok := a[k]; return v, ok }
+
+// Other is a value of no plugin's type, for a test that stores the wrong type under a key.
+type Other struct{}
+
+// Clone implements fwkdl.Cloneable.
+func (Other) Clone() fwkdl.Cloneable { return Other{} }

@@ -3,16 +3,8 @@ package scalar
 import (
 	"testing"
 
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
-
-type attrs map[string]fwkdl.Cloneable
-
-func (a attrs) Get(k string) (fwkdl.Cloneable, bool) { v, ok := a[k]; return v, ok }
-
-type other struct{}
-
-func (other) Clone() fwkdl.Cloneable { return other{} }
 
 func TestRead(t *testing.T) {
 	key := Key("GPUUtilization", "dcgm-extractor")
@@ -26,10 +18,10 @@ func TestRead(t *testing.T) {
 		wantOK bool
 	}{
 		{"nil getter", nil, 0, false},
-		{"absent", attrs{}, 0, false},
-		{"another type", attrs{key: other{}}, 0, false},
-		{"nil value", attrs{key: (*Value)(nil)}, 0, false},
-		{"present", attrs{key: &Value{V: 0.5}}, 0.5, true},
+		{"absent", plugintest.Attrs{}, 0, false},
+		{"another type", plugintest.Attrs{key: plugintest.Other{}}, 0, false},
+		{"nil value", plugintest.Attrs{key: (*Value)(nil)}, 0, false},
+		{"present", plugintest.Attrs{key: &Value{V: 0.5}}, 0.5, true},
 	}
 	for _, tc := range cases {
 		if got, ok := Read(tc.g, key); got != tc.want || ok != tc.wantOK {

@@ -3,16 +3,8 @@ package engineattr
 import (
 	"testing"
 
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
-
-type attrs map[string]fwkdl.Cloneable
-
-func (a attrs) Get(k string) (fwkdl.Cloneable, bool) { v, ok := a[k]; return v, ok }
-
-type other struct{}
-
-func (other) Clone() fwkdl.Cloneable { return other{} }
 
 func TestGet(t *testing.T) {
 	m := &Metrics{Engine: "vllm", Waiting: 3, HasWaiting: true}
@@ -22,9 +14,9 @@ func TestGet(t *testing.T) {
 		want *Metrics
 	}{
 		{name: "no endpoint", ep: nil, want: nil},
-		{name: "not extracted yet", ep: attrs{}, want: nil},
-		{name: "another type under the key", ep: attrs{AttributeKey: other{}}, want: nil},
-		{name: "extracted", ep: attrs{AttributeKey: m}, want: m},
+		{name: "not extracted yet", ep: plugintest.Attrs{}, want: nil},
+		{name: "another type under the key", ep: plugintest.Attrs{AttributeKey: plugintest.Other{}}, want: nil},
+		{name: "extracted", ep: plugintest.Attrs{AttributeKey: m}, want: m},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
