@@ -8,6 +8,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -23,26 +24,18 @@ func ep(name string, v float64) fwksched.Endpoint {
 	return e
 }
 
-func names(eps []fwksched.Endpoint) string {
-	var s []string
-	for _, e := range eps {
-		s = append(s, e.GetMetadata().NamespacedName.Name)
-	}
-	return strings.Join(s, ",")
-}
-
 func TestFilter(t *testing.T) {
 	f, err := Factory("gpu", json.RawMessage(gpuConfig), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := f.(*Filter).Filter(context.Background(), nil, nil, []fwksched.Endpoint{ep("cool", 0.5), ep("edge", 0.9), ep("hot", 0.95), ep("unknown", -1)})
-	if names(got) != "cool,edge,unknown" {
-		t.Fatalf("kept %s", names(got))
+	if plugintest.Names(got) != "cool,edge,unknown" {
+		t.Fatalf("kept %s", plugintest.Names(got))
 	}
 	all := []fwksched.Endpoint{ep("hot", 0.95), ep("hotter", 1)}
-	if got := f.(*Filter).Filter(context.Background(), nil, nil, all); names(got) != "hot,hotter" {
-		t.Fatalf("fallbackOnEmpty: kept %s", names(got))
+	if got := f.(*Filter).Filter(context.Background(), nil, nil, all); plugintest.Names(got) != "hot,hotter" {
+		t.Fatalf("fallbackOnEmpty: kept %s", plugintest.Names(got))
 	}
 }
 

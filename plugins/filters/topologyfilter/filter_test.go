@@ -3,7 +3,6 @@ package topologyfilter
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -27,14 +26,6 @@ func pod(name, host, rack, zone string, load int) fwksched.Endpoint {
 		ep.Put(podmodel.TopologyAttributeKey(""), &podmodel.TopologyAttribute{Topology: podmodel.Topology{Hostname: host, Rack: rack, Zone: zone, Region: "eu"}})
 	}
 	return ep
-}
-
-func names(eps []fwksched.Endpoint) string {
-	var s []string
-	for _, ep := range eps {
-		s = append(s, ep.GetMetadata().NamespacedName.Name)
-	}
-	return strings.Join(s, ",")
 }
 
 func TestFilter(t *testing.T) {
@@ -77,8 +68,8 @@ func TestFilter(t *testing.T) {
 				cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: "decode", Endpoints: []fwksched.Endpoint{tt.peer}})
 			}
 			got := p.(*Filter).Filter(context.Background(), cs, &fwksched.LLMRequest{}, cands(tt.load))
-			if names(got) != tt.want {
-				t.Fatalf("kept %s, want %s", names(got), tt.want)
+			if plugintest.Names(got) != tt.want {
+				t.Fatalf("kept %s, want %s", plugintest.Names(got), tt.want)
 			}
 		})
 	}
@@ -89,8 +80,8 @@ func TestPrefillFirstPeer(t *testing.T) {
 	cs := fwksched.NewCycleState()
 	cs.Write(contract.PrefillResultKey, &contract.StageResult{Profile: "prefill", Endpoints: []fwksched.Endpoint{pod("p", "h2", "r2", "z1", 0)}})
 	got := f.Filter(context.Background(), cs, nil, []fwksched.Endpoint{pod("d1", "h1", "r1", "z1", 0), pod("d2", "h3", "r2", "z1", 0)})
-	if names(got) != "d2" {
-		t.Fatalf("kept %s, want d2 (the prefill pick's rack)", names(got))
+	if plugintest.Names(got) != "d2" {
+		t.Fatalf("kept %s, want d2 (the prefill pick's rack)", plugintest.Names(got))
 	}
 }
 

@@ -1,5 +1,5 @@
 // Package plugintest holds what the plugins' tests share: the check of an expected
-// configuration error, and attribute fakes. Only test files import it.
+// configuration error, attribute fakes and the names of a filter's endpoints. Only test files import it.
 package plugintest
 
 import (
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
 
 // WantErr fails t at once unless err fits want: "" wants no error; any other text wants an
@@ -42,3 +43,13 @@ type Other struct{}
 
 // Clone implements fwkdl.Cloneable.
 func (Other) Clone() fwkdl.Cloneable { return Other{} }
+
+// Names joins the endpoints' names with commas, in order: what a filter kept, as a table
+// test's want column spells it.
+func Names(eps []fwksched.Endpoint) string {
+	s := make([]string, len(eps))
+	for i, ep := range eps {
+		s[i] = ep.GetMetadata().NamespacedName.Name
+	}
+	return strings.Join(s, ",")
+}

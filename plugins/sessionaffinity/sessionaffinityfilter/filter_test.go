@@ -32,14 +32,6 @@ func pods(names string, load int) []fwksched.Endpoint {
 	return eps
 }
 
-func names(eps []fwksched.Endpoint) string {
-	var s []string
-	for _, ep := range eps {
-		s = append(s, ep.GetMetadata().NamespacedName.Name)
-	}
-	return strings.Join(s, ",")
-}
-
 func TestFilter(t *testing.T) {
 	type step struct {
 		headers map[string]string
@@ -91,7 +83,7 @@ func TestFilter(t *testing.T) {
 			for i, st := range tt.steps {
 				req := &fwksched.LLMRequest{RequestId: "r", Headers: st.headers}
 				eps := pods(st.cands, st.load)
-				if got := names(f.Filter(context.Background(), fwksched.NewCycleState(), req, eps)); got != st.want {
+				if got := plugintest.Names(f.Filter(context.Background(), fwksched.NewCycleState(), req, eps)); got != st.want {
 					t.Fatalf("step %d: kept %s, want %s", i, got, st.want)
 				}
 				picked := pod(st.pick, 0)
