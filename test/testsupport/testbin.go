@@ -62,3 +62,24 @@ func Binaries(suite string, binaries ...string) (dir string, cleanup func(), err
 	}
 	return dir, func() { _ = os.RemoveAll(dir) }, nil
 }
+
+// BuiltBinaries returns the directory of make build's binaries (PDGATE_BIN_DIR, else bin/),
+// failing t when one of names is missing there: for suites that hand the directory to
+// something else (pdgate lab) rather than starting the binaries from their TestMain.
+func BuiltBinaries(t testing.TB, names ...string) string {
+	t.Helper()
+	dir := os.Getenv("PDGATE_BIN_DIR")
+	if dir == "" {
+		dir = filepath.Join(RepoRoot(), "bin")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range names {
+		if _, err := os.Stat(filepath.Join(abs, b)); err != nil {
+			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
+		}
+	}
+	return abs
+}

@@ -16,27 +16,13 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate-bench/eppharness"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
-
-// needAssets skips (or fails under CI) without the envtest control plane.
-func needAssets(t *testing.T) {
-	t.Helper()
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets = filepath.Join(root, "bin", "envtest")
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("CI is set but there is no kube-apiserver in %s", assets)
-		}
-		t.Skipf("no kube-apiserver in %s (run hack/build-envtest.sh)", assets)
-	}
-}
 
 // TestHarnessBothKinds starts stock GIE and pdgate's EPP over the same 8 endpoints through one
 // control plane and checks each holds every endpoint, scrapes it, and reports CPU and memory.
 func TestHarnessBothKinds(t *testing.T) {
-	needAssets(t)
+	kubetest.NeedAssets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	hosts, err := eppharness.LoopbackAddresses(8)
@@ -109,7 +95,7 @@ func TestHarnessBothKinds(t *testing.T) {
 // a phase could measure 0 ticks.
 func TestBenchEPPQuick(t *testing.T) {
 	const quickRequests = 400
-	needAssets(t)
+	kubetest.NeedAssets(t)
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

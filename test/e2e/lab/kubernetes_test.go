@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 // `pdgate lab --kubernetes`: the default topology with the EPP in Kubernetes mode against a
@@ -18,16 +20,7 @@ import (
 // lab pods through GIE's Kubernetes-mode endpoint names); the EPP and the sidecars' allow-lists
 // follow the pool through the API.
 func TestLabKubernetes(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		assets, _ = filepath.Abs(filepath.Join(repoRoot, "bin", "envtest"))
-	}
-	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("no envtest control plane in %s (hack/build-envtest.sh): %v", assets, err)
-		}
-		t.Fatalf("CI is set but the envtest control plane is unavailable in %s: %v", assets, err)
-	}
+	assets := kubetest.NeedAssets(t)
 	bin := binDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

@@ -19,24 +19,17 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
-// repoRoot is where config/ and bin/ live (make e2e runs `make build` first).
+// repoRoot is where config/ lives.
 const repoRoot = "../../.."
 
+// binDir is make build's bin/ (make e2e runs `make build` first) with what the lab starts.
 func binDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("PDGATE_BIN_DIR")
-	if dir == "" {
-		dir = filepath.Join(repoRoot, "bin")
-	}
-	abs, _ := filepath.Abs(dir)
-	for _, b := range []string{"pdgate", "sim", "sidecar", "epp", "gateway"} {
-		if _, err := os.Stat(filepath.Join(abs, b)); err != nil {
-			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
-		}
-	}
-	return abs
+	return testsupport.BuiltBinaries(t, "pdgate", "sim", "sidecar", "epp", "gateway")
 }
 
 type summary struct {

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
 // dashboardPanel is the part of a Grafana panel the test reads.
@@ -102,7 +104,7 @@ func knownMetrics(t *testing.T) map[string]bool {
 			return nil
 		})
 	}
-	gie, err := moduleDir("sigs.k8s.io/gateway-api-inference-extension")
+	gie, err := kubetest.GIEDir()
 	if err != nil {
 		t.Fatal(err)
 	}

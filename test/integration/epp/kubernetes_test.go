@@ -2,97 +2,44 @@ package epp
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
-// envtestAssets returns KUBEBUILDER_ASSETS or the repository's bin/envtest (hack/build-envtest.sh).
-func envtestAssets(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		abs, err := filepath.Abs("../../../bin/envtest")
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir = abs
-	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			t.Fatalf("envtest binary %s missing in %s: run `make envtest` (hack/build-envtest.sh): %v", b, dir, err)
-		}
-	}
-	return dir
-}
-
-func gieCRDs(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
-	if err != nil {
-		t.Fatalf("locating the GIE module: %v", err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases")
-}
-
-func setReady(t *testing.T, c client.Client, pod *corev1.Pod, ip string, ready bool) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cur := &corev1.Pod{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
-		t.Fatal(err)
-	}
-	status := corev1.ConditionFalse
-	if ready {
-		status = corev1.ConditionTrue
-	}
-	cur.Status.Phase = corev1.PodRunning
-	cur.Status.PodIP = ip
-	cur.Status.PodIPs = []corev1.PodIP{{IP: ip}}
-	cur.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
-	if err := c.Status().Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestKubernetesModeFollowsPods(t *testing.T) {
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{gieCRDs(t)},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: envtestAssets(t),
-	}
-	cfg, err := env.Start()
+	env, err := kubetest.Start(kubetest.NeedAssets(t))
 	if err != nil {
-		t.Fatalf("starting kube-apiserver + etcd: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := giev1.Install(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := env.Client(clientgoscheme.AddToScheme, giev1.Install)
 	if err != nil {
 		t.Fatal(err)
+	}
+	setReady := func(pod *corev1.Pod, ip string, ready bool) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cur := &corev1.Pod{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pod), cur); err != nil {
+			t.Fatal(err)
+		}
+		cur.Status = kubetest.PodStatus(ip, ready)
+		if err := c.Status().Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -104,15 +51,7 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 	la, lb, port := listenPair(t)
 	fakeVLLM(t, la, 0)
 	fakeVLLM(t, lb, 0)
-	pool := &giev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
-		Spec: giev1.InferencePoolSpec{
-			Selector:          giev1.LabelSelector{MatchLabels: map[giev1.LabelKey]giev1.LabelValue{"app": "vllm"}},
-			TargetPorts:       []giev1.Port{{Number: giev1.PortNumber(port)}},
-			EndpointPickerRef: giev1.EndpointPickerRef{Name: "epp", Port: &giev1.Port{Number: 9002}},
-		},
-	}
-	if err := c.Create(ctx, pool); err != nil {
+	if err := c.Create(ctx, kubetest.InferencePool(ns, "pool", map[string]string{"app": "vllm"}, port)); err != nil {
 		t.Fatal(err)
 	}
 	newPod := func(name string) *corev1.Pod {
@@ -127,12 +66,12 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 		return p
 	}
 	podA, podB := newPod("pod-a"), newPod("pod-b")
-	setReady(t, c, podA, "127.0.0.2", true)
-	setReady(t, c, podB, "127.0.0.3", false)
+	setReady(podA, "127.0.0.2", true)
+	setReady(podB, "127.0.0.3", false)
 
 	o := parseOpts(t, "--pool-name", "pool", "--pool-namespace", ns, "--secure-serving=false",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-endpoint-auth=false", "--decision-trace")
-	o.RestConfig = cfg
+	o.RestConfig = env.Admin
 	o.ManagerOverrides = []func(*ctrl.Options){func(mo *ctrl.Options) {
 		mo.Controller.SkipNameValidation = ptr.To(true)
 		mo.Metrics.BindAddress = "0"
@@ -156,8 +95,8 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 	// Readiness flips: a becomes unready, then b ready. Once b is picked ten times in a row the
 	// EPP has seen both updates (b ready alone could be picked while a's update is still in
 	// flight: CI saw that), and from then on every pick must be b.
-	setReady(t, c, podA, "127.0.0.2", false)
-	setReady(t, c, podB, "127.0.0.3", true)
+	setReady(podA, "127.0.0.2", false)
+	setReady(podB, "127.0.0.3", true)
 	waitOnlyDestination(t, epp, b, 10)
 	for i := 0; i < 5; i++ {
 		if got := exchange(t, epp, nil, completion).set["x-gateway-destination-endpoint"]; got != b {
@@ -182,7 +121,7 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 	}
 
 	// a comes back.
-	setReady(t, c, podA, "127.0.0.2", true)
+	setReady(podA, "127.0.0.2", true)
 	waitDestination(t, epp, a)
 	r := exchange(t, epp, map[string]string{"x-pdgate-trace": "1"}, completion)
 	if got := r.respSet["x-pdgate-decision"]; got != "default=pod-a-rank-0" {

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
@@ -164,15 +163,7 @@ func startKubernetes(t *testing.T, pods []pod) *epp {
 	t.Cleanup(func() {
 		_ = suite.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	pool := &giev1.InferencePool{
-		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
-		Spec: giev1.InferencePoolSpec{
-			Selector:          giev1.LabelSelector{MatchLabels: map[giev1.LabelKey]giev1.LabelValue{"app": "vllm"}},
-			TargetPorts:       []giev1.Port{{Number: giev1.PortNumber(port)}},
-			EndpointPickerRef: giev1.EndpointPickerRef{Name: "epp", Port: &giev1.Port{Number: 9002}},
-		},
-	}
-	if err := suite.Client.Create(ctx, pool); err != nil {
+	if err := suite.Client.Create(ctx, kubetest.InferencePool(ns, "pool", map[string]string{"app": "vllm"}, port)); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {

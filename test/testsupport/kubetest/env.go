@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -50,7 +51,25 @@ func GIEDir() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("locate the GIE module: %w", err)
 	}
-	return strings.TrimSpace(string(out)), nil
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("the GIE module is not in the module cache (run go mod download)")
+	}
+	return dir, nil
+}
+
+// NeedAssets returns the envtest binaries' directory, skipping t when they are missing (or
+// failing it under CI, see Assets).
+func NeedAssets(t testing.TB) string {
+	t.Helper()
+	dir, skip, err := Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
+	}
+	return dir
 }
 
 // Env is a running control plane and its admin clients.

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 )
 
 // RenderChart renders charts/pdgate like `helm install --dry-run` with the values files given
@@ -160,6 +161,23 @@ func (e *Env) SetReady(ctx context.Context, t testing.TB, ns, name string, ready
 	pod.Status = PodStatus(pod.Status.PodIP, ready)
 	if _, err := e.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("pod %s status: %v", name, err)
+	}
+}
+
+// InferencePool is the pool name in ns over the pods matching labels, at targetPort, with its
+// EPP Service "epp" on GIE's port 9002.
+func InferencePool(ns, name string, labels map[string]string, targetPort int) *giev1.InferencePool {
+	sel := map[giev1.LabelKey]giev1.LabelValue{}
+	for k, v := range labels {
+		sel[giev1.LabelKey(k)] = giev1.LabelValue(v)
+	}
+	return &giev1.InferencePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: giev1.InferencePoolSpec{
+			Selector:          giev1.LabelSelector{MatchLabels: sel},
+			TargetPorts:       []giev1.Port{{Number: giev1.PortNumber(targetPort)}},
+			EndpointPickerRef: giev1.EndpointPickerRef{Name: "epp", Port: &giev1.Port{Number: 9002}},
+		},
 	}
 }
 

@@ -90,14 +90,8 @@ func (s *Suite) run(m *testing.M) int {
 		}
 	}()
 	if s.Schemes != nil {
-		scheme := runtime.NewScheme()
-		for _, add := range s.Schemes {
-			if err := add(scheme); err != nil {
-				return fail(err)
-			}
-		}
-		if s.Client, err = client.New(s.Env.Admin, client.Options{Scheme: scheme}); err != nil {
-			return fail(fmt.Errorf("admin client: %w", err))
+		if s.Client, err = s.Env.Client(s.Schemes...); err != nil {
+			return fail(err)
 		}
 	}
 	if s.MastersUser != "" {
@@ -111,6 +105,21 @@ func (s *Suite) run(m *testing.M) int {
 		}
 	}
 	return m.Run()
+}
+
+// Client is an admin controller-runtime client over a scheme of schemes.
+func (e *Env) Client(schemes ...func(*runtime.Scheme) error) (client.Client, error) {
+	scheme := runtime.NewScheme()
+	for _, add := range schemes {
+		if err := add(scheme); err != nil {
+			return nil, fmt.Errorf("admin client scheme: %w", err)
+		}
+	}
+	c, err := client.New(e.Admin, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("admin client: %w", err)
+	}
+	return c, nil
 }
 
 func (s *Suite) mastersKubeconfig(dir string) (string, error) {
