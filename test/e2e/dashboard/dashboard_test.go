@@ -6,7 +6,6 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,6 +18,8 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 const repoRoot = "../../.."
@@ -76,45 +77,12 @@ func prometheusBinary(t *testing.T) string {
 	return p
 }
 
-func binDir(t *testing.T) string {
-	t.Helper()
-	bin := os.Getenv("PDGATE_BIN_DIR")
-	if bin == "" {
-		bin = filepath.Join(repoRoot, "bin")
-	}
-	bin, _ = filepath.Abs(bin)
-	for _, b := range []string{"sim", "sidecar", "epp", "gateway"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
-		}
-	}
-	return bin
-}
-
 // recommendedTopology is the default lab's pods (two P/D rolesets and a combined pod) under
 // config/recommended.yaml: the token-load ledger, remaining-work routing, combined overflow.
 func recommendedTopology(t *testing.T) string {
 	t.Helper()
-	root, _ := filepath.Abs(repoRoot)
-	raw, err := os.ReadFile(filepath.Join(root, lab.DefaultTopology))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(raw), "\n") {
-		switch {
-		case strings.HasPrefix(line, "eppConfig:"):
-			line = "eppConfig: " + filepath.Join(root, "config/recommended.yaml")
-		case strings.HasPrefix(line, "simProfile:"):
-			line = "simProfile: " + filepath.Join(root, "config/lab", strings.TrimSpace(strings.TrimPrefix(line, "simProfile:")))
-		}
-		out = append(out, line)
-	}
-	path := filepath.Join(t.TempDir(), "recommended.yaml")
-	if err := os.WriteFile(path, []byte(strings.Join(out, "\n")), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return labtest.WriteTopology(t, labtest.DefaultTopology(t, map[string]string{
+		"eppConfig": filepath.Join(testsupport.RepoRoot(), "config/recommended.yaml")}))
 }
 
 // failures sends requests that must fail, each with its defined status.
@@ -138,22 +106,9 @@ func failures(t *testing.T, l *lab.Lab) {
 		{"prefill target outside the allow-list", "http://" + sidecar + "/v1/completions", `{"model": "` + model + `", "prompt": "hello", "max_tokens": 4}`,
 			map[string]string{"x-prefiller-host-port": "192.0.2.1:8000"}, http.StatusForbidden},
 	} {
-		req, err := http.NewRequest(http.MethodPost, tc.url, strings.NewReader(tc.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("content-type", "application/json")
-		for k, v := range tc.headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.want {
-			t.Errorf("%s: status %d, want %d", tc.name, resp.StatusCode, tc.want)
+		status, _, _ := testsupport.PostJSON(t, tc.url, tc.headers, tc.body)
+		if status != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.name, status, tc.want)
 		}
 	}
 }
@@ -163,12 +118,7 @@ func TestEveryDashboardQueryReturnsData(t *testing.T) {
 	queries := dashboardQueries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Topology: recommendedTopology(t), BinDir: binDir(t),
-		Dir: t.TempDir(), Subnet: "127.0.47", Port: 0, Prometheus: prom})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Stop()
+	l := labtest.Start(t, lab.Options{Topology: recommendedTopology(t), Subnet: "127.0.47", Prometheus: prom})
 
 	wopts := workload.Options{Model: l.Plan.Topology.Model, Seed: 1, TimeScale: l.Plan.Topology.TimeScale}
 	gen, err := workload.New("mixed", wopts)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 // cluster is a lab plan whose processes this suite starts, kills and restarts one by one
@@ -42,22 +43,11 @@ func topology(t *testing.T, yaml string) *lab.Topology {
 	return topo
 }
 
-// pdTopology is one roleset (prefill-a, decode-a) plus a combined pod on AIBrix's pd
-// strategy, with the token ledger on: the smallest deployment where every fault has
-// somewhere else to go.
+// pdTopology is the default lab's pods (two rolesets of AIBrix's pd strategy plus a combined
+// pod) with the token ledger on: the smallest deployment where every fault has somewhere else
+// to go.
 func pdTopology(t *testing.T, sidecarArgs string) *lab.Topology {
-	return topology(t, `name: faults
-eppConfig: ../aibrix-pd.yaml
-simProfile: ../sim/llama3-8b-h100.yaml
-timeScale: 5
-sidecarArgs: [`+sidecarArgs+`]
-pods:
-- {name: prefill-a, role: prefill, roleset: rs-a, engine: vllm, kvConnector: nixl}
-- {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
-- {name: prefill-b, role: prefill, roleset: rs-b, engine: vllm, kvConnector: nixl}
-- {name: decode-b, role: decode, roleset: rs-b, engine: vllm, kvConnector: nixl}
-- {name: combined, role: combined, engine: vllm, kvConnector: nixl}
-`)
+	return topology(t, labtest.DefaultTopology(t, map[string]string{"name": "faults", "timeScale": "5", "sidecarArgs": "[" + sidecarArgs + "]"}))
 }
 
 // gatewayTimeout bounds every exchange at the gateway in this suite.

@@ -5,17 +5,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
-// startLab runs the default lab topology (AIBrix pd: two rolesets and a combined pod, every
-// decode-capable pod behind a sidecar) with a small EPP body limit.
+// startLab runs one roleset of AIBrix's pd strategy and a combined pod, every decode-capable
+// pod behind a sidecar, with a small EPP body limit.
 func startLab(t *testing.T, subnet string) *lab.Lab {
 	t.Helper()
 	cfg := filepath.Join(repoRoot, "config")
@@ -29,19 +28,7 @@ pods:
 - {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
 - {name: combined, role: combined, engine: vllm, kvConnector: nixl}
 `, cfg, cfg)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "topology.yaml")
-	if err := os.WriteFile(path, []byte(topo), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Topology: path, BinDir: binDir, Dir: filepath.Join(dir, "run"), Subnet: subnet})
-	if err != nil {
-		t.Fatalf("lab: %v", err)
-	}
-	t.Cleanup(l.Stop)
-	return l
+	return labtest.Start(t, lab.Options{Topology: labtest.WriteTopology(t, topo), BinDir: binDir, Subnet: subnet})
 }
 
 // sidecarRejections sums every sidecar's allow-list rejections.

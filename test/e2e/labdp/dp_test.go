@@ -5,12 +5,10 @@ package labdp
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,36 +18,14 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 const repoRoot = "../../.."
 
-func binDir(t *testing.T) string {
-	t.Helper()
-	dir := os.Getenv("PDGATE_BIN_DIR")
-	if dir == "" {
-		dir = filepath.Join(repoRoot, "bin")
-	}
-	abs, _ := filepath.Abs(dir)
-	for _, b := range []string{"sim", "sidecar", "epp", "gateway"} {
-		if _, err := os.Stat(filepath.Join(abs, b)); err != nil {
-			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
-		}
-	}
-	return abs
-}
-
 func startLab(t *testing.T, topology, subnet string) *lab.Lab {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Topology: filepath.Join(repoRoot, topology), BinDir: binDir(t),
-		Dir: t.TempDir(), Subnet: subnet, Port: 0, Out: io.Discard, Err: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Stop)
-	return l
+	return labtest.Start(t, lab.Options{Topology: filepath.Join(repoRoot, topology), Subnet: subnet, Out: io.Discard, Err: io.Discard})
 }
 
 // leg is one request's evidence: the endpoint the EPP named for a stage and the rank that

@@ -8,11 +8,8 @@ package openaierrors
 import (
 	"context"
 	"errors"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +19,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 var (
@@ -38,86 +36,37 @@ const (
 	bodyLimit = 64 << 10 // the EPP's --max-request-body-bytes here
 )
 
-// start lays out one prefill and one decode pod (llm-d's P/D config, whose prefix-based
-// decider also gates Prefer: if-available) and starts every process; it returns the gateway's
-// base URL once a request went through.
+// start runs a lab of one prefill and one decode pod (llm-d's P/D config, whose prefix-based
+// decider also gates Prefer: if-available) and returns the gateway's base URL once a request
+// went through.
 func start(t *testing.T) string {
 	t.Helper()
-	topo, err := lab.ParseTopology([]byte(`name: openai-errors
-eppConfig: epp/pd.yaml
-simProfile: ../sim/llama3-8b-h100.yaml
+	cfg := filepath.Join(repoRoot, "config")
+	topo := labtest.WriteTopology(t, `name: openai-errors
+eppConfig: `+cfg+`/lab/epp/pd.yaml
+simProfile: `+cfg+`/sim/llama3-8b-h100.yaml
 timeScale: 20
 model: `+model+`
+eppArgs: ["--max-request-body-bytes=65536"]
 sidecarArgs: ["--prefill-failure-policy=fail-fast", "--decode-response-timeout=2s"]
 pods:
 - {name: prefill-a, role: prefill, roleset: rs-a, engine: vllm, kvConnector: nixl}
 - {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
-`), filepath.Join(repoRoot, "config", "lab"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	plan, err := lab.NewPlan(topo, lab.PlanOptions{Subnet: "127.0.83", Dir: dir, BinDir: binDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.CheckPorts(); err != nil {
-		t.Skipf("lab ports busy: %v", err)
-	}
-	endpoints, err := plan.WriteFiles()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range plan.Procs(endpoints) {
-		if s.Name == "epp" {
-			s.Args = append(s.Args, "--max-request-body-bytes", "65536")
-		}
-		f, err := os.Create(filepath.Join(dir, s.Name+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(s.Binary, s.Args...)
-		cmd.Env = append(os.Environ(), s.Env...)
-		cmd.Stdout, cmd.Stderr = f, f
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		name := s.Name
-		t.Cleanup(func() {
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			_ = cmd.Wait()
-			f.Close()
-			if t.Failed() {
-				b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
-				lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-				if len(lines) > 10 {
-					lines = lines[len(lines)-10:]
-				}
-				t.Logf("--- %s\n%s", name, strings.Join(lines, "\n"))
-			}
-		})
-	}
-	url := "http://" + plan.GatewayAddr
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	c := client(url)
-	for {
-		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("hi")}, MaxTokens: openai.Int(1)})
-		if err == nil {
-			return url
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("no 200 through the gateway: %v", err)
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+`)
+	return labtest.Start(t, lab.Options{Topology: topo, BinDir: binDir, Subnet: "127.0.83"}).URL
 }
 
 func client(url string) openai.Client {
 	return openai.NewClient(option.WithBaseURL(url+"/v1/"), option.WithAPIKey("none"), option.WithMaxRetries(0))
+}
+
+// completion is a call of the completions API for prompt with the request options given.
+func completion(c openai.Client, prompt string, maxTokens int64, opts ...option.RequestOption) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)}, MaxTokens: openai.Int(maxTokens)}, opts...)
+		return err
+	}
 }
 
 func TestSDKReadsPdgateErrors(t *testing.T) {
@@ -148,46 +97,22 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 			wantStatus: 404, wantType: "NotFoundError", wantParam: "model", wantMsg: "The model `no-such-model` does not exist.",
 			wantHeader: [2]string{protocol.HeaderErrorCause, protocol.CauseModelNotFound}},
 		{name: "Prefer: if-available with nothing cached: the EPP's 412",
-			call: func(ctx context.Context) error {
-				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(long)}, MaxTokens: openai.Int(1)},
-					option.WithHeader("Prefer", "if-available"))
-				return err
-			},
+			call:       completion(c, long, 1, option.WithHeader("Prefer", "if-available")),
 			wantStatus: 412, wantType: "invalid_request_error", wantMsg: protocol.ConditionalDecodeMessage},
 		{name: "a body over the EPP's limit: 413",
-			call: func(ctx context.Context) error {
-				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(strings.Repeat("a", bodyLimit+1))}, MaxTokens: openai.Int(1)})
-				return err
-			},
+			call:       completion(c, strings.Repeat("a", bodyLimit+1), 1),
 			wantStatus: 413, wantType: "invalid_request_error", wantMsg: "exceeds the EPP limit of 65536 bytes"},
 		// The sidecar's own answers (the simulator injects the fault the x-sim-fault header names).
 		{name: "a failed prefill leg under fail-fast: the sidecar's 500",
-			call: func(ctx context.Context) error {
-				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(long + " prefill-fail")}, MaxTokens: openai.Int(1)},
-					option.WithHeader("x-sim-fault", "prefill-fail"))
-				return err
-			},
+			call:       completion(c, long+" prefill-fail", 1, option.WithHeader("x-sim-fault", "prefill-fail")),
 			wantStatus: 500, wantType: "InternalServerError", wantMsg: "prefill request failed",
 			wantHeader: [2]string{protocol.HeaderErrorPrefill, "true"}, sidecar: true},
 		{name: "a decode engine that drops the connection: the sidecar's 502",
-			call: func(ctx context.Context) error {
-				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("drop")}, MaxTokens: openai.Int(4)},
-					option.WithHeader("x-sim-fault", "drop-connection"))
-				return err
-			},
+			call:       completion(c, "drop", 4, option.WithHeader("x-sim-fault", "drop-connection")),
 			wantStatus: 502, wantType: "InternalServerError", wantMsg: "decode leg failed",
 			wantHeader: [2]string{protocol.HeaderErrorDecode, "true"}, sidecar: true},
 		{name: "a decode engine past the response timeout: the sidecar's 504",
-			call: func(ctx context.Context) error {
-				_, err := c.Completions.New(ctx, openai.CompletionNewParams{Model: model,
-					Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("hang")}, MaxTokens: openai.Int(4)},
-					option.WithHeader("x-sim-fault", "hang-first-token"))
-				return err
-			},
+			call:       completion(c, "hang", 4, option.WithHeader("x-sim-fault", "hang-first-token")),
 			wantStatus: 504, wantType: "GatewayTimeoutError", wantMsg: "decode engine did not",
 			wantHeader: [2]string{protocol.HeaderErrorDecode, "true"}, sidecar: true},
 	}

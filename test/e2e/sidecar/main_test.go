@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -20,32 +19,9 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
-var binDir string
+var binDir, repoRoot string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pdgate-sidecar-e2e")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..")
-	for _, b := range []string{"sidecar", "sim"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b), "./cmd/"+b)
-		cmd.Dir = root
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", b, err)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// freePort asks the kernel for an unused loopback port.
+func TestMain(m *testing.M) { testsupport.Main(m, "sidecar-e2e", &binDir, &repoRoot, "sidecar", "sim") }
 
 // start runs a binary until the test ends and waits for its health URL.
 func start(t *testing.T, name string, health string, args ...string) {

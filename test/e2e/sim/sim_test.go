@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -18,29 +17,16 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
-var simBin string
+var binDir, repoRoot string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "sim-e2e")
-	if err != nil {
-		panic(err)
-	}
-	simBin = filepath.Join(dir, "sim")
-	if out, err := exec.Command("go", "build", "-o", simBin, "github.com/pdgate/pdgate/cmd/sim").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build sim: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testsupport.Main(m, "sim-e2e", &binDir, &repoRoot, "sim") }
 
 var addrRE = regexp.MustCompile(`"addr":"([0-9.]+:[0-9]+)"`)
 
 // startSim runs one simulator process on a free port and returns its address.
 func startSim(t *testing.T, args ...string) (string, *exec.Cmd) {
 	t.Helper()
-	cmd := exec.Command(simBin, append([]string{"--port", "0", "--time-scale", "100"}, args...)...)
+	cmd := exec.Command(filepath.Join(binDir, "sim"), append([]string{"--port", "0", "--time-scale", "100"}, args...)...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

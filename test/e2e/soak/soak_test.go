@@ -1,12 +1,10 @@
 package soak
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 // faults are injected per request through x-sim-fault (honoured by every simulator the
@@ -172,32 +171,9 @@ func TestSoak(t *testing.T) {
 // well within requestBound).
 func startLab(t *testing.T) *lab.Lab {
 	t.Helper()
-	cfg := filepath.Join(repoRoot, "config")
-	topo := fmt.Sprintf(`name: soak
-eppConfig: %[1]s/aibrix-pd.yaml
-simProfile: %[1]s/sim/llama3-8b-h100.yaml
-timeScale: 5
-sidecarArgs: ["--decode-first-response-timeout=3s", "--decode-stream-idle-timeout=3s", "--decode-response-timeout=8s", "--prefill-timeout=8s"]
-pods:
-- {name: prefill-a, role: prefill, roleset: rs-a, engine: vllm, kvConnector: nixl}
-- {name: decode-a, role: decode, roleset: rs-a, engine: vllm, kvConnector: nixl}
-- {name: prefill-b, role: prefill, roleset: rs-b, engine: vllm, kvConnector: nixl}
-- {name: decode-b, role: decode, roleset: rs-b, engine: vllm, kvConnector: nixl}
-- {name: combined, role: combined, engine: vllm, kvConnector: nixl}
-`, cfg)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "topology.yaml")
-	if err := os.WriteFile(path, []byte(topo), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Topology: path, BinDir: binDir, Dir: filepath.Join(dir, "run"), Subnet: "127.0.96"})
-	if err != nil {
-		t.Fatalf("lab: %v", err)
-	}
-	t.Cleanup(l.Stop)
-	return l
+	topo := labtest.DefaultTopology(t, map[string]string{"name": "soak", "timeScale": "5",
+		"sidecarArgs": `["--decode-first-response-timeout=3s", "--decode-stream-idle-timeout=3s", "--decode-response-timeout=8s", "--prefill-timeout=8s"]`})
+	return labtest.Start(t, lab.Options{Topology: labtest.WriteTopology(t, topo), BinDir: binDir, Subnet: "127.0.96"})
 }
 
 func metricsURLs(l *lab.Lab) map[string]string {

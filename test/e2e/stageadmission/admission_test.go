@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -26,6 +25,8 @@ import (
 	"github.com/openai/openai-go/option"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport/kubetest"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 const repoRoot = "../../.."
@@ -35,31 +36,6 @@ const (
 	queueDepthThreshold  = 5.0
 	kvCacheUtilThreshold = 0.8
 )
-
-func assets(t *testing.T) (bin, kube string) {
-	t.Helper()
-	bin = os.Getenv("PDGATE_BIN_DIR")
-	if bin == "" {
-		bin = filepath.Join(repoRoot, "bin")
-	}
-	bin, _ = filepath.Abs(bin)
-	for _, b := range []string{"sim", "sidecar", "epp", "gateway"} {
-		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
-			t.Fatalf("%s: %v (run `make build`, or set PDGATE_BIN_DIR)", b, err)
-		}
-	}
-	kube = os.Getenv("KUBEBUILDER_ASSETS")
-	if kube == "" {
-		kube, _ = filepath.Abs(filepath.Join(repoRoot, "bin", "envtest"))
-	}
-	if _, err := os.Stat(filepath.Join(kube, "kube-apiserver")); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skipf("no envtest control plane in %s (hack/build-envtest.sh): %v", kube, err)
-		}
-		t.Fatalf("CI is set but the envtest control plane is unavailable in %s: %v", kube, err)
-	}
-	return bin, kube
-}
 
 // class is one traffic class's tally.
 type class struct {
@@ -162,16 +138,9 @@ func utilization(waiting, kv float64) float64 {
 // for the whole pool, computed here from the same scrapes) treats both classes alike: it
 // sheds both or neither at any moment.
 func TestPrefillOverloadShedsLongKeepsDecodeOnly(t *testing.T) {
-	bin, kube := assets(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	l, err := lab.Start(ctx, lab.Options{Topology: filepath.Join(repoRoot, "config/lab/admission/stage-admission.yaml"),
-		BinDir: bin, Dir: t.TempDir(), Subnet: "127.0.74", Port: 0, Kubernetes: true, KubeAssets: kube,
+	l := labtest.Start(t, lab.Options{Topology: filepath.Join(repoRoot, "config/lab/admission/stage-admission.yaml"),
+		Subnet: "127.0.74", Kubernetes: true, KubeAssets: kubetest.NeedAssets(t),
 		ReadyTimeout: 2 * time.Minute, Out: io.Discard, Err: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Stop()
 	client := &http.Client{Timeout: time.Minute}
 	model := l.Plan.Topology.Model
 	long, short := &class{statuses: map[int]int{}, reasons: map[string]int{}}, &class{statuses: map[int]int{}, reasons: map[string]int{}}
