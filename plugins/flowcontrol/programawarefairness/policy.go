@@ -366,18 +366,7 @@ func (p *Policy) Attained(id string) float64 {
 	return pr.service
 }
 
-func (p *Policy) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(p.cfg.Sweep)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.Sweep()
-		}
-	}
-}
+func (p *Policy) sweepLoop(ctx context.Context) { pluginkit.Every(ctx, p.cfg.Sweep, p.Sweep) }
 
 // Sweep forgets programs with nothing in flight and no completion or dispatch within the
 // eviction TTL, with their metric series.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
@@ -81,22 +82,15 @@ func (t *Tracker) Sweep() SweepResult {
 
 // runJanitor sweeps every JanitorIntervalSeconds until ctx ends.
 func (t *Tracker) runJanitor(ctx context.Context) {
-	tk := time.NewTicker(time.Duration(t.p.JanitorIntervalSeconds) * time.Second)
-	defer tk.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tk.C:
-			if t.external.Load() {
-				continue // SetClock: swept on the clock's owner's time
-			}
-			if r := t.Sweep(); r != (SweepResult{}) {
-				t.log.V(1).Info("Token-load janitor pass", "forceReleased", r.ForceReleased, "unconfirmed", r.Unconfirmed,
-					"sessionsExpired", r.SessionsExpired, "podsPruned", r.PodsPruned)
-			}
+	pluginkit.Every(ctx, time.Duration(t.p.JanitorIntervalSeconds)*time.Second, func() {
+		if t.external.Load() {
+			return // SetClock: swept on the clock's owner's time
 		}
-	}
+		if r := t.Sweep(); r != (SweepResult{}) {
+			t.log.V(1).Info("Token-load janitor pass", "forceReleased", r.ForceReleased, "unconfirmed", r.Unconfirmed,
+				"sessionsExpired", r.SessionsExpired, "podsPruned", r.PodsPruned)
+		}
+	})
 }
 
 // PodSnapshot is one pod's ledger state.

@@ -17,6 +17,7 @@ import (
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -117,16 +118,7 @@ func (a *Affinity) Table() *Table { return a.table }
 func (a *Affinity) Start(ctx context.Context) {
 	go func() {
 		defer close(a.done)
-		t := time.NewTicker(a.cfg.Sweep)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				a.Sweep(a.now())
-			}
-		}
+		pluginkit.Every(ctx, a.cfg.Sweep, func() { a.Sweep(a.now()) })
 	}()
 }
 
