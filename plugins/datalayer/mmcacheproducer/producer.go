@@ -7,7 +7,6 @@
 package mmcacheproducer
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
+	"github.com/pdgate/pdgate/plugins/internal/lru"
 )
 
 // Type is the plugin type name.
@@ -59,25 +59,6 @@ func ParseParameters(name string, raw json.RawMessage, warn func(msg string)) (i
 	return max(1, mb/2), nil
 }
 
-type lru struct {
-	cap   int
-	order *list.List // front = most recent
-	items map[string]*list.Element
-}
-
-func (l *lru) add(h string) {
-	if e, ok := l.items[h]; ok {
-		l.order.MoveToFront(e)
-		return
-	}
-	l.items[h] = l.order.PushFront(h)
-	for l.order.Len() > l.cap {
-		old := l.order.Back()
-		l.order.Remove(old)
-		delete(l.items, old.Value.(string))
-	}
-}
-
 // maxEndpoints bounds the endpoints tracked (departed endpoints are not swept individually).
 const maxEndpoints = 8192
 
@@ -88,7 +69,7 @@ type Producer struct {
 	key string
 
 	mu    sync.Mutex
-	cache map[string]*lru // endpoint → items
+	cache map[string]*lru.Set // endpoint → items
 }
 
 var (
@@ -110,7 +91,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 // New builds the producer with capacity entries per endpoint.
 func New(name string, capacity int) *Producer {
 	tn := pluginkit.TypedName(Type, name)
-	return &Producer{tn: tn, cap: capacity, key: encodercache.Key(tn.Name), cache: map[string]*lru{}}
+	return &Producer{tn: tn, cap: capacity, key: encodercache.Key(tn.Name), cache: map[string]*lru.Set{}}
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -152,7 +133,7 @@ func (p *Producer) PrepareRequestData(_ context.Context, req *fwksched.LLMReques
 		matched := 0
 		if l := p.cache[ep.GetMetadata().NamespacedName.String()]; l != nil {
 			for _, h := range items {
-				if _, ok := l.items[h]; ok {
+				if l.Has(h) {
 					matched++
 				}
 			}
@@ -181,11 +162,11 @@ func (p *Producer) PreRequest(_ context.Context, req *fwksched.LLMRequest, resul
 			if len(p.cache) >= maxEndpoints { // endpoints churned away: start over
 				clear(p.cache)
 			}
-			l = &lru{cap: p.cap, order: list.New(), items: map[string]*list.Element{}}
+			l = lru.New(p.cap)
 			p.cache[k] = l
 		}
 		for _, h := range items {
-			l.add(h)
+			l.Touch(h)
 		}
 	}
 }

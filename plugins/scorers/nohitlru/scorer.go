@@ -5,7 +5,6 @@
 package nohitlru
 
 import (
-	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/internal/lru"
 )
 
 // Type is the plugin type name.
@@ -37,12 +37,10 @@ type Parameters struct {
 
 // Scorer is no-hit-lru-scorer.
 type Scorer struct {
-	tn   fwkplugin.TypedName
-	size int
+	tn fwkplugin.TypedName
 
-	mu    sync.Mutex
-	order *list.List // front = most recent cold assignment
-	items map[string]*list.Element
+	mu     sync.Mutex
+	recent *lru.Set // the cold assignments' endpoints, most recent first
 }
 
 var (
@@ -64,7 +62,7 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 
 // New builds the scorer.
 func New(name string, size int) *Scorer {
-	return &Scorer{tn: pluginkit.TypedName(Type, name), size: size, order: list.New(), items: map[string]*list.Element{}}
+	return &Scorer{tn: pluginkit.TypedName(Type, name), recent: lru.New(size)}
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -100,8 +98,8 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, _ *fwksched.LL
 	defer s.mu.Unlock()
 	rank := map[string]int{}
 	i := 0
-	for e := s.order.Front(); e != nil; e = e.Next() {
-		rank[e.Value.(string)] = i
+	for k := range s.recent.Recent() {
+		rank[k] = i
 		i++
 	}
 	n := float64(max(i, 1))
@@ -134,14 +132,5 @@ func (s *Scorer) PreRequest(_ context.Context, _ *fwksched.LLMRequest, result *f
 	k := ep.GetMetadata().NamespacedName.String()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.items[k]; ok {
-		s.order.MoveToFront(e)
-		return
-	}
-	s.items[k] = s.order.PushFront(k)
-	for s.order.Len() > s.size {
-		old := s.order.Back()
-		s.order.Remove(old)
-		delete(s.items, old.Value.(string))
-	}
+	s.recent.Touch(k)
 }
