@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"container/list"
+	"slices"
 	"strings"
 	"sync"
 
@@ -258,7 +259,7 @@ func (ix *Index) store(s *source, ev *kvwire.Event) {
 			keys[j] = parent
 		}
 		if old := s.blocks[h]; old != nil {
-			if equalKeys(old.keys, keys) {
+			if slices.Equal(old.keys, keys) {
 				s.lru.MoveToFront(old.elem)
 				ix.addTier(s, old, bit)
 				continue
@@ -274,18 +275,6 @@ func (ix *Index) store(s *source, ev *kvwire.Event) {
 			ix.evictOldest(s)
 		}
 	}
-}
-
-func equalKeys(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func (ix *Index) evictOldest(s *source) {

@@ -1,6 +1,7 @@
 package bucketplanner
 
 import (
+	"slices"
 	"sort"
 )
 
@@ -46,25 +47,13 @@ func segments(groups []Group) []segment {
 		if len(cover) == 0 {
 			continue
 		}
-		if n := len(out); n > 0 && out[n-1].max+1 == lo && sameCover(out[n-1].cover, cover) {
+		if n := len(out); n > 0 && out[n-1].max+1 == lo && slices.Equal(out[n-1].cover, cover) {
 			out[n-1].max = hi
 			continue
 		}
 		out = append(out, segment{min: lo, max: hi, cover: cover})
 	}
 	return out
-}
-
-func sameCover(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // Compute returns the bands for groups under the histogram vector (weights or masses).
