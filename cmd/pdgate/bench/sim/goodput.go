@@ -370,51 +370,35 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	}
 	results := make([]GoodputCell, len(jobs))
 	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	start := time.Now()
-	for range max(1, min(o.Parallel, len(jobs))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				results[i], errs[i] = sweepCell(ctx, o, prof, rows, j.wl, j.cell, func(p GoodputPoint) {
-					mu.Lock()
-					defer mu.Unlock()
-					var att []string
-					for _, s := range j.wl.SLOs {
-						att = append(att, fmt.Sprintf("%s %.3f", s.Name, p.Attainment[s.Name]))
-					}
-					fmt.Fprintf(w, "  %-9s %-36s %6.2f req/s/GPU  attainment %s  TTFT p99 %.0f ms  TPOT p99 %.1f ms  prefill legs %.0f %%  wall %.1f s\n",
-						j.wl.Name, j.cell.Name(), p.RatePerGPU, strings.Join(att, ", "), p.TTFT.P99, p.TPOT.P99, 100*p.PrefillShare, p.WallSeconds)
-				})
-				if errs[i] != nil {
-					results[i].Error = errs[i].Error()
-					mu.Lock()
-					fmt.Fprintf(w, "%s %s: FAILED: %v\n", j.wl.Name, j.cell.Name(), errs[i])
-					mu.Unlock()
-				} else {
-					mu.Lock()
-					var mr []string
-					for _, s := range j.wl.SLOs {
-						mr = append(mr, fmt.Sprintf("%s %s", s.Name, results[i].MaxRate[s.Name]))
-					}
-					fmt.Fprintf(w, "%s %s: goodput (req/s per GPU at ≥ %.0f %% attainment): %s\n", j.wl.Name, j.cell.Name(), 100*o.Target, strings.Join(mr, ", "))
-					mu.Unlock()
-				}
+	forEachParallel(ctx, o.Parallel, len(jobs), func(i int) {
+		j := jobs[i]
+		results[i], errs[i] = sweepCell(ctx, o, prof, rows, j.wl, j.cell, func(p GoodputPoint) {
+			mu.Lock()
+			defer mu.Unlock()
+			var att []string
+			for _, s := range j.wl.SLOs {
+				att = append(att, fmt.Sprintf("%s %.3f", s.Name, p.Attainment[s.Name]))
 			}
-		}()
-	}
-	for i := range jobs {
-		if ctx.Err() != nil {
-			break
+			fmt.Fprintf(w, "  %-9s %-36s %6.2f req/s/GPU  attainment %s  TTFT p99 %.0f ms  TPOT p99 %.1f ms  prefill legs %.0f %%  wall %.1f s\n",
+				j.wl.Name, j.cell.Name(), p.RatePerGPU, strings.Join(att, ", "), p.TTFT.P99, p.TPOT.P99, 100*p.PrefillShare, p.WallSeconds)
+		})
+		if errs[i] != nil {
+			results[i].Error = errs[i].Error()
+			mu.Lock()
+			fmt.Fprintf(w, "%s %s: FAILED: %v\n", j.wl.Name, j.cell.Name(), errs[i])
+			mu.Unlock()
+		} else {
+			mu.Lock()
+			var mr []string
+			for _, s := range j.wl.SLOs {
+				mr = append(mr, fmt.Sprintf("%s %s", s.Name, results[i].MaxRate[s.Name]))
+			}
+			fmt.Fprintf(w, "%s %s: goodput (req/s per GPU at ≥ %.0f %% attainment): %s\n", j.wl.Name, j.cell.Name(), 100*o.Target, strings.Join(mr, ", "))
+			mu.Unlock()
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
+	})
 	if err := ctx.Err(); err != nil {
 		return err
 	}
