@@ -1,7 +1,9 @@
 package prefixproducer
 
 import (
+	"maps"
 	"math/bits"
+	"slices"
 	"sync"
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -184,11 +186,7 @@ func (x *index) removePod(s serverID) {
 func (x *index) pods() []serverID {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make([]serverID, 0, len(x.servers))
-	for s := range x.servers {
-		out = append(out, s)
-	}
-	return out
+	return slices.Collect(maps.Keys(x.servers))
 }
 
 // size is the total number of entries over all servers' LRUs.

@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"container/list"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -489,11 +490,7 @@ func (ix *Index) Holds(src SourceKey) int {
 func (ix *Index) Sources() []SourceKey {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	out := make([]SourceKey, 0, len(ix.srcs))
-	for k := range ix.srcs {
-		out = append(out, k)
-	}
-	return out
+	return slices.Collect(maps.Keys(ix.srcs))
 }
 
 // EndpointOf returns the endpoint part of a topic "kv@<endpoint>@<model>" (the whole topic
