@@ -37,6 +37,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/precise/precisescorer"
 	"github.com/pdgate/pdgate/plugins/profile/dataparallelprofile"
 	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
+	"github.com/pdgate/pdgate/plugins/profile/headerprofile"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/disaggheaders"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/probabilisticadmitter"
@@ -79,6 +80,8 @@ var registrations = []registration{
 	{typeName: rolefilter.EncodeType, factory: rolefilter.EncodeFactory},
 	{typeName: endpointattrfilter.Type, factory: endpointattrfilter.Factory},
 	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
+	{typeName: headerprofile.PhaseType, factory: headerprofile.PhaseFactory},
+	{typeName: headerprofile.Type, factory: headerprofile.Factory},
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},

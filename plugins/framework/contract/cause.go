@@ -23,6 +23,9 @@ const (
 	CauseBadProfile Cause = "bad_profile"
 	// CauseUnknownStrategy: a routing strategy pdgate does not implement (400).
 	CauseUnknownStrategy Cause = "unknown_strategy"
+	// CauseUnknownProfile: the request names a scheduling profile the config does not have
+	// (header-profile-handler; 400).
+	CauseUnknownProfile Cause = "unknown_profile"
 	// CauseBodyTooLarge: the request body exceeds the EPP's limit (413).
 	CauseBodyTooLarge Cause = "body_too_large"
 	// CauseModelNotFound: every endpoint of the pool declares the models it serves and none
