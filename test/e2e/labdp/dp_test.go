@@ -101,27 +101,7 @@ func rankOf(endpoint string) int {
 // decode ran on the rank its prefill reported, and the EPP used more than one rank (so a
 // sidecar ignoring the rank, which always decodes on rank 0, fails).
 func TestDecodeOnThePrefillsRank(t *testing.T) {
-	l := startLab(t, "config/lab/dp.yaml", "127.0.72")
-	legs := drive(t, l, 48)
-	ranks := map[int]int{}
-	for i, g := range legs {
-		if g.status != http.StatusOK {
-			t.Fatalf("request %d: status %d (%s) %s", i, g.status, g.decision, g.requestBody)
-		}
-		prefill := stagePick(g.decision, "prefill")
-		pr := rankOf(prefill)
-		if pr < 0 || !strings.HasPrefix(prefill, "prefill-0-rank-") {
-			t.Fatalf("request %d: decision %q names no prefill rank endpoint", i, g.decision)
-		}
-		if g.decodeRank != strconv.Itoa(pr) {
-			t.Errorf("request %d: prefill on rank %d (%s), decode on rank %q", i, pr, prefill, g.decodeRank)
-		}
-		ranks[pr]++
-	}
-	t.Logf("prefill (= decode) ranks used: %v", ranks)
-	if len(ranks) < 2 {
-		t.Errorf("the EPP used only ranks %v of 4: the test would not tell a pinned decode from rank 0", ranks)
-	}
+	servedOnPickedRank(t, startLab(t, "config/lab/dp.yaml", "127.0.72"), "prefill", "prefill-0-rank-")
 }
 
 // config/lab/dp-handler.yaml: llm-d's dp-epp-config.yaml unchanged; the EPP picks a rank
@@ -129,25 +109,31 @@ func TestDecodeOnThePrefillsRank(t *testing.T) {
 // sidecar's primary port and names the rank in x-data-parallel-host-port; the sidecar
 // dispatches to that rank's engine.
 func TestDataParallelProfileHandlerRank(t *testing.T) {
-	l := startLab(t, "config/lab/dp-handler.yaml", "127.0.73")
-	legs := drive(t, l, 48)
+	servedOnPickedRank(t, startLab(t, "config/lab/dp-handler.yaml", "127.0.73"), "default", "combined-0-rank-")
+}
+
+// servedOnPickedRank drives requests through l and checks that every one was decoded on the
+// rank of the endpoint (named endpointPrefix<rank>) the EPP picked for stage, and that the
+// EPP picked more than one rank: on rank 0 alone a sidecar ignoring the rank would pass.
+func servedOnPickedRank(t *testing.T, l *lab.Lab, stage, endpointPrefix string) {
+	t.Helper()
 	ranks := map[int]int{}
-	for i, g := range legs {
+	for i, g := range drive(t, l, 48) {
 		if g.status != http.StatusOK {
 			t.Fatalf("request %d: status %d (%s) %s", i, g.status, g.decision, g.requestBody)
 		}
-		ep := stagePick(g.decision, "default")
+		ep := stagePick(g.decision, stage)
 		r := rankOf(ep)
-		if r < 0 || !strings.HasPrefix(ep, "combined-0-rank-") {
-			t.Fatalf("request %d: decision %q names no rank endpoint", i, g.decision)
+		if r < 0 || !strings.HasPrefix(ep, endpointPrefix) {
+			t.Fatalf("request %d: decision %q names no %s rank endpoint", i, g.decision, stage)
 		}
 		if g.decodeRank != strconv.Itoa(r) {
-			t.Errorf("request %d: EPP picked rank %d (%s), served by rank %q", i, r, ep, g.decodeRank)
+			t.Errorf("request %d: EPP picked %s rank %d (%s), decoded on rank %q", i, stage, r, ep, g.decodeRank)
 		}
 		ranks[r]++
 	}
-	t.Logf("ranks picked (= served): %v", ranks)
+	t.Logf("%s ranks picked (= decoded on): %v", stage, ranks)
 	if len(ranks) < 2 {
-		t.Errorf("the EPP picked only ranks %v of 4", ranks)
+		t.Errorf("the EPP picked only %s ranks %v of 4: the test would not tell a pinned decode from rank 0", stage, ranks)
 	}
 }

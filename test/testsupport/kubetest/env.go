@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -56,20 +55,6 @@ func GIEDir() (string, error) {
 		return "", fmt.Errorf("the GIE module is not in the module cache (run go mod download)")
 	}
 	return dir, nil
-}
-
-// NeedAssets returns the envtest binaries' directory, skipping t when they are missing (or
-// failing it under CI, see Assets).
-func NeedAssets(t testing.TB) string {
-	t.Helper()
-	dir, skip, err := Assets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if skip != "" {
-		t.Skip(skip)
-	}
-	return dir
 }
 
 // Env is a running control plane and its admin clients.

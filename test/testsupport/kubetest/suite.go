@@ -49,6 +49,20 @@ func Main(m *testing.M, s *Suite) {
 	os.Exit(s.run(m))
 }
 
+// NeedAssets returns the envtest binaries' directory, skipping t when they are missing (or
+// failing it under CI, see Assets).
+func NeedAssets(t testing.TB) string {
+	t.Helper()
+	dir, skip, err := Assets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if skip != "" {
+		t.Skip(skip)
+	}
+	return dir
+}
+
 // NeedControlPlane skips t when the control plane is missing.
 func (s *Suite) NeedControlPlane(t testing.TB) {
 	t.Helper()
