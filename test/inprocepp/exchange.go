@@ -1,12 +1,11 @@
 package inprocepp
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 // Answer is what the EPP told the gateway about one request.
@@ -25,23 +24,9 @@ type Answer struct {
 // EPP's end-of-request hooks. Header names in Set and Removed are lower case. The stream is
 // bounded by timeout.
 func (e *EPP) Open(path string, headers map[string]string, body string, timeout time.Duration) (Answer, func(), error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	s, err := extprocclient.New(extprocclient.Options{}, e.Client).Open(ctx)
+	r, _, done, err := eppclient.Open(extprocclient.New(extprocclient.Options{}, e.Client), path, headers, []byte(body), timeout)
 	if err != nil {
-		cancel()
-		return Answer{}, func() {}, err
-	}
-	done := func() {
-		s.Close()
-		cancel()
-	}
-	h := map[string]string{":path": path, ":method": "POST", "content-type": "application/json"}
-	for k, v := range headers {
-		h[k] = v
-	}
-	r, err := s.Route(ctx, extprocclient.HeaderMap(h), []byte(body))
-	if err != nil {
-		return Answer{}, done, fmt.Errorf("ext_proc exchange: %w", err)
+		return Answer{}, done, err
 	}
 	a := Answer{Immediate: r.Status(), Body: string(r.Immediate.GetBody()), ImmediateHeaders: map[string]string{},
 		Set: r.SetHeaders(), Removed: map[string]bool{}, Destinations: r.Destinations()}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,4 +70,29 @@ func ChatBody(model, content string, extra map[string]any) map[string]any {
 		b[k] = v
 	}
 	return b
+}
+
+// MetricSample scrapes the Prometheus text page at url and returns the value of sample (a
+// metric name with its labels as the page writes them), 0 when the page has no such line.
+func MetricSample(t testing.TB, url, sample string) float64 {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading %s: %v", url, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
+			v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
+			if err != nil {
+				t.Fatalf("%s: %q: %v", url, line, err)
+			}
+			return v
+		}
+	}
+	return 0
 }

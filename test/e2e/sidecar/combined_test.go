@@ -45,7 +45,7 @@ func TestPrefillOnCombinedPod(t *testing.T) {
 					t.Fatalf("request %d: prefill outcome %q, want ok (the combined pod's KV was used)", i, got)
 				}
 			}
-			legs := metric(t, "http://"+combined+"/sidecar/metrics", fmt.Sprintf(`pdgate_sidecar_requests_total{code="200",engine="%s",mode="prefill-leg"}`, tt.dialect))
+			legs := testsupport.MetricSample(t, "http://"+combined+"/sidecar/metrics", fmt.Sprintf(`pdgate_sidecar_requests_total{code="200",engine="%s",mode="prefill-leg"}`, tt.dialect))
 			if legs != 2 {
 				t.Errorf("combined sidecar served %v prefill legs, want 2", legs)
 			}

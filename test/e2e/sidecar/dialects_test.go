@@ -80,7 +80,7 @@ func TestDialectsStreamEndToEnd(t *testing.T) {
 				}
 			}
 			m := p.sidecarURL + "/sidecar/metrics"
-			ok := metric(t, m, fmt.Sprintf(`pdgate_sidecar_legs_total{engine="%s",leg="prefill",outcome="ok"}`, tt.dialect))
+			ok := testsupport.MetricSample(t, m, fmt.Sprintf(`pdgate_sidecar_legs_total{engine="%s",leg="prefill",outcome="ok"}`, tt.dialect))
 			if tt.name != "vllm shared-storage" && ok != 3 {
 				t.Errorf("prefill legs ok = %v, want 3", ok)
 			}

@@ -6,7 +6,6 @@ package sidecar
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -121,23 +120,4 @@ func stream(t *testing.T, url string, hdr map[string]string, body string) stream
 	}
 	res.raw = raw.String()
 	return res
-}
-
-// metric returns the value of one sample line of a Prometheus text page, 0 when absent.
-func metric(t *testing.T, url, sample string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, sample+" ") {
-			var v float64
-			_, _ = fmt.Sscan(strings.TrimPrefix(line, sample+" "), &v)
-			return v
-		}
-	}
-	return 0
 }

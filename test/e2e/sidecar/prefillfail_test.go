@@ -52,7 +52,7 @@ func TestPrefillFailIsVisible(t *testing.T) {
 					t.Fatalf("outcome %q, want %q", got, tt.wantOutcome)
 				}
 			}
-			if got := metric(t, url+"/sidecar/metrics", tt.wantSeries); got != n {
+			if got := testsupport.MetricSample(t, url+"/sidecar/metrics", tt.wantSeries); got != n {
 				t.Fatalf("%s = %v, want %d", tt.wantSeries, got, n)
 			}
 		})

@@ -23,6 +23,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 // fakeVLLM serves /metrics in vLLM's names on addr.
@@ -134,18 +135,8 @@ type result struct {
 // stream, which must be clean.
 func exchange(t *testing.T, c *extprocclient.Client, headers map[string]string, body string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	h := map[string]string{":method": "POST", ":path": "/v1/completions", "content-type": "application/json"}
-	for k, v := range headers {
-		h[k] = v
-	}
-	rt, err := st.Route(ctx, extprocclient.HeaderMap(h), []byte(body))
+	rt, st, done, err := eppclient.Open(c, "/v1/completions", headers, []byte(body), 10*time.Second)
+	defer done()
 	if err != nil {
 		t.Fatalf("ext_proc request phase: %v", err)
 	}
@@ -153,6 +144,8 @@ func exchange(t *testing.T, c *extprocclient.Client, headers map[string]string, 
 		return result{immediate: rt.Immediate}
 	}
 	r := result{set: rt.SetHeaders(), removed: rt.RemovedHeaders()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	hr, err := st.ResponseHeaders(ctx, extprocclient.HeaderMap(map[string]string{
 		":status": "200", "content-type": "application/json"}), "", false)
 	if err != nil {

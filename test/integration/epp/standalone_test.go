@@ -2,8 +2,6 @@ package epp
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -38,25 +37,14 @@ func endpointsYAML(port int, names ...string) string {
 	return b.String()
 }
 
+// metricValue is one sample of the EPP's /metrics page served at metricsAddr (any host).
 func metricValue(t *testing.T, metricsAddr, series string) float64 {
 	t.Helper()
 	_, port, _ := strings.Cut(metricsAddr, "]:")
 	if port == "" {
 		_, port, _ = strings.Cut(metricsAddr, ":")
 	}
-	resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, series+" ") {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
-			return v
-		}
-	}
-	return 0
+	return testsupport.MetricSample(t, "http://127.0.0.1:"+port+"/metrics", series)
 }
 
 func TestStandaloneHotReloadAndRejection(t *testing.T) {

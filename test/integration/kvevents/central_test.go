@@ -84,7 +84,7 @@ func TestCentralModeLegacyScorerRoutesToTheCachingPod(t *testing.T) {
 				}
 				if time.Now().After(deadline) {
 					t.Fatalf("a prompt cached on %s is routed to %+v (messages applied %v)", holder, d,
-						metric(t, metricsURL, `pdgate_kv_events_messages_total{result="applied"}`))
+						testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_messages_total{result="applied"}`))
 				}
 			}
 		}

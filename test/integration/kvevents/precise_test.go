@@ -3,7 +3,6 @@ package kvevents
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 // proc is a process the test starts, kills and restarts.
@@ -230,21 +230,15 @@ type decision struct {
 
 func route(t *testing.T, c *extprocclient.Client, prompt string, conditional bool) decision {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	h := map[string]string{":method": "POST", ":path": "/v1/completions", "content-type": "application/json"}
+	h := map[string]string{}
 	if conditional {
 		h["prefer"] = "if-available"
 	}
 	body, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": 2})
-	rt, err := st.Route(ctx, extprocclient.HeaderMap(h), body)
+	rt, _, done, err := eppclient.Open(c, "/v1/completions", h, body, 10*time.Second)
+	done()
 	if err != nil {
-		t.Fatalf("ext_proc: %v", err)
+		t.Fatal(err)
 	}
 	if rt.Immediate != nil {
 		return decision{status: extprocclient.ImmediateStatus(rt.Immediate)}
@@ -267,23 +261,6 @@ func eventually(t *testing.T, what string, c *extprocclient.Client, prompt strin
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func metric(t *testing.T, url, series string) float64 {
-	t.Helper()
-	resp, err := httpClient.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, series+" ") {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimPrefix(line, series)), 64)
-			return v
-		}
-	}
-	return 0
 }
 
 // prompt returns a completion prompt of n tokens (4 bytes each for the estimate tokenizer
@@ -325,7 +302,7 @@ func TestPreciseP2DOverZeroMQ(t *testing.T) {
 	// The decode pod's subscriber is connected before its engine caches anything (what an
 	// engine published before a subscriber joined is never heard of).
 	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, metricsURL, `pdgate_kv_events_subscribers{state="connected"}`) < 1 {
+	for testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_subscribers{state="connected"}`) < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the EPP's KV-event subscribers did not connect")
 		}
@@ -351,7 +328,7 @@ func TestPreciseP2DOverZeroMQ(t *testing.T) {
 		for !decodeOnly(route(t, epp, p, false)) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the stored prefix never reached the EPP (messages applied: %v)",
-					metric(t, metricsURL, `pdgate_kv_events_messages_total{result="applied"}`))
+					testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_messages_total{result="applied"}`))
 			}
 			complete(t, decodeAddr, p)
 			time.Sleep(200 * time.Millisecond)
@@ -369,7 +346,7 @@ func TestPreciseP2DOverZeroMQ(t *testing.T) {
 		if d := route(t, epp, p, true); d.status != 412 {
 			t.Fatalf("Prefer: if-available after eviction: %+v, want 412", d)
 		}
-		if v := metric(t, metricsURL, `pdgate_kv_events_events_total{type="BlockRemoved"}`); v == 0 {
+		if v := testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_events_total{type="BlockRemoved"}`); v == 0 {
 			t.Error("no BlockRemoved applied")
 		}
 	})
@@ -392,8 +369,8 @@ func TestPreciseP2DOverZeroMQ(t *testing.T) {
 		if d := route(t, epp, p, true); d.status != 412 {
 			t.Fatalf("Prefer: if-available after the restart: %+v, want 412", d)
 		}
-		if v := metric(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="disconnect"}`) +
-			metric(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="sequence_reset"}`); v == 0 {
+		if v := testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="disconnect"}`) +
+			testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="sequence_reset"}`); v == 0 {
 			t.Error("the restart was not counted as a resync")
 		}
 		// And it learns the new cache again. An engine reports a block once, when it is

@@ -83,13 +83,13 @@ func TestCentralModeRestartedEnginesNeverScoreDeadBlocks(t *testing.T) {
 	for restart := 0; restart < 2; restart++ {
 		cached := warm(t, epp, addrA, fmt.Sprintf("restart %d", restart), routeFn)
 		warm(t, epp, addrB, fmt.Sprintf("other engine %d", restart), routeFn)
-		unreachable := metric(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="engine_unreachable"}`)
+		unreachable := testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="engine_unreachable"}`)
 
 		// Down long enough for any real restart (weights load for tens of seconds); the EPP
 		// notices from the metrics it can no longer scrape.
 		a.kill()
 		deadline := time.Now().Add(15 * time.Second)
-		for metric(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="engine_unreachable"}`) <= unreachable {
+		for testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="engine_unreachable"}`) <= unreachable {
 			if time.Now().After(deadline) {
 				t.Fatal("the dead engine's blocks were never dropped")
 			}
@@ -108,7 +108,7 @@ func TestCentralModeRestartedEnginesNeverScoreDeadBlocks(t *testing.T) {
 	}
 	// The restarted engines' new streams (seq from their first value again) are indexed.
 	warm(t, epp, addrA, "after the restarts", routeFn)
-	if n := metric(t, metricsURL, `pdgate_kv_events_messages_total{result="unmatched_source"}`); n != 0 {
+	if n := testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_messages_total{result="unmatched_source"}`); n != 0 {
 		t.Fatalf("%v messages unmatched: port-less topics must map to the endpoint at the address", n)
 	}
 }
@@ -127,7 +127,7 @@ func TestCentralModeRefusesAmbiguousPortlessTopics(t *testing.T) {
 - {name: decode-b, address: 127.0.0.2, port: %d, labels: {llm-d.ai/role: decode}}
 `, portA, portB), fmt.Sprintf(restartConfig, zmqPort))
 	deadline := time.Now().Add(20 * time.Second)
-	for metric(t, metricsURL, `pdgate_kv_events_messages_total{result="ambiguous_source"}`) == 0 {
+	for testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_messages_total{result="ambiguous_source"}`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("ambiguous port-less topics were never counted")
 		}
@@ -137,7 +137,7 @@ func TestCentralModeRefusesAmbiguousPortlessTopics(t *testing.T) {
 	}
 	for _, series := range []string{`pdgate_kv_events_messages_total{result="applied"}`, `pdgate_kv_events_messages_total{result="duplicate"}`,
 		`pdgate_kv_events_resyncs_total{reason="sequence_reset"}`, `pdgate_kv_events_sequence_gaps_total`} {
-		if v := metric(t, metricsURL, series); v != 0 {
+		if v := testsupport.MetricSample(t, metricsURL, series); v != 0 {
 			t.Errorf("%s = %v: two engines' streams were merged", series, v)
 		}
 	}

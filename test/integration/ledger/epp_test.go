@@ -3,7 +3,6 @@ package ledger
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 type fakePod struct {
@@ -223,17 +223,8 @@ func completionBody(tokens int) string {
 // final end-of-stream hook, which releases the charges.
 func (e *eppProc) open(t *testing.T, body string) (pickResult, func()) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	st, err := e.client.Open(ctx)
-	if err != nil {
-		cancel()
-		t.Fatalf("%s: %v", e.name, err)
-	}
-	closeFn := func() { st.Close(); cancel() }
 	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
-	rt, err := st.Route(ctx, extprocclient.HeaderMap(map[string]string{
-		":path": "/v1/completions", ":method": "POST", "content-type": "application/json", "x-request-id": id,
-	}), []byte(body))
+	rt, _, closeFn, err := eppclient.Open(e.client, "/v1/completions", map[string]string{"x-request-id": id}, []byte(body), 30*time.Second)
 	if err != nil {
 		closeFn()
 		t.Fatalf("%s: %v", e.name, err)

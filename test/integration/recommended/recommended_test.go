@@ -20,6 +20,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
@@ -198,21 +199,13 @@ type answer struct {
 // in flight: the ledger holds its charges) until done is called.
 func (e *epp) route(headers map[string]string, prompt string) (answer, func(), error) {
 	e.seq++
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	st, err := e.client.Open(ctx)
-	if err != nil {
-		cancel()
-		return answer{}, func() {}, err
-	}
-	done := func() { st.Close(); cancel() }
-	h := map[string]string{":path": "/v1/chat/completions", ":method": "POST", "content-type": "application/json",
-		"x-request-id": fmt.Sprintf("rec-%d", e.seq)}
+	h := map[string]string{"x-request-id": fmt.Sprintf("rec-%d", e.seq)}
 	for k, v := range headers {
 		h[k] = v
 	}
 	body, _ := json.Marshal(map[string]any{"model": "m", "max_tokens": 8,
 		"messages": []map[string]string{{"role": "user", "content": prompt}}})
-	rt, err := st.Route(ctx, extprocclient.HeaderMap(h), body)
+	rt, _, done, err := eppclient.Open(e.client, "/v1/chat/completions", h, body, 20*time.Second)
 	if err != nil {
 		done()
 		return answer{}, func() {}, err
