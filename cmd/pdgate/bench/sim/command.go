@@ -203,14 +203,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	azure := o.path(o.Azure)
-	f, err := os.Open(azure)
+	rows, err := workload.LoadAzureFile(azure)
 	if err != nil {
 		return fmt.Errorf("--azure-conv: %w", err)
-	}
-	rows, err := workload.ParseAzureTrace(f)
-	f.Close()
-	if err != nil {
-		return fmt.Errorf("--azure-conv %s: %w", azure, err)
 	}
 	w := o.Stdout
 	d := &Data{Options: o, Profile: prof.Name}
@@ -248,41 +243,30 @@ func Run(ctx context.Context, o Options) error {
 			jobs = append(jobs, job{load, p})
 		}
 	}
-	// runs are independent; each measures the EPP's CPU on its own locked thread
 	runs := make([]RunData, len(jobs))
 	errs := make([]error, len(jobs))
-	next := make(chan int)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for range max(1, min(o.Parallel, len(jobs))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				j := jobs[i]
-				runs[i], errs[i] = runPolicy(ctx, o, prof, newSource, j.p, j.load, capacity)
-				if errs[i] != nil {
-					continue
-				}
-				sm := runs[i].Summary
-				mu.Lock()
-				fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
-					j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
-				if sm.FollowUpTTFT != nil {
-					fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
-						"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
-						100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens), float64(sm.MissedReuseTokens))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
 	wallStart := time.Now()
-	for i := range jobs {
-		next <- i
+	forEachParallel(ctx, o.Parallel, len(jobs), func(i int) {
+		j := jobs[i]
+		runs[i], errs[i] = runPolicy(ctx, o, prof, newSource, j.p, j.load, capacity)
+		if errs[i] != nil {
+			return
+		}
+		sm := runs[i].Summary
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
+			j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
+		if sm.FollowUpTTFT != nil {
+			fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
+				"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
+				100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens), float64(sm.MissedReuseTokens))
+		}
+	})
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	close(next)
-	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
