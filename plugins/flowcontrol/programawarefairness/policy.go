@@ -12,6 +12,7 @@ package programawarefairness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -121,15 +122,9 @@ func newFairMetrics() fairMetrics {
 
 // register registers the gauges on reg, taking the already registered ones when another
 // instance registered them first.
-func (m *fairMetrics) register(reg prometheus.Registerer) (err error) {
-	if m.jain, err = pluginkit.Register(reg, m.jain); err != nil {
-		return err
-	}
-	if m.avgWait, err = pluginkit.Register(reg, m.avgWait); err != nil {
-		return err
-	}
-	m.attained, err = pluginkit.Register(reg, m.attained)
-	return err
+func (m *fairMetrics) register(reg prometheus.Registerer) error {
+	return errors.Join(pluginkit.RegisterInto(reg, &m.jain), pluginkit.RegisterInto(reg, &m.avgWait),
+		pluginkit.RegisterInto(reg, &m.attained))
 }
 
 type program struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 )
@@ -70,5 +71,23 @@ func TestSeed(t *testing.T) {
 	a2, _ := SeedFor(seeded, "prefill-picker")
 	if a == b || a != a2 {
 		t.Fatalf("SeedFor: same name %d/%d must agree, different names %d/%d must differ", a, a2, a, b)
+	}
+}
+
+// RegisterInto leaves in the field the collector to update: its own when it registered, the
+// one registered first under the same descriptors otherwise.
+func TestRegisterInto(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first := prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_test_total", Help: "h"})
+	if err := RegisterInto(reg, &first); err != nil {
+		t.Fatal(err)
+	}
+	second := prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_test_total", Help: "h"})
+	if err := RegisterInto(reg, &second); err != nil || second != first {
+		t.Fatalf("second registration: err %v, same collector %v", err, second == first)
+	}
+	other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_test_total", Help: "other"})
+	if err := RegisterInto(reg, &other); err == nil {
+		t.Fatal("a conflicting collector registered")
 	}
 }

@@ -60,6 +60,13 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, nil
 }
 
+// RegisterInto registers *c as Register does and leaves in *c the collector to update, so a
+// plugin's metric fields register in one expression: errors.Join(RegisterInto(reg, &m.a), …).
+func RegisterInto[C prometheus.Collector](reg prometheus.Registerer, c *C) (err error) {
+	*c, err = Register(reg, *c)
+	return err
+}
+
 type seedKey struct{}
 
 // WithSeed returns ctx carrying seed, the seed of the random sources of plugins built from a

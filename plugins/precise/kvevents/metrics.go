@@ -1,6 +1,8 @@
 package kvevents
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
@@ -58,29 +60,12 @@ const (
 // first are reused, so every precise-prefix plugin of one EPP shares one set.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := newMetrics()
-	var err error
-	reuse := func(dst any) {
-		if err != nil {
-			return
-		}
-		switch c := dst.(type) {
-		case **prometheus.CounterVec:
-			*c, err = pluginkit.Register(reg, *c)
-		case *prometheus.Counter:
-			*c, err = pluginkit.Register(reg, *c)
-		case **prometheus.GaugeVec:
-			*c, err = pluginkit.Register(reg, *c)
-		case *prometheus.Gauge:
-			*c, err = pluginkit.Register(reg, *c)
-		case *prometheus.Histogram:
-			*c, err = pluginkit.Register(reg, *c)
-		}
-	}
-	for _, c := range []any{&m.Messages, &m.Events, &m.StoresSkipped, &m.Gaps, &m.Resyncs, &m.Lag, &m.IndexBlocks,
-		&m.IndexKeys, &m.Evictions, &m.Subscribers, &m.Reconnects, &m.Lookups} {
-		reuse(c)
-	}
-	return m, err
+	return m, errors.Join(pluginkit.RegisterInto(reg, &m.Messages), pluginkit.RegisterInto(reg, &m.Events),
+		pluginkit.RegisterInto(reg, &m.StoresSkipped), pluginkit.RegisterInto(reg, &m.Gaps),
+		pluginkit.RegisterInto(reg, &m.Resyncs), pluginkit.RegisterInto(reg, &m.Lag),
+		pluginkit.RegisterInto(reg, &m.IndexBlocks), pluginkit.RegisterInto(reg, &m.IndexKeys),
+		pluginkit.RegisterInto(reg, &m.Evictions), pluginkit.RegisterInto(reg, &m.Subscribers),
+		pluginkit.RegisterInto(reg, &m.Reconnects), pluginkit.RegisterInto(reg, &m.Lookups))
 }
 
 func newMetrics() *Metrics {

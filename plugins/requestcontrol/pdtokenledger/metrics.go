@@ -80,16 +80,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	var errs [8]error
-	m.active, errs[0] = pluginkit.Register(reg, m.active)
-	m.kv, errs[1] = pluginkit.Register(reg, m.kv)
-	m.decode, errs[2] = pluginkit.Register(reg, m.decode)
-	m.forceReleased, errs[3] = pluginkit.Register(reg, m.forceReleased)
-	m.sessions, errs[4] = pluginkit.Register(reg, m.sessions)
-	m.sessionsFull, errs[5] = pluginkit.Register(reg, m.sessionsFull)
-	m.sharedSyncs, errs[6] = pluginkit.Register(reg, m.sharedSyncs)
-	m.remoteReplicas, errs[7] = pluginkit.Register(reg, m.remoteReplicas)
-	return m, errors.Join(errs[:]...)
+	return m, errors.Join(pluginkit.RegisterInto(reg, &m.active), pluginkit.RegisterInto(reg, &m.kv),
+		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.forceReleased),
+		pluginkit.RegisterInto(reg, &m.sessions), pluginkit.RegisterInto(reg, &m.sessionsFull),
+		pluginkit.RegisterInto(reg, &m.sharedSyncs), pluginkit.RegisterInto(reg, &m.remoteReplicas))
 }
 
 func splitPod(k tokenload.PodKey) (ns, name string) {

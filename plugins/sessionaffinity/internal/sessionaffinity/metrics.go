@@ -1,6 +1,8 @@
 package sessionaffinity
 
 import (
+	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
@@ -44,23 +46,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	var err error
-	if m.hits, err = pluginkit.Register(reg, m.hits); err != nil {
-		return nil, err
-	}
-	if m.misses, err = pluginkit.Register(reg, m.misses); err != nil {
-		return nil, err
-	}
-	if m.rebinds, err = pluginkit.Register(reg, m.rebinds); err != nil {
-		return nil, err
-	}
-	if m.bindings, err = pluginkit.Register(reg, m.bindings); err != nil {
-		return nil, err
-	}
-	if m.refused, err = pluginkit.Register(reg, m.refused); err != nil {
-		return nil, err
-	}
-	if m.evictions, err = pluginkit.Register(reg, m.evictions); err != nil {
+	if err := errors.Join(pluginkit.RegisterInto(reg, &m.hits), pluginkit.RegisterInto(reg, &m.misses),
+		pluginkit.RegisterInto(reg, &m.rebinds), pluginkit.RegisterInto(reg, &m.bindings),
+		pluginkit.RegisterInto(reg, &m.refused), pluginkit.RegisterInto(reg, &m.evictions)); err != nil {
 		return nil, err
 	}
 	return m, nil
