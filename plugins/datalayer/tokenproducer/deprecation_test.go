@@ -8,11 +8,5 @@ import (
 
 // Each deprecated plugin type logs its deprecation once per process, however many instances.
 func TestDeprecationLoggedOnce(t *testing.T) {
-	r := deprecationtest.New()
-	for i := 0; i < 3; i++ {
-		if _, err := LegacyFactory("tokenizer", nil, r.Handle()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.ExpectOnce(t, "Deprecated: plugin type 'tokenizer' is deprecated")
+	deprecationtest.LoggedOnce(t, []deprecationtest.Build{{Factory: LegacyFactory}}, "Deprecated: plugin type 'tokenizer' is deprecated")
 }

@@ -8,14 +8,6 @@ import (
 
 // Each deprecated plugin type logs its deprecation once per process, however many instances.
 func TestDeprecationLoggedOnce(t *testing.T) {
-	r := deprecationtest.New()
-	for i := 0; i < 3; i++ {
-		if _, err := Factory("a", nil, r.Handle()); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := LegacyFactory("b", nil, r.Handle()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r.ExpectOnce(t, "Deprecated: disagg-headers-handler is deprecated", "Deprecated: prefill-header-handler is deprecated")
+	deprecationtest.LoggedOnce(t, []deprecationtest.Build{{Factory: Factory}, {Factory: LegacyFactory}},
+		"Deprecated: disagg-headers-handler is deprecated", "Deprecated: prefill-header-handler is deprecated")
 }

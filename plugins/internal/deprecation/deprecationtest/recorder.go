@@ -4,6 +4,8 @@ package deprecationtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -56,4 +58,26 @@ func (r *Recorder) ExpectOnce(t testing.TB, wants ...string) {
 			t.Errorf("%q logged %d times; lines: %v", want, n, r.lines)
 		}
 	}
+}
+
+// Build is one plugin instance a configuration declares: its factory and parameters.
+type Build struct {
+	Factory fwkplugin.FactoryFunc
+	Params  string
+}
+
+// LoggedOnce builds three instances of each build on a new Recorder's handle, failing t on a
+// factory error, and expects each of wants logged exactly once: a deprecated type's notice
+// comes once per process, however many instances the configuration declares.
+func LoggedOnce(t testing.TB, builds []Build, wants ...string) {
+	t.Helper()
+	r := New()
+	for i := range 3 {
+		for _, b := range builds {
+			if _, err := b.Factory(fmt.Sprintf("instance-%d", i), json.RawMessage(b.Params), r.Handle()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	r.ExpectOnce(t, wants...)
 }
