@@ -18,11 +18,5 @@ type PrefillReleaser interface {
 
 // PrefillReleasers returns the configured plugins implementing PrefillReleaser.
 func PrefillReleasers(plugins []fwkplugin.Plugin) []PrefillReleaser {
-	var out []PrefillReleaser
-	for _, p := range plugins {
-		if r, ok := p.(PrefillReleaser); ok {
-			out = append(out, r)
-		}
-	}
-	return out
+	return implementing[PrefillReleaser](plugins)
 }

@@ -16,10 +16,15 @@ type StageClassifier interface {
 
 // StageClassifiers returns the plugins that classify requests by stage, in order.
 func StageClassifiers(plugins []fwkplugin.Plugin) []StageClassifier {
-	var out []StageClassifier
+	return implementing[StageClassifier](plugins)
+}
+
+// implementing returns the plugins that implement T, in order.
+func implementing[T any](plugins []fwkplugin.Plugin) []T {
+	var out []T
 	for _, p := range plugins {
-		if c, ok := p.(StageClassifier); ok {
-			out = append(out, c)
+		if t, ok := p.(T); ok {
+			out = append(out, t)
 		}
 	}
 	return out
