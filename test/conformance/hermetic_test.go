@@ -38,9 +38,6 @@ const (
 // default-config.yaml in the GIE module).
 const gieTestConfig = giehermetic.DefaultConfig
 
-// passthroughConfig is the hermetic "passthrough parser success" case's config.
-const passthroughConfig = giehermetic.PassthroughConfig
-
 // conformanceCase is one request sequence run through both paths.
 type conformanceCase struct {
 	name       string
@@ -61,140 +58,23 @@ type conformanceCase struct {
 	jsonBody bool
 }
 
-// hermeticCases are GIE v1.5.0's commonTestCases then hermeticTests (duplicates once), in
-// GIE's order, then the cases this suite adds.
+// hermeticCases are GIE v1.5.0's commonTestCases then hermeticTests (giehermetic.Cases, at
+// GIE's addresses), each anchored to what GIE's expected responses mean, then the cases this
+// suite adds.
 func hermeticCases() []conformanceCase {
-	return []conformanceCase{
-		// --- common_tests.go ---
-		{
-			name:     "select lower queue and kv cache",
-			requests: integration.ReqLLM(logger, "test1", modelMyModel, modelMyModelTarget),
-			pods:     []podState{P(0, 3, 0.2), P(1, 0, 0.1), P(2, 10, 0.2)},
-			want:     "route 192.168.1.2:8000",
-		},
-		{
-			name:     "select active lora, low queue",
-			requests: integration.ReqLLM(logger, "test2", modelSQLLora, modelSQLLoraTarget),
-			pods:     []podState{P(0, 0, 0.2, "foo", "bar"), P(1, 0, 0.1, "foo", modelSQLLoraTarget), P(2, 10, 0.2, "foo", "bar")},
-			want:     "route 192.168.1.2:8000",
-		},
-		{
-			name:     "no backend pods available",
-			requests: integration.ReqHeaderOnly(map[string]string{"content-type": "application/json"}),
-			want:     "reject 500",
-		},
-		{
-			name:     "request missing model field",
-			requests: integration.ReqRaw(map[string]string{"content-type": "application/json"}, `{"prompt":"hello world"}`),
-			want:     "reject 400",
-		},
-		// --- hermetic_test.go ---
-		{
-			name:     "select lora despite higher kv cache (affinity)",
-			requests: integration.ReqLLM(logger, "test3", modelSQLLora, modelSQLLoraTarget),
-			pods:     []podState{P(0, 10, 0.2, "foo", "bar"), P(1, 10, 0.4, "foo", modelSQLLoraTarget), P(2, 10, 0.3, "foo")},
-			want:     "route 192.168.1.2:8000",
-		},
-		{
-			name:       "passthrough parser success",
-			configText: passthroughConfig,
-			requests: integration.ReqRaw(map[string]string{
-				"hi": "mom", reqcommon.RequestIdHeaderKey: "test-request-id", metadata.ObjectiveKey: modelMyModel,
-			}, "passthrough-parser"),
-			pods: []podState{P(0, 3, 0.2), P(1, 0, 0.1), P(2, 10, 0.2)},
-			want: "route 192.168.1.2:8000",
-		},
-		{
-			name:     "do not shed requests by default",
-			requests: integration.ReqLLM(logger, "test4", modelSQLLora, modelSQLLoraTarget),
-			pods:     []podState{P(0, 6, 0.2, "foo", "bar", modelSQLLoraTarget), P(1, 0, 0.85, "foo"), P(2, 10, 0.9, "foo")},
-			want:     "route 192.168.1.1:8000",
-		},
-		{
-			name:     "invalid json body",
-			requests: integration.ReqRaw(map[string]string{"hi": "mom"}, "no healthy upstream"),
-			pods:     []podState{P(0, 0, 0.2, "foo", "bar")},
-			want:     "reject 400",
-		},
-		{
-			name: "split body across chunks",
-			requests: integration.ReqRaw(map[string]string{
-				"hi": "mom", metadata.ObjectiveKey: modelSheddable, metadata.ModelNameRewriteKey: modelSheddableTgt,
-				reqcommon.RequestIdHeaderKey: "test-request-id",
-			}, `{"max_tokens":100,"model":"sql-lo`, `ra-sheddable","prompt":"test6","temperature":0}`),
-			pods: []podState{P(0, 4, 0.2, "foo", "bar", modelSheddableTgt), P(1, 4, 0.85, "foo", modelSheddableTgt)},
-			want: "route 192.168.1.1:8000",
-		},
-		{
-			name:     "subsetting: select best from subset",
-			requests: integration.GenerateStreamedRequestSet(logger, "test2", modelSQLLora, modelSQLLoraTarget, []string{"192.168.1.1:8000", "192.168.1.2:8000", "192.168.1.3:8000"}),
-			pods:     []podState{P(0, 0, 0.2, "foo"), P(1, 0, 0.1, "foo", modelSQLLoraTarget), P(2, 10, 0.2, "foo")},
-			want:     "route 192.168.1.2:8000",
-		},
-		{
-			name:     "subsetting: partial match",
-			requests: integration.GenerateStreamedRequestSet(logger, "test2", modelSQLLora, modelSQLLoraTarget, []string{"192.168.1.3:8000"}),
-			pods:     []podState{P(0, 0, 0.2, "foo"), P(1, 0, 0.1, "foo", modelSQLLoraTarget), P(2, 10, 0.2, "foo")},
-			want:     "route 192.168.1.3:8000",
-		},
-		{
-			name:     "subsetting: no pods match",
-			requests: integration.GenerateStreamedRequestSet(logger, "test2", modelSQLLora, modelSQLLoraTarget, []string{"192.168.1.99:8000"}),
-			pods:     []podState{P(0, 0, 0.2, "foo"), P(1, 0, 0.1, "foo", modelSQLLoraTarget)},
-			want:     "reject 503",
-		},
-		{
-			name: "passthrough: model not in objectives",
-			requests: integration.ReqRaw(map[string]string{
-				"hi": "mom", metadata.ObjectiveKey: modelDirect, metadata.ModelNameRewriteKey: modelDirect,
-				reqcommon.RequestIdHeaderKey: "test-request-id",
-			}, `{"max_tokens":100,"model":"direct-`, `model","prompt":"test6","temperature":0}`),
-			pods: []podState{P(0, 4, 0.2, "foo", "bar", modelSheddableTgt)},
-			want: "route 192.168.1.1:8000",
-		},
-		{
-			name:         "rewrite request model",
-			requests:     integration.ReqLLM(logger, "test-rewrite", modelToBeWritten, modelToBeWritten),
-			pods:         []podState{P(0, 0, 0.1, "foo", modelAfterRewrite)},
-			requiresCRDs: true,
-			want:         "route 192.168.1.1:8000",
-		},
-		{
-			name:     "protocol: simple GET (header only)",
-			requests: integration.ReqHeaderOnly(map[string]string{"content-type": "text/event-stream", "status": "200"}),
-			pods:     []podState{P(0, 0, 0, "foo")},
-			want:     "route 192.168.1.1:8000",
-		},
-		{
-			name: "response buffering: multi-chunk JSON",
-			requests: responseOnly(map[string]string{"content-type": "application/json"},
-				`{"max_tokens":100,"model":"sql-lo`, `ra-sheddable","prompt":"test6","temperature":0}`),
-			pods: []podState{P(0, 4, 0.2, modelSheddableTgt)},
-			want: "response",
-		},
-		{
-			name:     "response buffering: invalid JSON",
-			requests: responseOnly(map[string]string{"content-type": "application/json"}, "no healthy upstream"),
-			pods:     []podState{P(0, 4, 0.2, modelSheddableTgt)},
-			want:     "response",
-		},
-		{
-			name: "response buffering: empty EOS chunk (JSON)",
-			requests: responseOnly(map[string]string{"content-type": "application/json"},
-				`{"max_tokens":100,"model":"sql-lora-sheddable","prompt":"test6","temperature":0}`, ""),
-			pods: []podState{P(0, 4, 0.2, modelSheddableTgt)},
-			want: "response",
-		},
-		{
-			name: "response streaming: SSE token counting",
-			requests: responseOnly(map[string]string{"content-type": "text/event-stream", "status": "200"},
-				`data: {}`,
-				`data: {"usage":{"prompt_tokens":7,"total_tokens":17,"completion_tokens":10}}`+"\n"+`data: [DONE]`,
-				""),
-			pods: []podState{P(0, 4, 0.2, modelSheddableTgt)},
-			want: "response",
-		},
-
+	var cases []conformanceCase
+	for _, c := range giehermetic.Cases(giehermetic.GIEAddress) {
+		tc := conformanceCase{name: c.Name, configText: c.ConfigText, requests: c.Requests, requiresCRDs: c.RequiresCRDs,
+			want: gieAnchors[c.Name]}
+		for _, p := range c.Pods {
+			tc.pods = append(tc.pods, P(p.Index, p.QueueSize, p.KVCacheUsage, p.ActiveModels...))
+		}
+		if c.WantResponses != nil {
+			tc.want = summary(giehermetic.Normalise(c.Requests, c.WantResponses, nil))
+		}
+		cases = append(cases, tc)
+	}
+	return append(cases, []conformanceCase{
 		// --- beyond GIE's suite: whole exchanges and the paths GIE's cases do not reach ---
 		{
 			name: "shed sheddable request when saturated",
@@ -252,8 +132,12 @@ func hermeticCases() []conformanceCase {
 			want:     "route 192.168.1.1:8000",
 			jsonBody: true,
 		},
-	}
+	}...)
 }
+
+// gieAnchors are the outcomes of GIE's cases whose expected responses GIE's suite leaves
+// unchecked: the header-only request still goes to the one pod.
+var gieAnchors = map[string]string{"protocol: simple GET (header only)": "route 192.168.1.1:8000"}
 
 func objective(name string, priority int) *v1alpha2.InferenceObjective {
 	return &v1alpha2.InferenceObjective{
