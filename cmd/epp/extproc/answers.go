@@ -27,9 +27,16 @@ func (x *exchange) answer(_ context.Context, a *contract.Answer) error {
 		bodyRejected.Inc()
 	}
 	x.logger.V(logutil.DEBUG).Info("Answering the request in the EPP", "status", a.Status, "cause", a.Cause, "reason", a.Message)
-	headers := make([]*configPb.HeaderValueOption, 0, len(a.Headers)+1)
+	headers := make([]*configPb.HeaderValueOption, 0, len(a.Headers)+2)
+	named := false
 	for _, h := range a.Headers {
 		headers = append(headers, setHeader(h.Name, h.Value))
+		named = named || h.Name == protocol.HeaderErrorCause
+	}
+	// Every answer names its cause as the metric above labels it, so a client and an operator
+	// read the same word.
+	if !named && a.Cause != "" {
+		headers = append(headers, setHeader(protocol.HeaderErrorCause, string(a.Cause)))
 	}
 	return x.send(&extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extProcPb.ImmediateResponse{
@@ -58,7 +65,7 @@ func (x *exchange) fail(err error) error {
 		immediateAnswers.WithLabelValues(strconv.Itoa(status), "gie_"+x.errCode).Inc()
 		ir.Body = errorBody(status, err)
 		ir.Headers = &extProcPb.HeaderMutation{SetHeaders: x.appendDecision([]*configPb.HeaderValueOption{
-			setHeader("content-type", protocol.ContentTypeJSON)})}
+			setHeader("content-type", protocol.ContentTypeJSON), setHeader(protocol.HeaderErrorCause, "gie_"+x.errCode)})}
 	}
 	return x.send(resp)
 }

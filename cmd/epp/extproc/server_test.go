@@ -255,6 +255,7 @@ func TestRequestPath(t *testing.T) {
 		immediate int
 		body      string   // immediate body (substring)
 		immHdr    string   // an immediate-response header that must be set
+		cause     string   // x-pdgate-error-cause of the immediate answer, when checked
 		frameOut  []string // body frames sent upstream, when routed
 		check     func(t *testing.T, f *fixture, r *result)
 	}{
@@ -296,7 +297,7 @@ func TestRequestPath(t *testing.T) {
 		{name: "413 from content-length", f: fixture{opts: Options{MaxRequestBodyBytes: 10}},
 			headers: map[string]string{"content-length": "50"}, frames: []string{completion}, immediate: 413, body: "exceeds the EPP limit of 10"},
 		{name: "413 from the body", f: fixture{opts: Options{MaxRequestBodyBytes: 10}},
-			frames: []string{completion[:8], completion[8:]}, immediate: 413, body: "exceeds the EPP limit of 10"},
+			frames: []string{completion[:8], completion[8:]}, immediate: 413, body: "exceeds the EPP limit of 10", cause: "body_too_large"},
 		{name: "conditional-decode miss answers llm-d's 412 before PreRequest, and releases",
 			f: fixture{gate: &fakeGate{reject: true}}, headers: map[string]string{"Prefer": "return=minimal, If-Available"},
 			frames: []string{completion}, immediate: 412, body: protocol.ConditionalDecodeBody,
@@ -315,7 +316,7 @@ func TestRequestPath(t *testing.T) {
 			}},
 		{name: "a filter's recorded answer wins over the scheduler's error",
 			f:      fixture{sched: &fakeScheduler{record: contract.NewAnswer(503, contract.CauseNoBucket, "routing_error", "no bucket").WithHeader("x-error-routing", "true")}},
-			frames: []string{completion}, immediate: 503, body: "no bucket", immHdr: "x-error-routing"},
+			frames: []string{completion}, immediate: 503, body: "no bucket", immHdr: "x-error-routing", cause: "no_bucket"},
 		{name: "an admission plugin's answer keeps its status and headers",
 			f:      fixture{hooks: &hooksPlugin{deny: contract.NewAnswer(429, contract.CauseRateLimited, "rate_limit_exceeded", "capped").WithHeader("retry-after", "1")}},
 			frames: []string{completion}, immediate: 429, body: "capped", immHdr: "retry-after"},
@@ -323,7 +324,7 @@ func TestRequestPath(t *testing.T) {
 			frames: []string{completion}, immediate: 500, body: `{"error":{"message":"request cannot be admitted","type":"server_error","param":null,"code":500}}`},
 		{name: "a plain scheduling error is GIE's 429", f: fixture{sched: &fakeScheduler{err: errors.New("nothing fits")}},
 			frames: []string{completion}, immediate: 429, body: `{"error":{"message":"failed to find target endpoint: nothing fits","type":"rate_limit_error","param":null,"code":429}}`},
-		{name: "a malformed body is a 400", frames: []string{`{"model":`}, immediate: 400, body: `{"error":{"message":"error unmarshaling request body`},
+		{name: "a malformed body is a 400", frames: []string{`{"model":`}, immediate: 400, body: `{"error":{"message":"error unmarshaling request body`, cause: "gie_BadRequest"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -340,6 +341,10 @@ func TestRequestPath(t *testing.T) {
 				}
 				if ct := r.immHdr["content-type"]; ct != "application/json" {
 					t.Fatalf("immediate content-type %q (headers %v)", ct, r.immHdr)
+				}
+				// ... and names its cause, as the immediate-responses metric labels it.
+				if c := r.immHdr[protocol.HeaderErrorCause]; c == "" || (tt.cause != "" && c != tt.cause) {
+					t.Fatalf("immediate %s %q, want %q (headers %v)", protocol.HeaderErrorCause, c, tt.cause, r.immHdr)
 				}
 			}
 			if tt.immHdr != "" && r.immHdr[tt.immHdr] == "" {

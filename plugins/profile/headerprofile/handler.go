@@ -136,8 +136,7 @@ func (h *Handler) unknownProfile(name string, profiles map[string]fwksched.Sched
 		sort.Strings(names)
 		msg += " (it has " + strings.Join(names, ", ") + ")"
 	}
-	return contract.NewAnswer(http.StatusBadRequest, contract.CauseUnknownProfile, "invalid_request_error", msg).
-		WithHeader(protocol.HeaderErrorCause, string(contract.CauseUnknownProfile))
+	return contract.NewAnswer(http.StatusBadRequest, contract.CauseUnknownProfile, "invalid_request_error", msg)
 }
 
 // ProcessResults makes the profile that ran primary. When none ran because the header named a

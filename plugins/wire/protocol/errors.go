@@ -88,8 +88,9 @@ func TypeForStatus(status int) string {
 	return "invalid_request_error"
 }
 
-// HeaderErrorCause names, on an error answer, a cause that neither the status nor the
-// x-error-pd-* headers carry: "model_not_found" (CauseModelNotFound). pdgate extension.
+// HeaderErrorCause names the cause of every answer the EPP makes itself (the cause label of
+// pdgate_epp_immediate_responses_total: "model_not_found", "unknown_profile", "gie_<code>" for
+// GIE's errors, ...). pdgate extension.
 const HeaderErrorCause = "x-pdgate-error-cause"
 
 // Model-not-found answers: vLLM's own body for a model it does not serve (message, type
