@@ -9,13 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -173,7 +171,7 @@ func loadBaseResources(gieDir string) error {
 // epp is one running bin/epp.
 type epp struct {
 	grpcPort, healthPort, metricsPort int
-	exited                            chan struct{}
+	exited                            <-chan struct{}
 }
 
 // startEPP runs bin/epp in Kubernetes mode for the pool in ns with GIE's harness settings
@@ -182,38 +180,14 @@ type epp struct {
 // and a 100 ms flush of the pool gauges (GIE's harness waits up to 10 s for its default 5 s).
 func startEPP(t *testing.T, ns, config string) *epp {
 	t.Helper()
-	e := &epp{grpcPort: testsupport.FreePort(t), healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t), exited: make(chan struct{})}
-	logPath := filepath.Join(t.TempDir(), "epp.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(suite.Bin("epp"),
+	e := &epp{grpcPort: testsupport.FreePort(t), healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t)}
+	e.exited = testsupport.Start(t, suite.Bin("epp"), []string{"KUBECONFIG=" + suite.Kubeconfig},
 		"--pool-name", giehermetic.PoolName, "--pool-namespace", ns,
 		"--config-text", config,
 		"--secure-serving=false", "--metrics-endpoint-auth=false",
 		"--grpc-port", strconv.Itoa(e.grpcPort), "--grpc-health-port", strconv.Itoa(e.healthPort),
 		"--metrics-port", strconv.Itoa(e.metricsPort),
 		"--refresh-prometheus-metrics-interval", "100ms")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+suite.Kubeconfig)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(e.exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-e.exited
-		_ = logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("bin/epp log (tail):\n%s", b)
-		}
-	})
 	return e
 }
 

@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,32 +76,7 @@ func startProcess(t *testing.T, pods []pod, port int, env []string, args ...stri
 	args = append(args, "--config-file", configPath(), "--secure-serving=false", "--metrics-endpoint-auth=false",
 		"--grpc-port", strconv.Itoa(grpcPort), "--grpc-health-port", strconv.Itoa(testsupport.FreePort(t)),
 		"--metrics-port", strconv.Itoa(testsupport.FreePort(t)))
-	logPath := filepath.Join(t.TempDir(), "epp.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(suite.Bin("epp"), args...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
-		_ = logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 6000 {
-				b = b[len(b)-6000:]
-			}
-			t.Logf("bin/epp log (tail):\n%s", b)
-		}
-	})
+	exited := testsupport.Start(t, suite.Bin("epp"), env, args...)
 	c, err := extprocclient.Dial("127.0.0.1:"+strconv.Itoa(grpcPort), extprocclient.Options{})
 	if err != nil {
 		t.Fatal(err)
