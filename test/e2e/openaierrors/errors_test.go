@@ -72,7 +72,9 @@ func completion(c openai.Client, prompt string, maxTokens int64, opts ...option.
 func TestSDKReadsPdgateErrors(t *testing.T) {
 	url := start(t)
 	c := client(url)
-	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 400) // ~3,600 tokens, never cached
+	// ~3,600 tokens, never cached (the EPP records a prompt on its picks even when a leg
+	// fails: each prefill case needs a prompt of its own)
+	long := strings.Repeat("the quick brown fox jumps over the lazy dog ", 400)
 	tests := []struct {
 		name       string
 		call       func(ctx context.Context) error
@@ -107,6 +109,10 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 			call:       completion(c, long+" prefill-fail", 1, option.WithHeader("x-sim-fault", "prefill-fail")),
 			wantStatus: 500, wantType: "InternalServerError", wantMsg: "prefill request failed",
 			wantHeader: [2]string{protocol.HeaderErrorPrefill, "true"}, sidecar: true},
+		{name: "a prefill engine that drops the connection under fail-fast: the sidecar's 503",
+			call:       completion(c, strings.Repeat("pack my box with five dozen liquor jugs ", 400), 1, option.WithHeader("x-sim-fault", "drop-connection")),
+			wantStatus: 503, wantType: "ServiceUnavailableError", wantMsg: "prefill",
+			wantHeader: [2]string{protocol.HeaderErrorPrefill, "true"}, sidecar: true},
 		{name: "a decode engine that drops the connection: the sidecar's 502",
 			call:       completion(c, "drop", 4, option.WithHeader("x-sim-fault", "drop-connection")),
 			wantStatus: 502, wantType: "InternalServerError", wantMsg: "decode leg failed",
@@ -138,6 +144,9 @@ func TestSDKReadsPdgateErrors(t *testing.T) {
 			}
 			if !tt.sidecar && apiErr.Response.Header.Get(protocol.HeaderErrorPrefill) != "" {
 				t.Errorf("an EPP answer labelled a failed prefill")
+			}
+			if !tt.sidecar && apiErr.Response.Header.Get(protocol.HeaderErrorCause) == "" {
+				t.Errorf("an EPP answer without %s", protocol.HeaderErrorCause)
 			}
 		})
 	}
