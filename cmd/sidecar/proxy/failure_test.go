@@ -11,6 +11,18 @@ import (
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
+// prefillAnswer answers like a vLLM NIXL prefiller that finished with finish and generated
+// tokens tokens.
+func prefillAnswer(finish string, tokens int) func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+	return func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		jsonAnswer(w, 200, map[string]any{
+			"choices":            []any{map[string]any{"text": "x", "finish_reason": finish}},
+			"kv_transfer_params": map[string]any{"do_remote_prefill": true, "remote_engine_id": "eng-1", "remote_block_ids": []any{1}, "remote_host": "10.9.9.9", "remote_port": 5600},
+			"usage":              map[string]any{"prompt_tokens": 10, "completion_tokens": tokens},
+		})
+	}
+}
+
 func TestPrefillFailurePolicies(t *testing.T) {
 	status := func(code int) func(w http.ResponseWriter, r *http.Request, b map[string]any) {
 		return func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
@@ -44,6 +56,12 @@ func TestPrefillFailurePolicies(t *testing.T) {
 		{name: "fail-fast bad body is 503", policy: FailFast, prefill: func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
 			_, _ = w.Write([]byte("not json"))
 		}, wantStatus: 503, wantOutcome: "failed", wantPrefill: 2, wantErrHdr: true},
+		{name: "fail-fast: a prefill that answers 200 but aborted is 503 after the one retry", policy: FailFast,
+			prefill: prefillAnswer("abort", 1), wantStatus: 503, wantOutcome: "failed", wantPrefill: 2, wantErrHdr: true},
+		{name: "fallback-local: a prefill that answers length with no token decodes locally", policy: FallbackLocal,
+			prefill: prefillAnswer("length", 0), wantStatus: 200, wantOutcome: "fallback-local", wantPrefill: 2, wantDecode: 1},
+		{name: "a prefill that stopped on its one token is complete", policy: FailFast,
+			prefill: prefillAnswer("stop", 1), wantStatus: 200, wantOutcome: "ok", wantPrefill: 1, wantDecode: 1},
 		{name: "4xx returned as is under fallback", policy: FallbackLocal, prefill: status(400), wantStatus: 400, wantOutcome: "failed", wantPrefill: 1, wantErrHdr: true},
 		{name: "fallback-local on 503 after the one retry", policy: FallbackLocal, prefill: status(503), wantStatus: 200, wantOutcome: "fallback-local", wantPrefill: 2, wantDecode: 1},
 		{name: "fallback-local on transport", policy: FallbackLocal, closed: true, wantStatus: 200, wantOutcome: "fallback-local", wantDecode: 1},

@@ -32,6 +32,8 @@ const (
 	classTransport   = "transport"
 	classHTTP        = "http_status"
 	classBadResponse = "bad_response"
+	// classIncomplete: the prefill answered 200 but says its KV was not (all) produced.
+	classIncomplete = "incomplete_prefill"
 
 	// Reasons of pdgate_sidecar_prefill_diverted_total beyond the failure classes.
 	reasonAllowlist  = "allowlist"
@@ -70,7 +72,7 @@ func (e *legError) terminal() bool { return e.class != classBadResponse }
 
 func (e *legError) retryable() bool {
 	switch e.class {
-	case classTransport, classBadResponse:
+	case classTransport, classBadResponse, classIncomplete:
 		return true
 	case classHTTP:
 		return e.status >= 500 || e.status == http.StatusTooManyRequests

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -95,7 +96,37 @@ func (pl *pipeline) prefillOnce(ctx context.Context, body []byte) (*jsonbody.Obj
 	if err != nil {
 		return nil, &legError{class: classBadResponse, err: err}
 	}
+	if why := prefillIncomplete(obj); why != "" {
+		return nil, &legError{class: classIncomplete, err: errors.New(why)}
+	}
 	return obj, nil
+}
+
+// prefillIncomplete says why a 200 prefill answer did not produce its prompt's KV, or "": a
+// finish reason of abort or error, or length with no token generated (an aborted prefill that
+// still answers 200, SGLang #33507). Handing such a leg to the decode engine would decode on
+// missing KV; it fails like any other prefill leg instead (retried once, then the failure
+// policy). Fields an engine leaves out say nothing.
+func prefillIncomplete(obj *jsonbody.Object) string {
+	raw, ok := obj.Raw("choices")
+	var choices []struct {
+		FinishReason *string `json:"finish_reason"`
+	}
+	if !ok || json.Unmarshal(raw, &choices) != nil || len(choices) == 0 || choices[0].FinishReason == nil {
+		return ""
+	}
+	switch fr := *choices[0].FinishReason; fr {
+	case "abort", "error":
+		return "prefill finished with finish_reason " + fr
+	case "length":
+		var usage struct {
+			CompletionTokens *int `json:"completion_tokens"`
+		}
+		if u, ok := obj.Raw("usage"); ok && json.Unmarshal(u, &usage) == nil && usage.CompletionTokens != nil && *usage.CompletionTokens == 0 {
+			return "prefill finished with finish_reason length and no token generated"
+		}
+	}
+	return ""
 }
 
 // sequentialPrefill runs the prefill leg of the dialects that wait for it (vLLM, TRT-LLM
