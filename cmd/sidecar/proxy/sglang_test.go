@@ -96,41 +96,58 @@ func TestSGLangIPv6BootstrapHost(t *testing.T) {
 	}
 }
 
+// A prefill that fails while the decode waits on its bootstrap fails the request and aborts
+// the decode: an error status, or a 200 that produced no KV (SGLang #33507: an aborted prefill
+// answering finish_reason length with no token).
 func TestSGLangPrefillFailureAbortsDecode(t *testing.T) {
-	decodeArrived := make(chan struct{})
-	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
-		<-decodeArrived
-		jsonAnswer(w, 500, map[string]any{"error": "boom"})
-	})
-	dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
-		if r.URL.Path == "/abort_request" {
-			w.WriteHeader(200)
-			return
-		}
-		close(decodeArrived)
-		<-r.Context().Done() // decode waits on the bootstrap forever
-	})
-	cfg := testConfig(dec, pre.hp())
-	cfg.Engine = EngineSGLang
-	env := startProxy(t, cfg)
-	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
-		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
-	if resp.StatusCode != 500 || resp.Header.Get(protocol.HeaderErrorPrefill) != "true" ||
-		resp.Header.Get(protocol.HeaderPrefillOutcome) != "failed" || !strings.Contains(body, `"error"`) {
-		t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
-	}
-	// The fake records an abort when it arrives; the sidecar counts it once the answer is back,
-	// so both are awaited.
-	aborted := env.metrics.Aborts.WithLabelValues("prefill_failure", "ok")
-	testsupport.Eventually(t, 5*time.Second, "two aborts sent and counted", func() bool {
-		return len(dec.requestsTo("/abort_request")) == 2 && counter(aborted) == 2
-	})
-	aborts := dec.requestsTo("/abort_request")
-	decRID := dec.requestsTo("/v1/chat/completions")[0].Body["rid"]
-	for _, a := range aborts {
-		if a.Body["rid"] != decRID {
-			t.Errorf("abort rid %v, want %v", a.Body["rid"], decRID)
-		}
+	for _, tc := range []struct {
+		name       string
+		answer     func(w http.ResponseWriter)
+		wantStatus int
+	}{
+		{"prefill 500", func(w http.ResponseWriter) { jsonAnswer(w, 500, map[string]any{"error": "boom"}) }, 500},
+		{"prefill 200 with no token (aborted)", func(w http.ResponseWriter) {
+			jsonAnswer(w, 200, map[string]any{"choices": []any{map[string]any{"text": "", "finish_reason": "length"}},
+				"usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 0}})
+		}, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			decodeArrived := make(chan struct{})
+			pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				<-decodeArrived
+				tc.answer(w)
+			})
+			dec := newFake(t, func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+				if r.URL.Path == "/abort_request" {
+					w.WriteHeader(200)
+					return
+				}
+				close(decodeArrived)
+				<-r.Context().Done() // decode waits on the bootstrap forever
+			})
+			cfg := testConfig(dec, pre.hp())
+			cfg.Engine = EngineSGLang
+			env := startProxy(t, cfg)
+			resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
+				map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
+			if resp.StatusCode != tc.wantStatus || resp.Header.Get(protocol.HeaderErrorPrefill) != "true" ||
+				resp.Header.Get(protocol.HeaderPrefillOutcome) != "failed" || !strings.Contains(body, `"error"`) {
+				t.Fatalf("status %d headers %v body %s", resp.StatusCode, resp.Header, body)
+			}
+			// The fake records an abort when it arrives; the sidecar counts it once the answer is
+			// back, so both are awaited.
+			aborted := env.metrics.Aborts.WithLabelValues("prefill_failure", "ok")
+			testsupport.Eventually(t, 5*time.Second, "two aborts sent and counted", func() bool {
+				return len(dec.requestsTo("/abort_request")) == 2 && counter(aborted) == 2
+			})
+			aborts := dec.requestsTo("/abort_request")
+			decRID := dec.requestsTo("/v1/chat/completions")[0].Body["rid"]
+			for _, a := range aborts {
+				if a.Body["rid"] != decRID {
+					t.Errorf("abort rid %v, want %v", a.Body["rid"], decRID)
+				}
+			}
+		})
 	}
 }
 

@@ -19,15 +19,18 @@ const maxHang = 10 * time.Minute
 // faults injected into one request.
 type faults struct {
 	prefillFail bool
-	prefillSlow time.Duration
-	hangFirst   bool
-	stallAfter  int // > 0: stall after this many tokens
-	drop        bool
-	dropAfter   int // > 0: drop the connection after this many streamed tokens
-	status      int // > 0: answer this status at once
+	// prefillAbort: the prefill is dropped once computed, but the engine still answers 200
+	// (finish_reason length, no token), as SGLang did (#33507): the KV was never handed over.
+	prefillAbort bool
+	prefillSlow  time.Duration
+	hangFirst    bool
+	stallAfter   int // > 0: stall after this many tokens
+	drop         bool
+	dropAfter    int // > 0: drop the connection after this many streamed tokens
+	status       int // > 0: answer this status at once
 }
 
-// parseFaults reads an x-sim-fault value: a comma list of prefill-fail, prefill-slow=D,
+// parseFaults reads an x-sim-fault value: a comma list of prefill-fail, prefill-abort, prefill-slow=D,
 // hang-first-token, stall-after=N, drop-connection, drop-after=N, http-500 / http-<code>.
 func parseFaults(v string) (faults, error) {
 	var f faults
@@ -37,6 +40,8 @@ func parseFaults(v string) (faults, error) {
 		switch {
 		case name == "prefill-fail" && !hasArg:
 			f.prefillFail = true
+		case name == "prefill-abort" && !hasArg:
+			f.prefillAbort = true
 		case name == "prefill-slow" && hasArg:
 			f.prefillSlow, err = time.ParseDuration(arg)
 			if err == nil && f.prefillSlow <= 0 {
@@ -56,7 +61,7 @@ func parseFaults(v string) (faults, error) {
 				err = fmt.Errorf("status must be 4xx or 5xx")
 			}
 		default:
-			return faults{}, fmt.Errorf("%s: unknown fault %q (want prefill-fail, prefill-slow=D, hang-first-token, stall-after=N, drop-connection, drop-after=N, http-<code>)", HeaderFault, item)
+			return faults{}, fmt.Errorf("%s: unknown fault %q (want prefill-fail, prefill-abort, prefill-slow=D, hang-first-token, stall-after=N, drop-connection, drop-after=N, http-<code>)", HeaderFault, item)
 		}
 		if err != nil {
 			return faults{}, fmt.Errorf("%s: %q: %w", HeaderFault, item, err)
@@ -105,7 +110,7 @@ func (in *Instance) faultsFor(r *http.Request) (faults, error) {
 		for _, c := range []struct {
 			name string
 			on   bool
-		}{{"prefill-fail", f.prefillFail}, {"prefill-slow", f.prefillSlow > 0}, {"hang-first-token", f.hangFirst},
+		}{{"prefill-fail", f.prefillFail}, {"prefill-abort", f.prefillAbort}, {"prefill-slow", f.prefillSlow > 0}, {"hang-first-token", f.hangFirst},
 			{"stall-after", f.stallAfter > 0}, {"drop-connection", f.drop || f.dropAfter > 0}, {"http-status", f.status > 0}} {
 			if c.on {
 				in.m.faults.WithLabelValues(c.name).Inc()

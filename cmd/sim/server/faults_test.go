@@ -15,6 +15,7 @@ func TestParseFaults(t *testing.T) {
 		wantErr bool
 	}{
 		{"prefill-fail", faults{prefillFail: true}, false},
+		{"prefill-abort", faults{prefillAbort: true}, false},
 		{"prefill-slow=2s, stall-after=5", faults{prefillSlow: 2 * time.Second, stallAfter: 5}, false},
 		{"hang-first-token,drop-connection", faults{hangFirst: true, drop: true}, false},
 		{"drop-after=3", faults{dropAfter: 3}, false},
@@ -62,6 +63,11 @@ func TestFaultsOverHTTP(t *testing.T) {
 	}
 	if r := post(t, url, chat("x", 3, nil), map[string]string{HeaderFault: "prefill-fail"}); r.status != 500 {
 		t.Errorf("prefill-fail: %d", r.status)
+	}
+	// SGLang's aborted prefill (#33507): a 200 that generated nothing, finish_reason length
+	if r := post(t, url, chat("x", 3, nil), map[string]string{HeaderFault: "prefill-abort"}); r.status != 200 ||
+		!strings.Contains(string(r.raw), `"finish_reason":"length"`) || !strings.Contains(string(r.raw), `"completion_tokens":0`) {
+		t.Errorf("prefill-abort: %d %s", r.status, r.raw)
 	}
 	r := post(t, url, chat("drop me", 10, stream), map[string]string{HeaderFault: "drop-after=3"})
 	if n, _, done := contentDeltas(r.raw); n != 3 || done {

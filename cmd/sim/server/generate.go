@@ -254,10 +254,13 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 			in.log.Error(err, "shared storage")
 		}
 	}
-	if x.f.prefillFail {
+	if x.f.prefillFail || x.f.prefillAbort {
 		sr.Cancel()
 		if x.l.kind == legProduce && x.l.id != "" {
 			in.store.fail(x.l.id, "injected prefill failure")
+		}
+		if x.f.prefillAbort {
+			return errPrefillAbortFault
 		}
 		return errPrefillFault
 	}
@@ -294,7 +297,10 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 	return nil
 }
 
-var errPrefillFault = errors.New("injected fault: prefill failed")
+var (
+	errPrefillFault      = errors.New("injected fault: prefill failed")
+	errPrefillAbortFault = errors.New("injected fault: prefill aborted, answered 200")
+)
 
 func (x *exchange) ctxErr() error {
 	if c := context.Cause(x.ctx); c != nil {
@@ -331,16 +337,28 @@ func (x *exchange) cacheThreshold(hit int) {
 }
 
 // fail ends the request with err, as an error status or, once streaming, an error event.
+// abortedFinish is the finish reason of a request that ends with a 200 and no token: "abort"
+// when it was aborted (/abort_request), "length" for the prefill-abort fault (SGLang's shape).
+func abortedFinish(err error, ctx context.Context) (string, bool) {
+	switch {
+	case errors.Is(err, errPrefillAbortFault):
+		return "length", true
+	case errors.Is(err, errAborted), errors.Is(context.Cause(ctx), errAborted):
+		return "abort", true
+	}
+	return "", false
+}
+
 func (x *exchange) fail(err error) {
 	if x.l.kind == legProduce && !x.prefilled && x.l.id != "" {
 		x.in.store.fail(x.l.id, err.Error())
 	}
-	if errors.Is(err, errAborted) || errors.Is(context.Cause(x.ctx), errAborted) {
+	if finish, ok := abortedFinish(err, x.ctx); ok {
 		u := newUsage(len(x.req.tokens), 0, 0)
 		if x.s != nil {
-			x.s.finish("abort", "", u, x.req.includeUsage)
+			x.s.finish(finish, "", u, x.req.includeUsage)
 		} else {
-			writeJSON(x.w, http.StatusOK, fullBody(x.meta, "", "abort", u, nil, nil))
+			writeJSON(x.w, http.StatusOK, fullBody(x.meta, "", finish, u, nil, nil))
 		}
 		return
 	}
