@@ -179,12 +179,12 @@ func (c *cluster) warmUp(ctx context.Context) {
 	c.t.Helper()
 	for {
 		r := send(ctx, c.URL(), request{stream: false, maxTokens: 1})
-		if r.status == http.StatusOK || r.header.Get("x-error-pd-decode") != "" || r.header.Get("x-error-pd-prefill") != "" {
+		if r.Status == http.StatusOK || r.Header.Get("x-error-pd-decode") != "" || r.Header.Get("x-error-pd-prefill") != "" {
 			return
 		}
 		select {
 		case <-ctx.Done():
-			c.t.Fatalf("no 200 through the gateway: last %d %v %s", r.status, r.err, r.body)
+			c.t.Fatalf("no 200 through the gateway: last %d %v %s", r.Status, r.Err, r.Body)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

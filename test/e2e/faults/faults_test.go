@@ -152,8 +152,8 @@ func TestEndpointRemovedInFlight(t *testing.T) {
 	c.waitEndpoints(t, served-1)
 	for i := 0; i < 12; i++ {
 		res := send(context.Background(), c.URL(), request{header: http.Header{"X-Pdgate-Trace": {"1"}}})
-		d := res.header.Get("x-pdgate-decision")
-		if res.status != http.StatusOK || d == "" {
+		d := res.Header.Get("x-pdgate-decision")
+		if res.Status != http.StatusOK || d == "" {
 			t.Fatalf("after removal: %s, decision %q", outcome(res), d)
 		}
 		if strings.Contains(d, "decode-a-0") {

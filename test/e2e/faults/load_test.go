@@ -1,16 +1,13 @@
 package faults
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 type request struct {
@@ -29,14 +27,7 @@ type request struct {
 }
 
 // result is what one client saw.
-type result struct {
-	status  int
-	header  http.Header
-	body    []byte
-	done    bool // a stream ended with [DONE] (or a non-stream body was read whole)
-	err     error
-	elapsed time.Duration
-}
+type result = testsupport.Answer
 
 var loadClient = &http.Client{Timeout: gatewayTimeout + 10*time.Second}
 
@@ -55,60 +46,17 @@ func send(ctx context.Context, base string, r request) result {
 		"max_tokens": r.maxTokens, "messages": []map[string]any{{"role": "user", "content": content}}})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		return result{err: err}
+		return result{Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for k, vs := range r.header {
 		req.Header[k] = vs
 	}
-	begin := time.Now()
-	resp, err := loadClient.Do(req)
-	if err != nil {
-		return result{err: err, elapsed: time.Since(begin)}
-	}
-	defer resp.Body.Close()
-	res := result{status: resp.StatusCode, header: resp.Header}
-	if !r.stream || resp.StatusCode != http.StatusOK {
-		res.body, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		res.done = err == nil
-		res.err = err
-	} else {
-		sc := bufio.NewScanner(resp.Body)
-		var buf bytes.Buffer
-		for sc.Scan() {
-			line := sc.Text()
-			buf.WriteString(line + "\n")
-			if strings.TrimSpace(line) == "data: [DONE]" {
-				res.done = true
-			}
-		}
-		res.body = buf.Bytes()
-	}
-	res.elapsed = time.Since(begin)
-	return res
+	return testsupport.Do(loadClient, req, r.stream)
 }
 
-// outcome classifies a result: "200", "cut" (a 200 stream broken before [DONE]), "lost"
-// (no answer at all), "<status>/<error header or body type>", or "<status>/undocumented".
-func outcome(r result) string {
-	switch {
-	case r.status == 0:
-		return "lost"
-	case r.status == http.StatusOK && r.done:
-		return "200"
-	case r.status == http.StatusOK:
-		return "cut"
-	}
-	for _, h := range []string{"x-error-pd-prefill", "x-error-pd-decode", "x-error-pd-encode"} {
-		if r.header.Get(h) == "true" {
-			return strconv.Itoa(r.status) + "/" + h
-		}
-	}
-	if typ := jsonErrorType(r.body); typ != "" {
-		return strconv.Itoa(r.status) + "/" + typ
-	}
-	return strconv.Itoa(r.status) + "/undocumented"
-}
+// outcome classifies a result (testsupport.Outcome), an error body by its type.
+func outcome(r result) string { return testsupport.Outcome(r, jsonErrorType) }
 
 // report is the load's tally.
 type report struct {
@@ -165,8 +113,8 @@ func loadPaced(base string, workers, max int, pace time.Duration, stop <-chan st
 				mu.Lock()
 				rep.received++
 				rep.outcomes[outcome(res)]++
-				if res.elapsed > rep.maxLatency {
-					rep.maxLatency = res.elapsed
+				if res.Elapsed > rep.maxLatency {
+					rep.maxLatency = res.Elapsed
 				}
 				mu.Unlock()
 				if wait := pace - time.Since(began); wait > 0 {

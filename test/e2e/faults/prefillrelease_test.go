@@ -39,7 +39,7 @@ pods:
 		select {
 		case r := <-done:
 			t.Fatalf("the response ended (%s after %v, charge seen %v) before the prefill pod's active charge was released with its KV charge still held",
-				outcome(r), r.elapsed, sawCharge)
+				outcome(r), r.Elapsed, sawCharge)
 		case <-time.After(20 * time.Millisecond):
 		}
 		active, kv := prefillGauges(t, c)
@@ -49,12 +49,12 @@ pods:
 		}
 	}
 	r := <-done
-	if outcome(r) != "200" || r.header.Get("x-pdgate-prefill-outcome") != "ok" {
-		t.Fatalf("request: %s outcome %q: %s", outcome(r), r.header.Get("x-pdgate-prefill-outcome"), r.body)
+	if outcome(r) != "200" || r.Header.Get("x-pdgate-prefill-outcome") != "ok" {
+		t.Fatalf("request: %s outcome %q: %s", outcome(r), r.Header.Get("x-pdgate-prefill-outcome"), r.Body)
 	}
 	// Released with the leg, not with the response: well before the response ended.
 	if lead := time.Since(releasedAt); lead < 500*time.Millisecond {
-		t.Fatalf("active charge released only %v before the response ended (request took %v)", lead, r.elapsed)
+		t.Fatalf("active charge released only %v before the response ended (request took %v)", lead, r.Elapsed)
 	}
 	m := labelled(t, c.eppMetricsURL())
 	if m[`pdgate_epp_prefill_release_callbacks_total{result="ok"}`] < 1 || m[`pdgate_epp_prefill_release_callbacks_total{result="bad_signature"}`] != 0 {

@@ -130,7 +130,7 @@ func TestSoak(t *testing.T) {
 			defer mu.Unlock()
 			rep.Received++
 			rep.Outcomes[outcome(res)]++
-			if ms := float64(res.elapsed.Milliseconds()); ms > rep.MaxLatencyMS {
+			if ms := float64(res.Elapsed.Milliseconds()); ms > rep.MaxLatencyMS {
 				rep.MaxLatencyMS = ms
 			}
 		}()
@@ -198,7 +198,7 @@ func calibrate(base string, workers int, d time.Duration) float64 {
 		go func(w int) {
 			defer wg.Done()
 			for i := 0; time.Now().Before(end); i++ {
-				if send(base, i%2 == 0, 4+(i*7+w)%28, "").status == 200 {
+				if send(base, i%2 == 0, 4+(i*7+w)%28, "").Status == 200 {
 					mu.Lock()
 					n++
 					mu.Unlock()
