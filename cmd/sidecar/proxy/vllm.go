@@ -73,6 +73,15 @@ func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, stri
 			outcome = outcomeFallback
 			break
 		}
+		if v.conn == ConnectorNIXLv2 {
+			if why := nixlHandoffProblem(params); why != "" {
+				// A decode handed these would pull from nowhere (or hang on the pull): it
+				// prefills by itself instead, as without parameters.
+				rq.log.Info("prefill response's kv_transfer_params are malformed; decode prefills locally", "problem", why)
+				outcome = outcomeFallback
+				break
+			}
+		}
 		if v.conn == ConnectorSHFS {
 			_ = params.Set("remote_host", rq.prefill.Host)
 		}
@@ -136,6 +145,28 @@ type sharedStorageReader struct{ dec []byte }
 
 func (s sharedStorageReader) decodeBody(*request, *jsonbody.Object) ([]byte, string, *int64) {
 	return s.dec, outcomeOK, nil
+}
+
+// nixlHandoffProblem says what makes a NIXL prefill's kv_transfer_params unusable for the
+// decode's pull, or "": the decode engine needs the producer's engine id, its host and port,
+// and the block ids it holds.
+func nixlHandoffProblem(kv *jsonbody.Object) string {
+	for _, k := range []string{"remote_engine_id", "remote_host"} {
+		if v, ok := kv.String(k); !ok || strings.TrimSpace(v) == "" {
+			return k + " missing or not a non-empty string"
+		}
+	}
+	var port json.Number
+	if raw, ok := kv.Raw("remote_port"); !ok || json.Unmarshal(raw, &port) != nil {
+		return "remote_port missing or not a number"
+	} else if p, err := port.Int64(); err != nil || p <= 0 || p > 65535 {
+		return "remote_port out of range"
+	}
+	var ids []json.RawMessage
+	if raw, ok := kv.Raw("remote_block_ids"); !ok || json.Unmarshal(raw, &ids) != nil {
+		return "remote_block_ids missing or not an array"
+	}
+	return ""
 }
 
 // nixlProducerParams accepts the NIXL prefill-leg kv_transfer_params (do_remote_decode true,

@@ -202,3 +202,53 @@ func TestSharedStorage(t *testing.T) {
 		})
 	}
 }
+
+// A NIXL prefill answer whose kv_transfer_params cannot drive the decode's pull is treated as
+// one without parameters: the decode prefills locally (fallback-local, no_kv_params), never a
+// decode that pulls from nowhere.
+func TestNIXLHandoffChecked(t *testing.T) {
+	good := map[string]any{"do_remote_prefill": true, "remote_engine_id": "eng-1", "remote_block_ids": []any{1, 2}, "remote_host": "10.9.9.9", "remote_port": 5600}
+	with := func(k string, v any) map[string]any {
+		m := map[string]any{}
+		for kk, vv := range good {
+			m[kk] = vv
+		}
+		if v == nil {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name        string
+		params      map[string]any
+		wantOutcome string
+	}{
+		{"well formed", good, outcomeOK},
+		{"nested block ids (per KV-cache group)", with("remote_block_ids", []any{[]any{1, 2}}), outcomeOK},
+		{"no engine id", with("remote_engine_id", nil), outcomeFallback},
+		{"empty host", with("remote_host", ""), outcomeFallback},
+		{"port as quoted digits (Python reads it)", with("remote_port", "5600"), outcomeOK},
+		{"port not a number", with("remote_port", "high"), outcomeFallback},
+		{"port out of range", with("remote_port", 70000), outcomeFallback},
+		{"block ids not a list", with("remote_block_ids", 7), outcomeFallback},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+				jsonAnswer(w, 200, map[string]any{"choices": []any{map[string]any{"text": "x", "finish_reason": "length"}},
+					"kv_transfer_params": tc.params, "usage": map[string]any{"prompt_tokens": 10, "completion_tokens": 1}})
+			})
+			dec := newFake(t, decodeOK)
+			env := startProxy(t, testConfig(dec, pre.hp()))
+			resp, body := env.post(t, "/v1/completions", `{"model":"m","prompt":"p"}`, map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()})
+			if resp.StatusCode != 200 || resp.Header.Get(protocol.HeaderPrefillOutcome) != tc.wantOutcome {
+				t.Fatalf("status %d outcome %q, want 200 %q: %s", resp.StatusCode, resp.Header.Get(protocol.HeaderPrefillOutcome), tc.wantOutcome, body)
+			}
+			_, handed := dec.only(t).Body["kv_transfer_params"]
+			if handed != (tc.wantOutcome == outcomeOK) {
+				t.Fatalf("decode leg carries kv_transfer_params = %v", handed)
+			}
+		})
+	}
+}
