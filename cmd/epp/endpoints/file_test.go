@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -54,7 +54,7 @@ endpoints:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Parse([]byte(tt.in))
-			if validatetest.Err(t, err, tt.wantErr) {
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			if len(got) != tt.want {

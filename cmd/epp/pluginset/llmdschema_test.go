@@ -7,7 +7,7 @@ import (
 	"github.com/go-logr/logr"
 	configapi "sigs.k8s.io/gateway-api-inference-extension/apix/config/v1alpha1"
 
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestLoadRawLLMDSchema(t *testing.T) {
@@ -90,7 +90,7 @@ func TestLoadRawLLMDSchema(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			raw, gates, err := LoadRaw([]byte(tt.doc), logr.Discard())
-			if validatetest.Err(t, err, tt.wantErr) {
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			if tt.check != nil {

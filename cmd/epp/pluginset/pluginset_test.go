@@ -11,8 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/plugins"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 // TestInTreeListMatchesGIE re-reads GIE's runner source so that an upgrade that adds an
@@ -78,7 +78,7 @@ func TestNormalizeAPIVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := normalizeAPIVersion([]byte(tt.in))
-			if validatetest.Err(t, err, tt.wantErr) {
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			if err != nil || string(got) != tt.want {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestOptions(t *testing.T) {
@@ -58,7 +58,7 @@ func TestOptions(t *testing.T) {
 			if err == nil {
 				err = o.Validate()
 			}
-			if validatetest.Err(t, err, tt.wantErr) {
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			tt.check(t, o)
@@ -93,7 +93,7 @@ func TestRefreshIntervalFromAIBrixEnv(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := o.Validate()
-			if validatetest.Err(t, err, tt.wantErr) {
+			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
 			if err != nil || o.RefreshMetricsInterval != tt.want {

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/epp/endpoints"
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 // checkParse runs a /proc parser on in and wants want, or an error holding wantErr.
 func checkParse[T comparable](t *testing.T, parse func([]byte) (T, error), in string, want T, wantErr string) {
 	t.Helper()
 	got, err := parse([]byte(in))
-	if !validatetest.Err(t, err, wantErr) && got != want {
+	if !plugintest.WantErr(t, err, wantErr) && got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
@@ -119,7 +119,7 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.o.Validate()
-			validatetest.Err(t, err, tc.err)
+			plugintest.WantErr(t, err, tc.err)
 		})
 	}
 }

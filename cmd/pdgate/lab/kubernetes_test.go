@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/pdgate/pdgate/cmd/internal/validatetest"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func kubePlan(t *testing.T) *Plan {
@@ -166,7 +166,7 @@ func TestCheckKubeFiles(t *testing.T) {
 				}
 			}
 			err := checkKubeFiles(assets, crds)
-			validatetest.Err(t, err, tc.want)
+			plugintest.WantErr(t, err, tc.want)
 		})
 	}
 }

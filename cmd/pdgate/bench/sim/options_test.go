@@ -12,6 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -165,7 +166,7 @@ func TestSelectPolicies(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.list, func(t *testing.T) {
 			got, err := SelectPolicies(tc.list)
-			if validatetest.Err(t, err, tc.err) {
+			if plugintest.WantErr(t, err, tc.err) {
 				return
 			}
 			if len(got) != len(tc.names) {
