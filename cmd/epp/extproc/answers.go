@@ -27,16 +27,10 @@ func (x *exchange) answer(_ context.Context, a *contract.Answer) error {
 		bodyRejected.Inc()
 	}
 	x.logger.V(logutil.DEBUG).Info("Answering the request in the EPP", "status", a.Status, "cause", a.Cause, "reason", a.Message)
-	headers := make([]*configPb.HeaderValueOption, 0, len(a.Headers)+2)
-	named := false
-	for _, h := range a.Headers {
+	hs := a.ResponseHeaders()
+	headers := make([]*configPb.HeaderValueOption, 0, len(hs)+1)
+	for _, h := range hs {
 		headers = append(headers, setHeader(h.Name, h.Value))
-		named = named || h.Name == protocol.HeaderErrorCause
-	}
-	// Every answer names its cause as the metric above labels it, so a client and an operator
-	// read the same word.
-	if !named && a.Cause != "" {
-		headers = append(headers, setHeader(protocol.HeaderErrorCause, string(a.Cause)))
 	}
 	return x.send(&extProcPb.ProcessingResponse{Response: &extProcPb.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extProcPb.ImmediateResponse{

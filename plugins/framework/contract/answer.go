@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -53,6 +54,22 @@ func NewTextAnswer(status int, cause Cause, body, msg string) *Answer {
 		Cause:   cause,
 		Message: msg,
 	}
+}
+
+// ResponseHeaders are the headers a goes out with: its own and, unless it sets one, the
+// x-pdgate-error-cause header naming its Cause (the word the EPP's immediate-responses metric
+// labels it with), so a client and an operator read the same cause.
+func (a *Answer) ResponseHeaders() []Header {
+	out := make([]Header, 0, len(a.Headers)+1)
+	named := false
+	for _, h := range a.Headers {
+		out = append(out, h)
+		named = named || strings.EqualFold(h.Name, protocol.HeaderErrorCause)
+	}
+	if !named && a.Cause != "" {
+		out = append(out, Header{Name: protocol.HeaderErrorCause, Value: string(a.Cause)})
+	}
+	return out
 }
 
 // WithHeader adds a response header and returns a.

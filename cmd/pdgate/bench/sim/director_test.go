@@ -168,7 +168,7 @@ func simOutcome(t *testing.T, llm *fwksched.LLMRequest, dec extproc.Decision, er
 	if err != nil {
 		o := outcome{Status: extproc.StatusOf(err)}
 		if a, ok := contract.AnswerOf(err); ok {
-			o.Body, o.Headers = string(a.Body), answerHeaders(a.Headers)
+			o.Body, o.Headers = string(a.Body), answerHeaders(a.ResponseHeaders())
 		} else if resp, gerr := errcommon.BuildErrResponse(err); gerr == nil {
 			o.Body = string(resp.GetImmediateResponse().GetBody()) // GIE's own error, as GIE renders it
 		} else {
