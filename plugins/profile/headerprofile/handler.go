@@ -54,10 +54,10 @@ func ParseParameters(typ, name string, raw json.RawMessage) (Parameters, error) 
 	}
 	p.HeaderName = strings.TrimSpace(p.HeaderName)
 	if p.HeaderName == "" {
-		return p, fmt.Errorf("%s %q: parameter headerName must not be empty", typ, name)
+		return p, pluginkit.Errorf(typ, name, "parameter headerName must not be empty")
 	}
 	if strings.TrimSpace(p.DefaultProfile) == "" {
-		return p, fmt.Errorf("%s %q: parameter defaultProfile must not be empty", typ, name)
+		return p, pluginkit.Errorf(typ, name, "parameter defaultProfile must not be empty")
 	}
 	p.HeaderName = strings.ToLower(p.HeaderName)
 	return p, nil
@@ -88,14 +88,12 @@ func PhaseFactory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fw
 }
 
 func newHandler(typ, name string, raw json.RawMessage) (*Handler, error) {
-	if name == "" {
-		name = typ
-	}
-	p, err := ParseParameters(typ, name, raw)
+	tn := pluginkit.TypedName(typ, name)
+	p, err := ParseParameters(typ, tn.Name, raw)
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{tn: fwkplugin.TypedName{Type: typ, Name: name}, params: p}, nil
+	return &Handler{tn: tn, params: p}, nil
 }
 
 // TypedName implements fwkplugin.Plugin.
