@@ -53,7 +53,7 @@ func TestBodyOverLimit(t *testing.T) {
 	}
 	want413 := &immediate{Status: 413,
 		Body:    string(protocol.ErrorBody(413, "invalid_request_error", fmt.Sprintf("request body exceeds the EPP limit of %d bytes (--max-request-body-bytes)", limit))),
-		Headers: map[string]string{"content-type": "application/json"}}
+		Headers: map[string]string{"content-type": "application/json", protocol.HeaderErrorCause: "body_too_large"}}
 	hdr := map[string]string{reqcommon.RequestIdHeaderKey: "big"}
 	declared := map[string]string{reqcommon.RequestIdHeaderKey: "big", "content-length": "90"}
 	cases := []struct {
@@ -366,6 +366,8 @@ func TestPdgateEarlyAnswers(t *testing.T) {
 				if o.Routed {
 					t.Fatalf("step %d: want %d, the request was routed: %+v", i, s.want.Status, o)
 				}
+				// The answer names its cause as the metric labels it (x-pdgate-error-cause).
+				s.want.Headers[protocol.HeaderErrorCause] = s.cause
 				if d := cmp.Diff(s.want, o.Immediate); d != "" {
 					t.Errorf("step %d: pdgate's answer (-want +got):\n%s", i, d)
 				}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/test/integration"
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/giehermetic"
 )
 
@@ -240,6 +241,9 @@ func TestHermeticConformance(t *testing.T) {
 						t.Errorf("pdgate sent GIE's debugging header %s to the client", debugResponseHeader)
 					}
 					stock.DebugHeader = false // GIE adds it to every response (documented)
+					if giehermetic.DropErrorCause(&pd) {
+						t.Errorf("pdgate's %d answer names no cause (%s)", pd.Immediate.Status, protocol.HeaderErrorCause)
+					}
 					if tc.jsonBody {
 						normaliseJSONBody(t, "stock", &stock)
 						normaliseJSONBody(t, "pdgate", &pd)

@@ -45,6 +45,19 @@ func Exchange(ctx context.Context, client extProcPb.ExternalProcessorClient, req
 	}
 }
 
+// DropErrorCause applies the documented header difference of answers: pdgate names the cause of
+// every answer it makes itself in x-pdgate-error-cause, which GIE does not send. It removes the
+// header from o's answer and reports whether an answer without it was found (false when there
+// is no answer).
+func DropErrorCause(o *Outcome) (unnamed bool) {
+	if o.Immediate == nil {
+		return false
+	}
+	unnamed = o.Immediate.Headers[protocol.HeaderErrorCause] == ""
+	delete(o.Immediate.Headers, protocol.HeaderErrorCause)
+	return unnamed
+}
+
 // Outcome is what an ext_proc exchange means to the gateway, the client and the model server,
 // after the documented differences are normalised away.
 type Outcome struct {

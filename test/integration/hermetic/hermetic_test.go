@@ -103,6 +103,9 @@ func TestGIEHermeticCases(t *testing.T) {
 			} else {
 				want := giehermetic.Normalise(tc.Requests, tc.WantResponses, nil)
 				want.DebugHeader = false // GIE adds it to every response (documented)
+				if giehermetic.DropErrorCause(&got) {
+					t.Errorf("bin/epp's %d answer names no cause (x-pdgate-error-cause)", got.Immediate.Status)
+				}
 				if d := cmp.Diff(want, got); d != "" {
 					t.Errorf("bin/epp differs from GIE's expected responses (-GIE +bin/epp):\n%s", d)
 				}
