@@ -101,7 +101,9 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	for k := len(order) - 1; k >= 0; k-- {
 		l.cache.addWeighted(hashes[order[k][0]], order[k][1])
 	}
-	recorded(len(hashes), func(i, _ int) bool { word[hashes[i]] |= bit; return true })
+	for _, r := range order {
+		word[hashes[r[0]]] |= bit
+	}
 }
 
 // track gives s a slot and an LRU of capacity c.
