@@ -39,6 +39,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/profile/headerprofile"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/pdratioadvisor"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/probabilisticadmitter"
 	"github.com/pdgate/pdgate/plugins/scorers/endpointattrscorer"
@@ -90,6 +91,7 @@ var registrations = []registration{
 	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
 	{typeName: nohitlru.Type, factory: nohitlru.Factory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
+	{typeName: pdratioadvisor.Type, factory: pdratioadvisor.Factory},
 	{typeName: pdtokenledger.Type, factory: pdtokenledger.Factory},
 	{typeName: openaiparser.Type, factory: openaiparser.Factory},
 	{typeName: prefixproducer.Type, factory: prefixproducer.Factory},
