@@ -29,6 +29,7 @@ func (rp reporter) refusePrefill(w http.ResponseWriter, rq *request, code int, m
 	rp.diverted(rq, outcomeFailed, reason)
 	rp.m.aibrixFailure(aibrixPrefillFailure, code)
 	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+	w.Header().Set(headerErrorCause, reason)
 	writeError(w, code, msg, protocol.HeaderErrorPrefill)
 }
 
@@ -42,6 +43,7 @@ func (rp reporter) prefillFailure(w http.ResponseWriter, rq *request, lerr *legE
 	rp.diverted(rq, outcomeFailed, lerr.class)
 	rp.m.aibrixFailure(aibrixPrefillFailure, code)
 	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+	w.Header().Set(headerErrorCause, lerr.class)
 	writeError(w, code, "prefill request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256), protocol.HeaderErrorPrefill)
 }
 
@@ -55,6 +57,7 @@ func (rp reporter) gateFailure(w http.ResponseWriter, rq *request, g *gate) {
 	rp.diverted(rq, outcomeFailed, "unknown")
 	rp.m.aibrixFailure(aibrixPrefillFailure, http.StatusServiceUnavailable)
 	w.Header().Set(protocol.HeaderPrefillOutcome, outcomeFailed)
+	w.Header().Set(headerErrorCause, "unknown")
 	writeError(w, http.StatusServiceUnavailable, "prefill leg failed", protocol.HeaderErrorPrefill)
 }
 

@@ -94,7 +94,9 @@ type Config struct {
 	// failure (on the EPP's alternate prefill pod when named, else the same pod). The zero
 	// value retries: silent degradation starts with a single dropped connection otherwise.
 	SkipPrefillRetryOnce bool
-	EncodeTimeout        time.Duration
+	// uncheckedHandoff turns the handoff checks (checks.go) off: the benchmark's baseline.
+	uncheckedHandoff bool
+	EncodeTimeout    time.Duration
 
 	AbortTimeout    time.Duration
 	AbortRetryDelay time.Duration

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,6 +28,32 @@ type decodeLeg struct {
 	// probe (shared-storage decode-first): hold the start of the answer and report whether
 	// the engine asked for a prefill (finish_reason cache_threshold) instead of streaming it.
 	probe bool
+	// expect is what the sequential prefill produced; checkGate: check against what the
+	// concurrent prefill's answer says (gate). The decode's answer must agree (checks.go).
+	expect    handoffExpect
+	checkGate bool
+	// cause names why a fallback-local decode got no KV (x-error-pd-cause on its answer).
+	cause string
+}
+
+// checkError is a decode answer that failed a handoff check.
+type checkError struct{ cause, msg string }
+
+func (e *checkError) Error() string { return e.cause + ": " + e.msg }
+
+// checked reports whether the leg's answer is checked against its prefill's.
+func (o *decodeLeg) checked() bool { return o.expect.prompt > 0 || (o.gate != nil && o.checkGate) }
+
+// expectation is what the decode's answer must agree with: the sequential prefill's answer,
+// or the concurrent prefill's once known. The decode's usage comes at its end, long after
+// the prefill answered; should it not have, it is waited for (within the leg's deadline,
+// while the client waits).
+func (pl *pipeline) expectation(o *decodeLeg) handoffExpect {
+	if o.gate == nil {
+		return o.expect
+	}
+	o.gate.await(pl.r.Context(), pl.rq.t.prefill)
+	return o.gate.expectation()
 }
 
 const probeLimit = 1 << 20
@@ -84,7 +111,13 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 		out       io.Writer = w
 		rw        *sse.Writer
 		pending   []byte
+		firstByte time.Time
 	)
+	ok2xx := resp.StatusCode/100 == 2
+	checking := ok2xx && o.checked()
+	// A checked JSON answer is held whole (it is one document: the client can use none of it
+	// before the end) and checked before its headers go out.
+	holding := checking && !isSSE(resp.Header)
 	flush := func() {}
 	if f, ok := w.(http.Flusher); ok {
 		flush = f.Flush
@@ -93,15 +126,29 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 		if o.gate != nil && !o.gate.commit() {
 			return false
 		}
-		pl.writeDecodeHeaders(resp, o)
+		pl.writeDecodeHeaders(resp, o, firstByte)
 		committed = true
-		if o.rewriteCached != nil && resp.StatusCode/100 == 2 {
+		if o.rewriteCached != nil && ok2xx {
 			rw = sse.NewWriter(w, flush, *o.rewriteCached, isSSE(resp.Header))
 			out = rw
 		}
+		if checking && isSSE(resp.Header) {
+			check := func(line []byte) error {
+				if cause, msg := pl.expectation(&o).checkLine(line); cause != "" {
+					return &checkError{cause, msg}
+				}
+				return nil
+			}
+			if rw == nil {
+				rw = sse.NewLineChecker(w, flush, check)
+				out = rw
+			} else {
+				rw.CheckLines(check)
+			}
+		}
 		return true
 	}
-	probing := o.probe && resp.StatusCode/100 == 2
+	probing := o.probe && ok2xx
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
 	buf := *bp
@@ -109,7 +156,17 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
 			wd.chunk()
+			if firstByte.IsZero() {
+				firstByte = time.Now()
+			}
 			chunk := buf[:n]
+			if holding {
+				pending = append(pending, chunk...)
+				chunk = nil
+				if len(pending) > maxLegResponse {
+					holding, chunk, pending = false, pending, nil // too large to hold: passed on unchecked
+				}
+			}
 			if probing {
 				pending = append(pending, chunk...)
 				if !probeDecided(pending, isSSE(resp.Header)) {
@@ -128,7 +185,7 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 					return false
 				}
 				if _, werr := out.Write(chunk); werr != nil {
-					pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), "client_gone").Inc()
+					pl.writeFailed(o, werr)
 					return false
 				}
 				if rw == nil {
@@ -140,6 +197,12 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 			if probing && hasCacheThreshold(pending) {
 				return true
 			}
+			if holding {
+				if cause, msg := pl.expectation(&o).checkBody(pending); cause != "" {
+					pl.checkFailed(o, &checkError{cause, msg}, false)
+					return false
+				}
+			}
 			if !committed {
 				if !commit() {
 					pl.report.gateFailure(w, rq, o.gate)
@@ -150,7 +213,10 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 				}
 			}
 			if rw != nil {
-				_ = rw.Close()
+				if err := rw.Close(); err != nil {
+					pl.writeFailed(o, err)
+					return false
+				}
 			}
 			flush()
 			pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), outcomeOK).Inc()
@@ -163,7 +229,7 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 	}
 }
 
-func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg) {
+func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg, firstByte time.Time) {
 	w, rq := pl.w, pl.rq
 	h := w.Header()
 	for k, vs := range resp.Header {
@@ -183,17 +249,54 @@ func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg) {
 		outcome = outcomeAlternate
 	}
 	h.Set(protocol.HeaderPrefillOutcome, outcome)
+	if o.cause != "" {
+		h.Set(headerErrorCause, o.cause)
+	}
 	if dur > 0 {
 		h.Set(protocol.HeaderPrefillDurationMS, strconv.FormatInt(dur.Milliseconds(), 10))
 	}
 	if !end.IsZero() {
-		handoff := time.Since(end)
+		if firstByte.IsZero() {
+			firstByte = time.Now()
+		}
+		handoff := firstByte.Sub(end)
 		if handoff < 0 {
 			handoff = 0
 		}
 		pl.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(pl.cfg.Engine)).Observe(handoff.Seconds())
 	}
 	w.WriteHeader(resp.StatusCode)
+}
+
+// writeFailed handles a write to the client that failed: a handoff check that stopped the
+// stream, or a client gone.
+func (pl *pipeline) writeFailed(o decodeLeg, err error) {
+	var ce *checkError
+	if errors.As(err, &ce) {
+		pl.checkFailed(o, ce, true)
+		return
+	}
+	pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), "client_gone").Inc()
+}
+
+// checkFailed answers a decode whose answer failed a handoff check: 502 with
+// x-error-pd-decode and the cause when nothing was sent yet; once the stream started, an
+// SSE error event and a cut stream (no clean end, no [DONE]), so that no client reads it as
+// a complete answer. The usage it is checked on comes with the decode's end: nothing is left
+// to abort.
+func (pl *pipeline) checkFailed(o decodeLeg, ce *checkError, committed bool) {
+	w, rq := pl.w, pl.rq
+	pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), ce.cause).Inc()
+	rq.log.Info("decode answer failed the handoff check", "cause", ce.cause, "detail", ce.msg, "headersSent", committed)
+	if committed {
+		_, _ = w.Write(append(append([]byte("data: "), protocol.ErrorBody(http.StatusBadGateway, errorType(http.StatusBadGateway), ce.msg)...), '\n', '\n'))
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
+		panic(http.ErrAbortHandler)
+	}
+	w.Header().Set(headerErrorCause, ce.cause)
+	writeError(w, http.StatusBadGateway, "decode answer failed the KV handoff check ("+ce.cause+"): "+ce.msg, protocol.HeaderErrorDecode)
 }
 
 // decodeFailed handles a decode leg that ended with an error.
@@ -215,6 +318,7 @@ func (pl *pipeline) decodeFailed(o decodeLeg, wd *watchdog, err error, committed
 		if phase != phaseFirst {
 			verb = "finish"
 		}
+		w.Header().Set(headerErrorCause, "watchdog_"+phase)
 		writeError(w, http.StatusGatewayTimeout, fmt.Sprintf("decode engine did not %s responding within the %s timeout", verb, phase),
 			protocol.HeaderErrorDecode)
 		return
@@ -240,6 +344,7 @@ func (pl *pipeline) decodeFailed(o decodeLeg, wd *watchdog, err error, committed
 	if committed {
 		panic(http.ErrAbortHandler)
 	}
+	w.Header().Set(headerErrorCause, classTransport)
 	if isConnRefused(err) {
 		writeError(w, http.StatusServiceUnavailable, "the decode engine is not ready (connection refused)", protocol.HeaderErrorDecode)
 		return

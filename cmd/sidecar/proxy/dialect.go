@@ -45,14 +45,17 @@ type legPlan struct {
 	// fallback is the body of a decode with local prefill after a failed prefill leg (nil:
 	// the client's body less the KV fields).
 	fallback []byte
+	// unchecked: the decode's cached tokens say what a shared store kept, not what a handoff
+	// delivered (a decode recomputes what expired), so the handoff checks do not apply.
+	unchecked bool
 }
 
 // prefillReader reads a sequential prefill's answer into the decode leg.
 type prefillReader interface {
-	// decodeBody returns the decode leg's body, its prefill outcome (outcomeOK, or
-	// outcomeFallback when the answer handed no KV over and decode prefills by itself) and,
-	// when set, the cached_tokens the decode answer reports.
-	decodeBody(rq *request, resp *jsonbody.Object) (body []byte, outcome string, cached *int64)
+	// decodeBody returns the decode leg's body, why the answer handed no usable KV over
+	// ("" when it did; else the diverted reason, no_kv_params or wrong_rank, and the decode
+	// prefills by itself) and, when set, the cached_tokens the decode answer reports.
+	decodeBody(rq *request, resp *jsonbody.Object) (body []byte, fallback string, cached *int64)
 }
 
 // aborter drops a request on the local decode engine (SGLang's /abort_request).

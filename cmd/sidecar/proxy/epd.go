@@ -122,6 +122,7 @@ func (pl *pipeline) encode() (handled, ok bool) {
 				return true, false
 			}
 			rq.log.Info("encode leg failed", "item", i, "err", lerr.Error())
+			w.Header().Set(headerErrorCause, lerr.class)
 			writeError(w, http.StatusBadGateway, "encode request failed ("+lerr.class+"): "+truncate(lerr.Error(), 256),
 				protocol.HeaderErrorEncode)
 			return true, false

@@ -99,6 +99,9 @@ func TestPrefillFailurePolicies(t *testing.T) {
 			if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != tt.wantErrHdr {
 				t.Errorf("x-error-pd-prefill %v, want %v", got, tt.wantErrHdr)
 			}
+			if cause := resp.Header.Get(headerErrorCause); (cause != "") != (tt.wantErrHdr || tt.wantOutcome == outcomeFallback) {
+				t.Errorf("x-error-pd-cause %q on a %d %s answer", cause, resp.StatusCode, tt.wantOutcome)
+			}
 			if got := resp.Header.Get(protocol.HeaderErrorCause); got != tt.wantCause {
 				t.Errorf("x-pdgate-error-cause %q, want %q", got, tt.wantCause)
 			}

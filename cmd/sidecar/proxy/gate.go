@@ -29,6 +29,9 @@ type gate struct {
 	done      bool
 	start     time.Time
 	end       time.Time
+	// expect is what the prefill's answer says it produced (the decode's answer is checked
+	// against it).
+	expect handoffExpect
 }
 
 func newGate(resetAfterCommit bool) *gate {
@@ -46,14 +49,14 @@ func (g *gate) attach(cancel func()) {
 	}
 }
 
-// succeed records a completed prefill.
-func (g *gate) succeed() {
+// succeed records a completed prefill and what its answer says it produced.
+func (g *gate) succeed(e handoffExpect) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.done {
 		return
 	}
-	g.done, g.end = true, time.Now()
+	g.done, g.end, g.expect = true, time.Now(), e
 	close(g.succeeded)
 	close(g.finished)
 }
@@ -113,6 +116,13 @@ func (g *gate) await(ctx context.Context, limit time.Duration) bool {
 	case <-t.C:
 	}
 	return false
+}
+
+// expectation is what a completed prefill produced (zero while unknown: nothing to check).
+func (g *gate) expectation() handoffExpect {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.expect
 }
 
 func (g *gate) failure() *legError {

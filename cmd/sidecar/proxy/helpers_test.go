@@ -104,11 +104,12 @@ func sseAnswer(w http.ResponseWriter, events ...string) {
 	}
 }
 
-// decodeOK answers like a vLLM decode: SSE when stream is set, else JSON with usage.
+// decodeOK answers like a vLLM decode after a whole handoff (its stream reports every prompt
+// token cached): SSE when stream is set, else JSON with usage.
 func decodeOK(w http.ResponseWriter, _ *http.Request, body map[string]any) {
 	if s, _ := body["stream"].(bool); s {
 		sseAnswer(w, `{"choices":[{"delta":{"content":"Hel"}}]}`, `{"choices":[{"delta":{"content":"lo"}}]}`,
-			`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":0}}}`, "[DONE]")
+			`{"choices":[],"usage":{"prompt_tokens":10,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":10}}}`, "[DONE]")
 		return
 	}
 	jsonAnswer(w, 200, map[string]any{"choices": []any{map[string]any{"text": "Hello", "finish_reason": "stop"}},

@@ -28,7 +28,7 @@ func (pl *pipeline) prefill() (next *decodeLeg, done func()) {
 	if plan.concurrent {
 		g := newGate(plan.resetAfterCommit)
 		done = pl.startConcurrentPrefill(plan.prefill, g, plan.abort)
-		return &decodeLeg{body: plan.decode, gate: g, abort: plan.abort}, done
+		return &decodeLeg{body: plan.decode, gate: g, abort: plan.abort, checkGate: !pl.cfg.uncheckedHandoff}, done
 	}
 	if plan.probe {
 		if !pl.decode(decodeLeg{body: localBody(rq), outcome: outcomeSkipped, probe: true}) {
@@ -42,11 +42,16 @@ func (pl *pipeline) prefill() (next *decodeLeg, done func()) {
 		return pl.prefillFailed(lerr, plan.fallback), done
 	}
 	end := time.Now()
-	body, outcome, cached := plan.reader.decodeBody(rq, resp)
-	if outcome == outcomeFallback {
-		pl.report.diverted(rq, outcomeFallback, reasonNoKVParams)
+	body, fallback, cached := plan.reader.decodeBody(rq, resp)
+	if fallback != "" {
+		pl.report.diverted(rq, outcomeFallback, fallback)
+		return &decodeLeg{body: body, outcome: outcomeFallback, cause: fallback, prefillDur: dur, prefillEnd: end, rewriteCached: cached}, done
 	}
-	return &decodeLeg{body: body, outcome: outcome, prefillDur: dur, prefillEnd: end, rewriteCached: cached}, done
+	next = &decodeLeg{body: body, outcome: outcomeOK, prefillDur: dur, prefillEnd: end, rewriteCached: cached}
+	if !plan.unchecked && !pl.cfg.uncheckedHandoff {
+		next.expect = expectFrom(resp)
+	}
+	return next, done
 }
 
 // setupFailed answers a request whose legs cannot be set up, before any leg is sent; for a
@@ -72,7 +77,7 @@ func (pl *pipeline) setupFailed(err error) *decodeLeg {
 	pl.cfg.Metrics.Legs.WithLabelValues("prefill", string(pl.cfg.Engine), classSetup).Inc()
 	if pl.cfg.FailurePolicy == FallbackLocal {
 		pl.report.diverted(rq, outcomeFallback, classSetup)
-		return &decodeLeg{body: localBody(rq), outcome: outcomeFallback}
+		return &decodeLeg{body: localBody(rq), outcome: outcomeFallback, cause: classSetup}
 	}
 	pl.report.refusePrefill(w, rq, http.StatusServiceUnavailable, "prefill request failed ("+classSetup+"): "+truncate(se.msg, 256), classSetup)
 	return nil
@@ -207,6 +212,7 @@ func (pl *pipeline) prefillFailed(lerr *legError, fallback []byte) *decodeLeg {
 			h.Set(protocol.HeaderErrorCause, protocol.CauseModelNotFound)
 		} else {
 			h.Set(protocol.HeaderErrorPrefill, "true")
+			h.Set(headerErrorCause, lerr.class)
 		}
 		h.Set(protocol.HeaderPrefillOutcome, outcomeFailed)
 		w.WriteHeader(lerr.status)
@@ -219,7 +225,7 @@ func (pl *pipeline) prefillFailed(lerr *legError, fallback []byte) *decodeLeg {
 		if fallback == nil {
 			fallback = localBody(rq)
 		}
-		return &decodeLeg{body: fallback, outcome: outcomeFallback}
+		return &decodeLeg{body: fallback, outcome: outcomeFallback, cause: lerr.class}
 	}
 	pl.report.prefillFailure(w, rq, lerr)
 	return nil
@@ -244,7 +250,7 @@ func (pl *pipeline) startConcurrentPrefill(body []byte, g *gate, abort aborter) 
 	go func() {
 		defer cancel()
 		start := time.Now()
-		_, lerr := pl.prefillOnce(ctx, body)
+		obj, lerr := pl.prefillOnce(ctx, body)
 		pl.release.returned(rq) // the leg's result is known: the EPP's charge may end
 		if lerr == nil || !lerr.terminal() {
 			if lerr != nil {
@@ -252,7 +258,7 @@ func (pl *pipeline) startConcurrentPrefill(body []byte, g *gate, abort aborter) 
 			}
 			pl.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
 			pl.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(time.Since(start).Seconds())
-			g.succeed()
+			g.succeed(expectFrom(obj))
 			return
 		}
 		pl.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()

@@ -85,7 +85,6 @@ type contextReader struct{}
 
 func (contextReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, string, *int64) {
 	dec := sanitized(rq.obj)
-	outcome := outcomeOK
 	params, found := resp.Object("disaggregated_params")
 	var choice0 *jsonbody.Object
 	if raw, ok := resp.Raw("choices"); ok {
@@ -97,25 +96,31 @@ func (contextReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, str
 	if !found && choice0 != nil {
 		params, found = choice0.Object("disaggregated_params")
 	}
-	if found {
-		_ = params.Set("request_type", "generation_only")
-		dec.SetObject("disaggregated_params", params)
-		ids, ok := resp.Raw("prompt_token_ids")
-		if !ok && choice0 != nil {
-			ids, ok = choice0.Raw("prompt_token_ids")
-		}
-		if ok && isArray(ids) {
-			if rq.api == APICompletions {
-				dec.SetRaw("prompt", ids)
-			} else {
-				dec.SetRaw("prompt_token_ids", ids)
-			}
-		}
-	} else {
+	if !found {
 		rq.log.Info("context response carries no disaggregated_params; decode prefills locally")
-		outcome = outcomeFallback
+		return dec.Bytes(), reasonNoKVParams, nil
 	}
-	return dec.Bytes(), outcome, nil
+	if raw, ok := params.Raw("ctx_dp_rank"); ok {
+		// The context server's rank: its pool's size is not known here, only the form is.
+		if why := rankProblem(raw, 0); why != "" {
+			rq.log.Info("context response reports a wrong data-parallel rank; decode prefills locally", "problem", why)
+			return dec.Bytes(), causeWrongRank, nil
+		}
+	}
+	_ = params.Set("request_type", "generation_only")
+	dec.SetObject("disaggregated_params", params)
+	ids, ok := resp.Raw("prompt_token_ids")
+	if !ok && choice0 != nil {
+		ids, ok = choice0.Raw("prompt_token_ids")
+	}
+	if ok && isArray(ids) {
+		if rq.api == APICompletions {
+			dec.SetRaw("prompt", ids)
+		} else {
+			dec.SetRaw("prompt_token_ids", ids)
+		}
+	}
+	return dec.Bytes(), "", nil
 }
 
 func isArray(raw json.RawMessage) bool {

@@ -61,7 +61,7 @@ type vllmReader struct {
 
 func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, string, *int64) {
 	dec := sanitized(rq.obj)
-	outcome := outcomeOK
+	fallback := ""
 	switch v.conn {
 	case ConnectorNeuronNIXL:
 		dec.SetObject("disagg_prefill_resp", resp)
@@ -70,7 +70,7 @@ func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, stri
 		if !found {
 			// Without parameters the decode engine prefills by itself.
 			rq.log.Info("prefill response carries no kv_transfer_params; decode prefills locally")
-			outcome = outcomeFallback
+			fallback = reasonNoKVParams
 			break
 		}
 		if v.conn == ConnectorNIXLv2 {
@@ -78,7 +78,15 @@ func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, stri
 				// A decode handed these would pull from nowhere (or hang on the pull): it
 				// prefills by itself instead, as without parameters.
 				rq.log.Info("prefill response's kv_transfer_params are malformed; decode prefills locally", "problem", why)
-				outcome = outcomeFallback
+				fallback = reasonNoKVParams
+				break
+			}
+		}
+		if raw, ok := params.Raw("remote_dp_rank"); ok {
+			if why := rankProblem(raw, v.ranks.dp.Size); why != "" {
+				// The decode would be pinned to, or pull from, a rank that does not exist.
+				rq.log.Info("prefill response reports a wrong data-parallel rank; decode prefills locally", "problem", why)
+				fallback = causeWrongRank
 				break
 			}
 		}
@@ -89,7 +97,7 @@ func (v vllmReader) decodeBody(rq *request, resp *jsonbody.Object) ([]byte, stri
 		dec.SetObject("kv_transfer_params", params)
 	}
 	cached := cachedTokens(resp)
-	return dec.Bytes(), outcome, &cached
+	return dec.Bytes(), fallback, &cached
 }
 
 // cachedTokens reads usage.prompt_tokens_details.cached_tokens (0 when absent).
@@ -129,7 +137,7 @@ func sharedStoragePlan(rq *request) (*legPlan, error) {
 	applyPrefillControls(pre, rq.api, true)
 	pre.SetInt("cache_hit_threshold", 0)
 	dec := noThreshold(rq)
-	return &legPlan{prefill: pre.Bytes(), reader: sharedStorageReader{dec: dec}, probe: rq.obj.Has("cache_hit_threshold"), fallback: dec}, nil
+	return &legPlan{prefill: pre.Bytes(), reader: sharedStorageReader{dec: dec}, probe: rq.obj.Has("cache_hit_threshold"), fallback: dec, unchecked: true}, nil
 }
 
 // noThreshold is the client's body, less the KV fields, with cache_hit_threshold 0.
@@ -144,7 +152,7 @@ func noThreshold(rq *request) []byte {
 type sharedStorageReader struct{ dec []byte }
 
 func (s sharedStorageReader) decodeBody(*request, *jsonbody.Object) ([]byte, string, *int64) {
-	return s.dec, outcomeOK, nil
+	return s.dec, "", nil
 }
 
 // nixlHandoffProblem says what makes a NIXL prefill's kv_transfer_params unusable for the

@@ -41,11 +41,15 @@ func RewriteUsage(body []byte, cached int64) (out []byte, ok bool) {
 // Writer rewrites cached_tokens in what is written through it and forwards it to W, calling
 // Flush after every write that produced output.
 type Writer struct {
-	w      io.Writer
-	flush  func()
-	cached int64
-	stream bool
-	buf    []byte
+	w       io.Writer
+	flush   func()
+	cached  int64
+	rewrite bool
+	stream  bool
+	// check, when set, sees every complete SSE line before it is written; an error stops the
+	// writer there (that line and everything after it are never written).
+	check func(line []byte) error
+	buf   []byte
 	// passLine is set while an over-long line is being passed through unmodified.
 	passLine bool
 	err      error
@@ -57,7 +61,46 @@ func NewWriter(w io.Writer, flush func(), cached int64, stream bool) *Writer {
 	if flush == nil {
 		flush = func() {}
 	}
-	return &Writer{w: w, flush: flush, cached: cached, stream: stream}
+	return &Writer{w: w, flush: flush, cached: cached, rewrite: true, stream: stream}
+}
+
+// NewLineChecker returns an SSE writer that rewrites nothing and passes every complete line
+// through check first.
+func NewLineChecker(w io.Writer, flush func(), check func(line []byte) error) *Writer {
+	if flush == nil {
+		flush = func() {}
+	}
+	return &Writer{w: w, flush: flush, stream: true, check: check}
+}
+
+// CheckLines makes the writer pass every complete SSE line through check before it is
+// written (stream mode only).
+func (s *Writer) CheckLines(check func(line []byte) error) { s.check = check }
+
+// emit writes what the lines so far produced, then records err (nil: nothing failed).
+func (s *Writer) emit(out []byte, err error) error {
+	if len(out) > 0 {
+		if _, werr := s.w.Write(out); werr != nil {
+			s.err = werr
+			return werr
+		}
+		s.flush()
+	}
+	s.err = err
+	return err
+}
+
+// line is one complete line as it goes out: checked, then rewritten.
+func (s *Writer) line(line []byte) ([]byte, error) {
+	if s.check != nil {
+		if err := s.check(line); err != nil {
+			return nil, err
+		}
+	}
+	if !s.rewrite || len(line) > MaxLine {
+		return line, nil
+	}
+	return rewriteLine(line, s.cached), nil
 }
 
 // Write implements io.Writer.
@@ -97,19 +140,15 @@ func (s *Writer) Write(p []byte) (int, error) {
 			s.buf = append(s.buf, line...)
 			line = s.buf
 		}
-		if len(line) > MaxLine {
-			out = append(out, line...)
-		} else {
-			out = append(out, rewriteLine(line, s.cached)...)
-		}
+		l, err := s.line(line)
 		s.buf = s.buf[:0]
-	}
-	if len(out) > 0 {
-		if _, err := s.w.Write(out); err != nil {
-			s.err = err
-			return 0, err
+		if err != nil {
+			return 0, s.emit(out, err)
 		}
-		s.flush()
+		out = append(out, l...)
+	}
+	if err := s.emit(out, nil); err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -124,20 +163,16 @@ func (s *Writer) Close() error {
 	}
 	var out []byte
 	if s.stream {
-		out = s.buf
-		if len(s.buf) <= MaxLine {
-			out = rewriteLine(s.buf, s.cached)
+		var err error
+		if out, err = s.line(s.buf); err != nil {
+			s.buf = nil
+			return s.emit(nil, err)
 		}
 	} else {
 		out, _ = RewriteUsage(s.buf, s.cached)
 	}
 	s.buf = nil
-	if _, err := s.w.Write(out); err != nil {
-		s.err = err
-		return err
-	}
-	s.flush()
-	return nil
+	return s.emit(out, nil)
 }
 
 // rewriteLine rewrites one SSE line (terminator included) when it is a data line carrying a

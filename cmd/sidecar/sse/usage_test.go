@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -145,4 +146,39 @@ func FuzzWriterSplit(f *testing.F) {
 			t.Fatalf("input without usage modified: %q -> %q", b, one.Bytes())
 		}
 	})
+}
+
+// A line check sees every complete line, split however the stream arrives, and stops the
+// writer at the first line it refuses: the lines before it go out, that line and the rest
+// never do.
+func TestWriterLineCheck(t *testing.T) {
+	in := "data: {\"a\":1}\n\ndata: {\"bad\":true}\n\ndata: [DONE]\n\n"
+	refused := errors.New("refused")
+	check := func(line []byte) error {
+		if bytes.Contains(line, []byte("bad")) {
+			return refused
+		}
+		return nil
+	}
+	for split := 1; split < len(in); split++ {
+		for _, rewrite := range []bool{false, true} {
+			var out bytes.Buffer
+			w := NewLineChecker(&out, nil, check)
+			if rewrite {
+				w = NewWriter(&out, nil, 7, true)
+				w.CheckLines(check)
+			}
+			_, err1 := w.Write([]byte(in[:split]))
+			_, err2 := w.Write([]byte(in[split:]))
+			if !errors.Is(err1, refused) && !errors.Is(err2, refused) {
+				t.Fatalf("split %d: the refused line passed (%v, %v): %q", split, err1, err2, out.String())
+			}
+			if out.String() != "data: {\"a\":1}\n\n" {
+				t.Fatalf("split %d rewrite %v: %q", split, rewrite, out.String())
+			}
+			if err := w.Close(); !errors.Is(err, refused) {
+				t.Fatalf("Close after a refused line: %v", err)
+			}
+		}
+	}
 }
