@@ -25,6 +25,9 @@ type leg struct {
 	firstGen []uint32 // TRT first_gen_tokens to check
 	// TRT context leg echoes
 	trtDisaggID json.RawMessage
+	// rank is the producer's data-parallel rank the decode leg names (vLLM remote_dp_rank,
+	// TensorRT-LLM ctx_dp_rank with opaque_state); nil when it names none.
+	rank *int
 	// shared-storage
 	threshold    float64
 	hasThreshold bool
@@ -139,6 +142,9 @@ func (in *Instance) parseVLLM(body map[string]json.RawMessage) (leg, error) {
 	l.id = reqID
 	l.endpoint = net.JoinHostPort(host, strconv.Itoa(port))
 	l.pull = pullRequest{ID: reqID, Dialect: DialectVLLM, EngineID: engine, BlockIDs: blocks}
+	if l.rank, err = optionalRank(p, "remote_dp_rank", "kv_transfer_params"); err != nil {
+		return leg{}, err
+	}
 	return l, nil
 }
 
@@ -246,6 +252,9 @@ func (in *Instance) parseTRT(body map[string]json.RawMessage) (leg, error) {
 			return leg{}, badf("disaggregated_params.opaque_state is not a context server's state")
 		}
 		l.endpoint, l.pull.EngineID = o.Endpoint, o.EngineID
+		if l.rank, err = optionalRank(p, "ctx_dp_rank", "disaggregated_params"); err != nil {
+			return leg{}, err
+		}
 		return l, nil
 	}
 	raw, ok := p["ctx_info_endpoint"]
@@ -275,15 +284,33 @@ func (in *Instance) parseTRT(body map[string]json.RawMessage) (leg, error) {
 	return l, nil
 }
 
-// produceFields are the dialect's handoff fields in a prefill leg's answer.
-func (in *Instance) produceFields(l leg, req *simRequest, out output, blockIDs []int) (extra, choice map[string]any) {
+// optionalRank reads an optional data-parallel rank field of a handoff object.
+func optionalRank(p map[string]json.RawMessage, key, object string) (*int, error) {
+	v, ok := p[key]
+	if !ok || isNull(v) {
+		return nil, nil
+	}
+	var r int
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, badf("%s.%s must be an integer", object, key)
+	}
+	return &r, nil
+}
+
+// produceFields are the dialect's handoff fields in a prefill leg's answer; wrongRank names
+// a rank one past the instance's ranks.
+func (in *Instance) produceFields(l leg, req *simRequest, out output, blockIDs []int, wrongRank bool) (extra, choice map[string]any) {
 	switch in.opts.Dialect {
 	case DialectVLLM:
 		host, port, _ := net.SplitHostPort(in.advertised())
 		p, _ := strconv.Atoi(port)
-		return map[string]any{"kv_transfer_params": in.dpFields(map[string]any{
+		params := in.dpFields(map[string]any{
 			"do_remote_prefill": true, "do_remote_decode": false, "remote_engine_id": in.engineID,
-			"remote_block_ids": blockIDs, "remote_host": host, "remote_port": p, "remote_request_id": l.id, "tp_size": 1})}, nil
+			"remote_block_ids": blockIDs, "remote_host": host, "remote_port": p, "remote_request_id": l.id, "tp_size": 1})
+		if wrongRank {
+			params["remote_dp_rank"] = max(in.opts.DataParallelSize, 1)
+		}
+		return map[string]any{"kv_transfer_params": params}, nil
 	case DialectTRTLLM:
 		id, _ := strconv.ParseUint(l.id, 10, 64)
 		var disagg any
@@ -294,9 +321,12 @@ func (in *Instance) produceFields(l leg, req *simRequest, out output, blockIDs [
 		if len(out.ids) > 0 {
 			first = out.ids[:1]
 		}
-		return map[string]any{"prompt_token_ids": req.tokens}, map[string]any{"disaggregated_params": map[string]any{
-			"request_type": "context_only", "first_gen_tokens": first, "ctx_request_id": id,
-			"opaque_state": in.opaqueState(), "draft_tokens": nil, "disagg_request_id": disagg}}
+		params := map[string]any{"request_type": "context_only", "first_gen_tokens": first, "ctx_request_id": id,
+			"opaque_state": in.opaqueState(), "draft_tokens": nil, "disagg_request_id": disagg}
+		if wrongRank {
+			params["ctx_dp_rank"] = 1 // a context server of one rank
+		}
+		return map[string]any{"prompt_token_ids": req.tokens}, map[string]any{"disaggregated_params": params}
 	}
 	return nil, nil
 }

@@ -16,21 +16,42 @@ const HeaderFault = "x-sim-fault"
 // maxHang bounds hang and stall faults (model time): nothing waits forever.
 const maxHang = 10 * time.Minute
 
+// raceDelay is how much later than its handoff's failure a decode-error-race prefill answers
+// its error (model time).
+const raceDelay = time.Second
+
 // faults injected into one request.
 type faults struct {
 	prefillFail bool
 	// prefillAbort: the prefill is dropped once computed, but the engine still answers 200
 	// (finish_reason length, no token), as SGLang did (#33507): the KV was never handed over.
 	prefillAbort bool
-	prefillSlow  time.Duration
-	hangFirst    bool
-	stallAfter   int // > 0: stall after this many tokens
-	drop         bool
-	dropAfter    int // > 0: drop the connection after this many streamed tokens
-	status       int // > 0: answer this status at once
+	// kvDropped: the prefill computes its KV but its answer carries no handoff fields and the
+	// handoff is never published (transfer metadata dropped on a leg, SGLang model gateway
+	// #2176): a decode waiting on it fails at once.
+	kvDropped bool
+	// partialKV: the decode's pull delivers only the first half of the prompt's KV blocks;
+	// it recomputes the rest and reports only what arrived as cached (a partly failed NIXL
+	// read under vLLM's recompute policy).
+	partialKV bool
+	// wrongRank: the prefill names a data-parallel rank it does not have (vLLM
+	// remote_dp_rank, TensorRT-LLM ctx_dp_rank: one past its ranks); an SGLang decode, whose
+	// answers name no rank, asks the wrong prefill rank for its room and fails its pull.
+	wrongRank bool
+	// decodeRace: the prefill fails as prefill-fail does, but its error answer comes
+	// raceDelay later than the handoff's failure, so a decode waiting on the KV answers its
+	// error first.
+	decodeRace  bool
+	prefillSlow time.Duration
+	hangFirst   bool
+	stallAfter  int // > 0: stall after this many tokens
+	drop        bool
+	dropAfter   int // > 0: drop the connection after this many streamed tokens
+	status      int // > 0: answer this status at once
 }
 
-// parseFaults reads an x-sim-fault value: a comma list of prefill-fail, prefill-abort, prefill-slow=D,
+// parseFaults reads an x-sim-fault value: a comma list of prefill-fail, prefill-abort,
+// kv-params-dropped, partial-kv, wrong-rank, decode-error-race, prefill-slow=D,
 // hang-first-token, stall-after=N, drop-connection, drop-after=N, http-500 / http-<code>.
 func parseFaults(v string) (faults, error) {
 	var f faults
@@ -42,6 +63,14 @@ func parseFaults(v string) (faults, error) {
 			f.prefillFail = true
 		case name == "prefill-abort" && !hasArg:
 			f.prefillAbort = true
+		case name == "kv-params-dropped" && !hasArg:
+			f.kvDropped = true
+		case name == "partial-kv" && !hasArg:
+			f.partialKV = true
+		case name == "wrong-rank" && !hasArg:
+			f.wrongRank = true
+		case name == "decode-error-race" && !hasArg:
+			f.decodeRace = true
 		case name == "prefill-slow" && hasArg:
 			f.prefillSlow, err = time.ParseDuration(arg)
 			if err == nil && f.prefillSlow <= 0 {
@@ -61,7 +90,7 @@ func parseFaults(v string) (faults, error) {
 				err = fmt.Errorf("status must be 4xx or 5xx")
 			}
 		default:
-			return faults{}, fmt.Errorf("%s: unknown fault %q (want prefill-fail, prefill-abort, prefill-slow=D, hang-first-token, stall-after=N, drop-connection, drop-after=N, http-<code>)", HeaderFault, item)
+			return faults{}, fmt.Errorf("%s: unknown fault %q (want prefill-fail, prefill-abort, kv-params-dropped, partial-kv, wrong-rank, decode-error-race, prefill-slow=D, hang-first-token, stall-after=N, drop-connection, drop-after=N, http-<code>)", HeaderFault, item)
 		}
 		if err != nil {
 			return faults{}, fmt.Errorf("%s: %q: %w", HeaderFault, item, err)
@@ -110,7 +139,8 @@ func (in *Instance) faultsFor(r *http.Request) (faults, error) {
 		for _, c := range []struct {
 			name string
 			on   bool
-		}{{"prefill-fail", f.prefillFail}, {"prefill-abort", f.prefillAbort}, {"prefill-slow", f.prefillSlow > 0}, {"hang-first-token", f.hangFirst},
+		}{{"prefill-fail", f.prefillFail}, {"prefill-abort", f.prefillAbort}, {"kv-params-dropped", f.kvDropped}, {"partial-kv", f.partialKV},
+			{"wrong-rank", f.wrongRank}, {"decode-error-race", f.decodeRace}, {"prefill-slow", f.prefillSlow > 0}, {"hang-first-token", f.hangFirst},
 			{"stall-after", f.stallAfter > 0}, {"drop-connection", f.drop || f.dropAfter > 0}, {"http-status", f.status > 0}} {
 			if c.on {
 				in.m.faults.WithLabelValues(c.name).Inc()

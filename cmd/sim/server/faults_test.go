@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,6 +17,8 @@ func TestParseFaults(t *testing.T) {
 	}{
 		{"prefill-fail", faults{prefillFail: true}, false},
 		{"prefill-abort", faults{prefillAbort: true}, false},
+		{"kv-params-dropped,partial-kv", faults{kvDropped: true, partialKV: true}, false},
+		{"wrong-rank, decode-error-race", faults{wrongRank: true, decodeRace: true}, false},
 		{"prefill-slow=2s, stall-after=5", faults{prefillSlow: 2 * time.Second, stallAfter: 5}, false},
 		{"hang-first-token,drop-connection", faults{hangFirst: true, drop: true}, false},
 		{"drop-after=3", faults{dropAfter: 3}, false},
@@ -150,5 +153,119 @@ func TestFault5xxRateIsSeeded(t *testing.T) {
 	a, b := count(7), count(7)
 	if a != b || a == 0 || a == 20 {
 		t.Fatalf("5xx counts for one seed: %d and %d (want equal, strictly between 0 and 20)", a, b)
+	}
+}
+
+// handoffPair is one dialect's prefill and decode servers and how its legs are sent.
+type handoffPair struct {
+	dialect string
+	pre     *Instance
+	dec     *Instance
+	// legs sends the prefill leg, then the decode leg built from its answer, both with the
+	// fault header (in sequence for SGLang too: the pumped model clock would end a decode's
+	// wait for its room at once).
+	legs func(t *testing.T, fault string) (pre, dec result)
+}
+
+func handoffPairs(t *testing.T) []handoffPair {
+	clk := newPump(t)
+	prompt := strings.Repeat(longPrompt+" ", 8) // ~220 tokens: 14 KV blocks
+	hdr := func(fault string) map[string]string { return map[string]string{HeaderFault: fault} }
+	vp := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RolePrefill})
+	vd := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleDecode})
+	sp := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RolePrefill, KVWaitTimeout: Duration{2 * time.Second}})
+	sd := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RoleDecode, KVWaitTimeout: Duration{2 * time.Second}})
+	tp := startSim(t, clk, Options{Dialect: DialectTRTLLM, Role: RolePrefill})
+	td := startSim(t, clk, Options{Dialect: DialectTRTLLM, Role: RoleDecode})
+	var room atomic.Uint64
+	return []handoffPair{
+		{dialect: DialectVLLM, pre: vp, dec: vd, legs: func(t *testing.T, fault string) (result, result) {
+			p := post(t, "http://"+vp.Addr()+"/v1/chat/completions", chat(prompt, 1, map[string]any{"kv_transfer_params": prefillParams}), hdr(fault))
+			kv, _ := p.body["kv_transfer_params"].(map[string]any)
+			return p, post(t, "http://"+vd.Addr()+"/v1/chat/completions", chat(prompt, 6, map[string]any{"kv_transfer_params": kv}), hdr(fault))
+		}},
+		{dialect: DialectSGLang, pre: sp, dec: sd, legs: func(t *testing.T, fault string) (result, result) {
+			b := bootstrap(sp, room.Add(1))
+			p := post(t, "http://"+sp.Addr()+"/v1/chat/completions", chat(prompt, 1, b), hdr(fault))
+			return p, post(t, "http://"+sd.Addr()+"/v1/chat/completions", chat(prompt, 6, b), hdr(fault))
+		}},
+		{dialect: DialectTRTLLM, pre: tp, dec: td, legs: func(t *testing.T, fault string) (result, result) {
+			p := post(t, "http://"+tp.Addr()+"/v1/chat/completions", chat(prompt, 1, map[string]any{
+				"disaggregated_params": map[string]any{"request_type": "context_only"}}), hdr(fault))
+			gen := map[string]any{}
+			if choices, ok := p.body["choices"].([]any); ok && len(choices) > 0 {
+				if dp, ok := choices[0].(map[string]any)["disaggregated_params"].(map[string]any); ok {
+					gen["disaggregated_params"] = mergeMaps(dp, map[string]any{"request_type": "generation_only"})
+				}
+			}
+			return p, post(t, "http://"+td.Addr()+"/v1/chat/completions", chat(prompt, 6, gen), hdr(fault))
+		}},
+	}
+}
+
+// TestHandoffFaultsOverHTTP: the handoff faults of every dialect, each leg over real HTTP
+// (the fault header goes to both legs, as a sidecar forwards the client's headers).
+func TestHandoffFaultsOverHTTP(t *testing.T) {
+	usage := func(r result) map[string]any { u, _ := r.body["usage"].(map[string]any); return u }
+	cached := func(r result) float64 {
+		d, _ := usage(r)["prompt_tokens_details"].(map[string]any)
+		v, _ := d["cached_tokens"].(float64)
+		return v
+	}
+	promptTokens := func(r result) float64 { v, _ := usage(r)["prompt_tokens"].(float64); return v }
+	for _, hp := range handoffPairs(t) {
+		t.Run(hp.dialect, func(t *testing.T) {
+			p, d := hp.legs(t, "")
+			if p.status != 200 || d.status != 200 || cached(d) != promptTokens(d) {
+				t.Fatalf("clean handoff: prefill %d, decode %d with %v of %v prompt tokens cached: %s", p.status, d.status, cached(d), promptTokens(d), d.raw)
+			}
+
+			// transfer params dropped: a 200 prefill without handoff fields; a decode that
+			// waits on it fails at once, one without them prefills locally
+			p, d = hp.legs(t, "kv-params-dropped")
+			if _, has := p.body["kv_transfer_params"]; p.status != 200 || has || strings.Contains(string(p.raw), "disaggregated_params") {
+				t.Errorf("kv-params-dropped: prefill %d %s", p.status, p.raw)
+			}
+			if want := map[string]int{DialectSGLang: http.StatusBadGateway}[hp.dialect]; want != 0 && d.status != want {
+				t.Errorf("kv-params-dropped: a decode waiting on the handoff answered %d, want %d: %s", d.status, want, d.raw)
+			} else if want == 0 && d.status != 200 {
+				t.Errorf("kv-params-dropped: a decode without the handoff prefills locally: %d %s", d.status, d.raw)
+			}
+
+			// partial KV: the decode reports only the half of the blocks that arrived
+			p, d = hp.legs(t, "partial-kv")
+			if bs := float64(hp.dec.prof.BlockSize); p.status != 200 || d.status != 200 || cached(d) != float64(int(promptTokens(d))/2/int(bs))*bs || cached(d) == 0 {
+				t.Errorf("partial-kv: prefill %d, decode %d reports %v of %v cached", p.status, d.status, cached(d), promptTokens(d))
+			}
+
+			// wrong rank: vLLM and TRT-LLM's prefill names a rank it does not have; vLLM's
+			// decode recomputes (nothing cached), TRT-LLM's fails; SGLang's decode asks the
+			// wrong rank and fails
+			p, d = hp.legs(t, "wrong-rank")
+			switch hp.dialect {
+			case DialectVLLM:
+				if r := field(t, p.body, "kv_transfer_params", "remote_dp_rank"); r != 1.0 || d.status != 200 || cached(d) != 0 {
+					t.Errorf("wrong-rank: prefill rank %v, decode %d with %v cached", r, d.status, cached(d))
+				}
+			case DialectTRTLLM:
+				if r := field(t, p.body, "choices", 0, "disaggregated_params", "ctx_dp_rank"); r != 1.0 || d.status != http.StatusBadGateway {
+					t.Errorf("wrong-rank: context rank %v, generation %d %s", r, d.status, d.raw)
+				}
+			default:
+				if p.status != 200 || d.status != http.StatusBadGateway {
+					t.Errorf("wrong-rank: prefill %d, decode %d %s", p.status, d.status, d.raw)
+				}
+			}
+
+			// the decode's error racing the prefill's: the prefill fails its handoff at once
+			// and answers its own error raceDelay later
+			p, d = hp.legs(t, "decode-error-race")
+			if p.status != http.StatusInternalServerError {
+				t.Errorf("decode-error-race: prefill %d", p.status)
+			}
+			if hp.dialect == DialectSGLang && d.status != http.StatusBadGateway {
+				t.Errorf("decode-error-race: the waiting decode %d %s", d.status, d.raw)
+			}
+		})
 	}
 }

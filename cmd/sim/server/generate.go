@@ -106,17 +106,20 @@ func (x *exchange) run() {
 		if err == nil {
 			err = x.checkPulled(e)
 		}
+		if err == nil && x.f.wrongRank && in.opts.Dialect == DialectSGLang {
+			err = &pullError{http.StatusBadGateway, fmt.Sprintf("bootstrap room %s is not on the prefill data-parallel rank asked", x.l.id)}
+		}
 		if err != nil {
 			in.m.handoffs.WithLabelValues("failed").Inc()
 			x.fail(err)
 			return
 		}
 		in.m.handoffs.WithLabelValues("pulled").Inc()
-		if !in.sleep(x.ctx, prof.KVTransferTime(e.Tokens)) {
+		cached = x.arrived(e, prompt)
+		if !in.sleep(x.ctx, prof.KVTransferTime(cached)) {
 			x.fail(x.ctxErr())
 			return
 		}
-		cached = prompt
 	} else {
 		hit := in.cache.Match(hashes) * prof.BlockSize
 		load := 0
@@ -167,7 +170,25 @@ func (x *exchange) checkPulled(e kvEntry) error {
 	if len(x.l.firstGen) > 0 && x.l.firstGen[0] != e.FirstToken {
 		return &pullError{http.StatusConflict, fmt.Sprintf("first_gen_tokens %v do not match the context leg's first token %d", x.l.firstGen, e.FirstToken)}
 	}
+	if x.l.rank != nil && *x.l.rank != e.Rank && x.in.opts.Dialect != DialectVLLM {
+		// TensorRT-LLM reads from the context rank named; it has no recompute fallback.
+		return &pullError{http.StatusBadGateway, fmt.Sprintf("KV handoff %q is on context data-parallel rank %d, not %d", x.l.id, e.Rank, *x.l.rank)}
+	}
 	return nil
+}
+
+// arrived is how many prompt tokens of pulled KV the decode holds (and reports cached): all
+// of them, but none when vLLM was told to read from another rank (its recompute policy
+// recomputes a failed read) and the first half of the blocks under the partial-kv fault.
+func (x *exchange) arrived(e kvEntry, prompt int) int {
+	switch {
+	case x.l.rank != nil && *x.l.rank != e.Rank:
+		return 0
+	case x.f.partialKV:
+		bs := x.in.prof.BlockSize
+		return prompt / 2 / bs * bs
+	}
+	return prompt
 }
 
 func (x *exchange) startStream() {
@@ -254,18 +275,27 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 			in.log.Error(err, "shared storage")
 		}
 	}
-	if x.f.prefillFail || x.f.prefillAbort {
+	if x.f.prefillFail || x.f.prefillAbort || x.f.decodeRace {
 		sr.Cancel()
 		if x.l.kind == legProduce && x.l.id != "" {
 			in.store.fail(x.l.id, "injected prefill failure")
 		}
-		if x.f.prefillAbort {
+		switch {
+		case x.f.prefillAbort:
 			return errPrefillAbortFault
+		case x.f.decodeRace:
+			in.sleep(x.ctx, raceDelay) // the waiting decode answers its error first
 		}
 		return errPrefillFault
 	}
 	if x.l.kind != legProduce {
 		return nil
+	}
+	if x.f.kvDropped {
+		if x.l.id != "" {
+			in.store.fail(x.l.id, "the prefill leg's transfer metadata was dropped")
+		}
+		return nil // an answer without handoff fields
 	}
 	if x.l.id == "" {
 		if in.opts.Dialect == DialectTRTLLM {
@@ -287,13 +317,13 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 		ft = x.out.ids[0]
 	}
 	e := kvEntry{ID: x.l.id, Dialect: in.opts.Dialect, EngineID: in.engineID, Tokens: prompt,
-		PromptHash: x.req.promptHash, FirstToken: ft, BlockIDs: blockIDs}
+		PromptHash: x.req.promptHash, FirstToken: ft, BlockIDs: blockIDs, Rank: in.opts.DataParallelRank}
 	if err := in.store.produce(e); err != nil {
 		sr.Cancel()
 		return err
 	}
 	in.m.handoffs.WithLabelValues("produced").Inc()
-	x.extra, x.choice = in.produceFields(x.l, x.req, x.out, blockIDs)
+	x.extra, x.choice = in.produceFields(x.l, x.req, x.out, blockIDs, x.f.wrongRank)
 	return nil
 }
 

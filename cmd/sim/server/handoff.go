@@ -20,6 +20,8 @@ type kvEntry struct {
 	PromptHash string `json:"prompt_hash"`
 	FirstToken uint32 `json:"first_token"`
 	BlockIDs   []int  `json:"block_ids"`
+	// Rank is the producer's data-parallel rank (0 without ranks).
+	Rank int `json:"rank"`
 
 	state   entryState
 	reason  string
