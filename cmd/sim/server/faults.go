@@ -55,33 +55,23 @@ type faults struct {
 // hang-first-token, stall-after=N, drop-connection, drop-after=N, http-500 / http-<code>.
 func parseFaults(v string) (faults, error) {
 	var f faults
+	// the faults without an argument
+	switches := map[string]*bool{"prefill-fail": &f.prefillFail, "prefill-abort": &f.prefillAbort, "kv-params-dropped": &f.kvDropped,
+		"partial-kv": &f.partialKV, "wrong-rank": &f.wrongRank, "decode-error-race": &f.decodeRace, "hang-first-token": &f.hangFirst,
+		"drop-connection": &f.drop}
 	for _, item := range commalist.Split(v) {
 		name, arg, hasArg := strings.Cut(item, "=")
 		var err error
-		switch {
-		case name == "prefill-fail" && !hasArg:
-			f.prefillFail = true
-		case name == "prefill-abort" && !hasArg:
-			f.prefillAbort = true
-		case name == "kv-params-dropped" && !hasArg:
-			f.kvDropped = true
-		case name == "partial-kv" && !hasArg:
-			f.partialKV = true
-		case name == "wrong-rank" && !hasArg:
-			f.wrongRank = true
-		case name == "decode-error-race" && !hasArg:
-			f.decodeRace = true
+		switch on := switches[name]; {
+		case on != nil && !hasArg:
+			*on = true
 		case name == "prefill-slow" && hasArg:
 			f.prefillSlow, err = time.ParseDuration(arg)
 			if err == nil && f.prefillSlow <= 0 {
 				err = fmt.Errorf("must be > 0")
 			}
-		case name == "hang-first-token" && !hasArg:
-			f.hangFirst = true
 		case name == "stall-after" && hasArg:
 			f.stallAfter, err = positive(arg)
-		case name == "drop-connection" && !hasArg:
-			f.drop = true
 		case name == "drop-after" && hasArg:
 			f.dropAfter, err = positive(arg)
 		case strings.HasPrefix(name, "http-") && !hasArg:
