@@ -30,6 +30,8 @@ const (
 	// causeWrongRank: the prefill reports a data-parallel rank that is not a rank of the
 	// local engine (or not a rank at all).
 	causeWrongRank = "wrong_rank"
+	// causeDecodeStatus: the decode engine answered a 5xx of its own (passed on as it is).
+	causeDecodeStatus = "decode_http_status"
 )
 
 // unknownBlockSlack is the tokens a decode may report fewer as cached when the prefill's

@@ -249,7 +249,12 @@ func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg, firstBy
 		outcome = outcomeAlternate
 	}
 	h.Set(protocol.HeaderPrefillOutcome, outcome)
-	if o.cause != "" {
+	switch {
+	case resp.StatusCode >= 500:
+		// The engine's own error goes out as it is (no x-error-pd-decode, which marks the
+		// sidecar's answers); the cause says whose it is.
+		h.Set(headerErrorCause, causeDecodeStatus)
+	case o.cause != "":
 		h.Set(headerErrorCause, o.cause)
 	}
 	if dur > 0 {

@@ -270,6 +270,9 @@ func TestConcurrentDecodeFailureWaitsForPrefill(t *testing.T) {
 					t.Errorf("%s = %q, want set %v", k, h.Get(k), want)
 				}
 			}
+			if h.Get(headerErrorCause) == "" {
+				t.Errorf("no %s on a %d", headerErrorCause, a.resp.StatusCode)
+			}
 			diverted := counter(env.metrics.PrefillDiverted.WithLabelValues(string(EngineSGLang), outcomeFailed, classHTTP))
 			if want := map[bool]float64{true: 1}[tc.wantOutcome == outcomeFailed]; diverted != want {
 				t.Errorf("prefill_diverted_total{outcome=failed,reason=http_status} = %v, want %v", diverted, want)
