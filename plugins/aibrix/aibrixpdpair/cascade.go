@@ -280,6 +280,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
 		d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
 		d.Cause, d.Reason = contract.CauseCached, fmt.Sprintf("decode-only on %s: remaining work %s", dd.pod.Key, rc)
+		if rc.backedUp {
+			d.Cause = contract.CausePrefillBackedUp
+		}
 		s.Tracker.Register(in.RequestID, "", dd.pod.Key)
 		if tx != nil {
 			s.charge(in, k, scored{}, dd, ledger, tx, defs)

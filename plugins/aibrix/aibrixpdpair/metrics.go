@@ -12,6 +12,7 @@ type pairMetrics struct {
 	selectedPrefill *prometheus.CounterVec
 	selectedDecode  *prometheus.CounterVec
 	combinedPicks   *prometheus.CounterVec
+	decodeOnly      *prometheus.CounterVec
 	fastPaths       *prometheus.CounterVec
 	selectFailures  *prometheus.CounterVec
 }
@@ -30,6 +31,8 @@ func newPairMetrics(reg prometheus.Registerer) (*pairMetrics, error) {
 		Help: "Decode pods (including combined pods) picked by aibrix-pd-pair."}, "pod", "roleset", "kind")
 	reg1(&m.combinedPicks, prometheus.CounterOpts{Name: "pdgate_pd_combined_total",
 		Help: "Requests served by a combined pod, by cause (no_bucket, no_pair, overflow)."}, "cause")
+	reg1(&m.decodeOnly, prometheus.CounterOpts{Name: "pdgate_pd_decode_only_total",
+		Help: "Requests aibrix-pd-pair kept on a decode pod without a prefill leg, by cause (cached, prefill_backed_up, or the prefill decider's)."}, "cause")
 	reg1(&m.fastPaths, prometheus.CounterOpts{Name: "pdgate_pd_fast_path_total",
 		Help: "Load-imbalance fast paths that narrowed the candidates, by side (prefill, decode)."}, "side")
 	reg1(&m.selectFailures, prometheus.CounterOpts{Name: "pdgate_pd_select_failures_total",

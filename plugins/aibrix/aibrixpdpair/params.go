@@ -148,6 +148,8 @@ func (p Params) Validate() error {
 	case p.RemainingWork != nil && p.Knobs.PrefillScorePolicy != pdknobs.PrefillTokenLoad && p.Knobs.PrefillScorePolicy != pdknobs.PrefillHybridCacheLoad:
 		return fmt.Errorf("parameter remainingWork: needs prefillScorePolicy %s or %s (its costs are ledger tokens), got %q",
 			pdknobs.PrefillTokenLoad, pdknobs.PrefillHybridCacheLoad, p.Knobs.PrefillScorePolicy)
+	case p.RemainingWork != nil && p.RemainingWork.PrefillBackedUp != nil && p.RemainingWork.PrefillBackedUp.validate() != nil:
+		return p.RemainingWork.PrefillBackedUp.validate()
 	case p.DecodeFirst != nil && p.DecodeFirst.Quantile != nil && !(*p.DecodeFirst.Quantile >= 0 && *p.DecodeFirst.Quantile <= 1):
 		return fmt.Errorf("parameter decodeFirst.quantile=%g: must be in [0, 1]", *p.DecodeFirst.Quantile)
 	}

@@ -281,6 +281,7 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair picked combined pod "+d.Decode.Key+": "+d.Reason)
 	} else if d.DecodeOnly {
 		kind = "decode_only"
+		p.m.decodeOnly.WithLabelValues(string(d.Cause)).Inc()
 		trace.Stage("prefill", false, d.Reason)
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair kept "+d.Decode.Key+" without a prefill leg: "+d.Reason)
 	} else {

@@ -3,6 +3,7 @@ package aibrixpdpair
 import (
 	"fmt"
 	"math"
+	"time"
 
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
@@ -44,6 +45,68 @@ type RemainingWork struct {
 	// prefix hits); 1 gave 287 ms and 19.5 %, 0.5 gave 167 ms and 23.1 % at a TPOT p99 of
 	// 16.6 ms (15.2 before), 0.2 gave 87 ms and 25.1 % at 17.7 ms, 0 gave 25.4 ms TPOT p99.
 	DecodeWeight *float64 `json:"decodeWeight,omitempty"`
+	// PrefillBackedUp disaggregates only when it pays in time (nil: always, as before): while
+	// the prefill pool is so backed up that the best prefill pod would miss the TTFT target, a
+	// decode pod with slack prefills the prompt itself. See PrefillBackedUp.
+	PrefillBackedUp *PrefillBackedUp `json:"prefillBackedUp,omitempty"`
+}
+
+// PrefillBackedUp is load-conditional disaggregation (pdgate's extension; Dynamo decides
+// disaggregation on prefill and decode load the same way). Remote prefill is the right call
+// while the prefill pool keeps up: a decode pod that prefills slows every sequence batched on
+// it. Once every prefill pod's queue plus the prompt would take longer than the TTFT target,
+// the request misses its SLO there anyway, and a decode pod with spare steps is the faster
+// place. So a pair's local side is also allowed when:
+//   - the least prefill wait over the candidate pairs, (queue + uncached tokens) divided by
+//     PrefillTokensPerSecond, exceeds TTFT: the threshold follows from the SLO and the
+//     engine's throughput, not from a token constant;
+//   - the decode pod has slack: its ledger load is at most the candidates' mean;
+//   - the tokens it would compute are at most MaxLocalTokens.
+type PrefillBackedUp struct {
+	// TTFT is the time-to-first-token target the prefill pool is held to, e.g. "1s". Required.
+	TTFT string `json:"ttft"`
+	// PrefillTokensPerSecond is one prefill pod's prompt throughput. Default 31250: Llama-3.1-8B
+	// on one H100 at 0.032 ms a token (config/sim/llama3-8b-h100.yaml); take your engine's
+	// figure (vLLM's benchmark_serving input throughput at batch, or the prefill leg time per
+	// token in pdgate_sidecar metrics).
+	PrefillTokensPerSecond float64 `json:"prefillTokensPerSecond"`
+	// MaxLocalTokens bounds the prompt tokens a decode pod prefills under this rule, since each
+	// chunk of them lengthens a decode step of every sequence batched there. Default 8192 (four
+	// 2048-token chunks): on the Mooncake trace at 64 GPUs and load 0.8, 8192 gave a TPOT p99 of
+	// 85 ms against 109 ms at 16384, and the higher goodput (0.600 against 0.560).
+	MaxLocalTokens int `json:"maxLocalTokens"`
+}
+
+// Defaults of PrefillBackedUp.
+const (
+	DefaultPrefillTokensPerSecond = 31250
+	DefaultBackedUpMaxLocalTokens = 8192
+)
+
+func (b *PrefillBackedUp) validate() error {
+	d, err := time.ParseDuration(b.TTFT)
+	switch {
+	case err != nil || d <= 0:
+		return fmt.Errorf("parameter remainingWork.prefillBackedUp.ttft=%q: must be a positive duration such as \"1s\"", b.TTFT)
+	case b.PrefillTokensPerSecond < 0 || math.IsInf(b.PrefillTokensPerSecond, 0) || math.IsNaN(b.PrefillTokensPerSecond):
+		return fmt.Errorf("parameter remainingWork.prefillBackedUp.prefillTokensPerSecond=%g: must be a finite number >= 0 (0 = %d)", b.PrefillTokensPerSecond, DefaultPrefillTokensPerSecond)
+	case b.MaxLocalTokens < 0:
+		return fmt.Errorf("parameter remainingWork.prefillBackedUp.maxLocalTokens=%d: must be >= 0 (0 = %d)", b.MaxLocalTokens, DefaultBackedUpMaxLocalTokens)
+	}
+	return nil
+}
+
+// budget returns the TTFT target in prefill tokens and the local bound (Validate has run).
+func (b *PrefillBackedUp) budget() (ttftTokens, maxLocal float64) {
+	d, _ := time.ParseDuration(b.TTFT)
+	rate, maxLocal := b.PrefillTokensPerSecond, float64(b.MaxLocalTokens)
+	if rate == 0 {
+		rate = DefaultPrefillTokensPerSecond
+	}
+	if maxLocal == 0 {
+		maxLocal = DefaultBackedUpMaxLocalTokens
+	}
+	return d.Seconds() * rate, maxLocal
 }
 
 // DefaultLocalPrefillMaxTokens is RemainingWork.LocalPrefillMaxTokens's default.
@@ -76,31 +139,37 @@ const computeWeight = 2
 
 // remainingCost is one roleset's prefill-side cost under RemainingWork.
 type remainingCost struct {
-	cost   float64 // tokens: min(remote, local when allowed), less the least uncached work
-	local  bool    // the decode pod prefills itself
-	remote float64 // in-flight work + uncached tokens on the prefill pod
-	ud     float64 // uncached tokens on the decode pod
+	cost     float64 // tokens: min(remote, local when allowed), less the least uncached work
+	local    bool    // the decode pod prefills itself
+	backedUp bool    // local because the prefill pool misses the TTFT target (PrefillBackedUp)
+	remote   float64 // in-flight work + uncached tokens on the prefill pod
+	ud       float64 // uncached tokens on the decode pod
 }
 
 // remainingWork returns, per roleset scored on both sides, its cost and the largest cost (≥ 1);
-// nil when no candidate pod holds any of the prompt, so traffic without reuse is scored exactly
-// as without RemainingWork. Costs are relative to the least uncached work any pair leaves, so
+// nil when no candidate pod holds any of the prompt and no local prefill is allowed, so traffic
+// without reuse, on a prefill pool that keeps up, is scored exactly as without RemainingWork. Costs are relative to the least uncached work any pair leaves, so
 // that the prompt's length, which every pair must compute unless a cache holds it, does not
 // dilute the ledger's load differences in the pair score.
 func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
 	prompt := float64(in.PromptTokens)
 	uncached := func(p *podmodel.Pod) float64 { return prompt * (1 - heldFraction(p)) }
 	out := make(map[string]remainingCost, len(names))
+	backedUp, maxBackedUp, meanD := s.prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
 	reuse, minU := false, math.Inf(1)
 	for _, name := range names {
 		pp, dd := pScores[name], dScores[name]
 		up, ud := uncached(pp.pod), uncached(dd.pod)
 		reuse = reuse || up < prompt || ud < prompt
 		rc := remainingCost{remote: pp.score + computeWeight*up, ud: ud}
-		// Local only where the decode pod's cache is what makes it pay: it holds at least as
-		// much of the prompt as is left to compute, and what is left fits in one chunk. A
-		// prompt no decode pod holds goes to a prefill pod however idle the decode pod is.
+		// Local where the decode pod's cache is what makes it pay: it holds at least as much
+		// of the prompt as is left to compute, and what is left fits in one chunk. Otherwise
+		// only when the prefill pool is backed up past the TTFT target and this decode pod
+		// has slack.
 		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && computeWeight*ud < rc.remote
+		if !rc.local && backedUp && ud <= maxBackedUp && dd.score <= meanD {
+			rc.local, rc.backedUp, reuse = true, true, true
+		}
 		minU = math.Min(minU, up)
 		if rc.local {
 			minU = math.Min(minU, ud)
@@ -123,6 +192,22 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 	return out, maxCost
 }
 
+// prefillBackedUp reports whether even the least prefill wait over the candidate pairs, queue
+// plus uncached prompt, exceeds b's TTFT budget; with it the local bound and the candidates'
+// mean decode load, the slack a local prefill needs. b nil: never.
+func (s *Selector) prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (bool, float64, float64) {
+	if b == nil || len(names) == 0 {
+		return false, 0, 0
+	}
+	budget, maxLocal := b.budget()
+	least, meanD := math.Inf(1), 0.0
+	for _, name := range names {
+		least = math.Min(least, pScores[name].score+uncached(pScores[name].pod))
+		meanD += dScores[name].score / float64(len(names))
+	}
+	return least > budget, maxLocal, meanD
+}
+
 // heldFraction is the share of the prompt's blocks a pod holds, from the PrefixCacheMatchInfo
 // the prefix producer puts on every candidate before scheduling (approx-prefix-cache-producer,
 // which records both the prefill and the decode pick of a P/D request and matches the whole
@@ -143,6 +228,9 @@ func heldFraction(p *podmodel.Pod) float64 {
 }
 
 func (rc remainingCost) String() string {
+	if rc.backedUp {
+		return fmt.Sprintf("local %.0f tokens: every prefill queue misses the TTFT target, remote %.0f", rc.ud, rc.remote)
+	}
 	if rc.local {
 		return fmt.Sprintf("local %.0f tokens uncached on decode < remote %.0f", rc.ud, rc.remote)
 	}

@@ -89,12 +89,73 @@ func TestRemainingWork(t *testing.T) {
 			if tt.wantLocal && (d.Cause != contract.CauseCached || d.Prefill != nil) {
 				t.Fatalf("a local prefill must be decode-only with cause cached: %+v", d)
 			}
+			if !tt.wantLocal && d.Cause == contract.CausePrefillBackedUp {
+				t.Fatalf("a prefill pool that keeps up disaggregates: %+v", d)
+			}
 			if tt.rw != nil && !tt.wantLocal && tt.want == "a" {
 				// The holder is charged the prefill work it will do: the 3 blocks it lacks.
 				want := fmt.Sprintf("prefill ns/a-p %d", 3500+promptTokens*(100-heldBlocks)/100)
 				if !slices.Contains(l.charges, want) {
 					t.Fatalf("charges %q, want %q", l.charges, want)
 				}
+			}
+		})
+	}
+}
+
+func TestPrefillBackedUp(t *testing.T) {
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	// A first turn nobody holds: 6,000 tokens. At 10,000 tokens a second and a 1 s target the
+	// prefill pool misses it once the least queued prefill pod has more than 4,000 tokens.
+	const promptTokens = 6000
+	backedUp := func(maxLocal int) *RemainingWork {
+		return &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, MaxLocalTokens: maxLocal}}
+	}
+	tests := []struct {
+		name        string
+		rw          *RemainingWork
+		prefillLoad map[string]float64
+		decodeLoad  map[string]float64
+		wantLocal   bool
+		want        string // decode pod
+	}{
+		{"without the rule a backed-up pool still disaggregates", &RemainingWork{},
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, nil, false, "ns/b-d"},
+		{"the least loaded prefill pod meets the target: disaggregate", backedUp(0),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, nil, false, "ns/b-d"},
+		{"every prefill pod misses it: the decode pod with slack prefills", backedUp(0),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, map[string]float64{"ns/a-d": 50000, "ns/b-d": 1000}, true, "ns/b-d"},
+		{"only decode pods at or under the mean load prefill locally", backedUp(0),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 30000}, map[string]float64{"ns/a-d": 50000, "ns/b-d": 1000}, true, "ns/b-d"},
+		{"a prompt larger than maxLocalTokens still goes remote", backedUp(4000),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, nil, false, "ns/b-d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newFakeLedger()
+			for pod, load := range tt.prefillLoad {
+				l.prefill[tokenload.PodKey(pod)] = load
+			}
+			for pod, load := range tt.decodeLoad {
+				l.decode[tokenload.PodKey(pod)] = load
+			}
+			_, eps := mkPods(
+				podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+				podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+			)
+			pods, _ := podsOf(eps)
+			d, err := newSel(t, l.source()).Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: promptTokens,
+				BodyTokens: promptTokens, RemainingWork: tt.rw, Explain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.DecodeOnly != tt.wantLocal || d.Decode.Key != tt.want {
+				t.Fatalf("decode-only %v on %s, want %v on %s; notes %q", d.DecodeOnly, d.Decode.Key, tt.wantLocal, tt.want, d.Notes)
+			}
+			if tt.wantLocal != (d.Cause == contract.CausePrefillBackedUp) {
+				t.Fatalf("cause %q, want prefill_backed_up exactly when local", d.Cause)
 			}
 		})
 	}
@@ -109,6 +170,11 @@ func TestRemainingWorkParams(t *testing.T) {
 		{"a decode weight", `{"prefillScorePolicy":"token_load","remainingWork":{"decodeWeight":0.2}}`, ""},
 		{"negative decode weight", `{"prefillScorePolicy":"token_load","remainingWork":{"decodeWeight":-1}}`, "remainingWork.decodeWeight"},
 		{"negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"localPrefillMaxTokens":-1}}`, "remainingWork.localPrefillMaxTokens"},
+		{"load-conditional", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"800ms","prefillTokensPerSecond":20000,"maxLocalTokens":4096}}}`, ""},
+		{"load-conditional without a target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{}}}`, "remainingWork.prefillBackedUp.ttft"},
+		{"load-conditional with a bad target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"-1s"}}}`, "remainingWork.prefillBackedUp.ttft"},
+		{"load-conditional with a negative rate", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","prefillTokensPerSecond":-5}}}`, "prefillBackedUp.prefillTokensPerSecond"},
+		{"load-conditional with a negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","maxLocalTokens":-5}}}`, "prefillBackedUp.maxLocalTokens"},
 		{"a policy whose scores are not tokens", `{"prefillScorePolicy":"least_request","remainingWork":{}}`, "needs prefillScorePolicy"},
 	}
 	for _, tt := range tests {

@@ -41,6 +41,7 @@ const (
 	CauseCombinedPod      Cause = "combined_pod"       // the decode pick prefills locally
 	CauseShortPrompt      Cause = "short_prompt"       // fewer prompt tokens than the threshold
 	CauseCached           Cause = "cached"             // the decode pod holds enough of the prompt
+	CausePrefillBackedUp  Cause = "prefill_backed_up"  // every prefill queue misses the TTFT target: the decode pod prefills
 	CauseUncached         Cause = "uncached"           // too much of the prompt is not cached
 	CauseNoPrefixInfo     Cause = "no_prefix_info"     // prefix information missing: fail open
 	CauseNoMultimodal     Cause = "no_multimodal"      // no multimodal content to encode
