@@ -86,9 +86,10 @@ func (u *usageCounts) cached() (int64, bool) {
 }
 
 // answerUsage is where an answer carries its usage: at the top level, or in a Responses API
-// event's response object.
+// event's response object. Choices tells a stream's usage-only chunk (choices []).
 type answerUsage struct {
-	Usage    *usageCounts `json:"usage"`
+	Choices  []json.RawMessage `json:"choices"`
+	Usage    *usageCounts      `json:"usage"`
 	Response *struct {
 		Usage *usageCounts `json:"usage"`
 	} `json:"response"`
@@ -154,20 +155,49 @@ func (e handoffExpect) checkBody(body []byte) (cause, msg string) {
 }
 
 // checkLine checks one SSE line of a decode stream: only data lines that carry usage (the
-// last chunk, or every chunk with continuous usage) are read.
-func (e handoffExpect) checkLine(line []byte) (cause, msg string) {
-	if e.prompt <= 0 || !bytes.Contains(line, []byte(`"usage"`)) {
-		return "", ""
+// last chunk, or every chunk with continuous usage) are read. usageOnly reports the chunk
+// that carries the usage alone (choices []).
+func (e handoffExpect) checkLine(line []byte) (cause, msg string, usageOnly bool) {
+	if !bytes.Contains(line, []byte(`"usage"`)) {
+		return "", "", false
 	}
 	payload, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:"))
 	if !ok {
-		return "", ""
+		return "", "", false
 	}
 	var a answerUsage
 	if json.Unmarshal(bytes.TrimSpace(payload), &a) != nil {
-		return "", ""
+		return "", "", false
 	}
-	return e.check(a.usage())
+	usageOnly = a.Choices != nil && len(a.Choices) == 0 && a.Usage != nil
+	cause, msg = e.check(a.usage())
+	return cause, msg, usageOnly
+}
+
+// askUsage returns the decode leg's body asking for the usage chunk (stream_options
+// include_usage) when a streaming client did not ask for it, and true: the usage the checks
+// read comes only in that chunk, which is then left out of what the client sees. The
+// Responses API always ends its stream with the usage.
+func askUsage(rq *request, body []byte) ([]byte, bool) {
+	if !rq.stream || rq.api == APIResponses || rq.obj == nil {
+		return body, false
+	}
+	if so, ok := rq.obj.Object("stream_options"); ok {
+		if inc, ok := so.Bool("include_usage"); ok && inc {
+			return body, false
+		}
+	}
+	obj, err := jsonbody.Parse(body)
+	if err != nil {
+		return body, false
+	}
+	so, ok := obj.Object("stream_options")
+	if !ok {
+		so = jsonbody.New()
+	}
+	so.SetBool("include_usage", true)
+	obj.SetObject("stream_options", so)
+	return obj.Bytes(), true
 }
 
 // rankProblem says why a data-parallel rank a prefill reports for its KV (vLLM

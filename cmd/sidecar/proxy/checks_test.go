@@ -102,6 +102,12 @@ func TestHandoffChecks(t *testing.T) {
 				if resp.StatusCode != 200 || resp.Header.Get(headerErrorCause) != "" || (tt.stream && !strings.Contains(got, "[DONE]")) {
 					t.Fatalf("status %d cause %q: %s", resp.StatusCode, resp.Header.Get(headerErrorCause), got)
 				}
+				// The decode was asked for the usage chunk the checks read; the client, who
+				// did not ask, does not see it.
+				asked := strings.Contains(dec.only(t).Raw, `"stream_options":{"include_usage":true}`)
+				if tt.stream && (asked == tt.unchecked || strings.Contains(got, `"usage"`) == asked) {
+					t.Errorf("decode asked for usage %v, client saw usage %v: %s", asked, strings.Contains(got, `"usage"`), got)
+				}
 			case tt.stream:
 				if resp.StatusCode != 200 || strings.Contains(got, "[DONE]") || !strings.Contains(got, `"error"`) || !strings.Contains(got, `"Hel"`) ||
 					strings.Contains(got, `"usage"`) {

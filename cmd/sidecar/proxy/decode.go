@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,10 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 	} else {
 		wd.start()
 	}
+	dropUsage := false
+	if o.checked() {
+		o.body, dropUsage = askUsage(rq, o.body)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, engineURL(pl.cfg.EngineURL, rq.decoderPort, rq.path, r), bytes.NewReader(o.body))
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "building decode request: "+err.Error(), protocol.HeaderErrorDecode)
@@ -133,11 +138,12 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 			out = rw
 		}
 		if checking && isSSE(resp.Header) {
-			check := func(line []byte) error {
-				if cause, msg := pl.expectation(&o).checkLine(line); cause != "" {
-					return &checkError{cause, msg}
+			check := func(line []byte) (bool, error) {
+				cause, msg, usageOnly := pl.expectation(&o).checkLine(line)
+				if cause != "" {
+					return false, &checkError{cause, msg}
 				}
-				return nil
+				return dropUsage && usageOnly, nil // a usage chunk the client did not ask for
 			}
 			if rw == nil {
 				rw = sse.NewLineChecker(w, flush, check)
@@ -180,6 +186,15 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 				}
 			}
 			if len(chunk) > 0 {
+				if !committed && o.gate != nil && isSSE(resp.Header) {
+					if code, msg, ok := errorEvent(chunk); ok {
+						// SGLang sends its 200 before the KV arrives and a failed pull as the
+						// stream's first event: the headers are still held, so the client gets
+						// a status; the prefill's failure when it is the cause.
+						pl.decodeErrorEvent(o, code, msg)
+						return false
+					}
+				}
 				if !committed && !commit() {
 					pl.report.gateFailure(w, rq, o.gate)
 					return false
@@ -271,6 +286,43 @@ func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg, firstBy
 		pl.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(pl.cfg.Engine)).Observe(handoff.Seconds())
 	}
 	w.WriteHeader(resp.StatusCode)
+}
+
+// errorEvent reads an SSE chunk that opens with an error event ({"error":{"code","message"}}).
+func errorEvent(chunk []byte) (code int, msg string, ok bool) {
+	line, _, _ := bytes.Cut(bytes.TrimSpace(chunk), []byte("\n"))
+	payload, found := bytes.CutPrefix(line, []byte("data:"))
+	if !found || !bytes.HasPrefix(bytes.TrimSpace(payload), []byte(`{"error"`)) {
+		return 0, "", false
+	}
+	var ev struct {
+		Error struct {
+			Code    json.RawMessage `json:"code"`
+			Message string          `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(payload), &ev) != nil {
+		return 0, "", false
+	}
+	code, _ = strconv.Atoi(string(ev.Error.Code))
+	if code < 400 || code > 599 {
+		code = http.StatusBadGateway
+	}
+	return code, ev.Error.Message, true
+}
+
+// decodeErrorEvent answers a concurrent decode whose stream opened with an error event, as a
+// decode that failed with that status: the prefill's failure when the prefill failed (the
+// decode's error is its consequence), else the decode's error with x-error-pd-decode.
+func (pl *pipeline) decodeErrorEvent(o decodeLeg, code int, msg string) {
+	w, rq := pl.w, pl.rq
+	if lerr := pl.awaitPrefill(o.gate, "error event "+strconv.Itoa(code)); lerr != nil {
+		pl.report.prefillFailure(w, rq, lerr)
+		return
+	}
+	pl.cfg.Metrics.Legs.WithLabelValues("decode", string(pl.cfg.Engine), classHTTP).Inc()
+	w.Header().Set(headerErrorCause, causeDecodeStatus)
+	writeError(w, code, "decode engine error: "+truncate(msg, 256), protocol.HeaderErrorDecode)
 }
 
 // writeFailed handles a write to the client that failed: a handoff check that stopped the

@@ -187,15 +187,18 @@ func TestConcurrentDecodeFailureWaitsForPrefill(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		dropDecode    bool // the decode connection breaks instead of answering a 502
+		errorEvent    bool // the decode streams its 502 as the first event after its 200 (SGLang)
 		prefillStatus int
 		wantStatus    int
 		wantErrHeader string
 		wantOutcome   string
 	}{
-		{"decode 502, prefill fails later", false, 500, 500, protocol.HeaderErrorPrefill, outcomeFailed},
-		{"decode connection lost, prefill fails later", true, 503, 503, protocol.HeaderErrorPrefill, outcomeFailed},
-		{"decode 502, prefill succeeds later", false, 200, 502, "", outcomeOK},
-		{"decode connection lost, prefill succeeds later", true, 200, 502, protocol.HeaderErrorDecode, ""},
+		{"decode 502, prefill fails later", false, false, 500, 500, protocol.HeaderErrorPrefill, outcomeFailed},
+		{"decode connection lost, prefill fails later", true, false, 503, 503, protocol.HeaderErrorPrefill, outcomeFailed},
+		{"decode error event, prefill fails later", false, true, 500, 500, protocol.HeaderErrorPrefill, outcomeFailed},
+		{"decode 502, prefill succeeds later", false, false, 200, 502, "", outcomeOK},
+		{"decode connection lost, prefill succeeds later", true, false, 200, 502, protocol.HeaderErrorDecode, ""},
+		{"decode error event, prefill succeeds later", false, true, 200, 502, protocol.HeaderErrorDecode, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			release := make(chan struct{}) // the prefill answers only after the decode failed
@@ -218,6 +221,10 @@ func TestConcurrentDecodeFailureWaitsForPrefill(t *testing.T) {
 				}
 				if tc.dropDecode {
 					panic(http.ErrAbortHandler)
+				}
+				if tc.errorEvent {
+					sseAnswer(w, `{"error":{"object":"error","message":"KV transfer from the prefill pod failed","code":502}}`)
+					return
 				}
 				jsonAnswer(w, 502, map[string]any{"error": "KV transfer from the prefill pod failed"})
 			})

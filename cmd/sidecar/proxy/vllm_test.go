@@ -122,7 +122,7 @@ func TestVLLMCachedTokensRewrite(t *testing.T) {
 	dec := newFake(t, decodeOK)
 	env := startProxy(t, testConfig(dec, pre.hp()))
 	hdr := map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String()}
-	_, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`, hdr)
+	_, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true,"stream_options":{"include_usage":true}}`, hdr)
 	if !strings.Contains(body, `"prompt_tokens_details":{"cached_tokens":6}`) || !strings.Contains(body, "data: [DONE]") ||
 		!strings.Contains(body, `"content":"Hel"`) {
 		t.Fatalf("stream not rewritten: %s", body)

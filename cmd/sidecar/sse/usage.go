@@ -46,10 +46,13 @@ type Writer struct {
 	cached  int64
 	rewrite bool
 	stream  bool
-	// check, when set, sees every complete SSE line before it is written; an error stops the
-	// writer there (that line and everything after it are never written).
-	check func(line []byte) error
-	buf   []byte
+	// check, when set, sees every complete SSE line before it is written: drop leaves the
+	// line (and the blank line ending its event) out; an error stops the writer there (that
+	// line and everything after it are never written).
+	check func(line []byte) (drop bool, err error)
+	// dropBlank: the last line was dropped; the blank line after it goes too.
+	dropBlank bool
+	buf       []byte
 	// passLine is set while an over-long line is being passed through unmodified.
 	passLine bool
 	err      error
@@ -66,7 +69,7 @@ func NewWriter(w io.Writer, flush func(), cached int64, stream bool) *Writer {
 
 // NewLineChecker returns an SSE writer that rewrites nothing and passes every complete line
 // through check first.
-func NewLineChecker(w io.Writer, flush func(), check func(line []byte) error) *Writer {
+func NewLineChecker(w io.Writer, flush func(), check func(line []byte) (drop bool, err error)) *Writer {
 	if flush == nil {
 		flush = func() {}
 	}
@@ -75,7 +78,7 @@ func NewLineChecker(w io.Writer, flush func(), check func(line []byte) error) *W
 
 // CheckLines makes the writer pass every complete SSE line through check before it is
 // written (stream mode only).
-func (s *Writer) CheckLines(check func(line []byte) error) { s.check = check }
+func (s *Writer) CheckLines(check func(line []byte) (drop bool, err error)) { s.check = check }
 
 // emit writes what the lines so far produced, then records err (nil: nothing failed).
 func (s *Writer) emit(out []byte, err error) error {
@@ -90,11 +93,22 @@ func (s *Writer) emit(out []byte, err error) error {
 	return err
 }
 
-// line is one complete line as it goes out: checked, then rewritten.
+// line is one complete line as it goes out (nil: left out): checked, then rewritten.
 func (s *Writer) line(line []byte) ([]byte, error) {
 	if s.check != nil {
-		if err := s.check(line); err != nil {
+		if s.dropBlank {
+			s.dropBlank = false
+			if len(bytes.TrimRight(line, "\r\n")) == 0 {
+				return nil, nil
+			}
+		}
+		drop, err := s.check(line)
+		if err != nil {
 			return nil, err
+		}
+		if drop {
+			s.dropBlank = true
+			return nil, nil
 		}
 	}
 	if !s.rewrite || len(line) > MaxLine {

@@ -154,11 +154,11 @@ func FuzzWriterSplit(f *testing.F) {
 func TestWriterLineCheck(t *testing.T) {
 	in := "data: {\"a\":1}\n\ndata: {\"bad\":true}\n\ndata: [DONE]\n\n"
 	refused := errors.New("refused")
-	check := func(line []byte) error {
+	check := func(line []byte) (bool, error) {
 		if bytes.Contains(line, []byte("bad")) {
-			return refused
+			return false, refused
 		}
-		return nil
+		return false, nil
 	}
 	for split := 1; split < len(in); split++ {
 		for _, rewrite := range []bool{false, true} {
@@ -179,6 +179,21 @@ func TestWriterLineCheck(t *testing.T) {
 			if err := w.Close(); !errors.Is(err, refused) {
 				t.Fatalf("Close after a refused line: %v", err)
 			}
+		}
+	}
+}
+
+// A dropped line leaves its event out: the line and the blank line after it.
+func TestWriterLineDrop(t *testing.T) {
+	in := "data: {\"a\":1}\n\ndata: {\"usage\":{}}\n\ndata: [DONE]\n\n"
+	for split := 1; split < len(in); split++ {
+		var out bytes.Buffer
+		w := NewLineChecker(&out, nil, func(line []byte) (bool, error) { return bytes.Contains(line, []byte("usage")), nil })
+		_, _ = w.Write([]byte(in[:split]))
+		_, _ = w.Write([]byte(in[split:]))
+		_ = w.Close()
+		if out.String() != "data: {\"a\":1}\n\ndata: [DONE]\n\n" {
+			t.Fatalf("split %d: %q", split, out.String())
 		}
 	}
 }
