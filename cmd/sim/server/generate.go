@@ -275,7 +275,8 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 			in.log.Error(err, "shared storage")
 		}
 	}
-	if x.f.prefillFail || x.f.prefillAbort || x.f.decodeRace {
+	race := x.f.decodeRace && x.l.kind == legProduce // a decode prefilling by itself is not raced
+	if x.f.prefillFail || x.f.prefillAbort || race {
 		sr.Cancel()
 		if x.l.kind == legProduce && x.l.id != "" {
 			in.store.fail(x.l.id, "injected prefill failure")
@@ -283,7 +284,7 @@ func (x *exchange) afterPrefill(sr *batching.Request, hashes []uint64) error {
 		switch {
 		case x.f.prefillAbort:
 			return errPrefillAbortFault
-		case x.f.decodeRace:
+		case race:
 			in.sleep(x.ctx, raceDelay) // the waiting decode answers its error first
 		}
 		return errPrefillFault
