@@ -19,3 +19,7 @@ type ReplicaAdvice struct {
 	// Reason says why (the advisor's README lists the values).
 	Reason string
 }
+
+// ReasonNoData is the reason of advice that only repeats the current size: the advisor has
+// measured too little to estimate.
+const ReasonNoData = "no_data"

@@ -8,9 +8,9 @@ import (
 // Observation is what the EPP measured over the sliding window, the estimate's only input:
 // no offline profile of the engine.
 type Observation struct {
-	// Requests is the number of requests completed in the window; below the configured
-	// minimum the estimate keeps the current size.
-	Requests int
+	// Requests is the number of requests completed in the window, Arrivals the number
+	// scheduled.
+	Requests, Arrivals int
 	// PromptRate is the prompt tokens per second of arrivals that got a prefill pod;
 	// LocalPromptRate those prefilled on their decode pod (they load the decode tier and are
 	// already in its measured TPOT).
@@ -19,6 +19,10 @@ type Observation struct {
 	// the requests completed in the window (arrival-based, so an overload that completes less
 	// than it receives still shows its whole demand).
 	OutputRate float64
+	// DecodeInflight is the requests past their first token now. Output lengths are known
+	// only at completion, so when long outputs start arriving the rate lags; the population
+	// already decoding does not.
+	DecodeInflight int
 	// MeanPrompt and MeanOutput are tokens per request.
 	MeanPrompt, MeanOutput float64
 	// PrefillRate is the prompt tokens per second one prefill pod processes while it has
@@ -104,9 +108,11 @@ type Sizing struct {
 // needs PromptRate / (ρ·PrefillRate) pods.
 //
 // Decode: the largest batch B whose fitted step stays within tpotHeadroom × TPOT, further
-// bounded by the KV cache (capacity / (MeanPrompt + MeanOutput/2) resident tokens per request),
+// bounded by the KV cache (kvHeadroom × capacity / (MeanPrompt + MeanOutput/2) resident tokens
+// per request),
 // by maxBatch, and by twice the largest batch seen (no extrapolation far beyond what was
-// measured). A pod then emits B / step(B) tokens per second; the tier needs OutputRate of them.
+// measured). A pod then emits B / step(B) tokens per second; the tier needs OutputRate of them,
+// and at least DecodeInflight / B pods for the requests decoding now.
 func Estimate(o Observation, p Parameters) Sizing {
 	var s Sizing
 	if o.PromptRate > 0 && o.PrefillRate > 0 {
@@ -123,7 +129,7 @@ func Estimate(o Observation, p Parameters) Sizing {
 		s.PrefillUtilization = rho
 		s.Prefill = ceilReplicas(o.PromptRate / (rho * o.PrefillRate))
 	}
-	if o.OutputRate > 0 && o.Step.PerSeq > 0 {
+	if (o.OutputRate > 0 || o.DecodeInflight > 0) && o.Step.PerSeq > 0 {
 		target := p.TPOTHeadroom * (time.Duration(p.TPOTMs) * time.Millisecond).Seconds()
 		b := (target - o.Step.Base) / o.Step.PerSeq
 		b = math.Min(b, float64(p.MaxBatch))
@@ -131,11 +137,11 @@ func Estimate(o Observation, p Parameters) Sizing {
 			b = math.Min(b, 2*o.MaxBatch)
 		}
 		if resident := o.MeanPrompt + o.MeanOutput/2; o.KVTokens > 0 && resident > 0 {
-			b = math.Min(b, 0.9*float64(o.KVTokens)/resident)
+			b = math.Min(b, p.KVHeadroom*float64(o.KVTokens)/resident)
 		}
 		b = math.Max(math.Floor(b), 1)
 		s.DecodeBatch = b
-		s.Decode = ceilReplicas(o.OutputRate / (b / o.Step.At(b)))
+		s.Decode = max(ceilReplicas(o.OutputRate/(b/o.Step.At(b))), ceilReplicas(float64(o.DecodeInflight)/b))
 	}
 	return s
 }

@@ -31,10 +31,13 @@ func TestEstimate(t *testing.T) {
 			decode: 3, decodeBatch: 150}, // 150 / 0.04 = 3750 tok/s per pod
 		{name: "decode bounded by the KV cache",
 			o:      Observation{OutputRate: 10000, Step: step, MaxBatch: 100, MeanPrompt: 1000, MeanOutput: 200, KVTokens: 100000},
-			decode: 4, decodeBatch: 81}, // 0.9 × 100000 / 1100
+			decode: 4, decodeBatch: 63}, // 0.7 × 100000 / 1100; 63 / 0.0226 = 2788 tok/s per pod
 		{name: "decode bounded by twice the batch seen",
 			o:      Observation{OutputRate: 10000, Step: step, MaxBatch: 10},
 			decode: 7, decodeBatch: 20}, // 20 / 0.014 = 1428.6 tok/s per pod
+		{name: "the requests decoding now need more pods than the rate says",
+			o:      Observation{OutputRate: 10000, DecodeInflight: 1000, Step: step, MaxBatch: 100},
+			decode: 7, decodeBatch: 150}, // 1000 / 150 = 6.7
 		{name: "TPOT missed even at batch 1: one sequence per pod",
 			o:      Observation{OutputRate: 100, Step: StepFit{Base: 0.06, PerSeq: 0.001}},
 			decode: 7, decodeBatch: 1}, // 1 / 0.061 = 16.4 tok/s per pod

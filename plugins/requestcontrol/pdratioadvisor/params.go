@@ -32,6 +32,9 @@ type Parameters struct {
 	TPOTHeadroom float64 `json:"tpotHeadroom"`
 	// MaxBatch caps the decode batch a pod is sized for (the engine's max_num_seqs).
 	MaxBatch int `json:"maxBatch"`
+	// KVHeadroom is the share of a decode pod's KV cache the mean resident requests may fill
+	// (the rest absorbs long prompts and the requests still arriving from prefill).
+	KVHeadroom float64 `json:"kvHeadroom"`
 	// MinReplicas is the smallest advice per sized role.
 	MinReplicas int `json:"minReplicas"`
 	// MinSamples is the number of completed requests in the window below which the advice
@@ -43,7 +46,7 @@ type Parameters struct {
 func DefaultParameters() Parameters {
 	return Parameters{Pool: "default", TTFTMs: 1000, TPOTMs: 50, WindowSeconds: 60, IntervalSeconds: 10,
 		Band: 0.1, MinDwellSeconds: 120, MaxPrefillUtilization: 0.8, MinPrefillUtilization: 0.3,
-		TPOTHeadroom: 0.8, MaxBatch: 256, MinReplicas: 1, MinSamples: 20}
+		TPOTHeadroom: 0.8, MaxBatch: 256, KVHeadroom: 0.7, MinReplicas: 1, MinSamples: 20}
 }
 
 // ParseParameters decodes strictly, defaults and validates.
@@ -78,6 +81,8 @@ func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 		return bad("tpotHeadroom", p.TPOTHeadroom, "must be in (0, 1]")
 	case p.MaxBatch < 1:
 		return bad("maxBatch", p.MaxBatch, "must be >= 1")
+	case !(p.KVHeadroom > 0 && p.KVHeadroom <= 1):
+		return bad("kvHeadroom", p.KVHeadroom, "must be in (0, 1]")
 	case p.MinReplicas < 0:
 		return bad("minReplicas", p.MinReplicas, "must be >= 0")
 	case p.MinSamples < 1:

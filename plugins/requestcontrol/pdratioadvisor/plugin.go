@@ -45,7 +45,7 @@ const (
 	// ReasonSteady: the advice is the current size.
 	ReasonSteady = "steady"
 	// ReasonNoData: too few completed requests in the window; the advice is the current size.
-	ReasonNoData = "no_data"
+	ReasonNoData = contract.ReasonNoData
 )
 
 // Reasons lists every reason, in the order the gauges are written.
@@ -66,6 +66,9 @@ type Plugin struct {
 	counted  time.Time
 	kvTokens int
 	stab     map[string]*stabilizer
+	// measured is the engine side of the last window with enough completions: it outlives a
+	// window of long requests that have not completed yet
+	measured *Observation
 	advice   []contract.ReplicaAdvice
 
 	// runCtx is the handle's context; stopLoop ends the wall-clock loop (UseClock).
@@ -407,13 +410,31 @@ func (a *Plugin) estimate(now time.Time) {
 		}
 	}
 	obs := a.win.observation(now, a.kvTokens)
+	for _, ps := range a.pods {
+		obs.DecodeInflight += ps.decodeInflight
+	}
 	a.advice = a.advise(now, obs)
 	a.metrics.publish(a.p.Pool, a.advice)
 }
 
 // advise is the estimate through hysteresis, one entry per role the pool has (or is advised).
+//
+// The engine side (prefill rate, step fit, largest batch, transfer, mean output) comes from
+// the last window with minSamples completions, the demand side (arrival rates, requests
+// decoding) from this one: after a shift to long outputs, completions stop for a while, and
+// the pool must still be sized for what keeps arriving.
 func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice {
-	enough := obs.Requests >= a.p.MinSamples
+	if obs.Requests >= a.p.MinSamples {
+		m := obs
+		a.measured = &m
+	} else if m := a.measured; m != nil {
+		obs.PrefillRate, obs.Step, obs.MaxBatch, obs.Transfer = m.PrefillRate, m.Step, m.MaxBatch, m.Transfer
+		if obs.Requests == 0 {
+			obs.MeanOutput = m.MeanOutput
+			obs.OutputRate = obs.OutputRate + float64(obs.Arrivals)/a.p.window().Seconds()*m.MeanOutput
+		}
+	}
+	enough := a.measured != nil && obs.Arrivals+obs.DecodeInflight >= a.p.MinSamples
 	size := Estimate(obs, a.p)
 	raw := map[string]int{RolePrefill: size.Prefill, RoleDecode: size.Decode}
 	var out []contract.ReplicaAdvice

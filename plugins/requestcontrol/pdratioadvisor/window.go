@@ -85,7 +85,7 @@ func (w *window) total(now time.Time) (bucket, time.Duration) {
 // observation turns the window's sums into the estimate's input.
 func (w *window) observation(now time.Time, kvTokens int) Observation {
 	t, span := w.total(now)
-	o := Observation{Requests: int(t.completions), KVTokens: kvTokens, MaxBatch: t.maxBatch, Step: t.step.fit()}
+	o := Observation{Requests: int(t.completions), Arrivals: int(t.arrivals), KVTokens: kvTokens, MaxBatch: t.maxBatch, Step: t.step.fit()}
 	sec := span.Seconds()
 	if sec <= 0 {
 		return o
