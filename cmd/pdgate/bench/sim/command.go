@@ -136,6 +136,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.Float64Var(&o.Tolerance, "tolerance", o.Tolerance, "calibration: allowed relative p50 TTFT error")
 	cmd.AddCommand(NewGoodputCommand())
 	cmd.AddCommand(NewPrefixCommand())
+	cmd.AddCommand(NewAdvisorCommand())
 	return cmd
 }
 

@@ -36,6 +36,9 @@ type pod struct {
 
 	// routing outcome counters
 	primary, prefillLegs int
+	// assigned counts the requests in flight that were routed to this pod (as decode or
+	// prefill pod), legs started or not
+	assigned int
 }
 
 type rateSample struct {

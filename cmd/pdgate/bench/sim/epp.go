@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -37,16 +38,50 @@ type epp struct {
 	// scheduling call waits for it, so the next request sees it whatever the goroutine
 	// scheduling (a run repeats for a seed)
 	async []contract.Settler
+	// pool is the candidate set the EPP schedules over (the replica actuator changes it)
+	pool *podCandidates
+	// advisors and releasers are the plugins the replica actuator reads and the prefill-leg
+	// end is reported to (Config.PrefillRelease), found by their contract interfaces
+	advisors  []contract.ReplicaAdvisor
+	releasers []contract.PrefillReleaser
 	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
 	// every second until the handle's context ends; the indexer stays reachable until then)
 	stop context.CancelFunc
 }
 
 // podCandidates are the simulated pods as the EPP's endpoint candidates: their metadata,
-// the metrics of their last scrape and their data-layer attributes.
-type podCandidates []fwkdl.Endpoint
+// the metrics of their last scrape and their data-layer attributes. The replica actuator
+// replaces them as pods join and leave (set); the loop is single-threaded, but plugins may
+// read the pod names from goroutines of their own.
+type podCandidates struct {
+	mu    sync.Mutex
+	eps   []fwkdl.Endpoint
+	names []types.NamespacedName
+}
 
-func (c podCandidates) Locate(context.Context, map[string]any) []fwkdl.Endpoint { return c }
+func (c *podCandidates) Locate(context.Context, map[string]any) []fwkdl.Endpoint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.eps
+}
+
+func (c *podCandidates) podNames() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.names
+}
+
+// set makes pods the pool (new slices: a caller may still hold the old ones).
+func (c *podCandidates) set(pods []*pod) {
+	eps := make([]fwkdl.Endpoint, len(pods))
+	names := make([]types.NamespacedName, len(pods))
+	for i, p := range pods {
+		eps[i], names[i] = p.ep, p.meta.NamespacedName
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.eps, c.names = eps, names
+}
 
 // loadEPP reads an EndpointPickerConfig file ("" = GIE's default config) and builds it for
 // the given pods; now is the virtual clock (the pods' metrics are taken on it), seed seeds
@@ -65,21 +100,17 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 		}
 		raw = b
 	}
-	names := make([]types.NamespacedName, len(pods))
-	cands := make(podCandidates, len(pods))
-	for i, p := range pods {
-		names[i] = p.meta.NamespacedName
-		cands[i] = p.ep
-	}
+	cands := &podCandidates{}
+	cands.set(pods)
 	ctx, stop := context.WithCancel(context.Background())
 	c, err := core.New(ctx, core.Options{Config: raw, Standalone: true, Seed: &seed,
-		PodNames: func() []types.NamespacedName { return names }, Candidates: cands, Clock: now,
+		PodNames: cands.podNames, Candidates: cands, Clock: now,
 		Path: path})
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("EndpointPickerConfig %s: %w", file, err)
 	}
-	e := &epp{core: c, dir: c.Server.Director(), stop: stop, now: now}
+	e := &epp{core: c, dir: c.Server.Director(), stop: stop, now: now, pool: cands}
 	// Plugins that keep time say so through contract's interfaces; none is named here.
 	for _, p := range c.Handle.GetAllPlugins() {
 		if cp, ok := p.(contract.Clocked); ok {
@@ -94,7 +125,11 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 		if k, ok := p.(kvEventSink); ok {
 			e.kv = append(e.kv, k)
 		}
+		if a, ok := p.(contract.ReplicaAdvisor); ok {
+			e.advisors = append(e.advisors, a)
+		}
 	}
+	e.releasers = contract.PrefillReleasers(c.Handle.GetAllPlugins())
 	return e, nil
 }
 

@@ -322,18 +322,9 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	if err != nil {
 		return err
 	}
-	var rows Traces
-	for _, name := range o.Workloads {
-		switch name {
-		case WorkloadAzure:
-			if rows.Azure, err = workload.LoadAzureFile(Options{Root: o.Root}.path(o.Azure)); err != nil {
-				return fmt.Errorf("--azure-conv: %w", err)
-			}
-		case WorkloadMooncake:
-			if rows.Mooncake, err = workload.LoadMooncakeFile(Options{Root: o.Root}.path(o.Mooncake)); err != nil {
-				return fmt.Errorf("--mooncake: %w", err)
-			}
-		}
+	rows, err := LoadTraces(o.Workloads, Options{Root: o.Root}.path(o.Azure), Options{Root: o.Root}.path(o.Mooncake))
+	if err != nil {
+		return err
 	}
 	cells, err := ParseCells(o.Cells, GoodputPolicies(o.Root))
 	if err != nil {

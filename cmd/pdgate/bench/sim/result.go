@@ -15,6 +15,9 @@ type Result struct {
 	failed      map[string]int
 	answers     map[string]int // requests the EPP answered itself, by HTTP status (0: ext_proc stream error)
 	ttft, tpot  []float64      // ms, served requests
+	// kinds[i] is the workload kind of served request i; sentByKind counts arrivals per kind
+	kinds      []string
+	sentByKind map[string]int
 	// TTFT of served first and follow-up turns (arrivals with a Turn), ms
 	ttftFirst, ttftFollow []float64
 	e2e                   []float64
@@ -113,11 +116,12 @@ func (r *Result) prefix(prompt, cached, fleetBest int) {
 }
 
 func newResult(pods int) *Result {
-	return &Result{failed: map[string]int{}, answers: map[string]int{}, perPod: make([]podLoad, pods)}
+	return &Result{failed: map[string]int{}, answers: map[string]int{}, perPod: make([]podLoad, pods), sentByKind: map[string]int{}}
 }
 
 func (r *Result) record(q *request, ttft, tpot, e2e time.Duration) {
 	r.ttft = append(r.ttft, ms(ttft))
+	r.kinds = append(r.kinds, q.a.Kind)
 	switch q.a.Turn {
 	case TurnFirst:
 		r.ttftFirst = append(r.ttftFirst, ms(ttft))
@@ -197,12 +201,31 @@ func (r *Result) Goodput(slo SLO) float64 {
 	}
 	good := 0
 	for i := range r.ttft {
-		okTPOT := math.IsNaN(r.tpot[i]) || r.tpot[i] <= ms(slo.TPOT)
-		if r.ttft[i] <= ms(slo.TTFT) && okTPOT {
+		if r.good(i, slo) {
 			good++
 		}
 	}
 	return float64(good) / float64(r.sent)
+}
+
+func (r *Result) good(i int, slo SLO) bool {
+	okTPOT := math.IsNaN(r.tpot[i]) || r.tpot[i] <= ms(slo.TPOT)
+	return r.ttft[i] <= ms(slo.TTFT) && okTPOT
+}
+
+// GoodputByKind is Goodput per workload kind (Arrival.Kind).
+func (r *Result) GoodputByKind(slo SLO) map[string]float64 {
+	good := map[string]int{}
+	for i, k := range r.kinds {
+		if r.good(i, slo) {
+			good[k]++
+		}
+	}
+	out := map[string]float64{}
+	for k, n := range r.sentByKind {
+		out[k] = float64(good[k]) / float64(n)
+	}
+	return out
 }
 
 func dist(v []float64) Dist {

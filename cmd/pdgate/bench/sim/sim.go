@@ -64,6 +64,12 @@ type Config struct {
 	// Seed seeds the EPPs' random sources (pickers' tie-breaks, random pairings; router i gets
 	// Seed+i): a run is reproducible for a given Config and Seed.
 	Seed int64
+	// Actuator, when set, scales the fleet's roles on the advice of the EPP's replica
+	// advisor (actuator.go).
+	Actuator *ActuatorConfig
+	// PrefillRelease reports the end of each prefill leg to the EPP's prefill releasers, as
+	// the sidecar's callback does for an EPP run with --prefill-release-address.
+	PrefillRelease bool
 }
 
 // Sim is one virtual-time cluster run.
@@ -83,6 +89,7 @@ type Sim struct {
 	held     []Arrival // arrivals waiting for MaxInflight
 	nextID   int
 	res      *Result
+	act      *actuator // nil: a fixed fleet
 }
 
 // request is one client request in flight.
@@ -97,6 +104,9 @@ type request struct {
 	prefill  *pod
 	epp      *epp // the router that scheduled it
 	finished bool
+	// assigned, prefillHeld: the request counts on its decode pod's and its prefill pod's
+	// assigned until it ends and until its prefill leg ends (a draining pod leaves once none do)
+	assigned, prefillHeld bool
 	// engine-side marks for the leg breakdown (what the simulators' own histograms measure)
 	legSubmit time.Time
 }
@@ -136,6 +146,16 @@ func New(cfg Config) (*Sim, error) {
 		s.epps = append(s.epps, e)
 	}
 	s.res = newResult(len(s.pods))
+	if cfg.Actuator != nil {
+		act, err := newActuator(s, *cfg.Actuator)
+		if err != nil {
+			for _, e := range s.epps {
+				e.stop()
+			}
+			return nil, err
+		}
+		s.act = act
+	}
 	return s, nil
 }
 
@@ -155,6 +175,9 @@ func (s *Sim) Run() (*Result, error) {
 	}
 	s.scheduleNext()
 	s.clock.AfterFunc(s.cfg.Scrape, s.scrapeAll)
+	if s.act != nil {
+		s.act.start()
+	}
 	for {
 		d, ok := s.clock.NextIn()
 		if !ok {
@@ -217,6 +240,7 @@ func (s *Sim) arrive(a Arrival) {
 	r := &request{id: s.nextID, a: a, arrival: s.now(), llm: s.llmRequest(id, a)}
 	s.inflight++
 	s.res.sent++
+	s.res.sentByKind[a.Kind]++
 	if s.cfg.OnArrival != nil {
 		s.cfg.OnArrival(s.res.sent)
 	}
@@ -248,6 +272,12 @@ func (s *Sim) arrive(a Arrival) {
 	// keep only what the engines need
 	r.hashes = kvcache.BlockHashes(a.Tokens, s.prof.BlockSize)
 	r.decode.primary++
+	r.assigned = true
+	r.decode.assigned++
+	if r.prefill != nil {
+		r.prefillHeld = true
+		r.prefill.assigned++
+	}
 	s.clock.AfterFunc(s.cfg.Overheads.Route+s.cfg.Overheads.Hop, func() { s.dispatch(r) })
 }
 
@@ -342,6 +372,12 @@ func (s *Sim) legDone(_ *pod, l *leg) {
 	}
 	if l.kind == legPrefill {
 		s.res.legs.add(legPrefill, s.now().Sub(r.legSubmit))
+		r.releasePrefill()
+		if s.cfg.PrefillRelease {
+			for _, p := range r.epp.releasers {
+				p.ReleasePrefillActive(r.llm.RequestId)
+			}
+		}
 		// prefill response → sidecar, decode request → engine, the engine's pull from the
 		// prefill server (a round trip), then the KV transfer itself (a timed sleep in the
 		// real simulator, late like a step)
@@ -371,6 +407,14 @@ func (s *Sim) complete(r *request) {
 	s.end(r)
 }
 
+// releasePrefill ends the request's hold on its prefill pod (once).
+func (r *request) releasePrefill() {
+	if r.prefillHeld {
+		r.prefillHeld = false
+		r.prefill.assigned--
+	}
+}
+
 func (s *Sim) fail(r *request, why string) {
 	s.res.failed[why]++
 	if r.decode != nil {
@@ -384,6 +428,10 @@ func (s *Sim) end(r *request) {
 		panic(fmt.Sprintf("sim: request %d ended twice", r.id))
 	}
 	r.finished = true
+	if r.assigned {
+		r.decode.assigned--
+	}
+	r.releasePrefill()
 	s.inflight--
 	s.res.ended++
 	if len(s.held) > 0 {
