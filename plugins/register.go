@@ -16,6 +16,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/aibrix/aibrixrolesetfilter"
 	"github.com/pdgate/pdgate/plugins/datalayer/burstprefix"
 	"github.com/pdgate/pdgate/plugins/datalayer/dcgmsource"
+	"github.com/pdgate/pdgate/plugins/datalayer/labelproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/mmcacheproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
@@ -39,10 +40,12 @@ import (
 	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/profile/headerprofile"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/outlenbucket"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdratioadvisor"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/probabilisticadmitter"
 	"github.com/pdgate/pdgate/plugins/scorers/endpointattrscorer"
+	"github.com/pdgate/pdgate/plugins/scorers/endpointattrweightscorer"
 	"github.com/pdgate/pdgate/plugins/scorers/inflightscorer"
 	"github.com/pdgate/pdgate/plugins/scorers/loadawarescorer"
 	"github.com/pdgate/pdgate/plugins/scorers/mmcachescorer"
@@ -81,15 +84,18 @@ var registrations = []registration{
 	{typeName: rolefilter.EncodeType, factory: rolefilter.EncodeFactory},
 	{typeName: endpointattrfilter.Type, factory: endpointattrfilter.Factory},
 	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
+	{typeName: endpointattrweightscorer.Type, factory: endpointattrweightscorer.Factory},
 	{typeName: headerprofile.PhaseType, factory: headerprofile.PhaseFactory},
 	{typeName: headerprofile.Type, factory: headerprofile.Factory},
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
+	{typeName: labelproducer.Type, factory: labelproducer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
 	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},
 	{typeName: maxscorepicker.Type, factory: maxscorepicker.Factory},
 	{typeName: mmcacheproducer.Type, factory: mmcacheproducer.Factory},
 	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
 	{typeName: nohitlru.Type, factory: nohitlru.Factory},
+	{typeName: outlenbucket.Type, factory: outlenbucket.Factory},
 	{typeName: disaggprofile.PDHandlerType, factory: disaggprofile.PDHandlerFactory},
 	{typeName: pdratioadvisor.Type, factory: pdratioadvisor.Factory},
 	{typeName: pdtokenledger.Type, factory: pdtokenledger.Factory},
