@@ -44,6 +44,9 @@ type Options struct {
 	// AllowExperimentalPlugins is llm-d's flag (its runner refuses Alpha plugins without it);
 	// pdgate accepts it so llm-d's command lines run unchanged and never refuses Alpha plugins.
 	AllowExperimentalPlugins bool
+	// LLMDMetricNames also serves every metric family that has an llm-d v0.11 twin under its
+	// llm_d_epp_* name (cmd/epp/llmdmetrics).
+	LLMDMetricNames bool
 
 	// Programmatic knobs (tests, the lab).
 
@@ -93,6 +96,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DecisionTrace, "allow-decision-trace", o.DecisionTrace, "Alias of --decision-trace.")
 	fs.BoolVar(&o.AllowExperimentalPlugins, "allow-experimental-plugins", o.AllowExperimentalPlugins,
 		"Accepted for llm-d compatibility (llm-d refuses its Alpha plugins without it); pdgate loads every registered plugin either way.")
+	fs.BoolVar(&o.LLMDMetricNames, "llm-d-metric-names", o.LLMDMetricNames,
+		"Also serve every metric that has an llm-d v0.11 twin under its llm_d_epp_* name (GIE's inference_objective_*, inference_pool_*, inference_extension_* and pdgate_disagg_decisions_total), beside its own name.")
 	fs.StringVar(&o.PrefillReleaseAddress, "prefill-release-address", o.PrefillReleaseAddress,
 		"host:port at which sidecars reach this EPP replica's metrics HTTP server (e.g. $(POD_IP):9090). When set, requests with a prefill target carry a signed "+
 			"x-pdgate-prefill-release URL and the sidecar calls it when the prefill leg returns, releasing the prefill pod's active-token charge then. Empty disables it.")

@@ -11,11 +11,16 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
+
+	"github.com/pdgate/pdgate/cmd/epp/llmdmetrics"
 )
 
 // Run starts the EPP and blocks until ctx ends or a server fails. Options must have been
 // completed and validated.
 func Run(ctx context.Context, o *Options) error {
+	if o.LLMDMetricNames {
+		llmdmetrics.Install()
+	}
 	if o.Standalone() {
 		return runStandalone(ctx, o)
 	}
