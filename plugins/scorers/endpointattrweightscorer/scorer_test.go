@@ -8,17 +8,13 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/datalayer/labelproducer"
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
-// text is a textual attribute value, as label-producer's string mode stores one.
-type text string
-
-func (t text) Clone() fwkdl.Cloneable { return t }
-func (t text) String() string         { return string(t) }
-
+// The textual values are what label-producer writes in string mode.
 func TestScore(t *testing.T) {
 	const gpu = `{"attributeKey":"gpu","weights":{"h100":4,"a100":2,"l4":1}}`
 	tests := []struct {
@@ -26,16 +22,16 @@ func TestScore(t *testing.T) {
 		attrs        map[string]fwkdl.Cloneable // nil: the candidate has no attribute
 		want         float64
 	}{
-		{"highest weight scores 1", gpu, map[string]fwkdl.Cloneable{"gpu": text("h100")}, 1},
-		{"weight over the maximum", gpu, map[string]fwkdl.Cloneable{"gpu": text("a100")}, 0.5},
-		{"lowest configured weight", gpu, map[string]fwkdl.Cloneable{"gpu": text("l4")}, 0.25},
+		{"highest weight scores 1", gpu, map[string]fwkdl.Cloneable{"gpu": labelproducer.Text("h100")}, 1},
+		{"weight over the maximum", gpu, map[string]fwkdl.Cloneable{"gpu": labelproducer.Text("a100")}, 0.5},
+		{"lowest configured weight", gpu, map[string]fwkdl.Cloneable{"gpu": labelproducer.Text("l4")}, 0.25},
 		{"missing value gets the lowest weight, not 0", gpu, nil, 0.25},
-		{"unknown value gets the lowest weight", gpu, map[string]fwkdl.Cloneable{"gpu": text("t4")}, 0.25},
-		{"values match case-sensitively", gpu, map[string]fwkdl.Cloneable{"gpu": text("H100")}, 0.25},
+		{"unknown value gets the lowest weight", gpu, map[string]fwkdl.Cloneable{"gpu": labelproducer.Text("t4")}, 0.25},
+		{"values match case-sensitively", gpu, map[string]fwkdl.Cloneable{"gpu": labelproducer.Text("H100")}, 0.25},
 		{"another type under the key counts as missing", gpu, map[string]fwkdl.Cloneable{"gpu": plugintest.Other{}}, 0.25},
-		{"another attribute is not read", gpu, map[string]fwkdl.Cloneable{"gpu/labels": text("h100")}, 0.25},
+		{"another attribute is not read", gpu, map[string]fwkdl.Cloneable{"gpu/labels": labelproducer.Text("h100")}, 0.25},
 		{"producer qualifies the key", `{"attributeKey":"gpu","producer":"labels","weights":{"h100":4,"l4":1}}`,
-			map[string]fwkdl.Cloneable{"gpu/labels": text("h100"), "gpu": text("l4")}, 1},
+			map[string]fwkdl.Cloneable{"gpu/labels": labelproducer.Text("h100"), "gpu": labelproducer.Text("l4")}, 1},
 		{"numeric value in its shortest form", `{"attributeKey":"tier","weights":{"1":3,"0.5":1}}`,
 			map[string]fwkdl.Cloneable{"tier": &scalar.Value{V: 1}}, 1},
 		{"numeric fraction", `{"attributeKey":"tier","weights":{"1":3,"0.5":1}}`,
