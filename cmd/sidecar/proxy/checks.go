@@ -120,13 +120,38 @@ func expectFrom(resp *jsonbody.Object) handoffExpect {
 		return handoffExpect{}
 	}
 	e := handoffExpect{prompt: p, slack: unknownBlockSlack}
-	if kv, ok := resp.Object("kv_transfer_params"); ok {
-		var ids []json.RawMessage
-		if b, ok := kv.Raw("remote_block_ids"); ok && json.Unmarshal(b, &ids) == nil && len(ids) > 0 {
-			e.slack = (p + int64(len(ids)) - 1) / int64(len(ids))
+	if kv, ok := resp.Raw("kv_transfer_params"); ok {
+		var params struct {
+			BlockIDs json.RawMessage `json:"remote_block_ids"`
+		}
+		if json.Unmarshal(kv, &params) == nil {
+			if n := int64(blockCount(params.BlockIDs)); n > 0 {
+				e.slack = (p + n - 1) / n
+			}
 		}
 	}
 	return e
+}
+
+// blockCount is how many KV blocks a remote_block_ids value lists: a list of integer ids, or
+// one such list per KV-cache group (the first group's count). 0 when it is neither.
+func blockCount(raw json.RawMessage) int {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '[' {
+		return 0
+	}
+	inner := bytes.TrimSpace(raw[1:])
+	switch {
+	case len(inner) == 0 || inner[0] == ']':
+		return 0
+	case inner[0] == '[':
+		end := bytes.IndexByte(inner, ']')
+		if end < 0 {
+			return 0
+		}
+		return blockCount(inner[:end+1])
+	}
+	return bytes.Count(raw, []byte(",")) + 1
 }
 
 // check compares a decode answer's usage with the prefill's: the cause and a message, or ""
@@ -185,6 +210,17 @@ func askUsage(rq *request, body []byte) ([]byte, bool) {
 	if so, ok := rq.obj.Object("stream_options"); ok {
 		if inc, ok := so.Bool("include_usage"); ok && inc {
 			return body, false
+		}
+	}
+	if !rq.obj.Has("stream_options") {
+		// The body is one JSON object the sidecar built without the key: prepend it rather
+		// than parse and write the whole body again.
+		if t := bytes.TrimSpace(body); len(t) > 1 && t[0] == '{' {
+			sep := ","
+			if bytes.HasPrefix(bytes.TrimSpace(t[1:]), []byte("}")) {
+				sep = ""
+			}
+			return append([]byte(`{"stream_options":{"include_usage":true}`+sep), t[1:]...), true
 		}
 	}
 	obj, err := jsonbody.Parse(body)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pdgate/pdgate/cmd/sidecar/jsonbody"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -188,5 +189,33 @@ func TestWrongRank(t *testing.T) {
 				t.Error("pdgate_sidecar_prefill_diverted_total{outcome=fallback-local,reason=wrong_rank} not counted")
 			}
 		})
+	}
+}
+
+func TestBlockCount(t *testing.T) {
+	for raw, want := range map[string]int{`[1,2,3]`: 3, ` [ 7 ] `: 1, `[[1,2],[3,4]]`: 2, `[]`: 0, `[[]]`: 0, `7`: 0, `null`: 0, ``: 0} {
+		if got := blockCount([]byte(raw)); got != want {
+			t.Errorf("blockCount(%s) = %d, want %d", raw, got, want)
+		}
+	}
+}
+
+// A streaming decode leg asks for the usage chunk: the key is added to a body without
+// stream_options, merged into the client's own, and left alone when the client asked.
+func TestAskUsage(t *testing.T) {
+	for _, tc := range []struct{ client, want string }{
+		{`{"model":"m","stream":true}`, `{"stream_options":{"include_usage":true},"model":"m","stream":true}`},
+		{`{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false}}`,
+			`{"model":"m","stream":true,"stream_options":{"continuous_usage_stats":false,"include_usage":true}}`},
+		{`{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+	} {
+		obj, err := jsonbody.Parse([]byte(tc.client))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := askUsage(&request{obj: obj, stream: true, api: APIChat}, []byte(tc.client))
+		if string(got) != tc.want {
+			t.Errorf("%s → %s, want %s", tc.client, got, tc.want)
+		}
 	}
 }
