@@ -17,6 +17,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/datalayer/burstprefix"
 	"github.com/pdgate/pdgate/plugins/datalayer/dcgmsource"
 	"github.com/pdgate/pdgate/plugins/datalayer/labelproducer"
+	"github.com/pdgate/pdgate/plugins/datalayer/latencyobserver"
 	"github.com/pdgate/pdgate/plugins/datalayer/mmcacheproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
@@ -28,8 +29,10 @@ import (
 	"github.com/pdgate/pdgate/plugins/filters/promptbucket"
 	"github.com/pdgate/pdgate/plugins/filters/rolefilter"
 	"github.com/pdgate/pdgate/plugins/filters/topologyfilter"
+	"github.com/pdgate/pdgate/plugins/flowcontrol/maxsaturationdetector"
 	"github.com/pdgate/pdgate/plugins/flowcontrol/programawarefairness"
 	"github.com/pdgate/pdgate/plugins/flowcontrol/softreflectiveceiling"
+	"github.com/pdgate/pdgate/plugins/flowcontrol/utilizationdetector"
 	"github.com/pdgate/pdgate/plugins/parser/openaiparser"
 	"github.com/pdgate/pdgate/plugins/pickers/maxscorepicker"
 	"github.com/pdgate/pdgate/plugins/pickers/randompicker"
@@ -47,6 +50,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/scorers/endpointattrscorer"
 	"github.com/pdgate/pdgate/plugins/scorers/endpointattrweightscorer"
 	"github.com/pdgate/pdgate/plugins/scorers/inflightscorer"
+	"github.com/pdgate/pdgate/plugins/scorers/latencyobservation"
 	"github.com/pdgate/pdgate/plugins/scorers/loadawarescorer"
 	"github.com/pdgate/pdgate/plugins/scorers/mmcachescorer"
 	"github.com/pdgate/pdgate/plugins/scorers/nohitlru"
@@ -90,7 +94,10 @@ var registrations = []registration{
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
 	{typeName: labelproducer.Type, factory: labelproducer.Factory},
 	{typeName: labelselector.SelectorType, factory: labelselector.SelectorFactory},
+	{typeName: latencyobservation.Type, factory: latencyobservation.Factory},
+	{typeName: latencyobserver.Type, factory: latencyobserver.Factory},
 	{typeName: loadawarescorer.Type, factory: loadawarescorer.Factory},
+	{typeName: maxsaturationdetector.Type, factory: maxsaturationdetector.Factory},
 	{typeName: maxscorepicker.Type, factory: maxscorepicker.Factory},
 	{typeName: mmcacheproducer.Type, factory: mmcacheproducer.Factory},
 	{typeName: mmcachescorer.Type, factory: mmcachescorer.Factory},
@@ -118,6 +125,7 @@ var registrations = []registration{
 	{typeName: topologyfilter.Type, factory: topologyfilter.Factory},
 	{typeName: topologyscorer.Type, factory: topologyscorer.Factory},
 	{typeName: topologyextractor.Type, factory: topologyextractor.Factory},
+	{typeName: utilizationdetector.Type, factory: utilizationdetector.Factory},
 	{typeName: weightedrandompicker.Type, factory: weightedrandompicker.Factory},
 }
 

@@ -46,7 +46,10 @@ type registration struct {
 // ownedByPdgate are the types of GIE's runner that pdgate registers itself, under the same
 // name, with the same parameters and semantics (plugins/pickers): GIE's pickers draw from a
 // package-level, time-seeded random source, so a run could not be repeated for a seed.
-var ownedByPdgate = []string{picker.MaxScorePickerType, picker.RandomPickerType, picker.WeightedRandomPickerType}
+// utilization-detector is GIE's plus llm-d v0.11's stalenessPolicy
+// (plugins/flowcontrol/utilizationdetector).
+var ownedByPdgate = []string{picker.MaxScorePickerType, picker.RandomPickerType, picker.WeightedRandomPickerType,
+	utilization.UtilizationDetectorType}
 
 var inTree = []registration{
 	{typeName: prefix.PrefixCacheScorerPluginType, factory: prefix.PrefixCachePluginFactory},
@@ -81,5 +84,4 @@ var inTree = []registration{
 	{typeName: vllmgrpc.VllmGRPCParserType, factory: vllmgrpc.VllmGRPCParserPluginFactory},
 	{typeName: passthrough.PassthroughParserType, factory: passthrough.PassthroughParserPluginFactory},
 	{typeName: concurrency.ConcurrencyDetectorType, factory: concurrency.ConcurrencyDetectorFactory},
-	{typeName: utilization.UtilizationDetectorType, factory: utilization.UtilizationDetectorFactory},
 }
