@@ -258,18 +258,21 @@ func (a *actuator) summary() ActuatorSummary {
 
 // directionChanges counts, per phase of the given length, how often the prefill target
 // turned from growing to shrinking or back (the decode target mirrors it under a fixed
-// budget); a change counts in the phase it happens in.
+// budget); a change counts in the phase it happens in. Changes after the last phase, while
+// the fleet drains the requests still running, are not counted: nothing arrives any more.
 func directionChanges(events []ScaleEvent, initialPrefill int, phase time.Duration, phases int) []int {
 	out := make([]int, phases)
 	prev, dir := initialPrefill, 0
 	for _, e := range events {
+		if e.AtSeconds >= float64(phases)*phase.Seconds() {
+			break
+		}
 		d := 1
 		if e.Prefill < prev {
 			d = -1
 		}
 		if dir != 0 && d != dir {
-			k := min(int(e.AtSeconds/phase.Seconds()), phases-1)
-			out[k]++
+			out[int(e.AtSeconds/phase.Seconds())]++
 		}
 		prev, dir = e.Prefill, d
 	}

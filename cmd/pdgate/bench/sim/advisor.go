@@ -303,6 +303,7 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 	d.Goodput = advisorGoodput(cells, o.Seeds, runs)
 	d.WallSeconds = time.Since(start).Seconds()
 	rep := buildAdvisorReport(d, cells)
+	rep.Started = start.UTC()
 	md, err := rep.Write(dir)
 	if err != nil {
 		return err

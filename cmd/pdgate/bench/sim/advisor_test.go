@@ -44,6 +44,7 @@ func TestDirectionChanges(t *testing.T) {
 		{name: "a turn in each phase", events: []ScaleEvent{ev(10, 20), ev(20, 14), ev(70, 30)}, want: []int{1, 1}},
 		{name: "the first move is no change", events: []ScaleEvent{ev(10, 10)}, want: []int{0, 0}},
 		{name: "flapping", events: []ScaleEvent{ev(1, 17), ev(2, 16), ev(3, 17), ev(4, 16)}, want: []int{3, 0}},
+		{name: "the drain after the last phase does not count", events: []ScaleEvent{ev(10, 20), ev(130, 14)}, want: []int{0, 0}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
