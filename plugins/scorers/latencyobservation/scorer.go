@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -99,6 +100,7 @@ func (s *Scorer) ResolveReferences(handle fwkplugin.Handle) error {
 				found = append(found, n)
 			}
 		}
+		slices.Sort(found) // the handle's map order is random; the error names them stably
 		switch len(found) {
 		case 0:
 			if err := ttftpercentiles.AddByType(handle, ttftpercentiles.ProducerType); err != nil {

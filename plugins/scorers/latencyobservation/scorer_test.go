@@ -165,7 +165,7 @@ func TestResolveReferences(t *testing.T) {
 		{name: "auto-created", wantKey: "TTFTPercentilesDataKey/latency-observer-producer-hub"},
 		{name: "the only one", others: []fwkplugin.Plugin{producer{"obs"}}, wantKey: "TTFTPercentilesDataKey/obs"},
 		{name: "named", raw: `{"ttftPercentilesProducerName":"b"}`, others: []fwkplugin.Plugin{producer{"a"}, producer{"b"}}, wantKey: "TTFTPercentilesDataKey/b"},
-		{name: "two, unnamed", others: []fwkplugin.Plugin{producer{"a"}, producer{"b"}}, wantErr: "2 latency-observer-producer-hub plugins are configured"},
+		{name: "two, unnamed", others: []fwkplugin.Plugin{producer{"a"}, producer{"b"}}, wantErr: "2 latency-observer-producer-hub plugins are configured ([a b])"},
 		{name: "named, missing", raw: `{"ttftPercentilesProducerName":"obs"}`, wantErr: `ttftPercentilesProducerName: no plugin named "obs"`},
 		{name: "named, wrong type", raw: `{"ttftPercentilesProducerName":"q"}`, others: []fwkplugin.Plugin{other{"q"}},
 			wantErr: `plugin "q" is a queue-scorer, not a latency-observer-producer-hub`},
