@@ -44,7 +44,7 @@ func pickCases(t *testing.T, config string, cases []pickCase) {
 			pods := make([]pod, len(tc.pods))
 			ips := map[string]string{}
 			for i, p := range tc.pods {
-				pods[i] = pod{name: p.name, ip: p.ip, labels: p.labels}
+				pods[i] = pod(p)
 				ips[p.name] = p.ip
 			}
 			e := startEPP(t, config, pods)
