@@ -37,6 +37,10 @@ func applyCases(t *testing.T) []applyCase {
 		applyCase{name: "defaults", sets: []string{"inferencePool.modelServers.matchLabels.app=x"}},
 		applyCase{name: "sim-monitoring", files: []string{
 			filepath.Join(samples, "simulator-pd.yaml"), filepath.Join(samples, "monitoring.yaml")}},
+		applyCase{name: "autoscaling", sets: []string{"inferencePool.modelServers.matchLabels.app=x", "autoscaling.enabled=true",
+			"autoscaling.roles.prefill.kind=Deployment", "autoscaling.roles.prefill.name=llama-prefill", "autoscaling.roles.prefill.maxReplicas=16",
+			"autoscaling.roles.decode.kind=LeaderWorkerSet", "autoscaling.roles.decode.apiVersion=leaderworkerset.x-k8s.io/v1",
+			"autoscaling.roles.decode.name=llama-decode", "autoscaling.roles.decode.minReplicas=2", "autoscaling.roles.decode.maxReplicas=32"}},
 		applyCase{name: "sim-combined-sglang", files: []string{filepath.Join(samples, "simulator-pd.yaml")},
 			sets: []string{"modelServers.engine=sglang", "modelServers.combined.replicas=1", "inferenceExtension.metricsPort=9191",
 				"inferenceExtension.monitoring.prometheus.auth.enabled=false"}},
