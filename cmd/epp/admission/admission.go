@@ -162,7 +162,9 @@ func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext,
 		c.mu.Lock()
 		defer c.mu.Unlock()
 	}
-	err := c.inner.Admit(ctx, reqCtx, priority)
+	queueCtx, cancel := queueDeadline(ctx, reqCtx, log.FromContext(ctx))
+	err := c.inner.Admit(queueCtx, reqCtx, priority)
+	cancel()
 	if err == nil {
 		if reserveFor != "" {
 			c.reservations.reserve(reserveFor)
