@@ -20,6 +20,7 @@ import (
 	errcommon "sigs.k8s.io/gateway-api-inference-extension/pkg/common/error"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
+	fctypes "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkfc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/flowcontrol"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -39,10 +40,14 @@ const (
 	ReasonNoEndpoints         = "rejected-no-endpoints"
 	ReasonTTLExpired          = "rejected-ttl-expired"
 	ReasonContextCancelled    = "rejected-context-cancelled"
+	ReasonShuttingDown        = "rejected-shutting-down"
+	ReasonInternal            = "rejected-internal"
 	CauseSaturated            = contract.Cause("saturated")
 	CauseNoCapacity           = contract.Cause("no_capacity")
 	CauseQueueTTL             = contract.Cause("queue_ttl_expired")
 	CauseClientGone           = contract.Cause("client_cancelled")
+	CauseShuttingDown         = contract.Cause("shutting_down")
+	CauseAdmissionInternal    = contract.Cause("admission_internal")
 	stageLabel                = "stage"
 	saturationMetricName      = "pdgate_pool_saturation"
 	rejectionsMetricName      = "pdgate_admission_rejected_total"
@@ -180,8 +185,8 @@ func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext,
 	return err
 }
 
-// Translate maps GIE's admission errors (legacy and flow control) to answers, as llm-d does;
-// nil leaves err as it is (GIE's 500 for internal flow-control errors).
+// Translate maps GIE's admission errors (legacy and flow control) to answers with llm-d v0.11's
+// drop reasons; nil leaves an error that is not GIE's as it is.
 func (c *Controller) Translate(ctx context.Context, reqCtx *handlers.RequestContext, err error) *contract.Answer {
 	var e errcommon.Error
 	if !errors.As(err, &e) {
@@ -204,6 +209,13 @@ func (c *Controller) Translate(ctx context.Context, reqCtx *handlers.RequestCont
 			return answer(http.StatusTooManyRequests, ReasonTTLExpired, CauseQueueTTL, e.Msg)
 		}
 		return answer(http.StatusServiceUnavailable, ReasonNoEndpoints, CauseNoCapacity, e.Msg)
+	case errcommon.Internal:
+		// llm-d v0.11 names these too: a flow controller that has stopped is shutting down
+		// (503), anything else flow control could not place is rejected-internal (500).
+		if strings.Contains(e.Msg, fctypes.ErrFlowControllerNotRunning.Error()) {
+			return answer(http.StatusServiceUnavailable, ReasonShuttingDown, CauseShuttingDown, e.Msg)
+		}
+		return answer(http.StatusInternalServerError, ReasonInternal, CauseAdmissionInternal, e.Msg)
 	}
 	return nil
 }

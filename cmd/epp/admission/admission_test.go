@@ -79,7 +79,9 @@ func TestReasons(t *testing.T) {
 		{"queue TTL with endpoints: 429", errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "request timed out in queue: ttl"}, 2, http.StatusTooManyRequests, ReasonTTLExpired},
 		{"queue TTL with no endpoints: 503", errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "request timed out in queue: ttl"}, 0, http.StatusServiceUnavailable, ReasonNoEndpoints},
 		{"client gone: 503", errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "client disconnected: x"}, 2, http.StatusServiceUnavailable, ReasonContextCancelled},
-		{"internal stays GIE's", errcommon.Error{Code: errcommon.Internal, Msg: "x"}, 2, 0, ""},
+		{"flow control stopped: 503", errcommon.Error{Code: errcommon.Internal, Msg: "internal flow control error: flow controller is not running"}, 2, http.StatusServiceUnavailable, ReasonShuttingDown},
+		{"anything else flow control could not place: 500", errcommon.Error{Code: errcommon.Internal, Msg: "internal flow control error: x"}, 2, http.StatusInternalServerError, ReasonInternal},
+		{"an error that is not GIE's stays as it is", errors.New("x"), 2, 0, ""},
 		{"admitted", nil, 2, 0, ""},
 	}
 	for _, tt := range tests {
