@@ -76,16 +76,7 @@ func ChatBody(model, content string, extra map[string]any) map[string]any {
 // metric name with its labels as the page writes them), 0 when the page has no such line.
 func MetricSample(t testing.TB, url, sample string) float64 {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("reading %s: %v", url, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(Scrape(t, url), "\n") {
 		if rest, ok := strings.CutPrefix(line, sample+" "); ok {
 			v, err := strconv.ParseFloat(strings.Fields(rest)[0], 64)
 			if err != nil {
@@ -95,4 +86,19 @@ func MetricSample(t testing.TB, url, sample string) float64 {
 		}
 	}
 	return 0
+}
+
+// Scrape returns the page at url (a Prometheus text page, typically).
+func Scrape(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading %s: %v", url, err)
+	}
+	return string(b)
 }

@@ -55,17 +55,7 @@ func TestRemainingWork(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newFakeLedger()
-			for pod, load := range tt.prefillLoad {
-				l.prefill[tokenload.PodKey(pod)] = load
-			}
-			for pod, load := range tt.decodeLoad {
-				l.decode[tokenload.PodKey(pod)] = load
-			}
-			pods, eps := mkPods(
-				podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
-				podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
-			)
+			l, pods, eps := twoRolesets(tt.prefillLoad, tt.decodeLoad)
 			for i, ep := range eps {
 				held := 1 // the shared first block, everywhere
 				if slices.Contains(tt.holders, pods[i].Key) {
@@ -103,6 +93,23 @@ func TestRemainingWork(t *testing.T) {
 	}
 }
 
+// twoRolesets is rolesets a and b of one prefill and one decode pod each, with a ledger
+// carrying the given loads by pod key.
+func twoRolesets(prefillLoad, decodeLoad map[string]float64) (*fakeLedger, []podmodel.Pod, []fwksched.Endpoint) {
+	l := newFakeLedger()
+	for pod, load := range prefillLoad {
+		l.prefill[tokenload.PodKey(pod)] = load
+	}
+	for pod, load := range decodeLoad {
+		l.decode[tokenload.PodKey(pod)] = load
+	}
+	pods, eps := mkPods(
+		podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
+	)
+	return l, pods, eps
+}
+
 func TestPrefillBackedUp(t *testing.T) {
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
@@ -134,17 +141,7 @@ func TestPrefillBackedUp(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := newFakeLedger()
-			for pod, load := range tt.prefillLoad {
-				l.prefill[tokenload.PodKey(pod)] = load
-			}
-			for pod, load := range tt.decodeLoad {
-				l.decode[tokenload.PodKey(pod)] = load
-			}
-			_, eps := mkPods(
-				podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
-				podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"},
-			)
+			l, _, eps := twoRolesets(tt.prefillLoad, tt.decodeLoad)
 			pods, _ := podsOf(eps)
 			d, err := newSel(t, l.source()).Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: promptTokens,
 				BodyTokens: promptTokens, RemainingWork: tt.rw, Explain: true})

@@ -1,14 +1,13 @@
 package epp
 
 import (
-	"io"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestLLMDMetricNames: with --llm-d-metric-names the real EPP's /metrics page carries every
@@ -32,7 +31,7 @@ func TestLLMDMetricNames(t *testing.T) {
 	if mport == "" {
 		_, mport, _ = strings.Cut(addrs.Metrics, ":")
 	}
-	page := scrape(t, "http://127.0.0.1:"+mport+"/metrics")
+	page := testsupport.Scrape(t, "http://127.0.0.1:"+mport+"/metrics")
 	for _, pair := range [][2]string{
 		{"inference_objective_request_total", "llm_d_epp_request_total"},
 		{"inference_extension_info", "llm_d_epp_info"},
@@ -48,20 +47,6 @@ func TestLLMDMetricNames(t *testing.T) {
 			}
 		}
 	}
-}
-
-func scrape(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }
 
 // samples are the page's sample lines of one family (name followed by labels or a space).
