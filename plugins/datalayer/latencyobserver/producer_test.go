@@ -3,6 +3,7 @@ package latencyobserver
 import (
 	"context"
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,10 +21,27 @@ import (
 
 var t0 = time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)
 
-// clock is a settable now.
-type clock struct{ now time.Time }
+// clock is a settable now, safe to read from the producer's tick while a test moves it.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
 
-func (c *clock) Now() time.Time { return c.now }
+func newClock(at time.Time) *clock { return &clock{now: at} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Add moves the clock by d and returns the new time.
+func (c *clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
 
 func endpoint(name string, inflight int64) fwksched.Endpoint {
 	return eptest.Scheduling(eptest.Spec{Namespace: "default", Name: name,
@@ -56,7 +74,7 @@ func serve(p *Producer, c *clock, ep fwksched.Endpoint, ttft time.Duration, stre
 	req := &fwksched.LLMRequest{}
 	p.PreRequest(context.Background(), req, &fwksched.SchedulingResult{PrimaryProfileName: "default",
 		ProfileResults: map[string]*fwksched.ProfileRunResult{"default": {TargetEndpoints: []fwksched.Endpoint{ep}}}})
-	c.now = c.now.Add(ttft)
+	c.Add(ttft)
 	p.ResponseBody(context.Background(), req, &fwkrc.Response{EndOfStream: !streamed}, ep.GetMetadata())
 	p.ResponseBody(context.Background(), req, &fwkrc.Response{EndOfStream: true}, ep.GetMetadata())
 }
@@ -67,7 +85,7 @@ func newProducer(t *testing.T, raw string) (*Producer, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: t0}
+	c := newClock(t0)
 	return New(context.Background(), "obs", params, c.Now), c
 }
 
@@ -89,7 +107,7 @@ func TestSnapshot(t *testing.T) {
 		serve(p, c, endpoint("a", int64(i)), time.Duration(i)*100*time.Millisecond, true)
 	}
 	serve(p, c, endpoint("a", 99), 5*time.Second, false) // a whole body: discarded
-	p.recompute(c.now)
+	p.recompute(c.Now())
 	m := published(t, p, endpoint("a", 0))
 	want := ttftpercentiles.TTFTPercentiles{
 		WindowFloorTTFT: 0.1, LowLoadTTFT: 0.3, TypicalLoadTTFT: 0.5,
@@ -141,8 +159,7 @@ func TestWindowAndGates(t *testing.T) {
 			for i := 0; i < tt.requests; i++ {
 				serve(p, c, endpoint("a", 1), 50*time.Millisecond, true)
 			}
-			c.now = c.now.Add(tt.age)
-			p.recompute(c.now)
+			p.recompute(c.Add(tt.age))
 			m := published(t, p, endpoint("a", 0))
 			if m.RecentRequestCount != tt.recent || m.Observations != tt.observation || (m.Floor() > 0) != tt.floor {
 				t.Fatalf("got recent %d, observations %d, floor %v; want %d, %d, floor %v", m.RecentRequestCount, m.Observations, m.Floor(), tt.recent, tt.observation, tt.floor)
@@ -157,8 +174,7 @@ func TestFloorHistory(t *testing.T) {
 	p, c := newProducer(t, `{"minRequests":1,"bucketDuration":"1m","bucketHistorySize":2,"maxObservationAge":"10m"}`)
 	for _, ttft := range []time.Duration{200 * time.Millisecond, 900 * time.Millisecond, 100 * time.Millisecond} {
 		serve(p, c, endpoint("a", 0), ttft, true)
-		c.now = c.now.Add(time.Minute)
-		p.recompute(c.now)
+		p.recompute(c.Add(time.Minute))
 	}
 	if got := p.endpoints["default/a"].history; len(got) != 2 || !near(got[0], 0.2) || !near(got[1], 0.1) {
 		t.Fatalf("history %v, want [0.2 0.1] (0.9 trimmed)", got)
@@ -176,7 +192,7 @@ func TestTickStartsWithTheFirstRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := New(ctx, "obs", params, time.Now)
-	serve(p, &clock{now: time.Now()}, endpoint("a", 0), 0, true)
+	serve(p, newClock(time.Now()), endpoint("a", 0), 0, true)
 	deadline := time.Now().Add(5 * time.Second)
 	for published(t, p, endpoint("a", 0)) == nil {
 		if time.Now().After(deadline) {
