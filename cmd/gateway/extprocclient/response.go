@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -56,8 +57,11 @@ func (e *BodyReadError) Unwrap() error { return e.Err }
 // RelayResponseBody streams body to the EPP, one frame per read, and hands each body the
 // EPP returns to write, in order, until the EPP's streamed end_of_stream. The message timeout
 // starts only once body is drained: until then the upstream sets the pace. A failed read
-// returns a *BodyReadError; a failed write is returned wrapped; a context that ends while the
-// EPP's reply is awaited returns the context's error.
+// returns a *BodyReadError once the EPP's replies to what was read before it are written (for
+// at most readFailureDrain): an engine that fails a stream often writes its error event in the
+// same read that reports the broken connection, and that event is what tells the client why.
+// A failed write is returned wrapped; a context that ends while the EPP's reply is awaited
+// returns the context's error.
 func (s *Stream) RelayResponseBody(ctx context.Context, body io.Reader, write func([]byte) error) error {
 	pumpDone := make(chan struct{})
 	var pumpErr error
@@ -65,8 +69,26 @@ func (s *Stream) RelayResponseBody(ctx context.Context, body io.Reader, write fu
 		defer close(pumpDone)
 		pumpErr = s.pump(body)
 	}()
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	defer stopWaiting()
+	go func() {
+		select {
+		case <-pumpDone:
+		case <-waitCtx.Done():
+			return
+		}
+		if pumpErr != nil {
+			t := time.NewTimer(readFailureDrain)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-waitCtx.Done():
+			}
+			stopWaiting()
+		}
+	}()
 	for {
-		m, err := s.next(ctx, pumpDone)
+		m, err := s.next(waitCtx, pumpDone)
 		if err != nil {
 			select {
 			case <-pumpDone:
@@ -75,6 +97,7 @@ func (s *Stream) RelayResponseBody(ctx context.Context, body io.Reader, write fu
 					return fmt.Errorf("relaying the response body: %w", ctxErr)
 				}
 				if pumpErr != nil {
+					s.cancel()
 					return &BodyReadError{Err: pumpErr}
 				}
 			default:
@@ -118,16 +141,25 @@ func (s *Stream) RelayResponseBody(ctx context.Context, body io.Reader, write fu
 // Envoy forwards what arrives instead of re-chunking it.
 const responseReadSize = 32 << 10
 
+// readFailureDrain bounds how long, after the upstream's body failed, the EPP's replies to the
+// bytes read before the failure are still relayed (they are normally back within
+// milliseconds); then the stream is cancelled and the client's response is reset.
+const readFailureDrain = 250 * time.Millisecond
+
 // pump sends body to the EPP frame by frame, end_of_stream with the last read. A send failure
-// ends it quietly: the receive side reports the stream's failure. A read failure cancels the
-// stream, which ends the receive side's wait.
+// ends it quietly: the receive side reports the stream's failure. A read failure still sends
+// the bytes that read returned with it (not as the end of the stream), then returns the error;
+// the receive side relays what the EPP sends back for them and then gives up.
 func (s *Stream) pump(body io.Reader) error {
 	buf := make([]byte, responseReadSize)
 	for {
 		n, err := body.Read(buf)
 		eof := errors.Is(err, io.EOF)
 		if err != nil && !eof {
-			s.cancel()
+			if n > 0 {
+				_ = s.send(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
+					ResponseBody: &extprocv3.HttpBody{Body: append([]byte(nil), buf[:n]...)}}})
+			}
 			return err
 		}
 		if n > 0 || eof {

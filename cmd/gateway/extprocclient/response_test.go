@@ -79,6 +79,14 @@ func TestResponsePhase(t *testing.T) {
 				var re *BodyReadError
 				return errors.As(err, &re) && !errors.Is(err, ErrEPP) && strings.Contains(err.Error(), "upstream reset")
 			}},
+		{name: "the bytes read with a failure still reach the client before the reset",
+			answer: gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil),
+			body:   io.MultiReader(strings.NewReader("data: a\n\n"), &failingRead{data: "data: {\"error\":\"kv\"}\n\n", err: errors.New("unexpected EOF")}),
+			want:   "DATA: A\n\nDATA: {\"ERROR\":\"KV\"}\n\n",
+			wantErr: func(err error) bool {
+				var re *BodyReadError
+				return errors.As(err, &re) && strings.Contains(err.Error(), "unexpected EOF")
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +102,9 @@ func TestResponsePhase(t *testing.T) {
 			if tt.wantErr != nil {
 				if err == nil || !tt.wantErr(err) {
 					t.Fatalf("err = %v", err)
+				}
+				if tt.want != "" && out.String() != tt.want {
+					t.Fatalf("relayed %q before the failure, want %q", out.String(), tt.want)
 				}
 				return
 			}
@@ -148,4 +159,20 @@ func TestFinishWantsTheStreamToEnd(t *testing.T) {
 	if err := s.Finish(ctxFor(t)); err == nil || !errors.Is(err, ErrEPP) {
 		t.Fatalf("err = %v, want a protocol error", err)
 	}
+}
+
+// failingRead returns data together with err in one Read, as an HTTP body does when the
+// connection breaks right after the last bytes arrived.
+type failingRead struct {
+	data string
+	err  error
+	done bool
+}
+
+func (r *failingRead) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, r.err
+	}
+	r.done = true
+	return copy(p, r.data), r.err
 }
