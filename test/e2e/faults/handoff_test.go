@@ -3,7 +3,9 @@ package faults
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,8 +17,8 @@ import (
 // (x-pdgate-prefill-outcome ok): each request ends in an error answer naming its cause
 // (x-error-pd-cause, with x-error-pd-prefill / x-error-pd-decode on the sidecar's own
 // answers), a stream cut before [DONE] (a check failing after the 200 went out, or an error
-// the engine streamed; the sidecar's error event before the cut is best effort through the
-// dev gateway, which may drop the last chunk of a broken stream), or a 200 whose decode
+// the engine streamed; the sidecar's error event before the cut reaches the client when the
+// EPP relays it within the gateway's drain window), or a 200 whose decode
 // prefilled by itself (fallback-local, the cause named). Clean traffic through the same labs
 // is never flagged.
 
@@ -65,8 +67,19 @@ func handoffClass(r result) string {
 	}
 }
 
+// handoffRequestsEnv raises the requests per fault and lab (default 32, half streaming) for the
+// long run: PDGATE_HANDOFF_FAULT_REQUESTS=528 sends about 10,000 requests over the four labs.
+const handoffRequestsEnv = "PDGATE_HANDOFF_FAULT_REQUESTS"
+
 func TestHandoffFaultsNeverAnswerOK(t *testing.T) {
-	const perFault = 32 // half streaming
+	perFault := 32
+	if v := os.Getenv(handoffRequestsEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 2 {
+			t.Fatalf("%s=%q: want a whole number >= 2", handoffRequestsEnv, v)
+		}
+		perFault = n
+	}
 	faults := []string{"kv-params-dropped", "partial-kv", "wrong-rank", "decode-error-race"}
 	labs := []struct {
 		name, subnet, pods string
