@@ -148,14 +148,15 @@ type remainingCost struct {
 
 // remainingWork returns, per roleset scored on both sides, its cost and the largest cost (≥ 1);
 // nil when no candidate pod holds any of the prompt and no local prefill is allowed, so traffic
-// without reuse, on a prefill pool that keeps up, is scored exactly as without RemainingWork. Costs are relative to the least uncached work any pair leaves, so
-// that the prompt's length, which every pair must compute unless a cache holds it, does not
-// dilute the ledger's load differences in the pair score.
+// without reuse, on a prefill pool that keeps up, is scored exactly as without RemainingWork.
+// Costs are relative to the least uncached work any pair leaves, so that the prompt's length,
+// which every pair must compute unless a cache holds it, does not dilute the ledger's load
+// differences in the pair score.
 func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
 	prompt := float64(in.PromptTokens)
 	uncached := func(p *podmodel.Pod) float64 { return prompt * (1 - heldFraction(p)) }
 	out := make(map[string]remainingCost, len(names))
-	backedUp, maxBackedUp, meanD := s.prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
+	backedUp, maxBackedUp, meanD := prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
 	reuse, minU := false, math.Inf(1)
 	for _, name := range names {
 		pp, dd := pScores[name], dScores[name]
@@ -195,7 +196,7 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 // prefillBackedUp reports whether even the least prefill wait over the candidate pairs, queue
 // plus uncached prompt, exceeds b's TTFT budget; with it the local bound and the candidates'
 // mean decode load, the slack a local prefill needs. b nil: never.
-func (s *Selector) prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (bool, float64, float64) {
+func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (bool, float64, float64) {
 	if b == nil || len(names) == 0 {
 		return false, 0, 0
 	}
