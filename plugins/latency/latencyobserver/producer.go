@@ -1,7 +1,7 @@
 // Package latencyobserver is llm-d v0.11's latency-observer-producer-hub: a black-box observer
 // of the EPP's own traffic. It records each streamed request's time to first token with the
 // endpoint's in-flight count at dispatch, and every intervalDuration publishes per endpoint the
-// anchors latency-observation-scorer-hub predicts TTFT from (plugins/internal/ttftpercentiles).
+// anchors latency-observation-scorer-hub predicts TTFT from (plugins/latency/internal/ttftpercentiles).
 // Nothing is scraped.
 //
 // Unlike llm-d, the recompute tick is started by the plugin itself: llm-d only ticks it when
@@ -24,7 +24,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
-	"github.com/pdgate/pdgate/plugins/internal/ttftpercentiles"
+	"github.com/pdgate/pdgate/plugins/latency/internal/ttftpercentiles"
 )
 
 // Type is the plugin type name.

@@ -12,7 +12,7 @@ import (
 	attrconcurrency "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/concurrency"
 
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
-	"github.com/pdgate/pdgate/plugins/internal/ttftpercentiles"
+	"github.com/pdgate/pdgate/plugins/latency/internal/ttftpercentiles"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 

@@ -1,6 +1,6 @@
 // Package latencyobservation is llm-d v0.11's latency-observation-scorer-hub: it predicts each
 // candidate's time to first token at its in-flight load right now, from the anchors
-// latency-observer-producer-hub publishes (plugins/internal/ttftpercentiles), and scores the
+// latency-observer-producer-hub publishes (plugins/latency/internal/ttftpercentiles), and scores the
 // lowest prediction highest. Under-observed endpoints are explored at explorationRate.
 package latencyobservation
 
@@ -16,7 +16,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
-	"github.com/pdgate/pdgate/plugins/internal/ttftpercentiles"
+	"github.com/pdgate/pdgate/plugins/latency/internal/ttftpercentiles"
 )
 
 // Type is the plugin type name.

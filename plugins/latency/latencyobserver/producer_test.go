@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/requestdataproducer/inflightload"
 
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
-	"github.com/pdgate/pdgate/plugins/internal/ttftpercentiles"
+	"github.com/pdgate/pdgate/plugins/latency/internal/ttftpercentiles"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pdgate/pdgate/plugins/internal/ttftpercentiles"
+	"github.com/pdgate/pdgate/plugins/latency/internal/ttftpercentiles"
 )
 
 // observation is one streamed request: when its first chunk came, its TTFT in seconds, and the
