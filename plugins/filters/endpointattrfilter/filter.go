@@ -65,14 +65,12 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
 		return nil, err
 	}
-	bad := func(field, why string) error { return fmt.Errorf("%s %q: parameter %s: %s", Type, name, field, why) }
-	if p.Attribute == "" {
-		return nil, bad("attribute", "required")
+	key, err := scalar.ReaderKey(Type, name, "attribute", p.Attribute, p.Producer)
+	if err != nil {
+		return nil, err
 	}
-	if p.Producer == "" {
-		return nil, bad("producer", "required")
-	}
-	f := &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: scalar.Key(p.Attribute, p.Producer), fallback: p.FallbackOnEmpty}
+	bad := func(field, why string) error { return scalar.ParamError(Type, name, field, why) }
+	f := &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: key, fallback: p.FallbackOnEmpty}
 	switch p.OnMissing {
 	case "", "Drop":
 	case "Pass":

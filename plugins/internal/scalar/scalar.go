@@ -3,7 +3,11 @@
 // dcgm-extractor).
 package scalar
 
-import fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+import (
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+)
 
 // Value is one numeric attribute value.
 type Value struct{ V float64 }
@@ -19,6 +23,25 @@ func (v *Value) Clone() fwkdl.Cloneable {
 
 // Key is llm-d's attribute key string "<attribute>/<producer>".
 func Key(attribute, producer string) string { return attribute + "/" + producer }
+
+// ParamError is a reader's configuration error: it names the plugin instance and the
+// parameter, so the filter and the scorer word their errors alike.
+func ParamError(pluginType, name, field, why string) error {
+	return pluginkit.Errorf(pluginType, name, "parameter %s: %s", field, why)
+}
+
+// ReaderKey is the key a reader's parameters name. Both halves are required; attrField is the
+// parameter that names the attribute, which llm-d's filter and scorer spell differently
+// ("attribute", "attributeKey").
+func ReaderKey(pluginType, name, attrField, attribute, producer string) (string, error) {
+	if attribute == "" {
+		return "", ParamError(pluginType, name, attrField, "required")
+	}
+	if producer == "" {
+		return "", ParamError(pluginType, name, "producer", "required")
+	}
+	return Key(attribute, producer), nil
+}
 
 // Getter carries attributes (scheduling and data-layer endpoints).
 type Getter interface {

@@ -35,3 +35,24 @@ func TestRead(t *testing.T) {
 		t.Error("Clone must copy, and keep nil nil")
 	}
 }
+
+func TestReaderKey(t *testing.T) {
+	cases := []struct {
+		name, attribute, producer, want, wantErr string
+	}{
+		{"both set", "GPUUtilization", "dcgm-extractor", "GPUUtilization/dcgm-extractor", ""},
+		{"no attribute", "", "dcgm-extractor", "", `endpoint-attribute-scorer "s": parameter attributeKey: required`},
+		{"no producer", "GPUUtilization", "", "", `endpoint-attribute-scorer "s": parameter producer: required`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReaderKey("endpoint-attribute-scorer", "s", "attributeKey", tc.attribute, tc.producer)
+			if plugintest.WantErr(t, err, tc.wantErr) {
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("key %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

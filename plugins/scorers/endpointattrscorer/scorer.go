@@ -58,14 +58,12 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
 		return nil, err
 	}
-	bad := func(field, why string) error { return fmt.Errorf("%s %q: parameter %s: %s", Type, name, field, why) }
-	if p.AttributeKey == "" {
-		return nil, bad("attributeKey", "required")
+	key, err := scalar.ReaderKey(Type, name, "attributeKey", p.AttributeKey, p.Producer)
+	if err != nil {
+		return nil, err
 	}
-	if p.Producer == "" {
-		return nil, bad("producer", "required")
-	}
-	s := &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: scalar.Key(p.AttributeKey, p.Producer), lo: 0, hi: 1}
+	bad := func(field, why string) error { return scalar.ParamError(Type, name, field, why) }
+	s := &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: key, lo: 0, hi: 1}
 	switch p.Algorithm.Type {
 	case "linear_lower_is_better":
 		s.lowerBetter = true
