@@ -146,36 +146,15 @@ func (k *Knobs) applyEnv(getenv pluginkit.Env, warn func(string)) error {
 			*dst = strings.ToLower(strings.TrimSpace(v))
 		}
 	}
-	var errs []error
+	var errs []error // errors.Join drops the nil ones
 	num := func(field string, dst *float64) {
-		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s (env %s=%q): not a number", field, EnvVar[field], v))
-				return
-			}
-			*dst = f
-		}
+		errs = append(errs, parseEnv(getenv, field, dst, "a number", func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }))
 	}
 	integer := func(field string, dst *int) {
-		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s (env %s=%q): not an integer", field, EnvVar[field], v))
-				return
-			}
-			*dst = n
-		}
+		errs = append(errs, parseEnv(getenv, field, dst, "an integer", strconv.Atoi))
 	}
 	boolean := func(field string, dst *bool) {
-		if v, ok := getenv(EnvVar[field]); ok && strings.TrimSpace(v) != "" {
-			b, err := strconv.ParseBool(strings.TrimSpace(v))
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s (env %s=%q): not a boolean", field, EnvVar[field], v))
-				return
-			}
-			*dst = b
-		}
+		errs = append(errs, parseEnv(getenv, field, dst, "a boolean", strconv.ParseBool))
 	}
 	str("prefillScorePolicy", &k.PrefillScorePolicy)
 	if !contains(PrefillPolicies, k.PrefillScorePolicy) {
@@ -236,6 +215,21 @@ func (k *Knobs) applyEnv(getenv pluginkit.Env, warn func(string)) error {
 		k.TokenLoadSessionTTLSeconds = &sttl
 	}
 	return errors.Join(errs...)
+}
+
+// parseEnv sets *dst from field's AIBRIX_* variable when it is set and not blank. A value parse
+// rejects leaves *dst as it was and is an error saying the variable is not what.
+func parseEnv[T any](getenv pluginkit.Env, field string, dst *T, what string, parse func(string) (T, error)) error {
+	v, ok := getenv(EnvVar[field])
+	if !ok || strings.TrimSpace(v) == "" {
+		return nil
+	}
+	x, err := parse(strings.TrimSpace(v))
+	if err != nil {
+		return fmt.Errorf("%s (env %s=%q): not %s", field, EnvVar[field], v, what)
+	}
+	*dst = x
+	return nil
 }
 
 // Validate checks every field against AIBrix's accepted ranges.

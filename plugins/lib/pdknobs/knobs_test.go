@@ -61,6 +61,8 @@ func TestLoad(t *testing.T) {
 			}},
 		{name: "ttl negative", raw: `{"tokenLoadTTLSeconds":-1}`, wantErr: "tokenLoadTTLSeconds"},
 		{name: "bad bool env", env: map[string]string{"AIBRIX_BUCKET_SERVE": "yes please"}, wantErr: "AIBRIX_BUCKET_SERVE"},
+		{name: "env not an integer", env: map[string]string{"AIBRIX_PREFIX_CACHE_BLOCK_SIZE": "16.5"}, wantErr: `prefixCacheBlockSize (env AIBRIX_PREFIX_CACHE_BLOCK_SIZE="16.5"): not an integer`},
+		{name: "env not a boolean", env: map[string]string{"AIBRIX_PROMPT_LENGTH_BUCKETING": "on"}, wantErr: `promptLengthBucketing (env AIBRIX_PROMPT_LENGTH_BUCKETING="on"): not a boolean`},
 		{name: "unknown mode env falls back", env: map[string]string{"AIBRIX_BUCKET_SERVE_MODE": "fast"},
 			check: func(k Knobs) bool { return k.BucketServeMode == ModeThroughput }, warns: 1},
 		{name: "bad mode param", raw: `{"bucketServeMode":"fast"}`, wantErr: "bucketServeMode"},
