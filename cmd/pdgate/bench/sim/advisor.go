@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -268,20 +267,14 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 		}
 	}
 	meanCap := MeanCapacityPerGPU(phases)
-	runs := make([]AdvisorRun, len(jobs))
-	errs := make([]error, len(jobs))
-	var mu sync.Mutex
+	printf := lockedPrintf(w)
 	start := time.Now()
-	forEachParallel(ctx, o.Parallel, len(jobs), func(i int) {
-		j := jobs[i]
-		runs[i], errs[i] = advisorRun(o, prof, traces, phases, cfgPath, j.cell, j.seed, j.load)
-		runs[i].RatePerGPU = j.load * meanCap
-		if errs[i] != nil {
-			return
+	runs, err := runJobs(ctx, o.Parallel, jobs, func(j job) (AdvisorRun, error) {
+		r, err := advisorRun(o, prof, traces, phases, cfgPath, j.cell, j.seed, j.load)
+		r.RatePerGPU = j.load * meanCap
+		if err != nil {
+			return r, err
 		}
-		r := runs[i]
-		mu.Lock()
-		defer mu.Unlock()
 		var per []string
 		for _, ph := range phases {
 			per = append(per, fmt.Sprintf("%.2f", r.PhaseAttainment[ph.Workload]))
@@ -291,12 +284,10 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 		if r.Actuator != nil {
 			line += fmt.Sprintf("  scale events %d, direction changes per phase %v, mean GPUs %.1f", len(r.Actuator.Events), r.DirectionChanges, r.Actuator.MeanGPUs)
 		}
-		fmt.Fprintln(w, line)
+		printf("%s\n", line)
+		return r, nil
 	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return err
 	}
 	d.Runs = runs

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -234,41 +233,27 @@ func Run(ctx context.Context, o Options) error {
 	capacity := d.CapacityPerGPU * float64(o.Pods)
 	fmt.Fprintf(w, "fleet: %d simulated GPUs, estimated capacity %.0f req/s (%.2f per GPU for the %s trace's mean %0.f prompt / %.0f output tokens)\n",
 		o.Pods, capacity, d.CapacityPerGPU, trace.Name, mp, mo)
-	type job struct {
-		load float64
-		p    Policy
-	}
-	var jobs []job
-	for _, load := range o.Loads {
-		for _, p := range policies {
-			jobs = append(jobs, job{load, p})
-		}
-	}
-	runs := make([]RunData, len(jobs))
-	errs := make([]error, len(jobs))
-	var mu sync.Mutex
+	jobs := crossJobs(o.Loads, policies)
+	printf := lockedPrintf(w)
 	wallStart := time.Now()
-	forEachParallel(ctx, o.Parallel, len(jobs), func(i int) {
-		j := jobs[i]
-		runs[i], errs[i] = runPolicy(ctx, o, prof, newSource, j.p, j.load, capacity)
-		if errs[i] != nil {
-			return
+	runs, err := runJobs(ctx, o.Parallel, jobs, func(j pair[float64, Policy]) (RunData, error) {
+		load, p := j.a, j.b
+		run, err := runPolicy(ctx, o, prof, newSource, p, load, capacity)
+		if err != nil {
+			return run, err
 		}
-		sm := runs[i].Summary
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, "load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
-			j.load, j.p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
+		sm := run.Summary
+		line := fmt.Sprintf("load %.2f %-24s TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  TPOT p50/p99 %.2f/%.2f ms  goodput %.3f  EPP CPU %.0f µs/req  wall %.1f s\n",
+			load, p.Name, sm.TTFT.P50, sm.TTFT.P90, sm.TTFT.P99, sm.TPOT.P50, sm.TPOT.P99, sm.Goodput, sm.EPPCPUMicrosPerRequest, sm.WallSeconds)
 		if sm.FollowUpTTFT != nil {
-			fmt.Fprintf(w, "           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
+			line += fmt.Sprintf("           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
 				"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
 				100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens), float64(sm.MissedReuseTokens))
 		}
+		printf("%s", line)
+		return run, nil
 	})
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return err
 	}
 	d.Runs = runs

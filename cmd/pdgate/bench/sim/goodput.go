@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -22,7 +21,6 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 	"github.com/pdgate/pdgate/cmd/pdgate/workload"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
-	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -79,20 +77,15 @@ const DefaultGoodputCells = "combined/least-request-combined,pd/*,hybrid/*,pd-2:
 
 // GoodputPolicies are the policies compared; "recommended" is config/recommended.yaml.
 func GoodputPolicies(root string) []Policy {
-	const rec = "config/recommended.yaml"
 	return []Policy{
-		{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
-			Annotations: map[string]string{podmodel.AnnotationConfig: combinedLeastRequest},
-			About:       "AIBrix least-request over whole requests (combined-only fleets)"},
-		{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD,
-			About: "AIBrix pd, least_request prefill and decode"},
-		{Name: "llm-d-pd", Config: "config/llmd/pd.yaml", Fleet: FleetKindPD,
-			About: "llm-d's P/D sample: prefix-based decider, queue + prefix-cache scorers"},
+		leastRequestCombined.describedAs("AIBrix least-request over whole requests (combined-only fleets)"),
+		leastRequest.describedAs("AIBrix pd, least_request prefill and decode"),
+		llmdPD.describedAs("llm-d's P/D sample: prefix-based decider, queue + prefix-cache scorers"),
 		{Name: "aibrix-prefix-cache", Config: "config/aibrix-pd.yaml", Fleet: FleetKindPD,
 			About: "AIBrix's default pd: prefix_cache prefill, load_balancing decode, fast paths, rate cap"},
 		{Name: "aibrix-token-load", Config: "config/bench/routing/token-load.yaml", Fleet: FleetKindPD,
 			About: "AIBrix pd, token_load prefill and decode (pd-token-ledger)"},
-		{Name: "recommended", Config: rec, Fleet: FleetKindPD, About: "pdgate's recommended config (" + rec + ")"},
+		recommended.describedAs("pdgate's recommended config (" + recommended.Config + ")"),
 	}
 }
 
@@ -349,49 +342,33 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 		fmt.Fprintf(w, "workload %s: median prompt %.0f, mean prompt %.0f, mean output %.0f tokens, reusable prefix %.0f %%; unloaded prefill %.1f ms, decode step %.2f ms; capacity estimate %.2f req/s per GPU; SLOs: %s\n",
 			name, st.MedianPrompt, st.MeanPrompt, st.MeanOutput, 100*st.MeanReuse, gw.UnloadedPrefillMs, gw.UnloadedDecodeStepMs, gw.CapacityPerGPU, strings.Join(names, "; "))
 	}
-	type job struct {
-		wl   GoodputWorkload
-		cell Cell
-	}
-	var jobs []job
-	for _, wl := range d.Workloads {
-		for _, c := range cells {
-			jobs = append(jobs, job{wl, c})
-		}
-	}
-	results := make([]GoodputCell, len(jobs))
-	errs := make([]error, len(jobs))
-	var mu sync.Mutex
+	jobs := crossJobs(d.Workloads, cells)
+	printf := lockedPrintf(w)
 	start := time.Now()
-	forEachParallel(ctx, o.Parallel, len(jobs), func(i int) {
-		j := jobs[i]
-		results[i], errs[i] = sweepCell(ctx, o, prof, rows, j.wl, j.cell, func(p GoodputPoint) {
-			mu.Lock()
-			defer mu.Unlock()
+	results, runErr := runJobs(ctx, o.Parallel, jobs, func(j pair[GoodputWorkload, Cell]) (GoodputCell, error) {
+		wl, cell := j.a, j.b
+		res, err := sweepCell(ctx, o, prof, rows, wl, cell, func(p GoodputPoint) {
 			var att []string
-			for _, s := range j.wl.SLOs {
+			for _, s := range wl.SLOs {
 				att = append(att, fmt.Sprintf("%s %.3f", s.Name, p.Attainment[s.Name]))
 			}
-			fmt.Fprintf(w, "  %-9s %-36s %6.2f req/s/GPU  attainment %s  TTFT p99 %.0f ms  TPOT p99 %.1f ms  prefill legs %.0f %%  wall %.1f s\n",
-				j.wl.Name, j.cell.Name(), p.RatePerGPU, strings.Join(att, ", "), p.TTFT.P99, p.TPOT.P99, 100*p.PrefillShare, p.WallSeconds)
+			printf("  %-9s %-36s %6.2f req/s/GPU  attainment %s  TTFT p99 %.0f ms  TPOT p99 %.1f ms  prefill legs %.0f %%  wall %.1f s\n",
+				wl.Name, cell.Name(), p.RatePerGPU, strings.Join(att, ", "), p.TTFT.P99, p.TPOT.P99, 100*p.PrefillShare, p.WallSeconds)
 		})
-		if errs[i] != nil {
-			results[i].Error = errs[i].Error()
-			mu.Lock()
-			fmt.Fprintf(w, "%s %s: FAILED: %v\n", j.wl.Name, j.cell.Name(), errs[i])
-			mu.Unlock()
-		} else {
-			mu.Lock()
-			var mr []string
-			for _, s := range j.wl.SLOs {
-				mr = append(mr, fmt.Sprintf("%s %s", s.Name, results[i].MaxRate[s.Name]))
-			}
-			fmt.Fprintf(w, "%s %s: goodput (req/s per GPU at ≥ %.0f %% attainment): %s\n", j.wl.Name, j.cell.Name(), 100*o.Target, strings.Join(mr, ", "))
-			mu.Unlock()
+		if err != nil {
+			res.Error = err.Error()
+			printf("%s %s: FAILED: %v\n", wl.Name, cell.Name(), err)
+			return res, err
 		}
+		var mr []string
+		for _, s := range wl.SLOs {
+			mr = append(mr, fmt.Sprintf("%s %s", s.Name, res.MaxRate[s.Name]))
+		}
+		printf("%s %s: goodput (req/s per GPU at ≥ %.0f %% attainment): %s\n", wl.Name, cell.Name(), 100*o.Target, strings.Join(mr, ", "))
+		return res, nil
 	})
-	if err := ctx.Err(); err != nil {
-		return err
+	if ctx.Err() != nil {
+		return runErr
 	}
 	d.Cells = results
 	d.WallSeconds = time.Since(start).Seconds()
@@ -406,7 +383,7 @@ func RunGoodput(ctx context.Context, o GoodputOptions) error {
 	}
 	fmt.Fprintf(w, "report: %s\n", md)
 	// a failed cell is in the report; the exit status still says so
-	return errors.Join(errs...)
+	return runErr
 }
 
 // sweepCell measures attainment at the sweep's rates (ascending, stopping once every SLO is

@@ -30,22 +30,33 @@ type Policy struct {
 // above the plugin default.
 const combinedLeastRequest = `{"defaultProfile":"default","profiles":{"default":{"routingStrategy":"least-request","routingConfig":{"combined":true}}}}`
 
+// The policies both the scale runs (Policies) and the goodput sweep (GoodputPolicies) compare,
+// defined once so both read the same config and fleet; each list describes them in its own
+// report's words.
+var (
+	leastRequestCombined = Policy{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml",
+		Fleet: FleetKindCombined, Annotations: map[string]string{podmodel.AnnotationConfig: combinedLeastRequest}}
+	leastRequest = Policy{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD}
+	llmdPD       = Policy{Name: "llm-d-pd", Config: "config/llmd/pd.yaml", Fleet: FleetKindPD}
+	recommended  = Policy{Name: "recommended", Config: "config/recommended.yaml", Fleet: FleetKindPD}
+)
+
+func (p Policy) describedAs(about string) Policy {
+	p.About = about
+	return p
+}
+
 // Policies are the built-in policies, in report order. The first is the baseline of the
 // EPP CPU ratios: stock GIE (its default config) on the combined fleet.
 var Policies = []Policy{
 	{Name: "gie-default-combined", Config: "", Fleet: FleetKindCombined,
 		About: "stock GIE v1.5.0 default config (queue, KV-cache and prefix scorers) on the combined-only fleet; the EPP CPU baseline"},
-	{Name: "least-request-combined", Config: "config/bench/routing/combined-least-request.yaml", Fleet: FleetKindCombined,
-		Annotations: map[string]string{podmodel.AnnotationConfig: combinedLeastRequest},
-		About:       "combined-only fleet, AIBrix least-request (same GPU count as the P/D fleet)"},
-	{Name: "least-request", Config: "config/bench/routing/least-request.yaml", Fleet: FleetKindPD,
-		About: "AIBrix pd strategy, least_request prefill and decode scoring"},
-	{Name: "llm-d-pd", Config: "config/llmd/pd.yaml", Fleet: FleetKindPD,
-		About: "llm-d's P/D config: prefix-based decider, queue + prefix-cache scorers"},
+	leastRequestCombined.describedAs("combined-only fleet, AIBrix least-request (same GPU count as the P/D fleet)"),
+	leastRequest.describedAs("AIBrix pd strategy, least_request prefill and decode scoring"),
+	llmdPD.describedAs("llm-d's P/D config: prefix-based decider, queue + prefix-cache scorers"),
 	{Name: "aibrix-token-load", Config: "config/aibrix/token-load.yaml", Fleet: FleetKindPD,
 		About: "AIBrix pd strategy, hybrid_cache_load prefill + token_load decode (ledger), rate cap"},
-	{Name: "recommended", Config: "config/recommended.yaml", Fleet: FleetKindPD,
-		About: "pdgate's recommended config (token_load prefill by work in flight, token_load decode with a per-request cost, prefix-based decider, fast parser)"},
+	recommended.describedAs("pdgate's recommended config (token_load prefill by work in flight, token_load decode with a per-request cost, prefix-based decider, fast parser)"),
 }
 
 // TopologyPolicies compare topology-blind and topology-aware P/D pairing; they run
