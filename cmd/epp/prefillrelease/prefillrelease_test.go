@@ -8,8 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
@@ -92,13 +91,13 @@ func TestCallback(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			before := count(callbacks.WithLabelValues(tt.result))
+			before := testutil.ToFloat64(callbacks.WithLabelValues(tt.result))
 			w := httptest.NewRecorder()
 			cb.ServeHTTP(w, httptest.NewRequest(tt.method, tt.target, nil))
 			if w.Code != tt.code {
 				t.Fatalf("code %d, want %d: %s", w.Code, tt.code, w.Body.String())
 			}
-			if got := count(callbacks.WithLabelValues(tt.result)) - before; got != 1 {
+			if got := testutil.ToFloat64(callbacks.WithLabelValues(tt.result)) - before; got != 1 {
 				t.Fatalf("%s counted %v times", tt.result, got)
 			}
 		})
@@ -128,11 +127,4 @@ func TestNoReleasersIsHarmless(t *testing.T) {
 	if w.Code != 204 {
 		t.Fatalf("code %d", w.Code)
 	}
-}
-
-// count reads a counter (prometheus/testutil needs a module go.mod lacks).
-func count(c prometheus.Counter) float64 {
-	var m dto.Metric
-	_ = c.Write(&m)
-	return m.GetCounter().GetValue()
 }

@@ -7,8 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
@@ -314,8 +313,8 @@ func TestDecisionMetric(t *testing.T) {
 					results[n] = res(map[string]fwksched.Endpoint{"encode": eEp1, "prefill": pEp}[n])
 				}
 			}
-			h.Pick(context.Background(), cs, r, profiles, results)                      // a repeated final call must not double count
-			if v := counterValue(h.decisions.WithLabelValues(model, tt.want)); v != 1 { // the handler's own counter
+			h.Pick(context.Background(), cs, r, profiles, results)                            // a repeated final call must not double count
+			if v := testutil.ToFloat64(h.decisions.WithLabelValues(model, tt.want)); v != 1 { // the handler's own counter
 				t.Fatalf("%s = %v", tt.want, v)
 			}
 		})
@@ -344,14 +343,6 @@ func TestPreRequestHeaders(t *testing.T) {
 		t.Fatal("stale prefill header kept")
 	}
 	h.PreRequest(context.Background(), nil, nil) // no panic
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return -1
-	}
-	return m.GetCounter().GetValue()
 }
 
 // TestNoDecodeEndpointIs503 checks both handlers answer a decode profile that found nothing

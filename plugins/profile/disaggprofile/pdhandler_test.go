@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
@@ -106,7 +107,7 @@ func TestPDHandlerDecisionMetric(t *testing.T) {
 			model, want = "pd-metric-yes", DecisionPrefillDecode
 		}
 		h.Pick(context.Background(), fwksched.NewCycleState(), &fwksched.LLMRequest{TargetModel: model}, profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
-		if v := counterValue(h.decisions.WithLabelValues(model, want)); v != 1 { // the handler's own counter
+		if v := testutil.ToFloat64(h.decisions.WithLabelValues(model, want)); v != 1 { // the handler's own counter
 			t.Fatalf("%s=%v", want, v)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
@@ -114,7 +116,7 @@ func TestJanitorForceReleaseCounterAndPrune(t *testing.T) {
 	chargeBoth(tr, "r2", "ns/p2", "ns/d2", 1, 1)
 	tr.Confirm("r2")
 	tr.ReleaseAll("r2")
-	if n := seriesCount(m.active); n != 4 { // p, d, p2, d2
+	if n := testutil.CollectAndCount(m.active); n != 4 { // p, d, p2, d2
 		t.Fatalf("active series = %d, want 4", n)
 	}
 	clk.Advance(2 * time.Hour)
@@ -122,10 +124,10 @@ func TestJanitorForceReleaseCounterAndPrune(t *testing.T) {
 	if r.ForceReleased != 2 {
 		t.Fatalf("force-released %d parts, want 2", r.ForceReleased)
 	}
-	if got := counterValue(t, m.forceReleased.WithLabelValues("prefill", "ttl")); got != 1 {
+	if got := testutil.ToFloat64(m.forceReleased.WithLabelValues("prefill", "ttl")); got != 1 {
 		t.Fatalf("force_released_total{prefill,ttl} = %v", got)
 	}
-	if got := counterValue(t, m.forceReleased.WithLabelValues("decode", "ttl")); got != 1 {
+	if got := testutil.ToFloat64(m.forceReleased.WithLabelValues("decode", "ttl")); got != 1 {
 		t.Fatalf("force_released_total{decode,ttl} = %v", got)
 	}
 	// p2/d2 were idle and unwritten since the previous sweep (construction): pruned now.
@@ -137,7 +139,7 @@ func TestJanitorForceReleaseCounterAndPrune(t *testing.T) {
 	if r := tr.Sweep(); r.PodsPruned != 2 {
 		t.Fatalf("second sweep pruned %d pods, want 2", r.PodsPruned)
 	}
-	if n := seriesCount(m.active) + seriesCount(m.kv) + seriesCount(m.decode); n != 0 {
+	if n := testutil.CollectAndCount(m.active) + testutil.CollectAndCount(m.kv) + testutil.CollectAndCount(m.decode); n != 0 {
 		t.Fatalf("%d gauge series left after pruning", n)
 	}
 	if s := tr.Snapshot(); len(s.Pods) != 0 {

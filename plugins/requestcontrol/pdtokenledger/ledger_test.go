@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
@@ -61,7 +63,7 @@ func TestSessionTableNeverGrowsPastBound(t *testing.T) {
 			t.Fatalf("after %d sessions the table holds %d > 3", i+1, n)
 		}
 	}
-	if got := counterValue(t, m.sessionsFull); got != 7 {
+	if got := testutil.ToFloat64(m.sessionsFull); got != 7 {
 		t.Fatalf("session_table_full_total = %v, want 7", got)
 	}
 	// A key refused while full gets no delta: it was never recorded.

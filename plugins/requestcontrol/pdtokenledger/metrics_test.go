@@ -4,35 +4,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
-
-// metricValue reads a single gauge or counter (prometheus/testutil needs a module go.mod lacks).
-func metricValue(t *testing.T, m prometheus.Metric) float64 {
-	t.Helper()
-	var out dto.Metric
-	if err := m.Write(&out); err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case out.Gauge != nil:
-		return out.Gauge.GetValue()
-	case out.Counter != nil:
-		return out.Counter.GetValue()
-	}
-	t.Fatalf("metric is neither a gauge nor a counter")
-	return 0
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 { return metricValue(t, c) }
-
-// seriesCount counts a vector's series.
-func seriesCount(c prometheus.Collector) int {
-	ch := make(chan prometheus.Metric, 1024)
-	c.Collect(ch)
-	close(ch)
-	return len(ch)
-}
 
 func TestMetricsReuseRegistered(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -63,15 +36,15 @@ func TestGaugesFollowLedger(t *testing.T) {
 		{"decode", m.decode, []string{"ns", "d"}, 40},
 	}
 	for _, tc := range cases {
-		if got := metricValue(t, tc.vec.WithLabelValues(tc.pod...)); got != tc.want {
+		if got := testutil.ToFloat64(tc.vec.WithLabelValues(tc.pod...)); got != tc.want {
 			t.Fatalf("%s gauge = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	tr.ReleasePrefillActive("r1")
-	if got := metricValue(t, m.active.WithLabelValues("ns", "p")); got != 0 {
+	if got := testutil.ToFloat64(m.active.WithLabelValues("ns", "p")); got != 0 {
 		t.Fatalf("active after release = %v", got)
 	}
-	if got := metricValue(t, m.kv.WithLabelValues("ns", "p")); got != 100 {
+	if got := testutil.ToFloat64(m.kv.WithLabelValues("ns", "p")); got != 100 {
 		t.Fatalf("kv after active release = %v", got)
 	}
 }

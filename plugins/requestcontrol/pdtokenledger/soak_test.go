@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -131,7 +132,7 @@ func TestSoak(t *testing.T) {
 	if sessionsAtEnd > maxSessions || sessionsAtEnd == 0 {
 		t.Fatalf("session table holds %d, want 1..%d (500 distinct keys were offered)", sessionsAtEnd, maxSessions)
 	}
-	if full := counterValue(t, m.sessionsFull); full == 0 {
+	if full := testutil.ToFloat64(m.sessionsFull); full == 0 {
 		t.Fatal("the session table never reported full with 500 keys for 100 slots")
 	}
 	// Unscheduled requests are released by the unconfirmed sweep; the TTL sweep catches the rest.
@@ -151,16 +152,16 @@ func TestSoak(t *testing.T) {
 	}
 	for _, p := range append(prefill, decode...) {
 		ns, name := splitPod(p)
-		for _, g := range []float64{metricValue(t, m.active.WithLabelValues(ns, name)), metricValue(t, m.kv.WithLabelValues(ns, name)),
-			metricValue(t, m.decode.WithLabelValues(ns, name))} {
+		for _, g := range []float64{testutil.ToFloat64(m.active.WithLabelValues(ns, name)), testutil.ToFloat64(m.kv.WithLabelValues(ns, name)),
+			testutil.ToFloat64(m.decode.WithLabelValues(ns, name))} {
 			if g != 0 {
 				t.Fatalf("gauge for %s = %v, want 0", p, g)
 			}
 		}
 	}
-	if got := counterValue(t, m.forceReleased.WithLabelValues("prefill", "ttl")); got != 0 {
+	if got := testutil.ToFloat64(m.forceReleased.WithLabelValues("prefill", "ttl")); got != 0 {
 		t.Fatalf("TTL sweep force-released %v prefill charges; every scheduled request should have been released by its hooks", got)
 	}
 	t.Logf("outcomes completion/prefill-failure/disconnect/duplicate/unscheduled = %v; sessions at end=%d (bound %d); unconfirmed released=%v",
-		outcomes, sessionsAtEnd, maxSessions, counterValue(t, m.forceReleased.WithLabelValues("prefill", "unconfirmed")))
+		outcomes, sessionsAtEnd, maxSessions, testutil.ToFloat64(m.forceReleased.WithLabelValues("prefill", "unconfirmed")))
 }

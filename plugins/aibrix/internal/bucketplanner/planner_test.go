@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestBin(t *testing.T) {
@@ -135,9 +135,7 @@ func TestPlannerRefreshDecayAndMetrics(t *testing.T) {
 		t.Fatal("band max gauge not published")
 	}
 	p.RecordBanded("a", 100)
-	var mt dto.Metric
-	_ = m.tokensTotal.WithLabelValues("a").Write(&mt)
-	if v := mt.GetCounter().GetValue(); v != 100 {
+	if v := testutil.ToFloat64(m.tokensTotal.WithLabelValues("a")); v != 100 {
 		t.Fatalf("tokens %v", v)
 	}
 	// Half-life: after 30 s, weights halve.
