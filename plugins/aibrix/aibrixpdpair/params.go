@@ -93,6 +93,7 @@ func (f *DecodeFirst) weight(prefillScores []float64) (w, at float64) {
 // one object, decoded strictly in one pass (both embedded structs' fields are declared).
 type Params struct {
 	ownParams
+	handoffParams // compat.go
 	pdknobs.Knobs
 }
 
@@ -150,6 +151,8 @@ func (p Params) Validate() error {
 			pdknobs.PrefillTokenLoad, pdknobs.PrefillHybridCacheLoad, p.Knobs.PrefillScorePolicy)
 	case p.RemainingWork != nil && p.RemainingWork.PrefillBackedUp != nil && p.RemainingWork.PrefillBackedUp.validate() != nil:
 		return p.RemainingWork.PrefillBackedUp.validate()
+	case p.handoffParams.validate() != nil:
+		return p.handoffParams.validate()
 	case p.DecodeFirst != nil && p.DecodeFirst.Quantile != nil && !(*p.DecodeFirst.Quantile >= 0 && *p.DecodeFirst.Quantile <= 1):
 		return fmt.Errorf("parameter decodeFirst.quantile=%g: must be in [0, 1]", *p.DecodeFirst.Quantile)
 	}

@@ -68,6 +68,7 @@ type Plugin struct {
 	// decider is prefillDeciderRef's plugin, resolved once the configuration is loaded.
 	decider contract.Decider
 	m       *pairMetrics
+	handoff handoffCheck // compat.go
 }
 
 // Factory builds the plugin.
@@ -193,7 +194,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 	}
 	var d Decision
 	if strategy == StrategyPD {
-		d, err = p.selector.Select(in)
+		d, err = p.selectPair(in) // Select, with compatible pairs only (compat.go)
 	} else {
 		d, err = p.selector.SelectSingle(in, strategy)
 	}

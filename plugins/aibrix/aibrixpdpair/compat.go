@@ -1,0 +1,211 @@
+package aibrixpdpair
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+)
+
+// Compatibility-checked pairing. A pair is only useful if its prefill pod can hand its KV to
+// its decode pod: same connector and transfer protocol, block size, TP and DP size, model
+// revision, transfer group, as far as both pods declare them (plugins/lib/handoffcompat).
+// The cascade pairs the best prefill and the best decode pod of one roleset, so the check
+// cannot come after scoring: the two winners of a roleset may be the one incompatible
+// combination in it. Instead every decode pod's roleset key gets the class of what it declares
+// ("rs-0@handoff1"), and every prefill pod is placed in each class of its roleset it is
+// compatible with (copied when there are several, which happens only when a prefill pod
+// declares less than the decode pods). The cascade then runs unchanged and can only pair
+// within a class. '@' cannot occur in a label value, so a class key never names a real roleset.
+
+// handoffSep separates a roleset name from its handoff class in the cascade's roleset keys.
+const handoffSep = "@handoff"
+
+// handoffParams are aibrix-pd-pair's compatibility parameters.
+type handoffParams struct {
+	// NoCompatiblePrefill is what a request gets when pods declare handoff attributes and no
+	// prefill pod is compatible with any decode pod it could be paired with: local-prefill
+	// (default: served decode-only, the decode engine prefills) or error (503,
+	// no_compatible_prefill).
+	NoCompatiblePrefill string `json:"noCompatiblePrefill,omitempty"`
+}
+
+func (h handoffParams) validate() error {
+	_, err := handoffcompat.ParseFallback("noCompatiblePrefill", h.NoCompatiblePrefill)
+	return err
+}
+
+// handoffCheck is the plugin's compatibility state: the shared counter, registered at first
+// use on the EPP's registerer.
+type handoffCheck struct {
+	once    sync.Once
+	counter *handoffcompat.Counter
+}
+
+// selectPair is Select with the pairs kept compatible. A fleet that declares nothing goes
+// straight to Select, allocating nothing more.
+func (p *Plugin) selectPair(in Input) (Decision, error) {
+	split, ok := splitByHandoff(in)
+	if !ok {
+		return p.selector.Select(in)
+	}
+	orig := in.Pods
+	in.Pods = split.pods
+	d, err := p.selector.Select(in)
+	d.unsplit()
+	if err == nil || !split.pairedBefore || split.pairedAfter {
+		return d, err
+	}
+	// Some roleset had a pair and incompatibility left none.
+	fb, _ := handoffcompat.ParseFallback("noCompatiblePrefill", p.params.NoCompatiblePrefill) // validated
+	p.handoff.once.Do(func() {
+		if p.handle != nil {
+			p.handoff.counter, _ = handoffcompat.NewCounter(pluginkit.Registerer(p.handle))
+		}
+	})
+	p.handoff.counter.Inc(split.reason, fb)
+	why := fmt.Sprintf("no prefill pod can hand KV to a decode pod: the candidate pairs differ in %s", split.reason)
+	if fb == handoffcompat.Fail {
+		return d, fail(http.StatusServiceUnavailable, handoffcompat.CauseNoCompatible, "%s", why)
+	}
+	in.Pods = orig
+	in.PrefillNeeded = func(*podmodel.Pod) contract.Decision {
+		return contract.Decision{Cause: handoffcompat.CauseNoCompatible, Reason: why + "; the decode pod prefills locally"}
+	}
+	return p.selector.Select(in)
+}
+
+// handoffSplit is the fleet with roleset keys per handoff class.
+type handoffSplit struct {
+	pods []podmodel.Pod
+	// pairedBefore: some roleset has a prefill and a decode pod; pairedAfter: some class has.
+	pairedBefore, pairedAfter bool
+	// reason is the first attribute on which prefill and decode specs differ.
+	reason handoffcompat.Attr
+}
+
+// pairSide is a pod's side in the cascade's partition: 1 prefill, 2 decode, 0 neither.
+func pairSide(p *podmodel.Pod) int {
+	if !p.Routable || (p.Roleset == "" && p.RoleSource != podmodel.SourceLLMD) {
+		return 0
+	}
+	switch {
+	case p.ServesPrefill():
+		return 1
+	case p.ServesDecode():
+		return 2
+	}
+	return 0
+}
+
+func handoffSpec(p *podmodel.Pod) handoffcompat.Spec {
+	if p.Endpoint == nil || p.Endpoint.GetMetadata() == nil {
+		return handoffcompat.Spec{}
+	}
+	s, _ := handoffcompat.Of(p.Endpoint.GetMetadata().Labels)
+	return s
+}
+
+// splitByHandoff returns false when no pod declares any handoff attribute.
+func splitByHandoff(in Input) (handoffSplit, bool) {
+	declared := false
+	for i := range in.Pods {
+		if ep := in.Pods[i].Endpoint; ep != nil && ep.GetMetadata() != nil && handoffcompat.Declares(ep.GetMetadata().Labels) {
+			declared = true
+			break
+		}
+	}
+	if !declared {
+		return handoffSplit{}, false
+	}
+	n := len(in.Pods)
+	specs, sides := make([]handoffcompat.Spec, n), make([]int, n)
+	var classes []handoffcompat.Spec // distinct decode specs
+	class := make([]int, n)
+	sidesOf := map[string]int{} // roleset → bit 1 prefill, bit 2 decode
+	for i := range in.Pods {
+		p := &in.Pods[i]
+		specs[i], sides[i] = handoffSpec(p), pairSide(p)
+		sidesOf[p.Roleset] |= sides[i]
+		if sides[i] != 2 {
+			continue
+		}
+		class[i] = -1
+		for c, s := range classes {
+			if s == specs[i] {
+				class[i] = c
+				break
+			}
+		}
+		if class[i] < 0 {
+			class[i] = len(classes)
+			classes = append(classes, specs[i])
+		}
+	}
+	out := handoffSplit{pods: append(make([]podmodel.Pod, 0, n), in.Pods...)}
+	classSides := map[string]int{}
+	var prefillSpecs []handoffcompat.Spec
+	for i := range in.Pods {
+		p := &out.pods[i]
+		switch sides[i] {
+		case 2:
+			p.Roleset = classKey(in.Pods[i].Roleset, class[i])
+			classSides[p.Roleset] |= 2
+		case 1:
+			prefillSpecs = append(prefillSpecs, specs[i])
+			placed := false
+			for c, s := range classes {
+				if !handoffcompat.Compatible(specs[i], s) {
+					continue
+				}
+				key := classKey(in.Pods[i].Roleset, c)
+				classSides[key] |= 1
+				if !placed {
+					out.pods[i].Roleset, placed = key, true
+					continue
+				}
+				dup := in.Pods[i]
+				dup.Roleset = key
+				out.pods = append(out.pods, dup)
+			}
+			if !placed {
+				out.pods[i].Roleset = in.Pods[i].Roleset + handoffSep + "-none"
+			}
+		}
+	}
+	for _, s := range sidesOf {
+		out.pairedBefore = out.pairedBefore || s == 3
+	}
+	for _, s := range classSides {
+		out.pairedAfter = out.pairedAfter || s == 3
+	}
+	out.reason, _ = handoffcompat.FirstMismatch(prefillSpecs, classes)
+	return out, true
+}
+
+func classKey(roleset string, class int) string {
+	return roleset + handoffSep + strconv.Itoa(class)
+}
+
+// rolesetOf strips the handoff class from a cascade roleset key.
+func rolesetOf(key string) string {
+	if i := strings.Index(key, handoffSep); i >= 0 {
+		return key[:i]
+	}
+	return key
+}
+
+// unsplit gives the decision its rolesets' real names back (metrics, PairState).
+func (d *Decision) unsplit() {
+	d.Roleset, d.BandRoleset = rolesetOf(d.Roleset), rolesetOf(d.BandRoleset)
+	d.Decode.Roleset = rolesetOf(d.Decode.Roleset)
+	if d.Prefill != nil {
+		d.Prefill.Roleset = rolesetOf(d.Prefill.Roleset)
+	}
+}

@@ -1,0 +1,233 @@
+package aibrixpdpair
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+)
+
+// hpod is a pod for the compatibility tables: llm-d-labelled (pairs across the fleet) unless a
+// roleset is given, declaring the handoff labels in decl.
+func hpod(name, role, roleset string, decl map[string]string) podSpec {
+	s := podSpec{name: name, roleset: roleset, extra: map[string]string{}}
+	if roleset != "" {
+		s.role = role
+	} else {
+		s.extra[podmodel.LabelLLMDRole] = role
+	}
+	for k, v := range decl {
+		s.extra[k] = v
+	}
+	return s
+}
+
+func conn(c string) map[string]string { return map[string]string{handoffcompat.LabelConnector: c} }
+func rev(r string) map[string]string  { return map[string]string{handoffcompat.LabelRevision: r} }
+
+func specOfEndpoint(ep fwksched.Endpoint) handoffcompat.Spec {
+	s, _ := handoffcompat.Of(ep.GetMetadata().Labels)
+	return s
+}
+
+func TestPairsAreCompatible(t *testing.T) {
+	tests := []struct {
+		name string
+		pods []podSpec
+		// want lists the decode→prefill pairs that may be made; nil means any pair may
+		want map[string][]string
+	}{
+		{name: "nothing declared pairs freely", pods: []podSpec{
+			hpod("p1", "prefill", "", nil), hpod("p2", "prefill", "", nil), hpod("d1", "decode", "", nil), hpod("d2", "decode", "", nil)}},
+		{name: "two connectors", pods: []podSpec{
+			hpod("p-nixl", "prefill", "", conn("nixl")), hpod("p-moon", "prefill", "", conn("Mooncake")),
+			hpod("d-nixl", "decode", "", conn("NIXL")), hpod("d-moon", "decode", "", conn("mooncake"))},
+			want: map[string][]string{"d-nixl": {"p-nixl"}, "d-moon": {"p-moon"}}},
+		{name: "rolling revision", pods: []podSpec{
+			hpod("p-a", "prefill", "", rev("a")), hpod("p-b", "prefill", "", rev("b")),
+			hpod("d-a", "decode", "", rev("a")), hpod("d-b", "decode", "", rev("b")), hpod("d-b2", "decode", "", rev("b"))},
+			want: map[string][]string{"d-a": {"p-a"}, "d-b": {"p-b"}, "d-b2": {"p-b"}}},
+		{name: "a prefill pod that declares nothing pairs with every class", pods: []podSpec{
+			hpod("p-any", "prefill", "", nil), hpod("d-nixl", "decode", "", conn("nixl")), hpod("d-moon", "decode", "", conn("mooncake"))},
+			want: map[string][]string{"d-nixl": {"p-any"}, "d-moon": {"p-any"}}},
+		{name: "decode pod without a compatible prefill pod is not paired", pods: []podSpec{
+			hpod("p-a", "prefill", "", rev("a")), hpod("d-a", "decode", "", rev("a")), hpod("d-b", "decode", "", rev("b"))},
+			want: map[string][]string{"d-a": {"p-a"}}},
+		{name: "inside an AIBrix roleset", pods: []podSpec{
+			hpod("a-p-nixl", "prefill", "a", conn("nixl")), hpod("a-p-moon", "prefill", "a", conn("mooncake")),
+			hpod("a-d-moon", "decode", "a", conn("mooncake")),
+			hpod("b-p-nixl", "prefill", "b", conn("nixl")), hpod("b-d-nixl", "decode", "b", conn("nixl"))},
+			want: map[string][]string{"a-d-moon": {"a-p-moon"}, "b-d-nixl": {"b-p-nixl"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, eps := mkPods(tc.pods...)
+			pl := newPlugin(t, `{}`)
+			seen := map[string]bool{}
+			for i := range 60 {
+				cs := fwksched.NewCycleState()
+				// distinct prompts and requests left in flight: neither prefix affinity nor an idle
+				// fleet keeps picking one pair
+				req := request(fmt.Sprintf("r%d", i), nil, fmt.Sprintf("%03d prompt", i))
+				ctx := contract.WithAnswerSlot(context.Background())
+				if out := pl.Filter(ctx, cs, req, eps); len(out) != 1 {
+					t.Fatalf("decode filter returned %d endpoints", len(out))
+				}
+				if a := contract.Recorded(ctx); a != nil {
+					t.Fatalf("no early answer expected, got %v", a)
+				}
+				st, err := fwksched.ReadCycleStateKey[*PairState](cs, StateKey)
+				if err != nil || st.Prefill == nil || st.Decision.Prefill == nil {
+					t.Fatalf("no pair published: %v %+v", err, st)
+				}
+				d, p := st.Decision.Decode, st.Decision.Prefill
+				if !handoffcompat.Compatible(specOfEndpoint(st.Decode), specOfEndpoint(st.Prefill)) {
+					t.Fatalf("incompatible pair %s + %s", d.Name, p.Name)
+				}
+				if d.Roleset != rolesetOf(d.Roleset) || p.Roleset != d.Roleset || st.Decision.Roleset != d.Roleset {
+					t.Fatalf("roleset names leak the handoff class: %q %q %q", d.Roleset, p.Roleset, st.Decision.Roleset)
+				}
+				pair := d.Name + "→" + p.Name
+				seen[pair] = true
+				if tc.want != nil && !contains(tc.want[d.Name], p.Name) {
+					t.Fatalf("pair %s not allowed (want %v)", pair, tc.want)
+				}
+			}
+			if tc.want != nil {
+				for d, ps := range tc.want {
+					for _, p := range ps {
+						if !seen[d+"→"+p] {
+							t.Errorf("pair %s→%s never made in 60 requests (seen %v)", d, p, seen)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestNoCompatiblePrefillFallback(t *testing.T) {
+	pods := []podSpec{hpod("p-a", "prefill", "", rev("a")), hpod("p-a2", "prefill", "", rev("a")), hpod("d-b", "decode", "", rev("b"))}
+	tests := []struct {
+		name, params string
+		wantStatus   int
+		fallback     string
+	}{
+		{name: "default is local prefill", params: `{}`, fallback: "local_prefill"},
+		{name: "local prefill", params: `{"noCompatiblePrefill":"local-prefill"}`, fallback: "local_prefill"},
+		{name: "error", params: `{"noCompatiblePrefill":"error"}`, wantStatus: http.StatusServiceUnavailable, fallback: "error"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, eps := mkPods(pods...)
+			pl := newPlugin(t, tc.params)
+			reg := prometheus.NewRegistry()
+			c, err := handoffcompat.NewCounter(reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pl.handoff.once.Do(func() {})
+			pl.handoff.counter = c
+			cs := fwksched.NewCycleState()
+			ctx := contract.WithAnswerSlot(context.Background())
+			req := request("r1", nil, "hello world")
+			out := pl.Filter(ctx, cs, req, eps)
+			a := contract.Recorded(ctx)
+			if tc.wantStatus != 0 {
+				if a == nil || a.Status != tc.wantStatus || a.Cause != handoffcompat.CauseNoCompatible {
+					t.Fatalf("answer = %v, want %d %s", a, tc.wantStatus, handoffcompat.CauseNoCompatible)
+				}
+			} else {
+				if a != nil {
+					t.Fatalf("unexpected answer %v", a)
+				}
+				st, err := fwksched.ReadCycleStateKey[*PairState](cs, StateKey)
+				if err != nil || !st.Decision.DecodeOnly || st.Prefill != nil || st.Decision.Cause != handoffcompat.CauseNoCompatible {
+					t.Fatalf("want a decode-only pick with cause %s, got %+v", handoffcompat.CauseNoCompatible, st)
+				}
+				if len(out) != 1 || out[0].GetMetadata().PodName != "d-b" {
+					t.Fatalf("decode pick = %v", out)
+				}
+				if dec := pl.Disaggregate(context.Background(), cs, req, out[0]); dec.Run || dec.Cause != handoffcompat.CauseNoCompatible {
+					t.Fatalf("decider must skip prefill: %+v", dec)
+				}
+			}
+			if got := counterValue(t, reg, "revision", tc.fallback); got != 1 {
+				t.Errorf("pdgate_pd_no_compatible_pair_total{revision,%s} = %g, want 1", tc.fallback, got)
+			}
+		})
+	}
+}
+
+// counterValue reads pdgate_pd_no_compatible_pair_total{reason,fallback} from reg.
+func counterValue(t *testing.T, reg *prometheus.Registry, reason, fallback string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "pdgate_pd_no_compatible_pair_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["reason"] == reason && got["fallback"] == fallback {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestNoCompatiblePrefillParameter(t *testing.T) {
+	if _, err := ParseParams(Type, "pair", []byte(`{"noCompatiblePrefill":"drop"}`), func(string) (string, bool) { return "", false }, nil); err == nil {
+		t.Fatal("an unknown fallback must be refused")
+	}
+}
+
+func TestHandoffSplitAllocatesNothingWhenUndeclared(t *testing.T) {
+	pods, _ := mkPods(hpod("p1", "prefill", "a", nil), hpod("d1", "decode", "a", nil), hpod("p2", "prefill", "", nil), hpod("d2", "decode", "", nil))
+	in := Input{Pods: pods}
+	if n := testing.AllocsPerRun(200, func() { _, _ = splitByHandoff(in) }); n != 0 {
+		t.Errorf("the compatibility check allocates %g times per request on a fleet that declares nothing", n)
+	}
+}
+
+// BenchmarkSelectPair compares the selection with the compatibility check on a 64-pod fleet
+// that declares nothing and on one that declares a connector and a revision on every pod.
+func BenchmarkSelectPair(b *testing.B) {
+	for _, declared := range []bool{false, true} {
+		var specs []podSpec
+		for i := range 32 {
+			var decl map[string]string
+			if declared {
+				decl = map[string]string{handoffcompat.LabelConnector: []string{"nixl", "mooncake"}[i%2], handoffcompat.LabelRevision: "r1"}
+			}
+			specs = append(specs, hpod(fmt.Sprintf("p%d", i), "prefill", "", decl), hpod(fmt.Sprintf("d%d", i), "decode", "", decl))
+		}
+		pods, _ := mkPods(specs...)
+		pl := newPlugin(&testing.T{}, `{}`)
+		in := Input{Pods: pods, Knobs: pl.params.Knobs}
+		b.Run(fmt.Sprintf("declared=%v", declared), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := range b.N {
+				in.RequestID = fmt.Sprint(i)
+				if _, err := pl.selectPair(in); err != nil {
+					b.Fatal(err)
+				}
+				pl.selector.Tracker.Done(in.RequestID)
+			}
+		})
+	}
+}
