@@ -2,13 +2,9 @@ package simbench
 
 import (
 	"fmt"
-	"math/rand"
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/pdgate/pdgate/cmd/pdgate/workload"
-	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 )
 
 // TestSameSeedSameRun: a run is a function of its Config and Seed. Two runs of the same policy
@@ -18,12 +14,7 @@ import (
 // ledger, topology-aware pairing over a placement) and two routers over GIE's prefix scorer
 // (whose producer writes its index asynchronously) are each run twice.
 func TestSameSeedSameRun(t *testing.T) {
-	rng := rand.New(rand.NewSource(3))
-	rows := make([]workload.AzureRow, 400)
-	for i := range rows {
-		rows[i] = workload.AzureRow{Offset: time.Duration(i) * 5 * time.Millisecond,
-			ContextTokens: 100 + rng.Intn(3000), GeneratedTokens: 1 + rng.Intn(200)}
-	}
+	rows := randomAzureRows(3, 400, 5*time.Millisecond, 100, 200)
 	for _, tc := range []struct {
 		name, config, topology string
 		routers                int
@@ -41,18 +32,8 @@ func TestSameSeedSameRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			once := func() string {
-				src, err := NewAzureSource(rows, 250, 1, 400, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				placement, err := ParsePlacement(tc.topology)
-				if err != nil {
-					t.Fatal(err)
-				}
-				pods := tc.pods()
-				placement.Apply(pods)
-				cfg := Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1,
-					Routers: tc.routers}
+				cfg := placedConfig(t, rows, tc.topology, tc.pods())
+				cfg.Routers = tc.routers
 				if tc.config != "" {
 					cfg.EPPConfig = repoFile(tc.config)
 				}

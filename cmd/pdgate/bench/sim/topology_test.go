@@ -98,25 +98,11 @@ func TestParseTransferCost(t *testing.T) {
 // (config/bench/topology, a picker instance per profile) make the same prefill picks, so the
 // two runs differ only where the decode pick differs; and the aware one moves transfers closer.
 func TestTopologyComparisonIsPaired(t *testing.T) {
-	rng := rand.New(rand.NewSource(5))
-	rows := make([]workload.AzureRow, 600)
-	for i := range rows {
-		rows[i] = workload.AzureRow{Offset: time.Duration(i) * 4 * time.Millisecond,
-			ContextTokens: 300 + rng.Intn(3000), GeneratedTokens: 1 + rng.Intn(100)}
-	}
+	rows := randomAzureRows(5, 600, 4*time.Millisecond, 300, 100)
 	once := func(config string) *Result {
-		src, err := NewAzureSource(rows, 250, 1, len(rows), 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		placement, err := ParsePlacement("2x4")
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods := FleetPD(32, "m")
-		placement.Apply(pods)
-		return run(t, Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1,
-			EPPConfig: repoFile(config)})
+		cfg := placedConfig(t, rows, "2x4", FleetPD(32, "m"))
+		cfg.EPPConfig = repoFile(config)
+		return run(t, cfg)
 	}
 	blind, aware := once("config/bench/topology/pd-prefill-first.yaml"), once("config/bench/topology/pd-topology.yaml")
 	prefillLegs := func(r *Result) []int {
@@ -134,4 +120,32 @@ func TestTopologyComparisonIsPaired(t *testing.T) {
 		t.Fatalf("host/rack-local transfers: aware %d, blind %d; want more with topology-aware pairing (all: %v vs %v)",
 			near(aware), near(blind), aware.transfers, blind.transfers)
 	}
+}
+
+// randomAzureRows are n trace rows step apart, each with a seeded random prompt of minPrompt to
+// minPrompt+2999 tokens and 1 to maxOutput output tokens.
+func randomAzureRows(seed int64, n int, step time.Duration, minPrompt, maxOutput int) []workload.AzureRow {
+	rng := rand.New(rand.NewSource(seed))
+	rows := make([]workload.AzureRow, n)
+	for i := range rows {
+		rows[i] = workload.AzureRow{Offset: time.Duration(i) * step,
+			ContextTokens: minPrompt + rng.Intn(3000), GeneratedTokens: 1 + rng.Intn(maxOutput)}
+	}
+	return rows
+}
+
+// placedConfig replays every row at 250 req/s (seed 1) on pods laid out over topology ("" =
+// no placement), with the default cost profile and GIE's default config.
+func placedConfig(t *testing.T, rows []workload.AzureRow, topology string, pods []PodSpec) Config {
+	t.Helper()
+	src, err := NewAzureSource(rows, 250, 1, len(rows), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement, err := ParsePlacement(topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placement.Apply(pods)
+	return Config{Profile: costmodel.Default(), Pods: pods, Model: "m", Source: src, Placement: placement, Seed: 1}
 }
