@@ -89,26 +89,7 @@ func (c *PrefixCache) touchHeadLast(hashes []uint64) {
 }
 
 // Insert caches every block of hashes, evicting the least recently used blocks when full.
-func (c *PrefixCache) Insert(hashes []uint64) {
-	if c.capacity <= 0 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, h := range hashes {
-		if e, ok := c.blocks[h]; ok {
-			c.order.MoveToFront(e)
-			continue
-		}
-		for c.order.Len() >= c.capacity {
-			last := c.order.Back()
-			c.order.Remove(last)
-			delete(c.blocks, last.Value.(uint64))
-		}
-		c.blocks[h] = c.order.PushFront(h)
-	}
-	c.touchHeadLast(hashes)
-}
+func (c *PrefixCache) Insert(hashes []uint64) { c.insert(hashes, nil) }
 
 // Len is the number of cached blocks.
 func (c *PrefixCache) Len() int {
@@ -128,12 +109,19 @@ type Op struct {
 // InsertObserved is Insert, also returning the changes in the order they happened (the
 // simulator publishes them as KV events).
 func (c *PrefixCache) InsertObserved(hashes []uint64) []Op {
+	var ops []Op
+	c.insert(hashes, &ops)
+	return ops
+}
+
+// insert is Insert, appending each change to *ops unless ops is nil (Insert runs on every
+// simulated prefill and records nothing).
+func (c *PrefixCache) insert(hashes []uint64, ops *[]Op) {
 	if c.capacity <= 0 {
-		return nil
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ops []Op
 	for i, h := range hashes {
 		if e, ok := c.blocks[h]; ok {
 			c.order.MoveToFront(e)
@@ -143,11 +131,14 @@ func (c *PrefixCache) InsertObserved(hashes []uint64) []Op {
 			last := c.order.Back()
 			c.order.Remove(last)
 			delete(c.blocks, last.Value.(uint64))
-			ops = append(ops, Op{Evicted: last.Value.(uint64)})
+			if ops != nil {
+				*ops = append(*ops, Op{Evicted: last.Value.(uint64)})
+			}
 		}
 		c.blocks[h] = c.order.PushFront(h)
-		ops = append(ops, Op{Added: true, Index: i})
+		if ops != nil {
+			*ops = append(*ops, Op{Added: true, Index: i})
+		}
 	}
 	c.touchHeadLast(hashes)
-	return ops
 }

@@ -74,12 +74,7 @@ func TestSimPublishesKVEvents(t *testing.T) {
 	// first's blocks, its tail (the cache keeps a prefix's head longest, as vLLM does).
 	in := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleCombined, KVCapacityTokens: 128,
 		KVEventsEndpoint: "tcp://*:" + strconv.Itoa(zport), Model: "m"})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ix := kvevents.NewIndex(kvevents.IndexConfig{BlockSize: 16}, nil)
-	subs := kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: "kv@", SocketPort: zport, ReconnectDelay: 100 * time.Millisecond}, ix, nil, logr.Discard())
-	src := kvevents.SourceKey{Endpoint: in.Addr()}
-	subs.Ensure(src.Endpoint, "127.0.0.1", 0)
+	ix, src := subscribeKVEvents(t, zport, in.Addr())
 
 	promptB := strings.Repeat("b", 4*16*5) // 80 tokens of 4 bytes: 5 blocks
 	keys := func(p string) []uint64 {
@@ -121,12 +116,7 @@ func TestDecodeReportsBlocksAfterHandoff(t *testing.T) {
 	zport := testsupport.FreePort(t)
 	p := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RolePrefill})
 	d := startSim(t, clk, Options{Dialect: DialectVLLM, Role: RoleDecode, KVEventsEndpoint: "tcp://127.0.0.1:" + strconv.Itoa(zport)})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ix := kvevents.NewIndex(kvevents.IndexConfig{BlockSize: 16}, nil)
-	subs := kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: "kv@", SocketPort: zport, ReconnectDelay: 100 * time.Millisecond}, ix, nil, logr.Discard())
-	src := kvevents.SourceKey{Endpoint: d.Addr()}
-	subs.Ensure(src.Endpoint, "127.0.0.1", 0)
+	ix, src := subscribeKVEvents(t, zport, d.Addr())
 	deadline := time.Now().Add(15 * time.Second)
 	for try := 0; ix.Holds(src) == 0; try++ {
 		if time.Now().After(deadline) {
@@ -143,4 +133,17 @@ func TestDecodeReportsBlocksAfterHandoff(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// subscribeKVEvents indexes, as the EPP's precise prefix-cache producer does, the KV events the
+// simulator at addr publishes on zport, until the test ends.
+func subscribeKVEvents(t *testing.T, zport int, addr string) (*kvevents.Index, kvevents.SourceKey) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ix := kvevents.NewIndex(kvevents.IndexConfig{BlockSize: 16}, nil)
+	subs := kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: "kv@", SocketPort: zport, ReconnectDelay: 100 * time.Millisecond}, ix, nil, logr.Discard())
+	src := kvevents.SourceKey{Endpoint: addr}
+	subs.Ensure(src.Endpoint, "127.0.0.1", 0)
+	return ix, src
 }
