@@ -25,10 +25,12 @@ func RepoRoot() string {
 }
 
 // Main runs a suite's tests with *binDir set to a directory holding the named binaries
-// (e.g. "sim", "sidecar", "epp", "gateway") and *repoRoot to the repository root, then exits
-// with the tests' status. Call it from TestMain.
+// (e.g. "sim", "sidecar", "epp", "gateway") and *repoRoot to the repository root (a nil
+// repoRoot: the suite needs none), then exits with the tests' status. Call it from TestMain.
 func Main(m *testing.M, suite string, binDir, repoRoot *string, binaries ...string) {
-	*repoRoot = RepoRoot()
+	if repoRoot != nil {
+		*repoRoot = RepoRoot()
+	}
 	dir, cleanup, err := Binaries(suite, binaries...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

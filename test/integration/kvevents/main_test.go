@@ -4,8 +4,6 @@
 package kvevents
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,16 +12,6 @@ import (
 
 var binDir string
 
-func TestMain(m *testing.M) {
-	dir, cleanup, err := testsupport.Binaries("kvevents", "epp", "sim")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testsupport.Main(m, "kvevents", &binDir, nil, "epp", "sim") }
 
 func bin(name string) string { return filepath.Join(binDir, name) }

@@ -1,12 +1,10 @@
 package kvevents
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -191,34 +189,7 @@ func startEPP(t *testing.T, endpoints, config string) (*extprocclient.Client, st
 	}
 	p := startProc(t, "epp", "--endpoints-file", eps, "--config-file", cfg, "--secure-serving=false",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "kvevents-it", "-v", "2")
-	var grpcAddr, metricsURL string
-	deadline := time.Now().Add(60 * time.Second)
-	for grpcAddr == "" || metricsURL == "" {
-		sc := bufio.NewScanner(strings.NewReader(p.output()))
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			if i := strings.Index(line, "ext_proc gRPC : "); i >= 0 {
-				if f := strings.Fields(line[i+len("ext_proc gRPC : "):]); len(f) > 0 {
-					grpcAddr = f[0]
-				}
-			}
-			if i := strings.Index(line, "metrics       : "); i >= 0 {
-				metricsURL = strings.TrimSpace(line[i+len("metrics       : "):])
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("EPP did not report its listeners within 60s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	_, port, _ := net.SplitHostPort(grpcAddr)
-	c, err := extprocclient.Dial("127.0.0.1:"+port, extprocclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c, metricsURL
+	return eppclient.DialStarted(t, p.output, p.done, 60*time.Second)
 }
 
 // decision is what the EPP told the gateway about one request.

@@ -128,17 +128,12 @@ func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod)
 		t.Fatal(err)
 	}
 	out := &syncBuffer{}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(eppBin, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
+	cmd := exec.Command(eppBin(), "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "ledger-it")
-	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	_ = pw.Close()
 	done := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
@@ -153,54 +148,7 @@ func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod)
 			t.Logf("EPP %s output:\n%s", name, out.String())
 		}
 	})
-	grpcAddr := make(chan string, 1)
-	metricsURL := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			_, _ = out.Write([]byte(line + "\n"))
-			if i := strings.Index(line, "metrics       : "); i >= 0 {
-				select {
-				case metricsURL <- strings.TrimSpace(line[i+len("metrics       : "):]):
-				default:
-				}
-			}
-			if i := strings.Index(line, "ext_proc gRPC : "); i >= 0 {
-				f := strings.Fields(line[i+len("ext_proc gRPC : "):])
-				if len(f) > 0 {
-					select {
-					case grpcAddr <- f[0]:
-					default:
-					}
-				}
-			}
-		}
-	}()
-	var addr string
-	select {
-	case addr = <-grpcAddr:
-	case <-done:
-		t.Fatalf("EPP %s exited:\n%s", name, out.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("EPP %s did not start within 60s:\n%s", name, out.String())
-	}
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatalf("EPP %s printed a bad address %q", name, addr)
-	}
-	client, err := extprocclient.Dial("127.0.0.1:"+port, extprocclient.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
-	var murl string
-	select {
-	case murl = <-metricsURL:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("EPP %s printed no metrics address:\n%s", name, out.String())
-	}
+	client, murl := eppclient.DialStarted(t, out.String, done, 60*time.Second)
 	return &eppProc{name: name, client: client, out: out, byAddr: byAddr, metrics: murl}
 }
 

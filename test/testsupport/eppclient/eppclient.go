@@ -1,5 +1,6 @@
 // Package eppclient sends a test's requests to an EPP over real ext_proc streams with pdgate's
-// ext_proc client (cmd/gateway/extprocclient), as the dev gateway does.
+// ext_proc client (cmd/gateway/extprocclient), as the dev gateway does, and finds a started
+// bin/epp's listeners in its banner (DialStarted).
 package eppclient
 
 import (
