@@ -79,15 +79,7 @@ func TestPrefillDivertedIsVisible(t *testing.T) {
 			cfg.FailurePolicy, cfg.SkipPrefillRetryOnce = tt.policy, tt.skipOnce
 			env := startProxy(t, cfg)
 			resp, body := env.post(t, "/v1/completions", `{"model":"m","prompt":"p"}`, hdr)
-			if resp.StatusCode != tt.wantStatus {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, body)
-			}
-			if got := resp.Header.Get(protocol.HeaderPrefillOutcome); got != tt.wantOutcome {
-				t.Errorf("outcome %q, want %q", got, tt.wantOutcome)
-			}
-			if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != tt.wantErrHdr {
-				t.Errorf("x-error-pd-prefill %v, want %v", got, tt.wantErrHdr)
-			}
+			checkPrefillAnswer(t, resp, body, tt.wantStatus, tt.wantOutcome, tt.wantErrHdr)
 			if got := len(pre.requests()); got != tt.wantPrefill {
 				t.Errorf("attempts on the named pod %d, want %d", got, tt.wantPrefill)
 			}

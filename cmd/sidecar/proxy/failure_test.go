@@ -90,15 +90,7 @@ func TestPrefillFailurePolicies(t *testing.T) {
 			env := startProxy(t, cfg)
 			resp, body := env.post(t, "/v1/completions", `{"model":"m","prompt":"p","kv_transfer_params":{"remote_host":"evil"}}`,
 				map[string]string{protocol.HeaderPrefillerHostPort: target.String()})
-			if resp.StatusCode != tt.wantStatus {
-				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tt.wantStatus, body)
-			}
-			if got := resp.Header.Get(protocol.HeaderPrefillOutcome); got != tt.wantOutcome {
-				t.Errorf("outcome %q, want %q", got, tt.wantOutcome)
-			}
-			if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != tt.wantErrHdr {
-				t.Errorf("x-error-pd-prefill %v, want %v", got, tt.wantErrHdr)
-			}
+			checkPrefillAnswer(t, resp, body, tt.wantStatus, tt.wantOutcome, tt.wantErrHdr)
 			if cause := resp.Header.Get(headerErrorCause); (cause != "") != (tt.wantErrHdr || tt.wantOutcome == outcomeFallback) {
 				t.Errorf("x-error-pd-cause %q on a %d %s answer", cause, resp.StatusCode, tt.wantOutcome)
 			}

@@ -180,6 +180,22 @@ func (e *testEnv) post(t *testing.T, path, body string, hdr map[string]string) (
 	return resp, string(b)
 }
 
+// checkPrefillAnswer checks what the sidecar told the client about a P/D request's prefill: the
+// status (fatal when off, the rest would not mean much), the prefill outcome header and whether
+// the answer blames the prefill leg (x-error-pd-prefill).
+func checkPrefillAnswer(t *testing.T, resp *http.Response, body string, status int, outcome string, errPrefill bool) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, status, body)
+	}
+	if got := resp.Header.Get(protocol.HeaderPrefillOutcome); got != outcome {
+		t.Errorf("outcome %q, want %q", got, outcome)
+	}
+	if got := resp.Header.Get(protocol.HeaderErrorPrefill) == "true"; got != errPrefill {
+		t.Errorf("x-error-pd-prefill %v, want %v", got, errPrefill)
+	}
+}
+
 // counter reads a counter or gauge value.
 func counter(c prometheus.Collector) float64 {
 	ch := make(chan prometheus.Metric, 1)

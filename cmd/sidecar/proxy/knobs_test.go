@@ -13,32 +13,32 @@ import (
 // routingConfig.pd fields docs/aibrix-knobs.md lists for the sidecar) changes what this
 // request does, against flags that would behave otherwise: no knob is accepted and ignored.
 func TestSidecarKnobHeaderChangesBehaviour(t *testing.T) {
-	slowPrefill := func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+	// pause outlasts the knobs' 1 s timeouts; false when the sidecar gave up waiting first.
+	pause := func(r *http.Request) bool {
 		select {
 		case <-time.After(1500 * time.Millisecond):
+			return true
 		case <-r.Context().Done():
-			return
+			return false
 		}
-		prefillOK(w, r, b)
+	}
+	slowPrefill := func(w http.ResponseWriter, r *http.Request, b map[string]any) {
+		if pause(r) {
+			prefillOK(w, r, b)
+		}
 	}
 	slowFirstChunk := func(w http.ResponseWriter, r *http.Request, b map[string]any) {
-		select {
-		case <-time.After(1500 * time.Millisecond):
-		case <-r.Context().Done():
-			return
+		if pause(r) {
+			decodeOK(w, r, b)
 		}
-		decodeOK(w, r, b)
 	}
 	stallAfterFirst := func(w http.ResponseWriter, r *http.Request, _ map[string]any) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
 		w.(http.Flusher).Flush()
-		select {
-		case <-time.After(1500 * time.Millisecond):
-		case <-r.Context().Done():
-			return
+		if pause(r) {
+			_, _ = w.Write([]byte("data: [DONE]\n\n"))
 		}
-		_, _ = w.Write([]byte("data: [DONE]\n\n"))
 	}
 	type outcome struct {
 		status int
