@@ -190,6 +190,9 @@ func requestPathSection(o Options, res *Results) report.Section {
 		"CPU efficiency × base = base net CPU/request ÷ this config's. Net CPU × floor = this config's "+
 		"net CPU/request ÷ the floor's (`pdgate-bench floor-epp`: the same exchange answered with no "+
 		"decision, every request to one pod), the distance to what the protocol alone costs.", o.Concurrency, o.Conns, o.ChunkSize>>10)
+	if res.Meter == "instructions" {
+		text += " " + instructionNote
+	}
 	if len(errs) > 0 {
 		text += "\n\n" + strings.Join(errs, "\n")
 	}

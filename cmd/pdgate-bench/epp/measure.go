@@ -62,7 +62,7 @@ func measure(ctx context.Context, o Options, configs []Config) (*Results, error)
 			g.bodies[s] = append(g.bodies[s], ChatBody(s, uint64(s)*1000+uint64(i)))
 		}
 	}
-	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser}
+	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser, Meter: o.MeterName()}
 	for _, c := range configs {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -99,9 +99,9 @@ func (g *rig) start(ctx context.Context, c Config, primary int, pool string) (*e
 		return nil, nil, "", err
 	}
 	base := g.ms.Snapshot()
-	e, err := eppharness.Start(ctx, eppharness.Options{Kind: c.Kind, ConfigFile: cfg, Endpoints: eps,
+	e, err := eppharness.Start(ctx, g.o.harnessOptions(eppharness.Options{Kind: c.Kind, ConfigFile: cfg, Endpoints: eps,
 		BinDir: g.o.BinDir, WorkDir: g.dir, Log: logf, Cluster: g.cluster, PoolName: pool,
-		ReadyTimeout: 3 * time.Minute})
+		ReadyTimeout: 3 * time.Minute}))
 	if err != nil {
 		_ = logf.Close()
 		return nil, nil, note, err
@@ -152,16 +152,20 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	if o.Quick {
 		idle = time.Second
 	}
-	if c0, err := e.CPUTime(); err == nil {
+	meter := o.meter(e)
+	if o.Instructions {
+		idle = 5 * time.Second // five scrapes at instructionRefresh
+	}
+	if c0, err := meter(); err == nil {
 		time.Sleep(idle)
-		if c1, err := e.CPUTime(); err == nil {
+		if c1, err := meter(); err == nil {
 			cr.IdleCPUMSPerS = float64(c1-c0) / float64(time.Millisecond) / idle.Seconds()
 		}
 	}
 	for i, size := range o.Sizes {
 		mk := g.maker(c.Name, size)
 		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4, Make: mk("warm")}
-		if _, err := RunLoad(ctx, client, warm, e.CPUTime); err != nil {
+		if _, err := RunLoad(ctx, client, warm, meter); err != nil {
 			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
 			return cr
 		}
@@ -171,7 +175,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
 			profiled = startCPUProfile(ctx, e.MetricsAddr, o.CPUProfile, filepath.Join(o.Out, name))
 		}
-		lr, err := RunLoad(ctx, client, spec, e.CPUTime)
+		lr, err := RunLoad(ctx, client, spec, meter)
 		if profiled != nil {
 			if perr := <-profiled; perr != nil {
 				o.logf("%s: cpu profile: %v", c.Name, perr)

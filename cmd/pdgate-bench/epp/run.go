@@ -41,7 +41,10 @@ type Options struct {
 	// measured phase at the last size to <Out>/<config>-<size>.pprof (the EPP's
 	// /debug/pprof/profile; the phase should last longer: raise Requests).
 	CPUProfile time.Duration
-	Progress   io.Writer
+	// Instructions meters every phase in instructions counted by callgrind instead of CPU
+	// time (instructions.go).
+	Instructions bool
+	Progress     io.Writer
 }
 
 // DefaultOptions are the full run's settings, or the quick variant's (`make bench`).
@@ -74,6 +77,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Burst < 0 || o.MemoryEndpoints < 0 {
 		return errors.New("bench epp: burst and memory endpoints must be >= 0")
+	}
+	if o.Instructions {
+		if err := eppharness.CallgrindAvailable(); err != nil {
+			return fmt.Errorf("bench epp: --instructions: %w", err)
+		}
 	}
 	switch o.Parser {
 	case "map", "raw", "none":
@@ -123,7 +131,9 @@ type Results struct {
 	Conns       int            `json:"connections"`
 	ChunkSize   int            `json:"chunkSize"`
 	Parser      string         `json:"parser"`
-	Configs     []ConfigResult `json:"configs"`
+	// Meter is what the CPU figures measure: "cpu" (ms) or "instructions" (millions).
+	Meter   string         `json:"meter"`
+	Configs []ConfigResult `json:"configs"`
 	Memory      []MemoryResult `json:"memory,omitempty"`
 }
 

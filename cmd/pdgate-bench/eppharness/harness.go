@@ -80,6 +80,9 @@ type Options struct {
 	TLS bool
 	// ReadyTimeout bounds the wait for the EPP to serve every endpoint; 0 = 2 minutes.
 	ReadyTimeout time.Duration
+	// Callgrind runs the EPP under valgrind's callgrind so that EPP.Instructions counts what it
+	// executes (callgrind.go).
+	Callgrind bool
 }
 
 // EPP is a started EPP process.
@@ -98,6 +101,7 @@ type EPP struct {
 	done     chan struct{}
 	waitErr  error
 	tail     *tailBuffer
+	instr    *instructionMeter
 	logFile  *os.File
 	cluster  *Cluster
 	owned    bool
@@ -220,7 +224,12 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 		}
 		out = e.logFile
 	}
-	e.cmd = exec.Command(bin, e.Args...)
+	name, args := bin, e.Args
+	if o.Callgrind {
+		name, args = callgrindArgs(bin, e.Args, o.WorkDir)
+		env = append(env, callgrindEnv)
+	}
+	e.cmd = exec.Command(name, args...)
 	e.cmd.Env = append(os.Environ(), env...)
 	w := io.MultiWriter(out, e.tail)
 	e.cmd.Stdout, e.cmd.Stderr = w, w
@@ -230,6 +239,9 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	e.PID = e.cmd.Process.Pid
+	if o.Callgrind {
+		e.instr = &instructionMeter{pid: e.PID, dir: o.WorkDir}
+	}
 	go func() { e.waitErr = e.cmd.Wait(); close(e.done) }()
 	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
