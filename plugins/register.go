@@ -24,6 +24,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/deciders/alwaysdisagg"
 	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
 	"github.com/pdgate/pdgate/plugins/filters/endpointattrfilter"
+	"github.com/pdgate/pdgate/plugins/filters/handoffcompatfilter"
 	"github.com/pdgate/pdgate/plugins/filters/labelselector"
 	"github.com/pdgate/pdgate/plugins/filters/promptbucket"
 	"github.com/pdgate/pdgate/plugins/filters/rolefilter"
@@ -89,6 +90,7 @@ var registrations = []registration{
 	{typeName: endpointattrfilter.Type, factory: endpointattrfilter.Factory},
 	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
 	{typeName: endpointattrweightscorer.Type, factory: endpointattrweightscorer.Factory},
+	{typeName: handoffcompatfilter.Type, factory: handoffcompatfilter.Factory},
 	{typeName: headerprofile.PhaseType, factory: headerprofile.PhaseFactory},
 	{typeName: headerprofile.Type, factory: headerprofile.Factory},
 	{typeName: inflightscorer.Type, factory: inflightscorer.Factory},
