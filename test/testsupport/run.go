@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 )
@@ -15,36 +16,92 @@ func Run(t testing.TB, binDir, name string, args ...string) {
 }
 
 // Start runs the binary at path with args, env added to the test's environment, until the
-// test ends; its output goes to a log file whose tail is logged when the test failed. The
-// process (and its group) dies with the test, and with the test binary if that is killed
-// first. The channel returned is closed when the process has exited.
+// test ends (see StartProc). The channel returned is closed when the process has exited.
 func Start(t testing.TB, path string, env []string, args ...string) <-chan struct{} {
 	t.Helper()
+	return StartProc(t, path, env, args...).Exited()
+}
+
+// Proc is a binary started for a test, which the test may kill and start again (an engine
+// that restarts). Every run's output goes to one log file, whose tail is logged when the
+// test failed. A run's process (and its group) dies with the test, and with the test binary
+// if that is killed first.
+type Proc struct {
+	t    testing.TB
+	path string
+	env  []string
+	args []string
+	log  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartProc runs the binary at path with args, env added to the test's environment, until the
+// test ends.
+func StartProc(t testing.TB, path string, env []string, args ...string) *Proc {
+	t.Helper()
 	name := filepath.Base(path)
-	logf, err := os.Create(filepath.Join(t.TempDir(), name+".log"))
+	p := &Proc{t: t, path: path, env: env, args: args, log: filepath.Join(t.TempDir(), name+".log")}
+	p.Start()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			out := p.Output()
+			if len(out) > 4000 {
+				out = out[len(out)-4000:]
+			}
+			t.Logf("%s %v log (tail):\n%s", name, args, out)
+		}
+	})
+	return p
+}
+
+// Start runs the binary again (after Kill), appending to the same log.
+func (p *Proc) Start() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
-	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
 		_ = logf.Close()
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 4000 {
-				b = b[len(b)-4000:]
-			}
-			t.Logf("%s log (tail):\n%s", name, b)
-		}
-	})
-	return exited
+		p.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+}
+
+// Kill ends the current run at once (SIGKILL to its process group: no goodbye on the wire)
+// and waits until it has exited.
+func (p *Proc) Kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+}
+
+// Exited is closed when the current run has exited.
+func (p *Proc) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Output is what every run has written so far.
+func (p *Proc) Output() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
 }

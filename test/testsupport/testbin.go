@@ -2,8 +2,9 @@
 // process-level suites start (the ones `make build` produced, PDGATE_BIN_DIR as the Makefile
 // passes it, or a fresh build into a temporary directory when a suite runs on its own with
 // `go test`) and their TestMain (Main, BuiltBinaries), processes started for a test (Run,
-// Start), free ports (FreePort), polling (Eventually), HTTP/JSON requests (PostJSON, ChatBody,
-// Do, Outcome), /metrics samples (MetricSample) and fake vLLM metrics pages (VLLMMetrics);
+// Start, and StartProc for one the test kills and restarts), free ports (FreePort), polling
+// (Eventually), HTTP/JSON requests (PostJSON, ChatBody, Do, Outcome), /metrics samples
+// (MetricSample) and fake vLLM metrics pages (VLLMMetrics);
 // test/testsupport/eptest builds the endpoints unit tests use, kubetest the envtest suites'
 // control plane, labtest their labs and eppclient their ext_proc requests.
 package testsupport

@@ -7,12 +7,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,77 +18,10 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
-// proc is a process the test starts, kills and restarts.
-type proc struct {
-	t    *testing.T
-	name string
-	args []string
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	out  *bytes.Buffer
-	done chan struct{}
-}
-
-func (p *proc) start() {
-	p.t.Helper()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cmd := exec.Command(bin(p.name), p.args...)
-	p.out = &bytes.Buffer{}
-	cmd.Stdout, cmd.Stderr = &lockedWriter{w: p.out, mu: &p.mu}, &lockedWriter{w: p.out, mu: &p.mu}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	p.cmd, p.done = cmd, done
-}
-
-// kill ends the process at once (SIGKILL: no goodbye on the wire).
-func (p *proc) kill() {
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func startProc(t *testing.T, name string, args ...string) *proc {
+// startProc runs the suite's binary name until the test ends; the test may kill and restart it.
+func startProc(t *testing.T, name string, args ...string) *testsupport.Proc {
 	t.Helper()
-	p := &proc{t: t, name: name, args: args}
-	p.start()
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			out := p.output()
-			if len(out) > 4000 {
-				out = out[len(out)-4000:]
-			}
-			t.Logf("%s %v output (tail):\n%s", name, args, out)
-		}
-	})
-	return p
+	return testsupport.StartProc(t, bin(name), nil, args...)
 }
 
 var httpClient = &http.Client{Timeout: 10 * time.Second}
@@ -189,7 +119,7 @@ func startEPP(t *testing.T, endpoints, config string) (*extprocclient.Client, st
 	}
 	p := startProc(t, "epp", "--endpoints-file", eps, "--config-file", cfg, "--secure-serving=false",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "kvevents-it", "-v", "2")
-	return eppclient.DialStarted(t, p.output, p.done, 60*time.Second)
+	return eppclient.DialStarted(t, p.Output, p.Exited(), 60*time.Second)
 }
 
 // decision is what the EPP told the gateway about one request.
@@ -331,8 +261,8 @@ func TestPreciseP2DOverZeroMQ(t *testing.T) {
 			complete(t, decodeAddr, p)
 			time.Sleep(200 * time.Millisecond)
 		}
-		decode.kill()
-		decode.start()
+		decode.Kill()
+		decode.Start()
 		waitHTTP(t, "http://"+decodeAddr+"/health")
 		// The restarted engine's cache is empty: the EPP must disaggregate (it dropped the
 		// blocks when the stream broke, or at the restarted stream's sequence reset).

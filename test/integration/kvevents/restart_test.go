@@ -64,7 +64,7 @@ func warm(t *testing.T, _ any, holder, seed string, route func(string, bool) dec
 // stream is indexed from scratch.
 func TestCentralModeRestartedEnginesNeverScoreDeadBlocks(t *testing.T) {
 	httpPort, zmqPort := testsupport.FreePort(t), testsupport.FreePort(t)
-	engine := func(host string, seqStart int, format string) *proc {
+	engine := func(host string, seqStart int, format string) *testsupport.Proc {
 		return startProc(t, "sim", "--host", host, "--port", strconv.Itoa(httpPort), "--role", "combined", "--model", "m",
 			"--kv-events-endpoint", "tcp://127.0.0.1:"+strconv.Itoa(zmqPort), "--kv-events-topic", "kv@"+host+"@m",
 			"--kv-events-seq-start", strconv.Itoa(seqStart), "--kv-events-format", format, "--kv-events-no-start-clear")
@@ -87,7 +87,7 @@ func TestCentralModeRestartedEnginesNeverScoreDeadBlocks(t *testing.T) {
 
 		// Down long enough for any real restart (weights load for tens of seconds); the EPP
 		// notices from the metrics it can no longer scrape.
-		a.kill()
+		a.Kill()
 		deadline := time.Now().Add(15 * time.Second)
 		for testsupport.MetricSample(t, metricsURL, `pdgate_kv_events_resyncs_total{reason="engine_unreachable"}`) <= unreachable {
 			if time.Now().After(deadline) {
@@ -95,7 +95,7 @@ func TestCentralModeRestartedEnginesNeverScoreDeadBlocks(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		a.start()
+		a.Start()
 		waitHTTP(t, "http://"+addrA+"/health")
 		// The restarted process holds nothing: the prompt the dead one cached is cached
 		// nowhere, so Prefer: if-available must be refused, never sent to A as cached.
