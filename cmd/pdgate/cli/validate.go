@@ -114,39 +114,36 @@ func Validate(ctx context.Context, data []byte) (*Report, error) {
 	return rep, nil
 }
 
+// pluginRoles are the extension points a plugin can implement, in the report's order.
+var pluginRoles = []struct {
+	name string
+	is   func(fwkplugin.Plugin) bool
+}{
+	// scheduling
+	{"profile-handler", implements[fwksched.ProfileHandler]}, {"filter", implements[fwksched.Filter]},
+	{"scorer", implements[fwksched.Scorer]}, {"picker", implements[fwksched.Picker]},
+	// request control
+	{"prepare-data", implements[fwkrc.PrepareDataPlugin]}, {"admission", implements[fwkrc.AdmissionPlugin]},
+	{"pre-request", implements[fwkrc.PreRequest]},
+	{"response-header", implements[fwkrc.ResponseHeader]}, {"response-body", implements[fwkrc.ResponseBody]},
+	// request handling, data layer, flow control
+	{"parser", implements[fwkrh.Parser]},
+	{"data-source", implements[fwkdl.DataSource]}, {"extractor", implements[fwkdl.Extractor]},
+	{"saturation-detector", implements[fwkflowcontrol.SaturationDetector]},
+}
+
+func implements[T any](p fwkplugin.Plugin) bool {
+	_, ok := p.(T)
+	return ok
+}
+
 func roles(p fwkplugin.Plugin) []string {
 	var r []string
-	add := func(ok bool, name string) {
-		if ok {
-			r = append(r, name)
+	for _, role := range pluginRoles {
+		if role.is(p) {
+			r = append(r, role.name)
 		}
 	}
-	_, ph := p.(fwksched.ProfileHandler)
-	_, f := p.(fwksched.Filter)
-	_, s := p.(fwksched.Scorer)
-	_, pk := p.(fwksched.Picker)
-	_, pd := p.(fwkrc.PrepareDataPlugin)
-	_, ad := p.(fwkrc.AdmissionPlugin)
-	_, pre := p.(fwkrc.PreRequest)
-	_, rh := p.(fwkrc.ResponseHeader)
-	_, rb := p.(fwkrc.ResponseBody)
-	_, pa := p.(fwkrh.Parser)
-	_, ds := p.(fwkdl.DataSource)
-	_, ex := p.(fwkdl.Extractor)
-	_, sd := p.(fwkflowcontrol.SaturationDetector)
-	add(ph, "profile-handler")
-	add(f, "filter")
-	add(s, "scorer")
-	add(pk, "picker")
-	add(pd, "prepare-data")
-	add(ad, "admission")
-	add(pre, "pre-request")
-	add(rh, "response-header")
-	add(rb, "response-body")
-	add(pa, "parser")
-	add(ds, "data-source")
-	add(ex, "extractor")
-	add(sd, "saturation-detector")
 	return r
 }
 
