@@ -1,15 +1,10 @@
 package lab_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
@@ -22,22 +17,11 @@ import (
 func TestLabKubernetes(t *testing.T) {
 	assets := kubetest.NeedAssets(t)
 	bin := binDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
 	runDir := t.TempDir()
-	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pdgate"), "lab", "--kubernetes", "--kubebuilder-assets", assets,
+	s := runLab(t, bin, "--kubernetes", "--kubebuilder-assets", assets,
 		"--topology", filepath.Join(repoRoot, "config/lab/default.yaml"), "--bin-dir", bin,
 		"--subnet", "127.0.79", "--port", "0", "--run-dir", runDir,
-		"--workload", "chat", "--duration", "5s", "--concurrency", "4", "--max-tokens-cap", "16", "--json")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("pdgate lab --kubernetes: %v\nstderr:\n%s", err, stderr.String())
-	}
-	var s summary
-	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-		t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
-	}
+		"--workload", "chat", "--duration", "5s", "--concurrency", "4", "--max-tokens-cap", "16")
 	t.Logf("sent %d, statuses %v, decisions %v, legs %v", s.RequestsSent, s.ResponsesByStatus, s.Decisions, s.PodLegs)
 	if s.RequestsSent < 5 || s.ResponsesByStatus["200"] != s.RequestsSent {
 		t.Errorf("want >= 5 requests, all 200: sent %d, statuses %v", s.RequestsSent, s.ResponsesByStatus)

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -32,21 +33,23 @@ func binDir(t *testing.T) string {
 	return testsupport.BuiltBinaries(t, "pdgate", "sim", "sidecar", "epp", "gateway")
 }
 
-type summary struct {
-	Topology          string                    `json:"topology"`
-	RequestsSent      int                       `json:"requestsSent"`
-	ResponsesByStatus map[string]int            `json:"responsesByStatus"`
-	TransportErrors   int                       `json:"transportErrors"`
-	StreamErrors      int                       `json:"streamErrors"`
-	Hung              int                       `json:"hung"`
-	Decisions         map[string]int            `json:"decisions"`
-	PodLegs           map[string]map[string]int `json:"podLegs"`
-	LatencyMS         struct {
-		E2E struct {
-			Count int     `json:"count"`
-			P50   float64 `json:"p50"`
-		} `json:"e2e"`
-	} `json:"latencyMs"`
+// runLab runs `pdgate lab` with args and --json, bounded by 4 minutes, and returns the
+// summary it prints; it fails t when the lab fails or prints no summary.
+func runLab(t *testing.T, bin string, args ...string) lab.Summary {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "pdgate"), append(append([]string{"lab"}, args...), "--json")...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("pdgate lab %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	var s lab.Summary
+	if err := json.Unmarshal(stdout.Bytes(), &s); err != nil || s.Result == nil {
+		t.Fatalf("output is not one JSON summary (%v):\n%s", err, stdout.String())
+	}
+	return s
 }
 
 // Each shipped topology: a short mixed workload through the lab, then the decision counts,
@@ -64,20 +67,9 @@ func TestLabJSONPerTopology(t *testing.T) {
 				t.Fatalf("topology %s has no expectations in this suite: add them", name)
 			}
 			subnet := fmt.Sprintf("127.0.%d", 60+i)
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, filepath.Join(bin, "pdgate"), "lab", "--topology", f, "--bin-dir", bin,
+			s := runLab(t, bin, "--topology", f, "--bin-dir", bin,
 				"--subnet", subnet, "--port", "0", "--run-dir", t.TempDir(), "--workload", "mixed",
-				"--duration", "6s", "--concurrency", "4", "--max-tokens-cap", "16", "--json")
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("pdgate lab: %v\nstderr:\n%s", err, stderr.String())
-			}
-			var s summary
-			if err := json.Unmarshal(stdout.Bytes(), &s); err != nil {
-				t.Fatalf("output is not one JSON object: %v\n%s", err, stdout.String())
-			}
+				"--duration", "6s", "--concurrency", "4", "--max-tokens-cap", "16")
 			t.Logf("%s: sent %d, statuses %v, decisions %v, e2e p50 %.0f ms", name, s.RequestsSent, s.ResponsesByStatus, s.Decisions, s.LatencyMS.E2E.P50)
 			if s.RequestsSent < 5 {
 				t.Fatalf("only %d requests went out", s.RequestsSent)
@@ -106,13 +98,13 @@ func TestLabJSONPerTopology(t *testing.T) {
 
 // expectations per shipped topology, for the mixed workload (long RAG prompts, short chats,
 // multi-turn sessions, multimodal and conditional requests).
-var expectations = map[string]func(summary) error{
+var expectations = map[string]func(lab.Summary) error{
 	// AIBrix pd: every request on a roleset is paired; nothing stays decode-only.
-	"default": func(s summary) error {
+	"default": func(s lab.Summary) error {
 		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
 	},
 	// AIBrix bucketing: short and long prompts land on their own rolesets.
-	"aibrix-buckets": func(s summary) error {
+	"aibrix-buckets": func(s lab.Summary) error {
 		if s.PodLegs["prefill-short-0"]["prefill"] == 0 || s.PodLegs["prefill-long-0"]["prefill"] == 0 {
 			return fmt.Errorf("both buckets must serve prefill legs")
 		}
@@ -123,29 +115,29 @@ var expectations = map[string]func(summary) error{
 	"trtllm-context-first":    llmdPD,
 	"trtllm-generation-first": llmdPD,
 	// A decode-mode SGLang server cannot prefill locally: always disaggregated.
-	"sglang": func(s summary) error {
+	"sglang": func(s lab.Summary) error {
 		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
 	},
 	// Data-parallel ranks (test/e2e/labdp checks the rank of every leg): always
 	// disaggregated onto the prefill pod's rank endpoints.
-	"dp": func(s summary) error {
+	"dp": func(s lab.Summary) error {
 		return all(atLeast(s, 1, "prefill-decode"), none(s, "decode-only"))
 	},
 	// llm-d's dp-epp-config.yaml: one profile, the combined pod's rank endpoints.
-	"dp-handler": func(s summary) error {
+	"dp-handler": func(s lab.Summary) error {
 		return all(atLeast(s, 1, "combined"), none(s, "prefill-decode"))
 	},
 	// E/P/D: multimodal requests get encoders, long prompts a prefill pod.
-	"epd": func(s summary) error {
+	"epd": func(s lab.Summary) error {
 		return all(atLeast(s, 1, "encode-decode", "encode-prefill-decode"), atLeast(s, 1, "prefill-decode", "encode-prefill-decode"))
 	},
 }
 
-func llmdPD(s summary) error {
+func llmdPD(s lab.Summary) error {
 	return all(atLeast(s, 1, "prefill-decode"), atLeast(s, 1, "decode-only", "combined"))
 }
 
-func atLeast(s summary, n int, kinds ...string) error {
+func atLeast(s lab.Summary, n int, kinds ...string) error {
 	got := 0
 	for _, k := range kinds {
 		got += s.Decisions[k]
@@ -156,7 +148,7 @@ func atLeast(s summary, n int, kinds ...string) error {
 	return nil
 }
 
-func none(s summary, kind string) error {
+func none(s lab.Summary, kind string) error {
 	if s.Decisions[kind] != 0 {
 		return fmt.Errorf("want no %s decisions", kind)
 	}
