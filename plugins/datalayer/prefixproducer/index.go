@@ -12,28 +12,33 @@ import (
 // serverID names a server by its pod's namespaced name.
 type serverID = k8stypes.NamespacedName
 
-// index is GIE's prefix indexer: which servers may hold a block, with one LRU of block hashes
-// per server (capacity: the server's GPU block count or the configured default).
+// index is GIE's prefix indexer: which servers may hold a block, with a record of each
+// server's blocks (capacity: the server's GPU block count or the configured default) evicted
+// oldest first, second chance for blocks given again (clock.go).
 //
 // Each tracked server owns a slot; the block → servers map is one map per 64 slots whose
-// value is a bitmask, so recording a new block allocates no per-block set and a lookup is one
-// map access per 64 servers (GIE keeps a map of servers per block: at 220 KB prompts,
+// value holds two bitmasks, so recording a new block allocates no per-block set and a lookup
+// is one map access per 64 servers (GIE keeps a map of servers per block: at 220 KB prompts,
 // hundreds of small maps made and dropped per request).
 type index struct {
 	mu          sync.RWMutex
-	words       []map[blockHash]uint64 // words[w] bit b: slot 64w+b holds the block
-	servers     map[serverID]*serverLRU
+	words       []map[blockHash]slotBits // words[w] bit b: slot 64w+b
+	servers     map[serverID]*serverBlocks
 	bySlot      []serverID // slot → server (zero value: free)
 	free        []int      // released slots, reused first
 	defaultSize int
 }
+
+// slotBits are one block's entry for 64 slots: held, the servers that hold it; given, those
+// given it again since it was recorded (its second chance, clock.go).
+type slotBits struct{ held, given uint64 }
 
 // Sparse recording. The index records and looks up every one of a prompt's first
 // denseBlocks blocks (GIE's default cap: up to there matching is GIE's exactly), then one
 // checkpoint every checkpointStride blocks, and the prompt's last block. Block hashes are
 // chained, so holding block i stands for holding blocks 0..i: a checkpoint carries the weight
 // of the blocks since the previous recorded one, both in the match count and in the server's
-// LRU capacity. Whole-prompt matching of a 220 KB prompt (3,400 blocks) then costs 360 index
+// capacity. Whole-prompt matching of a 220 KB prompt (3,400 blocks) then costs 360 index
 // operations instead of 3,400, on the request path's CPU budget. Where the walk stops at a
 // checkpoint, the blocks of the gap before it are probed from the far end, so the last block
 // of an earlier prompt that this one extends (a chat's previous turn) is found exactly.
@@ -63,19 +68,21 @@ func recorded(n int, f func(i, weight int) bool) {
 	}
 }
 
-// serverLRU is one server's LRU of block hashes; eviction clears its slot's bit.
-type serverLRU struct {
+// serverBlocks is one server's slot and record of blocks.
+type serverBlocks struct {
 	slot  int
-	cache *blockLRU
+	clock *blockClock
 }
 
 func newIndex(defaultSize int) *index {
-	return &index{servers: map[serverID]*serverLRU{}, defaultSize: defaultSize}
+	return &index{servers: map[serverID]*serverBlocks{}, defaultSize: defaultSize}
 }
 
 // add records hashes for server s (capacity on first sight: gpuBlocks, else the default).
-// As in GIE, the LRU takes the hashes first and then every hash names s, so a prompt longer
-// than the LRU leaves its early blocks naming s though the LRU dropped them.
+// The record takes the prompt's last block first and its first block last, so that a
+// prefix's head is the last of it to be evicted, as in the engines: vLLM frees a request's
+// blocks tail first and SGLang's radix tree evicts leaves first. Taken in order (GIE's way),
+// the head went first and the index forgot whole prefixes the pod still held.
 func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -91,23 +98,53 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 		l = x.track(s, c)
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
-	// The LRU takes the prompt's last block first and its first block last, so that a
-	// prefix's head is the last of it to be evicted, as in the engines: vLLM frees a request's
-	// blocks tail first and SGLang's radix tree evicts leaves first. Taken in order (GIE's
-	// way), the head went first and the index forgot whole prefixes the pod still held.
 	var recs [denseBlocks + 64][2]int
 	order := recs[:0]
 	recorded(len(hashes), func(i, w int) bool { order = append(order, [2]int{i, w}); return true })
 	for k := len(order) - 1; k >= 0; k-- {
-		l.cache.addWeighted(hashes[order[k][0]], order[k][1])
+		h := hashes[order[k][0]]
+		if e := word[h]; e.held&bit != 0 {
+			if e.given&bit == 0 {
+				e.given |= bit
+				word[h] = e
+			}
+			continue
+		}
+		l.clock.push(clockEntry{hash: h, weight: int32(order[k][1])})
+		for l.clock.over() {
+			evictOldest(l.clock, word, bit)
+		}
 	}
+	// As in GIE, the record takes the blocks first and then every block names s, so a prompt
+	// longer than the capacity leaves its early blocks naming s though the record dropped them.
 	for _, r := range order {
-		word[hashes[r[0]]] |= bit
+		if e := word[hashes[r[0]]]; e.held&bit == 0 {
+			e.held |= bit
+			word[hashes[r[0]]] = e
+		}
 	}
 }
 
-// track gives s a slot and an LRU of capacity c.
-func (x *index) track(s serverID, c int) *serverLRU {
+// evictOldest drops the server's oldest block, or gives it its second chance: a block given
+// again since it was recorded moves to the newest end instead, once.
+func evictOldest(c *blockClock, word map[blockHash]slotBits, bit uint64) {
+	old := c.pop()
+	e := word[old.hash]
+	if e.given&bit != 0 {
+		e.given &^= bit
+		word[old.hash] = e
+		c.push(old)
+		return
+	}
+	if e.held &^= bit; e.held == 0 && e.given == 0 {
+		delete(word, old.hash)
+	} else {
+		word[old.hash] = e
+	}
+}
+
+// track gives s a slot and a record of capacity c.
+func (x *index) track(s serverID, c int) *serverBlocks {
 	slot := len(x.bySlot)
 	if n := len(x.free); n > 0 {
 		slot, x.free = x.free[n-1], x.free[:n-1]
@@ -116,17 +153,9 @@ func (x *index) track(s serverID, c int) *serverLRU {
 		x.bySlot = append(x.bySlot, s)
 	}
 	for len(x.words) <= slot/64 {
-		x.words = append(x.words, map[blockHash]uint64{})
+		x.words = append(x.words, map[blockHash]slotBits{})
 	}
-	word, bit := x.words[slot/64], uint64(1)<<(slot%64)
-	cache := newBlockLRU(c, func(h blockHash) {
-		if v := word[h] &^ bit; v == 0 {
-			delete(word, h)
-		} else {
-			word[h] = v
-		}
-	})
-	l := &serverLRU{slot: slot, cache: cache}
+	l := &serverBlocks{slot: slot, clock: newBlockClock(c)}
 	x.servers[s] = l
 	return l
 }
@@ -141,7 +170,7 @@ func (x *index) matchLongestPrefix(hashes []blockHash) map[serverID]int {
 	credit := func(h blockHash, n int) bool {
 		held := false
 		for w, word := range x.words {
-			m := word[h]
+			m := word[h].held
 			held = held || m != 0
 			for ; m != 0; m &= m - 1 {
 				counts[64*w+bits.TrailingZeros64(m)] += n
@@ -178,7 +207,16 @@ func (x *index) removePod(s serverID) {
 	if l == nil {
 		return
 	}
-	l.cache.purge() // clears the slot's bit on every block
+	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
+	l.clock.each(func(old clockEntry) {
+		e := word[old.hash]
+		if e.held, e.given = e.held&^bit, e.given&^bit; e.held == 0 && e.given == 0 {
+			delete(word, old.hash)
+		} else {
+			word[old.hash] = e
+		}
+	})
+	l.clock.reset()
 	delete(x.servers, s)
 	x.bySlot[l.slot] = serverID{}
 	x.free = append(x.free, l.slot)
@@ -191,13 +229,13 @@ func (x *index) pods() []serverID {
 	return slices.Collect(maps.Keys(x.servers))
 }
 
-// size is the total number of entries over all servers' LRUs.
+// size is the total number of entries over all servers' records.
 func (x *index) size() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	n := 0
 	for _, l := range x.servers {
-		n += l.cache.len()
+		n += l.clock.n
 	}
 	return n
 }
