@@ -6,7 +6,8 @@
 // (Eventually), HTTP/JSON requests (PostJSON, ChatBody, Do, Outcome), /metrics samples
 // (MetricSample) and fake vLLM metrics pages (VLLMMetrics);
 // test/testsupport/eptest builds the endpoints unit tests use, kubetest the envtest suites'
-// control plane, labtest their labs and eppclient their ext_proc requests.
+// control plane, labtest their labs, eppclient their ext_proc requests and redistest the
+// redis-server of the shared decode ledger.
 package testsupport
 
 import (

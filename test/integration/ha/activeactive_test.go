@@ -2,38 +2,28 @@ package ha
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/redistest"
 )
 
-// startRedis runs a real redis-server on a free loopback port for the test.
+// startRedis runs a real redis-server on a free loopback port for the test. Outside CI a
+// machine without one skips the test.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("CI is set but redis-server is not installed (hack/install-test-deps.sh)")
 		}
 		t.Skip("redis-server not installed; run hack/install-test-deps.sh")
 	}
-	port := testsupport.FreePort(t)
-	dir := t.TempDir()
-	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", fmt.Sprint(port), "--save", "", "--appendonly", "no", "--dir", dir)
-	logf, _ := os.Create(filepath.Join(dir, "redis.log"))
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() })
-	return fmt.Sprintf("127.0.0.1:%d", port)
+	return redistest.Start(t, 0).Addr
 }
 
 // TestActiveActive: three EPP replicas as the active-active sample runs them (no leader

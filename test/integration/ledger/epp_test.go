@@ -20,6 +20,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/testsupport"
 	"github.com/pdgate/pdgate/test/testsupport/eppclient"
+	"github.com/pdgate/pdgate/test/testsupport/redistest"
 )
 
 type fakePod struct {
@@ -239,10 +240,10 @@ func eventuallyPicks(t *testing.T, e *eppProc, what string, n int, cond func(map
 // ledgers without failed requests; restarting it resumes sharing.
 func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
 	port := testsupport.FreePort(t)
-	srv := startRedis(t, port)
+	srv := redistest.Start(t, port)
 	pods := startPods(t, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
-	a := startEPPProc(t, "epp-a", srv.addr(), pods)
-	b := startEPPProc(t, "epp-b", srv.addr(), pods)
+	a := startEPPProc(t, "epp-a", srv.Addr, pods)
+	b := startEPPProc(t, "epp-b", srv.Addr, pods)
 
 	bothUsed := func(s map[string]int) bool { return s["decode-0"] > 0 && s["decode-1"] > 0 }
 	// Both replicas serve and B spreads over both decode pods while nothing is in flight.
@@ -260,12 +261,12 @@ func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
 	eventuallyPicks(t, b, "B steered away from the pod holding A's long prompt", 20, onlyOther)
 
 	// Redis dies: both replicas keep answering (local ledgers only) and B uses both pods again.
-	srv.kill()
+	srv.Kill()
 	eventuallyPicks(t, b, "B degraded to its local ledger", 20, bothUsed)
 	a.picks(t, 10)
 
 	// Redis comes back empty on the same port: A republishes, B is steered again.
-	srv = startRedis(t, port)
+	srv = redistest.Start(t, port)
 	eventuallyPicks(t, b, "B steered again after Redis restarted", 20, onlyOther)
 
 	// A's long request ends: its charge is withdrawn and B spreads again.

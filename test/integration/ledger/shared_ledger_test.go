@@ -15,6 +15,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/redistest"
 )
 
 const (
@@ -70,9 +71,9 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	port := testsupport.FreePort(t)
-	srv := startRedis(t, port)
-	a := newReplica(t, ctx, srv.addr(), "replica-a")
-	b := newReplica(t, ctx, srv.addr(), "replica-b")
+	srv := redistest.Start(t, port)
+	a := newReplica(t, ctx, srv.Addr, "replica-a")
+	b := newReplica(t, ctx, srv.Addr, "replica-b")
 	// B reads the pods it scores: make both decode pods interesting to B before A charges.
 	for _, p := range decodePods {
 		decodeScore(b, p)
@@ -94,7 +95,7 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	}
 
 	// 2. Redis dies: both degrade to their local ledgers; scheduling and releases keep working.
-	srv.kill()
+	srv.Kill()
 	testsupport.Eventually(t, syncWait, "B drops A's remote share", func() bool { return decodeScore(b, podA) == 0 })
 	testsupport.Eventually(t, syncWait, "A drops B's remote share", func() bool { return decodeScore(a, podB) == 0 })
 	for i := 0; i < 50; i++ {
@@ -110,7 +111,7 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	b.ReleaseAll("while-down")
 
 	// 3. Redis comes back (empty) on the same port: each replica republishes, sharing resumes.
-	srv = startRedis(t, port)
+	srv = redistest.Start(t, port)
 	testsupport.Eventually(t, syncWait, "B sees A's charge again", func() bool { return decodeScore(b, podA) == 50000 })
 	testsupport.Eventually(t, syncWait, "A sees B's charge again", func() bool { return decodeScore(a, podB) == 100 })
 
@@ -119,7 +120,7 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 	testsupport.Eventually(t, syncWait, "B sees A's release", func() bool { return decodeScore(b, podA) == 0 })
 	b.ReleaseAll("short-b1")
 	testsupport.Eventually(t, syncWait, "A sees B's release", func() bool { return decodeScore(a, podB) == 0 })
-	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
 	testsupport.Eventually(t, syncWait, "no fields left for decode-0", func() bool {
 		n, err := rc.HLen(context.Background(), "pdgate:dtl:"+string(podA)).Result()
@@ -130,10 +131,10 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 func TestDeadReplicaEntriesExpire(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := startRedis(t, testsupport.FreePort(t))
-	rc := redis.NewClient(&redis.Options{Addr: srv.addr(), Protocol: 2, DisableIdentity: true})
+	srv := redistest.Start(t, testsupport.FreePort(t))
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
-	b := newReplica(t, ctx, srv.addr(), "replica-b")
+	b := newReplica(t, ctx, srv.Addr, "replica-b")
 	decodeScore(b, podA)
 
 	// A live replica "c" (heartbeat now) and a dead one "d" (heartbeat 1 min ago, crashed
