@@ -8,15 +8,12 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/test/testsupport"
 	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
@@ -28,9 +25,7 @@ type cluster struct {
 	endpoints string
 	specs     map[string]lab.ProcSpec
 	order     []string
-	mu        sync.Mutex
-	procs     map[string]*exec.Cmd
-	done      map[string]chan struct{}
+	procs     map[string]*testsupport.Proc // filled by startCluster; a killed one starts again in place
 }
 
 // topology renders a lab topology; paths are resolved from config/lab.
@@ -70,7 +65,7 @@ func startCluster(t *testing.T, topo *lab.Topology, subnet string, extra map[str
 		t.Fatal(err)
 	}
 	c := &cluster{t: t, plan: plan, endpoints: endpoints, specs: map[string]lab.ProcSpec{},
-		procs: map[string]*exec.Cmd{}, done: map[string]chan struct{}{}}
+		procs: map[string]*testsupport.Proc{}}
 	for _, s := range plan.Procs(endpoints) {
 		s.Args = append(s.Args, extra[s.Name]...)
 		if s.Name == "gateway" {
@@ -79,7 +74,6 @@ func startCluster(t *testing.T, topo *lab.Topology, subnet string, extra map[str
 		c.specs[s.Name] = s
 		c.order = append(c.order, s.Name)
 	}
-	t.Cleanup(c.stopAll)
 	for _, name := range c.order {
 		c.start(name)
 	}
@@ -92,60 +86,20 @@ func startCluster(t *testing.T, topo *lab.Topology, subnet string, extra map[str
 	return c
 }
 
+// start runs the named process, again when the test killed it; every process dies with the
+// test, the last started first, and logs its tail when the test failed.
 func (c *cluster) start(name string) {
 	c.t.Helper()
+	if p := c.procs[name]; p != nil {
+		p.Start()
+		return
+	}
 	s := c.specs[name]
-	f, err := os.OpenFile(filepath.Join(c.plan.Dir, name+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(s.Binary, s.Args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("%s: %v", name, err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
-	c.mu.Lock()
-	c.procs[name], c.done[name] = cmd, done
-	c.mu.Unlock()
+	c.procs[name] = testsupport.StartProc(c.t, s.Binary, s.Env, s.Args...)
 }
 
-// kill sends sig to the process's group and waits until it is gone.
-func (c *cluster) kill(name string, sig syscall.Signal) {
-	c.mu.Lock()
-	cmd, done := c.procs[name], c.done[name]
-	c.mu.Unlock()
-	_ = syscall.Kill(-cmd.Process.Pid, sig)
-	select {
-	case <-done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-func (c *cluster) stopAll() {
-	for i := len(c.order) - 1; i >= 0; i-- {
-		c.mu.Lock()
-		_, ok := c.procs[c.order[i]]
-		c.mu.Unlock()
-		if ok {
-			c.kill(c.order[i], syscall.SIGKILL)
-		}
-	}
-	if c.t.Failed() {
-		for _, name := range c.order {
-			b, _ := os.ReadFile(filepath.Join(c.plan.Dir, name+".log"))
-			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-			if len(lines) > 8 {
-				lines = lines[len(lines)-8:]
-			}
-			c.t.Logf("--- %s (last lines)\n%s", name, strings.Join(lines, "\n"))
-		}
-	}
-}
+// kill ends the named process at once (SIGKILL to its group) and waits until it is gone.
+func (c *cluster) kill(name string) { c.procs[name].Kill() }
 
 func (c *cluster) healthURL(name string) string {
 	switch s := c.specs[name]; {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -52,8 +51,8 @@ func TestPrefillPodKilled(t *testing.T) {
 	c := startCluster(t, pdTopology(t, ""), "127.0.81", nil)
 	base := c.baseline(t)
 	rep := during(c, time.Second, func() {
-		c.kill("sim-prefill-a-0", syscall.SIGKILL)
-		c.kill("sim-prefill-b-0", syscall.SIGKILL)
+		c.kill("sim-prefill-a-0")
+		c.kill("sim-prefill-b-0")
 	}, mixed)
 	checkOutcomes(t, rep)
 	c.checkSettled(t, base)
@@ -173,7 +172,7 @@ func TestEPPRestartedUnderLoad(t *testing.T) {
 	base := c.baseline(t)
 	delete(base, "epp") // a new process
 	rep := during(c, time.Second, func() {
-		c.kill("epp", syscall.SIGKILL)
+		c.kill("epp")
 		time.Sleep(1500 * time.Millisecond)
 		c.start("epp")
 	}, mixed)
