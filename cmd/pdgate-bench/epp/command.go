@@ -62,7 +62,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 			}
 			eff.Configs = configs
 			if eff.Instructions {
-				eff.applyInstructionDefaults(flags.Changed("requests"), flags.Changed("max-phase"))
+				eff.applyInstructionDefaults(flags.Changed("requests"), flags.Changed("max-phase"), flags.Changed("concurrency"))
 			}
 			eff.Progress = cmd.ErrOrStderr()
 			// envtest logs through controller-runtime; its chatter is not the bench's output.

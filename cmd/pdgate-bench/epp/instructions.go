@@ -22,6 +22,9 @@ const instructionRefresh = "--refresh-metrics-interval=1s"
 // informers and the first scrapes all run 30-100x slower).
 const instructionReady = 10 * time.Minute
 
+// instructionConcurrency is the streams of an instruction-count run unless --concurrency says.
+const instructionConcurrency = 4
+
 // meter returns what a phase is measured with: the EPP's CPU time, or its instruction count.
 func (o *Options) meter(e *eppharness.EPP) CPUFunc {
 	if !o.Instructions {
@@ -61,8 +64,13 @@ const instructionNote = "**Instruction-count run** (`--instructions`): every EPP
 	"weigh a cache miss like an add, so they understate what memory-bound work costs in time."
 
 // applyInstructionDefaults scales the request counts the user did not set to callgrind's pace
-// (a twentieth, at least 10) and lifts the phase cap they did not set to 30 minutes.
-func (o *Options) applyInstructionDefaults(requestsSet, maxPhaseSet bool) {
+// (a twentieth, at least 10), lifts the phase cap they did not set to 30 minutes, and runs 4
+// streams unless told otherwise: callgrind runs one thread at a time, so 32 concurrent 1 MB
+// requests queue past the client's deadline without counting any differently.
+func (o *Options) applyInstructionDefaults(requestsSet, maxPhaseSet, concurrencySet bool) {
+	if !concurrencySet {
+		o.Concurrency = instructionConcurrency
+	}
 	if !requestsSet {
 		for i, n := range o.Requests {
 			o.Requests[i] = max(10, n/20)

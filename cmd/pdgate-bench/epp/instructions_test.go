@@ -11,19 +11,21 @@ import (
 func TestInstructionOptions(t *testing.T) {
 	for _, tc := range []struct {
 		name                     string
-		requestsSet, maxPhaseSet bool
-		wantRequests             []int
-		wantPhase                time.Duration
+		requestsSet, maxPhaseSet, concurrencySet bool
+		wantRequests                             []int
+		wantPhase                                time.Duration
+		wantConcurrency                          int
 	}{
-		{name: "defaults scaled", wantRequests: []int{150, 75, 15, 10}, wantPhase: 30 * time.Minute},
-		{name: "user's counts and cap kept", requestsSet: true, maxPhaseSet: true, wantRequests: []int{3000, 1500, 300, 60}, wantPhase: time.Minute},
+		{name: "defaults scaled", wantRequests: []int{150, 75, 15, 10}, wantPhase: 30 * time.Minute, wantConcurrency: 4},
+		{name: "user's counts, cap and streams kept", requestsSet: true, maxPhaseSet: true, concurrencySet: true,
+			wantRequests: []int{3000, 1500, 300, 60}, wantPhase: time.Minute, wantConcurrency: 32},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions(false)
 			o.Instructions = true
-			o.applyInstructionDefaults(tc.requestsSet, tc.maxPhaseSet)
-			if !slices.Equal(o.Requests, tc.wantRequests) || o.MaxPhase != tc.wantPhase {
-				t.Fatalf("requests %v phase %s, want %v %s", o.Requests, o.MaxPhase, tc.wantRequests, tc.wantPhase)
+			o.applyInstructionDefaults(tc.requestsSet, tc.maxPhaseSet, tc.concurrencySet)
+			if !slices.Equal(o.Requests, tc.wantRequests) || o.MaxPhase != tc.wantPhase || o.Concurrency != tc.wantConcurrency {
+				t.Fatalf("requests %v phase %s streams %d, want %v %s %d", o.Requests, o.MaxPhase, o.Concurrency, tc.wantRequests, tc.wantPhase, tc.wantConcurrency)
 			}
 		})
 	}
