@@ -10,7 +10,7 @@ import (
 
 func TestInstructionOptions(t *testing.T) {
 	for _, tc := range []struct {
-		name                     string
+		name                                     string
 		requestsSet, maxPhaseSet, concurrencySet bool
 		wantRequests                             []int
 		wantPhase                                time.Duration

@@ -126,15 +126,15 @@ func configNames() string {
 
 // Results are one run's measurements.
 type Results struct {
-	Sizes       []int          `json:"sizes"`
-	Concurrency int            `json:"concurrency"`
-	Conns       int            `json:"connections"`
-	ChunkSize   int            `json:"chunkSize"`
-	Parser      string         `json:"parser"`
+	Sizes       []int  `json:"sizes"`
+	Concurrency int    `json:"concurrency"`
+	Conns       int    `json:"connections"`
+	ChunkSize   int    `json:"chunkSize"`
+	Parser      string `json:"parser"`
 	// Meter is what the CPU figures measure: "cpu" (ms) or "instructions" (millions).
 	Meter   string         `json:"meter"`
 	Configs []ConfigResult `json:"configs"`
-	Memory      []MemoryResult `json:"memory,omitempty"`
+	Memory  []MemoryResult `json:"memory,omitempty"`
 }
 
 // ConfigResult is one EPP configuration's figures.
