@@ -41,9 +41,10 @@ func (h handoffParams) validate() error {
 	return err
 }
 
-// handoffCheck is the plugin's compatibility state: the shared counter, registered at first
-// use on the EPP's registerer.
+// handoffCheck is the plugin's compatibility state: what each pod declares, read once per
+// metadata object, and the shared counter, registered at first use on the EPP's registerer.
 type handoffCheck struct {
+	specs   handoffcompat.Cache
 	once    sync.Once
 	counter *handoffcompat.Counter
 }
@@ -51,7 +52,7 @@ type handoffCheck struct {
 // selectPair is Select with the pairs kept compatible. A fleet that declares nothing goes
 // straight to Select, allocating nothing more.
 func (p *Plugin) selectPair(in Input) (Decision, error) {
-	split, ok := splitByHandoff(in)
+	split, ok := p.handoff.split(in)
 	if !ok {
 		return p.selector.Select(in)
 	}
@@ -104,24 +105,19 @@ func pairSide(p *podmodel.Pod) int {
 	return 0
 }
 
-func handoffSpec(p *podmodel.Pod) handoffcompat.Spec {
-	if p.Endpoint == nil || p.Endpoint.GetMetadata() == nil {
-		return handoffcompat.Spec{}
+// ref is the pod's interned spec (equal specs, equal pointers).
+func (h *handoffCheck) ref(p *podmodel.Pod) *handoffcompat.Spec {
+	if p.Endpoint == nil {
+		return h.specs.Ref(nil)
 	}
-	s, _ := handoffcompat.Of(p.Endpoint.GetMetadata().Labels)
-	return s
+	return h.specs.Ref(p.Endpoint.GetMetadata())
 }
 
-// splitByHandoff returns false when no pod declares any handoff attribute.
-func splitByHandoff(in Input) (handoffSplit, bool) {
-	declared := false
-	for i := range in.Pods {
-		if ep := in.Pods[i].Endpoint; ep != nil && ep.GetMetadata() != nil && handoffcompat.Declares(ep.GetMetadata().Labels) {
-			declared = true
-			break
-		}
-	}
-	if !declared {
+// split returns false when every pod declares the same (nothing, or one model on an AIBrix
+// fleet, which labels every pod with it): every pair is then compatible. That check allocates
+// nothing.
+func (h *handoffCheck) split(in Input) (handoffSplit, bool) {
+	if h.uniform(in.Pods) {
 		return handoffSplit{}, false
 	}
 	n := len(in.Pods)
@@ -131,7 +127,7 @@ func splitByHandoff(in Input) (handoffSplit, bool) {
 	sidesOf := map[string]int{} // roleset → bit 1 prefill, bit 2 decode
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		specs[i], sides[i] = handoffSpec(p), pairSide(p)
+		specs[i], sides[i] = *h.ref(p), pairSide(p)
 		sidesOf[p.Roleset] |= sides[i]
 		if sides[i] != 2 {
 			continue
@@ -187,6 +183,19 @@ func splitByHandoff(in Input) (handoffSplit, bool) {
 	}
 	out.reason, _ = handoffcompat.FirstMismatch(prefillSpecs, classes)
 	return out, true
+}
+
+func (h *handoffCheck) uniform(pods []podmodel.Pod) bool {
+	if len(pods) == 0 {
+		return true
+	}
+	first := h.ref(&pods[0])
+	for i := 1; i < len(pods); i++ {
+		if h.ref(&pods[i]) != first {
+			return false
+		}
+	}
+	return true
 }
 
 func classKey(roleset string, class int) string {

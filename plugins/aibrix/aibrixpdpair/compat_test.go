@@ -118,18 +118,17 @@ func TestNoCompatiblePrefillFallback(t *testing.T) {
 	tests := []struct {
 		name, params string
 		wantStatus   int
-		fallback     string
+		fallback     handoffcompat.Fallback
 	}{
-		{name: "default is local prefill", params: `{}`, fallback: "local_prefill"},
-		{name: "local prefill", params: `{"noCompatiblePrefill":"local-prefill"}`, fallback: "local_prefill"},
-		{name: "error", params: `{"noCompatiblePrefill":"error"}`, wantStatus: http.StatusServiceUnavailable, fallback: "error"},
+		{name: "default is local prefill", params: `{}`, fallback: handoffcompat.LocalPrefill},
+		{name: "local prefill", params: `{"noCompatiblePrefill":"local-prefill"}`, fallback: handoffcompat.LocalPrefill},
+		{name: "error", params: `{"noCompatiblePrefill":"error"}`, wantStatus: http.StatusServiceUnavailable, fallback: handoffcompat.Fail},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, eps := mkPods(pods...)
 			pl := newPlugin(t, tc.params)
-			reg := prometheus.NewRegistry()
-			c, err := handoffcompat.NewCounter(reg)
+			c, err := handoffcompat.NewCounter(prometheus.NewRegistry())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,35 +158,11 @@ func TestNoCompatiblePrefillFallback(t *testing.T) {
 					t.Fatalf("decider must skip prefill: %+v", dec)
 				}
 			}
-			if got := counterValue(t, reg, "revision", tc.fallback); got != 1 {
+			if got := c.Count(handoffcompat.Revision, tc.fallback); got != 1 {
 				t.Errorf("pdgate_pd_no_compatible_pair_total{revision,%s} = %g, want 1", tc.fallback, got)
 			}
 		})
 	}
-}
-
-// counterValue reads pdgate_pd_no_compatible_pair_total{reason,fallback} from reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, reason, fallback string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "pdgate_pd_no_compatible_pair_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if got["reason"] == reason && got["fallback"] == fallback {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
 }
 
 func TestNoCompatiblePrefillParameter(t *testing.T) {
@@ -196,30 +171,41 @@ func TestNoCompatiblePrefillParameter(t *testing.T) {
 	}
 }
 
-func TestHandoffSplitAllocatesNothingWhenUndeclared(t *testing.T) {
-	pods, _ := mkPods(hpod("p1", "prefill", "a", nil), hpod("d1", "decode", "a", nil), hpod("p2", "prefill", "", nil), hpod("d2", "decode", "", nil))
-	in := Input{Pods: pods}
-	if n := testing.AllocsPerRun(200, func() { _, _ = splitByHandoff(in) }); n != 0 {
-		t.Errorf("the compatibility check allocates %g times per request on a fleet that declares nothing", n)
+func TestHandoffSplitAllocatesNothingWhenUniform(t *testing.T) {
+	model := map[string]string{handoffcompat.LabelModel: "m"}
+	for name, decl := range map[string]map[string]string{"nothing declared": nil, "one model everywhere": model} {
+		pods, _ := mkPods(hpod("p1", "prefill", "a", decl), hpod("d1", "decode", "a", decl), hpod("p2", "prefill", "", decl), hpod("d2", "decode", "", decl))
+		in := Input{Pods: pods}
+		var h handoffCheck
+		if n := testing.AllocsPerRun(200, func() {
+			if _, split := h.split(in); split {
+				t.Fatal("a uniform fleet was split")
+			}
+		}); n != 0 {
+			t.Errorf("%s: the compatibility check allocates %g times per request", name, n)
+		}
 	}
 }
 
-// BenchmarkSelectPair compares the selection with the compatibility check on a 64-pod fleet
-// that declares nothing and on one that declares a connector and a revision on every pod.
+// BenchmarkSelectPair times the selection with the compatibility check on 64-pod fleets that
+// declare nothing, one model on every pod (an AIBrix fleet), and two connectors.
 func BenchmarkSelectPair(b *testing.B) {
-	for _, declared := range []bool{false, true} {
+	for _, fleet := range []string{"undeclared", "one-model", "two-connectors"} {
 		var specs []podSpec
 		for i := range 32 {
 			var decl map[string]string
-			if declared {
-				decl = map[string]string{handoffcompat.LabelConnector: []string{"nixl", "mooncake"}[i%2], handoffcompat.LabelRevision: "r1"}
+			switch fleet {
+			case "one-model":
+				decl = map[string]string{handoffcompat.LabelModel: "m"}
+			case "two-connectors":
+				decl = map[string]string{handoffcompat.LabelConnector: []string{"nixl", "mooncake"}[i%2], handoffcompat.LabelModel: "m"}
 			}
 			specs = append(specs, hpod(fmt.Sprintf("p%d", i), "prefill", "", decl), hpod(fmt.Sprintf("d%d", i), "decode", "", decl))
 		}
 		pods, _ := mkPods(specs...)
 		pl := newPlugin(&testing.T{}, `{}`)
 		in := Input{Pods: pods, Knobs: pl.params.Knobs}
-		b.Run(fmt.Sprintf("declared=%v", declared), func(b *testing.B) {
+		b.Run(fleet, func(b *testing.B) {
 			b.ReportAllocs()
 			for i := range b.N {
 				in.RequestID = fmt.Sprint(i)

@@ -34,8 +34,8 @@ func (f *Filter) Filter(ctx context.Context, cs *fwksched.CycleState, _ *fwksche
 	if p == nil || p.GetMetadata() == nil || !handoffcompat.Declares(p.GetMetadata().Labels) {
 		return eps // first stage, or a peer that declares nothing: every candidate is compatible
 	}
-	want, _ := handoffcompat.Of(p.GetMetadata().Labels)
-	kept, dropped := compatible(want, eps)
+	want := f.specs.Of(p.GetMetadata())
+	kept, dropped := f.compatible(want, eps)
 	if len(kept) > 0 || len(eps) == 0 {
 		return kept
 	}
@@ -62,12 +62,9 @@ func (f *Filter) Filter(ctx context.Context, cs *fwksched.CycleState, _ *fwksche
 
 // compatible splits eps by compatibility with want; dropped are the specs of the others
 // (for the reason). eps is returned as is when every candidate is kept.
-func compatible(want handoffcompat.Spec, eps []fwksched.Endpoint) (kept []fwksched.Endpoint, dropped []handoffcompat.Spec) {
+func (f *Filter) compatible(want handoffcompat.Spec, eps []fwksched.Endpoint) (kept []fwksched.Endpoint, dropped []handoffcompat.Spec) {
 	for i, ep := range eps {
-		var s handoffcompat.Spec
-		if md := ep.GetMetadata(); md != nil {
-			s, _ = handoffcompat.Of(md.Labels)
-		}
+		s := f.specs.Of(ep.GetMetadata())
 		if handoffcompat.Compatible(want, s) {
 			if kept != nil {
 				kept = append(kept, ep)

@@ -34,6 +34,7 @@ type Filter struct {
 	tn       fwkplugin.TypedName
 	fallback handoffcompat.Fallback
 	counter  *handoffcompat.Counter
+	specs    handoffcompat.Cache // what each candidate declares, read once per metadata object
 }
 
 // Factory builds the filter; its counter goes on the EPP's registerer.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
@@ -67,6 +68,15 @@ func (c *Counter) Inc(reason Attr, f Fallback) {
 	if c != nil {
 		c.vec.WithLabelValues(reason.String(), f.metricLabel()).Inc()
 	}
+}
+
+// Count is one series' value (tests, diagnostics); 0 for a nil counter.
+func (c *Counter) Count(reason Attr, f Fallback) float64 {
+	var m dto.Metric
+	if c == nil || c.vec.WithLabelValues(reason.String(), f.metricLabel()).Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
 }
 
 // FirstMismatch is the first attribute (in Attrs order) on which some spec of one side differs

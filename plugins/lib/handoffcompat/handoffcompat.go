@@ -7,6 +7,7 @@
 package handoffcompat
 
 import (
+	"sort"
 	"strconv"
 	"strings"
 
@@ -58,13 +59,27 @@ const (
 var Keys = [numAttrs]string{LabelConnector, LabelTransferProtocol, LabelBlockSize, LabelTPSize, LabelDPSize,
 	LabelModel, LabelRevision, LabelTransferGroup}
 
-// annotationKeys are the same keys set as pod annotations (mirrored by the EPP).
-var annotationKeys = func() (out [numAttrs]string) {
+// keyAttr maps every label key, and its mirrored annotation key, to its attribute.
+type keyAttr struct {
+	attr       Attr
+	annotation bool
+}
+
+var byKey = func() map[string]keyAttr {
+	m := make(map[string]keyAttr, 2*numAttrs)
 	for i, k := range Keys {
-		out[i] = protocol.AnnotationLabelPrefix + k
+		m[k] = keyAttr{attr: Attr(i)}
+		m[protocol.AnnotationLabelPrefix+k] = keyAttr{attr: Attr(i), annotation: true}
 	}
-	return out
+	return m
 }()
+
+// attrOf maps a label key to its attribute; annotation says it is the mirrored annotation of
+// the key. Reading a pod walks its few labels once instead of looking up all sixteen keys.
+func attrOf(key string) (a Attr, annotation, ok bool) {
+	ka, ok := byKey[key]
+	return ka.attr, ka.annotation, ok
+}
 
 // Spec is what one pod declares; "" is an attribute it leaves out. The zero Spec declares
 // nothing.
@@ -75,16 +90,19 @@ type Spec struct {
 // Of reads a pod's labels. A label wins over the annotation of the same key. Values are
 // trimmed; the connector and the protocol are lower-cased (AIBrix reads its connector label
 // case-insensitively); the three sizes must be positive integers, compared as numbers, and an
-// invalid one is left out and listed in invalid (the key=value), so that a typo never splits a
-// fleet. Of allocates nothing for a pod that declares nothing and valid sizes written plainly.
+// invalid one is left out and listed in invalid (the key=value, in key order), so that a typo
+// never splits a fleet. Of allocates nothing for a pod that declares nothing and valid sizes
+// written plainly.
 func Of(labels map[string]string) (s Spec, invalid []string) {
-	if len(labels) == 0 {
-		return s, nil
-	}
-	for i := range numAttrs {
-		raw, ok := labels[Keys[i]]
+	for key, raw := range labels {
+		i, annotation, ok := attrOf(key)
 		if !ok {
-			raw = labels[annotationKeys[i]]
+			continue
+		}
+		if annotation {
+			if _, labelled := labels[Keys[i]]; labelled {
+				continue
+			}
 		}
 		v := strings.TrimSpace(raw)
 		if v == "" {
@@ -105,6 +123,7 @@ func Of(labels map[string]string) (s Spec, invalid []string) {
 		}
 		s.v[i] = v
 	}
+	sort.Strings(invalid)
 	return s, invalid
 }
 
@@ -112,11 +131,8 @@ func Of(labels map[string]string) (s Spec, invalid []string) {
 // Spec: the check a hot path makes before doing any work. A blank or invalid value makes it
 // true although Of then leaves the attribute out.
 func Declares(labels map[string]string) bool {
-	if len(labels) == 0 {
-		return false
-	}
-	for i := range numAttrs {
-		if labels[Keys[i]] != "" || labels[annotationKeys[i]] != "" {
+	for key, v := range labels {
+		if _, _, ok := attrOf(key); ok && v != "" {
 			return true
 		}
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -30,7 +30,7 @@ func TestOf(t *testing.T) {
 		{name: "label wins over annotation", labels: map[string]string{LabelRevision: "r1", mirrored(LabelRevision): "r2"}, want: "revision=r1"},
 		{name: "sizes as numbers", labels: map[string]string{LabelTPSize: "08"}, want: "tp_size=8"},
 		{name: "invalid sizes left out", labels: map[string]string{LabelTPSize: "four", LabelBlockSize: "0", LabelDPSize: "-1", LabelModel: "m"},
-			want: "model=m", invalid: []string{LabelBlockSize + "=0", LabelTPSize + "=four", LabelDPSize + "=-1"}},
+			want: "model=m", invalid: []string{LabelDPSize + "=-1", LabelBlockSize + "=0", LabelTPSize + "=four"}},
 		{name: "blank is left out", labels: map[string]string{LabelTransferGroup: "  "}, want: "none"},
 	}
 	for _, tc := range tests {
@@ -127,13 +127,17 @@ func TestCounterSharedAcrossPlugins(t *testing.T) {
 	counters[0].Inc(Revision, LocalPrefill)
 	counters[1].Inc(Revision, LocalPrefill)
 	counters[1].Inc(Connector, Fail)
-	for labels, want := range map[[2]string]float64{{"revision", "local_prefill"}: 2, {"connector", "error"}: 1} {
-		if got := testutil.ToFloat64(counters[0].vec.WithLabelValues(labels[0], labels[1])); got != want {
-			t.Errorf("%v = %g, want %g", labels, got, want)
-		}
+	if got := counters[0].Count(Revision, LocalPrefill); got != 2 {
+		t.Errorf("revision/local_prefill = %g, want 2", got)
+	}
+	if got := counters[1].Count(Connector, Fail); got != 1 {
+		t.Errorf("connector/error = %g, want 1", got)
 	}
 	var nilCounter *Counter
 	nilCounter.Inc(Model, Fail) // a plugin built without metrics must not panic
+	if nilCounter.Count(Model, Fail) != 0 {
+		t.Error("a nil counter counts")
+	}
 }
 
 func TestOfAllocatesNothingForUndeclaredPods(t *testing.T) {
@@ -144,5 +148,34 @@ func TestOfAllocatesNothingForUndeclaredPods(t *testing.T) {
 	declared := map[string]string{LabelRevision: "r1", LabelTPSize: "4", LabelConnector: "nixl"}
 	if n := testing.AllocsPerRun(100, func() { _, _ = Of(declared) }); n != 0 {
 		t.Errorf("Of allocates %g times for plainly written values", n)
+	}
+}
+
+func TestCache(t *testing.T) {
+	var c Cache
+	md := &fwkdl.EndpointMetadata{Labels: map[string]string{LabelRevision: "r1"}}
+	if got := c.Of(md).Get(Revision); got != "r1" {
+		t.Fatalf("Of = %q", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.Of(md) }); n != 0 {
+		t.Errorf("a cached spec allocates %g times", n)
+	}
+	// a pod's change arrives as a new metadata object
+	if got := c.Of(&fwkdl.EndpointMetadata{Labels: map[string]string{LabelRevision: "r2"}}).Get(Revision); got != "r2" {
+		t.Errorf("new metadata read as %q", got)
+	}
+	for range cacheLimit + 10 {
+		c.Of(&fwkdl.EndpointMetadata{})
+	}
+	if n := c.n.Load(); n > cacheLimit {
+		t.Errorf("cache holds %d entries, limit %d", n, cacheLimit)
+	}
+	if c.Of(nil) != (Spec{}) {
+		t.Error("nil metadata declares something")
+	}
+	a := &fwkdl.EndpointMetadata{Labels: map[string]string{LabelTPSize: "4"}}
+	b := &fwkdl.EndpointMetadata{Labels: map[string]string{LabelTPSize: "04"}}
+	if c.Ref(a) != c.Ref(b) || c.Ref(&fwkdl.EndpointMetadata{}) != c.Ref(nil) {
+		t.Error("equal specs are not interned")
 	}
 }
