@@ -17,9 +17,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/precise/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
@@ -92,19 +90,11 @@ func (p *Producer) DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvwire
 // PreciseCore implements precisecache.Owner.
 func (p *Producer) PreciseCore() *precisecache.Core { return p.core }
 
-// Produces implements fwkplugin.ProducerPlugin.
-func (p *Producer) Produces() map[string]any {
-	return map[string]any{
-		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
-		precisecache.MatchInfoKey:          precisecache.MatchInfoType,
-	}
-}
+// Produces implements fwkplugin.ProducerPlugin (precisecache.Produces).
+func (p *Producer) Produces() map[string]any { return precisecache.Produces() }
 
-// Consumes implements fwkplugin.ConsumerPlugin: the tokenized prompt (llm-d requires it; the
-// EPP adds token-producer when nothing produces it).
-func (p *Producer) Consumes() map[string]any {
-	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
-}
+// Consumes implements fwkplugin.ConsumerPlugin (precisecache.Consumes).
+func (p *Producer) Consumes() map[string]any { return precisecache.Consumes() }
 
 // PrepareRequestData puts each endpoint's match on it.
 func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLMRequest, endpoints []fwksched.Endpoint) error {

@@ -17,9 +17,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
-	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
-	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/precise/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
@@ -133,10 +131,7 @@ func (s *Scorer) Produces() map[string]any {
 	if s.own == nil {
 		return map[string]any{}
 	}
-	return map[string]any{
-		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
-		precisecache.MatchInfoKey:          precisecache.MatchInfoType,
-	}
+	return precisecache.Produces()
 }
 
 // Consumes implements fwkplugin.ConsumerPlugin.
@@ -144,7 +139,7 @@ func (s *Scorer) Consumes() map[string]any {
 	if s.own == nil {
 		return map[string]any{precisecache.MatchInfoKey: precisecache.MatchInfoType}
 	}
-	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
+	return precisecache.Consumes()
 }
 
 // PrepareRequestData computes the matches when the scorer runs its own index.

@@ -22,6 +22,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
@@ -38,6 +39,21 @@ const MatchInfoKey = "PrecisePrefixCacheMatchInfo"
 // comparable: a typed nil pointer (the attribute is stored as *MatchInfo), never a MatchInfo
 // value, whose map would make the comparison panic.
 var MatchInfoType = (*MatchInfo)(nil)
+
+// Produces is what a plugin running a Core declares it produces: the match Produce puts on
+// every endpoint, as GIE's PrefixCacheMatchInfo and as MatchInfo.
+func Produces() map[string]any {
+	return map[string]any{
+		attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{},
+		MatchInfoKey:                       MatchInfoType,
+	}
+}
+
+// Consumes is what a plugin running a Core declares it consumes: the tokenized prompt (llm-d
+// requires it; the EPP adds token-producer when nothing produces it).
+func Consumes() map[string]any {
+	return map[string]any{contract.TokenizedPromptKey: contract.TokenizedPromptData{}}
+}
 
 // MatchInfo is one endpoint's precise prefix match for one request.
 type MatchInfo struct {
