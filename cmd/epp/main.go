@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/tracing"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 )
 
 func main() {
@@ -37,14 +38,19 @@ func main() {
 	}
 	logutil.InitLogging(&opts.ZapOptions)
 	ctx := ctrl.SetupSignalHandler()
-	if opts.Tracing {
-		if err := tracing.InitTracing(ctx, ctrl.Log.WithName("setup"), "pdgate/epp"); err != nil {
-			fmt.Fprintln(os.Stderr, "epp: tracing:", err)
-			os.Exit(1)
-		}
+	// --tracing (GIE's flag, on by default) allows spans; the OTEL_* environment turns them on.
+	tr, err := telemetry.Start(ctx, opts.Tracing, "pdgate/epp", "pdgate/epp")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "epp: tracing:", err)
+		os.Exit(1)
 	}
+	opts.Tracer = tr.Tracer()
 	opts.OnListening = func(a runner.Addresses) { fmt.Fprint(os.Stderr, howToTalk(opts, a)) }
-	if err := runner.Run(ctx, opts); err != nil {
+	err = runner.Run(ctx, opts)
+	if cerr := tr.Close(5 * time.Second); cerr != nil {
+		ctrl.Log.Error(cerr, "flushing spans")
+	}
+	if err != nil {
 		ctrl.Log.Error(err, "EPP stopped")
 		os.Exit(1)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
@@ -56,6 +57,8 @@ type Options struct {
 	ManagerOverrides []func(*ctrl.Options)
 	// OnListening, when set, receives the bound addresses once every listener is open.
 	OnListening func(Addresses)
+	// Tracer records the request path's spans (cmd/internal/telemetry); nil is tracing off.
+	Tracer trace.Tracer
 
 	envErr error // a malformed environment default, reported by Validate
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -28,6 +29,9 @@ type Options struct {
 	ListenAddr string
 	// AdminAddr serves /healthz, /readyz and /metrics; empty disables it.
 	AdminAddr string
+	// Tracer records each request's gateway span (set by Run from the OTEL_* environment;
+	// nil is tracing off).
+	Tracer trace.Tracer
 	// EPPAddr is the EPP's ext_proc gRPC address (host:port).
 	EPPAddr string
 	// EPPTLS dials the EPP with TLS (the EPP serves TLS by default, --secure-serving).

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 )
 
 // DialEPP opens the gRPC connection to the EPP's ext_proc service.
@@ -61,6 +63,17 @@ func Run(ctx context.Context, opts Options) error {
 		return err
 	}
 	defer conn.Close()
+	// Spans only when the OTEL_* environment names a collector (cmd/internal/telemetry).
+	tracing, err := telemetry.Start(ctx, true, "pdgate/gateway", "pdgate/gateway")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tracing.Close(5 * time.Second); err != nil {
+			opts.Logger.Error(err, "flushing spans")
+		}
+	}()
+	opts.Tracer = tracing.Tracer()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw := New(opts, extprocv3.NewExternalProcessorClient(conn), newGatewayMetrics(reg))

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
 	"github.com/pdgate/pdgate/cmd/sidecar/proxy"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -58,6 +59,17 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
+	// Spans only when the OTEL_* environment names a collector (cmd/internal/telemetry).
+	tracing, err := telemetry.Start(ctx, true, "pdgate/sidecar", "pdgate/sidecar")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := tracing.Close(5 * time.Second); err != nil {
+			log.Error(err, "flushing spans")
+		}
+	}()
+	cfg.Tracer = tracing.Tracer()
 	px, err := proxy.New(cfg)
 	if err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pdgate/pdgate/cmd/sidecar/allowlist"
 )
@@ -78,6 +79,8 @@ var FailurePolicies = []FailurePolicy{FailFast, Retry, FallbackLocal}
 // Config is everything the request path needs. Clients must be set; the app package builds
 // them from the TLS flags.
 type Config struct {
+	// Tracer records each request's sidecar spans (cmd/internal/telemetry); nil is tracing off.
+	Tracer       trace.Tracer
 	Engine       Engine
 	EngineURL    *url.URL
 	KVConnector  Connector

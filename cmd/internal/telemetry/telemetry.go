@@ -1,0 +1,133 @@
+// Package telemetry is the OpenTelemetry tracing set-up shared by bin/epp, bin/sidecar and
+// bin/gateway: off unless an OTLP endpoint is configured through the standard OTEL_*
+// variables, and then spans go to it over OTLP gRPC. When off, the binaries hold a nil
+// trace.Tracer and skip every tracing call, so the request path pays one nil check.
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Env names the set-up reads itself; the exporter and the SDK read the others
+// (OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER[_ARG], OTEL_RESOURCE_ATTRIBUTES).
+const (
+	EnvEndpoint       = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	EnvTracesEndpoint = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	EnvServiceName    = "OTEL_SERVICE_NAME"
+	EnvTracesExporter = "OTEL_TRACES_EXPORTER"
+	EnvSDKDisabled    = "OTEL_SDK_DISABLED"
+)
+
+// Tracing is one process's tracer provider; the zero value (and nil) is tracing off.
+type Tracing struct {
+	tp     *sdktrace.TracerProvider
+	tracer trace.Tracer
+}
+
+// Enabled reports whether the OTEL_* environment asks for spans: an OTLP endpoint is set,
+// the SDK is not disabled, and the traces exporter is otlp (or unset). GIE's EPP exported
+// to a console exporter, or to localhost:4317, when nothing was configured; pdgate exports
+// nothing then, so a binary started without a collector neither prints nor dials.
+func Enabled(getenv func(string) string) bool {
+	if strings.EqualFold(strings.TrimSpace(getenv(EnvSDKDisabled)), "true") {
+		return false
+	}
+	if e := strings.TrimSpace(getenv(EnvTracesExporter)); e != "" && !strings.EqualFold(e, "otlp") {
+		return false
+	}
+	return strings.TrimSpace(getenv(EnvEndpoint)) != "" || strings.TrimSpace(getenv(EnvTracesEndpoint)) != ""
+}
+
+// Start sets up tracing when on is true and the environment asks for it (Enabled); it
+// returns a Tracing that is off otherwise. service is the service.name used when
+// OTEL_SERVICE_NAME is unset. The caller ends it with Shutdown, which flushes the spans.
+func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error) {
+	if !on || !Enabled(os.Getenv) {
+		return &Tracing{}, nil
+	}
+	// The exporter reads the endpoint, its scheme (http:// means plaintext), headers,
+	// timeout and compression from the environment itself.
+	exp, err := otlptracegrpc.New(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("creating the OTLP gRPC trace exporter: %w", err)
+	}
+	// Later detectors win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(attribute.String("service.name", service)),
+		resource.WithTelemetrySDK(),
+		resource.WithFromEnv(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building the trace resource: %w", err)
+	}
+	// The SDK's default sampler reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
+	// (parentbased_always_on when unset).
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return &Tracing{tp: tp, tracer: tp.Tracer(scope)}, nil
+}
+
+// Tracer is the process's tracer, nil when tracing is off: callers guard every span with a
+// nil check, which is what makes off free.
+func (t *Tracing) Tracer() trace.Tracer {
+	if t == nil {
+		return nil
+	}
+	return t.tracer
+}
+
+// Shutdown flushes and stops the exporter; a no-op when tracing is off.
+func (t *Tracing) Shutdown(ctx context.Context) error {
+	if t == nil || t.tp == nil {
+		return nil
+	}
+	if err := t.tp.Shutdown(ctx); err != nil {
+		return fmt.Errorf("shutting down the tracer provider: %w", err)
+	}
+	return nil
+}
+
+// Close flushes the spans still batched, bounded by timeout so that a collector that went
+// away cannot hold a process's exit.
+func (t *Tracing) Close(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return t.Shutdown(ctx)
+}
+
+// Propagator is W3C trace context (traceparent, tracestate), the one format every hop of
+// pdgate reads and writes, whatever global propagator a library installed.
+var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
+
+// Extract returns ctx carrying the remote span context of the headers read by get
+// (case-insensitive names are the getter's business).
+func Extract(ctx context.Context, get func(string) string) context.Context {
+	return Propagator.Extract(ctx, funcCarrier(get))
+}
+
+// Inject writes ctx's span context (traceparent, tracestate) with set.
+func Inject(ctx context.Context, set func(key, value string)) {
+	Propagator.Inject(ctx, setCarrier(set))
+}
+
+type funcCarrier func(string) string
+
+func (f funcCarrier) Get(k string) string { return f(k) }
+func (funcCarrier) Set(string, string)    {}
+func (funcCarrier) Keys() []string        { return nil }
+
+type setCarrier func(string, string)
+
+func (setCarrier) Get(string) string { return "" }
+func (f setCarrier) Set(k, v string) { f(k, v) }
+func (setCarrier) Keys() []string    { return nil }
