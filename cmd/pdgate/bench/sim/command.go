@@ -136,6 +136,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	cmd.AddCommand(NewGoodputCommand())
 	cmd.AddCommand(NewPrefixCommand())
 	cmd.AddCommand(NewAdvisorCommand())
+	cmd.AddCommand(NewCompatCommand())
 	return cmd
 }
 

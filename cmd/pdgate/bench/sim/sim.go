@@ -268,6 +268,7 @@ func (s *Sim) arrive(a Arrival) {
 			return
 		}
 	}
+	s.checkHandoff(r) // compat.go: marks a pair that could not exchange KV
 	// the sim's prompt and decoded body are no longer needed by the EPP after scheduling;
 	// keep only what the engines need
 	r.hashes = kvcache.BlockHashes(a.Tokens, s.prof.BlockSize)

@@ -1,0 +1,320 @@
+package simbench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
+)
+
+// `pdgate bench sim compat`: a fleet whose pods cannot all hand KV to each other (two transfer
+// groups, two connectors, and a rolling revision change midway), routed by the same
+// EndpointPickerConfig twice: with the pods' handoff labels hidden from the EPP (what the
+// EPP did before it checked compatibility, and still does for pods that declare nothing) and
+// with them shown. The simulation knows what every pod really is and marks each pair it is
+// handed that could not exchange KV.
+//
+// An incompatible pair is simulated at the cost of a compatible one (prefill leg, transfer,
+// decode) and counted as failed, not served: in production the transfer fails or the decode
+// engine recomputes the prompt and the request is lost or late, while the load it put on the
+// fleet is the same. So both runs carry the same load, and goodput compares like with like.
+
+// handoffTruth marks a simulated pod's true handoff attributes: under this prefix plus the
+// attribute's name, keys no plugin reads. handoffTruthMarker says a pod has them.
+const (
+	handoffTruth       = "sim.pdgate.io/handoff-"
+	handoffTruthMarker = handoffTruth + "declared"
+	// kindIncompatible is the workload kind a request gets once routed to a pair that could not
+	// exchange KV.
+	kindIncompatible = "incompatible-pair"
+)
+
+// CompatOptions configure `pdgate bench sim compat`.
+type CompatOptions struct {
+	Root, Out string
+	Pods      int // prefill and decode pods alternate
+	Requests  int
+	Load      float64
+	Seed      int64
+	SLO       SLO
+	Config    string // the EndpointPickerConfig both runs use
+	Profile   string
+	Azure     string
+	// RolloutStart and RolloutEnd place the rolling revision change in the run, as fractions
+	// of its arrivals' span.
+	RolloutStart, RolloutEnd float64
+	Stdout                   io.Writer
+}
+
+// CompatDefaults: 32 pods (4 handoff classes of 4 prefill and 4 decode pods), the recommended
+// config, load 0.8, the rollout over the middle half of the run.
+func CompatDefaults() CompatOptions {
+	return CompatOptions{Root: ".", Out: "bench-results/sim-compat", Pods: 32, Requests: 20_000, Load: 0.8, Seed: 1,
+		SLO: SLO{TTFT: time.Second, TPOT: 50 * time.Millisecond}, Config: "config/recommended.yaml",
+		Azure: workload.DefaultAzureConvPath, RolloutStart: 0.25, RolloutEnd: 0.75}
+}
+
+// CompatRun is one run's outcome.
+type CompatRun struct {
+	Name     string `json:"name"`
+	Labelled bool   `json:"labelled"` // the EPP saw the handoff labels
+	Sent     int    `json:"sent"`
+	Served   int    `json:"served"` // served by a compatible pair, or without a prefill leg
+	// IncompatiblePairs are requests the EPP sent to a pair that could not exchange KV.
+	IncompatiblePairs int            `json:"incompatiblePairs"`
+	Failed            map[string]int `json:"failed,omitempty"`
+	Replaced          int            `json:"replaced"` // pods rolled from revision a to b
+	// Goodput is the share of sent requests served by a compatible pair (or with no prefill
+	// leg) within both SLOs; GoodputIfHarmless would be the share if incompatible pairs
+	// worked (an upper bound on what the fleet could do while mispairing).
+	Goodput           float64 `json:"goodput"`
+	GoodputIfHarmless float64 `json:"goodputIfHarmless"`
+	// CompatibleGoodput is the share of the requests served by compatible pairs (or with no
+	// prefill leg) that met both SLOs: how well the compatible part of the fleet served.
+	CompatibleGoodput float64 `json:"compatibleGoodput"`
+	TTFT              Dist    `json:"ttft"`
+	TPOT              Dist    `json:"tpot"`
+}
+
+// CompatReport is what `bench sim compat` writes to compat.json.
+type CompatReport struct {
+	Options CompatOptions `json:"options"`
+	Rate    float64       `json:"rate"`
+	Runs    []CompatRun   `json:"runs"`
+}
+
+// NewCompatCommand is `pdgate bench sim compat`.
+func NewCompatCommand() *cobra.Command {
+	o := CompatDefaults()
+	cmd := &cobra.Command{
+		Use:   "compat",
+		Short: "Compatibility-checked pairing: incompatible P/D pairs and goodput with handoff labels hidden from and shown to the EPP",
+		Long: `Runs the virtual-time fleet with two KV transfer groups and two KV connectors (four handoff
+classes) and a rolling revision change over the middle of the run (every pod of revision a is
+replaced by one of revision b, one at a time), under one EndpointPickerConfig (default the
+recommended one), twice: with the pods' handoff labels hidden from the EPP, which then pairs as it
+did before it checked compatibility, and with them shown. Counts the pairs that could not exchange
+KV and the goodput of the requests that were served by compatible pairs.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return runCompatCommand(c, o) },
+	}
+	o.flags(cmd.Flags())
+	return cmd
+}
+
+// flags binds the options: the fleet and the run, then goodput and the rollout, then files.
+func (o *CompatOptions) flags(f *pflag.FlagSet) {
+	f.IntVar(&o.Pods, "pods", o.Pods, "simulated GPUs (prefill and decode alternate; a multiple of 8 gives every handoff class both roles)")
+	f.IntVar(&o.Requests, "requests", o.Requests, "requests per run")
+	f.Float64Var(&o.Load, "load", o.Load, "offered load as a fraction of the fleet's estimated capacity")
+	f.Int64Var(&o.Seed, "seed", o.Seed, "workload and EPP seed")
+	o.sloFlags(f)
+	f.StringVar(&o.Config, "config", o.Config, "EndpointPickerConfig both runs route with")
+	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
+	f.StringVar(&o.Out, "out", o.Out, "directory for compat.json")
+}
+
+func (o *CompatOptions) sloFlags(f *pflag.FlagSet) {
+	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput: TTFT target")
+	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput: TPOT target")
+	f.Float64Var(&o.RolloutStart, "rollout-start", o.RolloutStart, "the rolling revision change starts at this fraction of the run's arrivals")
+	f.Float64Var(&o.RolloutEnd, "rollout-end", o.RolloutEnd, "and ends at this fraction")
+}
+
+func runCompatCommand(c *cobra.Command, o CompatOptions) error {
+	// plugins log through controller-runtime's logger; per-request logs are not the output
+	ctrllog.SetLogger(logr.Discard())
+	o.Stdout = c.OutOrStdout()
+	_, err := RunCompat(c.Context(), o)
+	return err
+}
+
+// RunCompat runs both fleets and prints (and writes) the comparison.
+func RunCompat(ctx context.Context, o CompatOptions) (*CompatReport, error) {
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Pods < 8 || o.Requests <= 0 || o.Load <= 0 || !(0 <= o.RolloutStart && o.RolloutStart <= o.RolloutEnd && o.RolloutEnd <= 1) {
+		return nil, fmt.Errorf("bench sim compat: want --pods >= 8, --requests > 0, --load > 0 and 0 <= rollout start <= end <= 1")
+	}
+	base := Options{Root: o.Root, Profile: o.Profile}
+	prof, err := loadProfile(base)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := workload.LoadAzureFile(base.path(o.Azure))
+	if err != nil {
+		return nil, fmt.Errorf("--azure-conv: %w", err)
+	}
+	mp, mo := azureMeans(rows)
+	rep := &CompatReport{Options: o, Rate: o.Load * CapacityPerGPU(prof, mp, mo) * float64(o.Pods)}
+	fmt.Fprintf(o.Stdout, "compat fleet: %d pods in 4 handoff classes (transfer groups g0/g1 x connectors nixl/mooncake), revision a rolled to b from %.0f %% to %.0f %% of the run; %s at load %.2f (%.0f req/s), %d requests\n",
+		o.Pods, 100*o.RolloutStart, 100*o.RolloutEnd, o.Config, o.Load, rep.Rate, o.Requests)
+	for _, labelled := range []bool{false, true} {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		run, err := compatRun(o, prof, rows, rep.Rate, labelled)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Stdout, "%-34s incompatible pairs %6d of %d  goodput %.3f (%.3f if mispairs were harmless; %.3f of the compatibly served)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  failed %v\n",
+			run.Name, run.IncompatiblePairs, run.Sent, run.Goodput, run.GoodputIfHarmless, run.CompatibleGoodput, run.TTFT.P50, run.TTFT.P99, run.TPOT.P50, run.TPOT.P99, run.Failed)
+		rep.Runs = append(rep.Runs, run)
+	}
+	if o.Out != "" {
+		path := filepath.Join(base.path(o.Out), "compat.json")
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err == nil {
+			err = os.MkdirAll(filepath.Dir(path), 0o755)
+		}
+		if err == nil {
+			err = os.WriteFile(path, b, 0o644)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write %s: %w", path, err)
+		}
+	}
+	return rep, nil
+}
+
+func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRow, rate float64, labelled bool) (CompatRun, error) {
+	name := "labels hidden (pairing unchecked)"
+	if labelled {
+		name = "labels shown (pairing checked)"
+	}
+	src, err := NewAzureSource(rows, rate, o.Seed, o.Requests, 0)
+	if err != nil {
+		return CompatRun{}, err
+	}
+	// The revision-b pods exist from the start but join the EPP's pool only as the rollout
+	// reaches them (a surge: each joins as its revision-a twin leaves).
+	pods := append(CompatFleet(o.Pods, prof.Model, "a", labelled), compatFleetAt(o.Pods, o.Pods, prof.Model, "b", labelled)...)
+	cfg := Config{Profile: prof, Pods: pods, EPPConfig: Options{Root: o.Root}.path(o.Config),
+		Model: prof.Model, Source: src, Seed: o.Seed}
+	s, err := New(cfg)
+	if err != nil {
+		return CompatRun{}, fmt.Errorf("%s: %w", name, err)
+	}
+	span := time.Duration(float64(o.Requests) / rate * float64(time.Second))
+	roll := s.rollRevision(o.Pods, time.Duration(o.RolloutStart*float64(span)), time.Duration(o.RolloutEnd*float64(span)))
+	res, err := s.Run()
+	if err != nil {
+		return CompatRun{}, fmt.Errorf("%s: %w", name, err)
+	}
+	run := CompatRun{Name: name, Labelled: labelled, Sent: res.sent, Failed: res.failed, Replaced: *roll,
+		GoodputIfHarmless: res.Goodput(o.SLO), TTFT: res.Summary.TTFT, TPOT: res.Summary.TPOT}
+	good := 0
+	for i, k := range res.kinds {
+		if k == kindIncompatible {
+			run.IncompatiblePairs++
+			continue
+		}
+		run.Served++
+		if res.good(i, o.SLO) {
+			good++
+		}
+	}
+	if res.sent > 0 {
+		run.Goodput = float64(good) / float64(res.sent)
+	}
+	if run.Served > 0 {
+		run.CompatibleGoodput = float64(good) / float64(run.Served)
+	}
+	return run, nil
+}
+
+// compatClass is pod i's transfer group and connector: consecutive prefill/decode pairs share
+// one, and the four classes repeat every eight pods.
+func compatClass(i int) (group, connector string) {
+	return fmt.Sprintf("g%d", (i/2)%2), []string{"nixl", "mooncake"}[(i/4)%2]
+}
+
+// CompatFleet is n pods, prefill and decode alternating, labelled for llm-d without rolesets
+// (so they pair across the fleet), in four handoff classes, all of one revision. The truth is
+// always recorded for the simulation; labelled shows it to the EPP too.
+func CompatFleet(n int, model, revision string, labelled bool) []PodSpec {
+	return compatFleetAt(0, n, model, revision, labelled)
+}
+
+// compatFleetAt is CompatFleet named and addressed from index first on (a second revision of
+// the same fleet).
+func compatFleetAt(first, n int, model, revision string, labelled bool) []PodSpec {
+	out := make([]PodSpec, n)
+	for i := range out {
+		role := RolePrefill
+		if i%2 == 1 {
+			role = RoleDecode
+		}
+		out[i] = fleetPod(first+i, role, model)
+		group, conn := compatClass(i)
+		out[i].Labels[handoffTruthMarker] = "true"
+		for a, v := range map[handoffcompat.Attr]string{handoffcompat.TransferGroup: group, handoffcompat.Connector: conn, handoffcompat.Revision: revision} {
+			out[i].Labels[handoffTruth+a.String()] = v
+			if labelled {
+				out[i].Labels[handoffcompat.Keys[a]] = v
+			}
+		}
+	}
+	return out
+}
+
+// truthOf is what a simulated pod really declares (the zero Spec for pods without a truth).
+func truthOf(p *pod) handoffcompat.Spec {
+	var s handoffcompat.Spec
+	if p == nil || p.spec.Labels[handoffTruthMarker] == "" {
+		return s
+	}
+	for _, a := range handoffcompat.Attrs {
+		if v := p.spec.Labels[handoffTruth+a.String()]; v != "" {
+			s = s.With(a, v)
+		}
+	}
+	return s
+}
+
+// checkHandoff marks a request the EPP sent to a pair that could not exchange KV (arrive calls
+// it once the pair is known).
+func (s *Sim) checkHandoff(r *request) {
+	if r.prefill != nil && !handoffcompat.Compatible(truthOf(r.prefill), truthOf(r.decode)) {
+		r.a.Kind = kindIncompatible
+	}
+}
+
+// rollRevision makes the first n pods the EPP's pool and then, one at a time in fleet order
+// between from and to, swaps pod i out for pod n+i (its successor of the same role and class):
+// the old pod leaves the pool and drains its requests. It returns the count of pods swapped,
+// filled as the run goes.
+func (s *Sim) rollRevision(n int, from, to time.Duration) *int {
+	swapped := new(int)
+	pool := append([]*pod(nil), s.pods[:n]...)
+	publish := func() {
+		for _, e := range s.epps {
+			e.pool.set(pool)
+		}
+	}
+	publish()
+	step := (to - from) / time.Duration(max(n, 1))
+	for i := range n {
+		s.clock.AfterFunc(from+time.Duration(i)*step, func() {
+			pool[i] = s.pods[n+i]
+			pool[i].scrape(s.now())
+			publish()
+			*swapped++
+		})
+	}
+	return swapped
+}

@@ -1,0 +1,72 @@
+package simbench
+
+import (
+	"testing"
+	"time"
+
+	"github.com/pdgate/pdgate/cmd/pdgate/workload"
+	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
+)
+
+// Hidden labels: the recommended config pairs across handoff classes; shown: never. Every
+// request ends once either way, and the rollout replaces every pod.
+func TestCompatRunsCountIncompatiblePairs(t *testing.T) {
+	rows := []workload.AzureRow{
+		{Offset: 0, ContextTokens: 600, GeneratedTokens: 20},
+		{Offset: 30 * time.Millisecond, ContextTokens: 1500, GeneratedTokens: 10},
+		{Offset: 60 * time.Millisecond, ContextTokens: 900, GeneratedTokens: 40},
+	}
+	o := CompatDefaults()
+	o.Root, o.Pods, o.Requests = repoFile(""), 8, 300
+	prof := costmodel.Default()
+	for _, labelled := range []bool{false, true} {
+		run, err := compatRun(o, prof, rows, 100, labelled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		failed := 0
+		for _, n := range run.Failed {
+			failed += n
+		}
+		if run.Sent != o.Requests || run.Served+run.IncompatiblePairs+failed != run.Sent {
+			t.Fatalf("%s: sent %d served %d incompatible %d failed %v", run.Name, run.Sent, run.Served, run.IncompatiblePairs, run.Failed)
+		}
+		if run.Replaced != o.Pods {
+			t.Errorf("%s: %d pods rolled, want %d", run.Name, run.Replaced, o.Pods)
+		}
+		if labelled && run.IncompatiblePairs != 0 {
+			t.Errorf("%s: %d incompatible pairs, want 0", run.Name, run.IncompatiblePairs)
+		}
+		if !labelled && run.IncompatiblePairs == 0 {
+			t.Errorf("%s: no incompatible pair; the fleet does not exercise the check", run.Name)
+		}
+	}
+}
+
+func TestCompatFleet(t *testing.T) {
+	pods := CompatFleet(8, "m", "a", true)
+	classes := map[handoffcompat.Spec][2]int{}
+	for i, p := range pods {
+		s, _ := handoffcompat.Of(p.Labels)
+		if s.Get(handoffcompat.Revision) != "a" || s.Get(handoffcompat.Model) != "m" {
+			t.Fatalf("pod %d declares %s", i, s)
+		}
+		c := classes[s]
+		c[i%2]++
+		classes[s] = c
+	}
+	if len(classes) != 4 {
+		t.Fatalf("%d handoff classes, want 4", len(classes))
+	}
+	for s, c := range classes {
+		if c[0] != 1 || c[1] != 1 {
+			t.Errorf("class %s has %d prefill and %d decode pods, want 1 and 1", s, c[0], c[1])
+		}
+	}
+	for _, p := range CompatFleet(8, "m", "a", false) {
+		if s, _ := handoffcompat.Of(p.Labels); s.String() != "model=m" {
+			t.Errorf("hidden fleet shows %s to the EPP", s)
+		}
+	}
+}
