@@ -7,6 +7,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Run starts binDir/name with args until the test ends (see Start).
@@ -82,15 +83,32 @@ func (p *Proc) Start() {
 
 // Kill ends the current run at once (SIGKILL to its process group: no goodbye on the wire)
 // and waits until it has exited.
-func (p *Proc) Kill() {
+func (p *Proc) Kill() { <-p.signal(syscall.SIGKILL) }
+
+// Stop ends the current run gracefully: sig to its process group, then SIGKILL when it has
+// not exited within grace. For a binary whose goodbye a test relies on, or that shares state
+// with others (a lease, a heartbeat), unlike an engine crash.
+func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) {
+	select {
+	case <-p.signal(sig):
+	case <-time.After(grace):
+		p.Kill()
+	}
+}
+
+// signal sends sig to the current run's process group and returns the channel closed when
+// that run has exited.
+func (p *Proc) signal(sig syscall.Signal) <-chan struct{} {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
-	if cmd == nil {
-		return
+	if cmd == nil { // the first Start failed
+		closed := make(chan struct{})
+		close(closed)
+		return closed
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-	<-done
+	_ = syscall.Kill(-cmd.Process.Pid, sig)
+	return done
 }
 
 // Exited is closed when the current run has exited.

@@ -2,18 +2,16 @@ package ledger
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -82,29 +80,11 @@ dataLayer:
     - pluginRef: aibrix-engine-metrics-extractor
 `
 
-// syncBuffer collects a process's output for failure reports.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // eppProc is a real EPP process in standalone mode plus an ext_proc client.
 type eppProc struct {
 	name    string
 	client  *extprocclient.Client
-	out     *syncBuffer
+	proc    *testsupport.Proc
 	metrics string // URL of the EPP's /metrics
 	byAddr  map[string]string
 	seq     atomic.Int64
@@ -128,29 +108,11 @@ func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod)
 	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(eppConfig, redisAddr, name)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
-	cmd := exec.Command(eppBin(), "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
+	p := testsupport.StartProc(t, eppBin(), nil, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "ledger-it")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("EPP %s output:\n%s", name, out.String())
-		}
-	})
-	client, murl := eppclient.DialStarted(t, out.String, done, 60*time.Second)
-	return &eppProc{name: name, client: client, out: out, byAddr: byAddr, metrics: murl}
+	t.Cleanup(func() { p.Stop(syscall.SIGINT, 20*time.Second) }) // a replica leaves the shared ledger as in production
+	client, murl := eppclient.DialStarted(t, p.Output, p.Exited(), 60*time.Second)
+	return &eppProc{name: name, client: client, proc: p, byAddr: byAddr, metrics: murl}
 }
 
 // pick is what the EPP answered for one request.
@@ -210,7 +172,7 @@ func (e *eppProc) picks(t *testing.T, n int) map[string]int {
 		r, done := e.open(t, completionBody(50))
 		closers = append(closers, done)
 		if r.status != 0 || r.decode == "" || r.prefill != "prefill-0" {
-			t.Fatalf("%s: request failed or was not disaggregated: %+v\n%s", e.name, r, e.out.String())
+			t.Fatalf("%s: request failed or was not disaggregated: %+v\n%s", e.name, r, e.proc.Output())
 		}
 		seen[r.decode]++
 	}
