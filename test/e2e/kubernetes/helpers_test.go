@@ -5,9 +5,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -42,61 +41,23 @@ func commonPort(t *testing.T, hosts ...string) int {
 	return 0
 }
 
-// proc is one started binary.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-// start runs one of the suite's binaries until the test ends; health (a URL) is polled until
-// 200 when given.
-func start(t *testing.T, name, bin, health string, env []string, args ...string) *proc {
+// start runs one of the suite's binaries until the test ends, when it is stopped with SIGINT
+// as a pod's container would be; health (a URL) is polled until 200 when given.
+func start(t *testing.T, name, bin, health string, env []string, args ...string) {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
+	p := testsupport.StartProc(t, suite.Bin(bin), env, args...)
+	t.Cleanup(func() { p.Stop(syscall.SIGINT, 10*time.Second) })
+	if health == "" {
+		return
 	}
-	p := &proc{name: name, cmd: exec.Command(suite.Bin(bin), args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { _ = p.cmd.Wait(); logf.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logPath)
-			if len(b) > 3000 {
-				b = b[len(b)-3000:]
-			}
-			t.Logf("--- %s %v ---\n%s", name, args, b)
-		}
-	})
-	if health != "" {
-		waitHTTP(t, p, health, 2*time.Minute)
-	}
-	return p
-}
-
-func waitHTTP(t *testing.T, p *proc, url string, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		select {
-		case <-p.done:
-			t.Fatalf("%s exited before %s answered", p.name, url)
+		case <-p.Exited():
+			t.Fatalf("%s exited before %s answered", name, health)
 		default:
 		}
-		resp, err := http.Get(url)
+		resp, err := http.Get(health)
 		if err == nil {
 			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -105,7 +66,7 @@ func waitHTTP(t *testing.T, p *proc, url string, timeout time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("%s: %s not healthy within %s", p.name, url, timeout)
+	t.Fatalf("%s: %s not healthy within 2m0s", name, health)
 }
 
 // reply is what one completion through the gateway returned.
