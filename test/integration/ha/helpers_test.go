@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,12 +20,10 @@ import (
 
 // eppProcess is one running EPP.
 type eppProcess struct {
+	*testsupport.Proc
 	name        string
-	cmd         *exec.Cmd
 	healthPort  int
 	metricsPort int
-	logPath     string
-	done        chan error
 }
 
 // eppSpec is what the chart's EPP Deployment runs: args, literal env values, config files.
@@ -47,7 +44,7 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *e
 			t.Fatal(err)
 		}
 	}
-	p := &eppProcess{name: name, healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t), logPath: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
+	p := &eppProcess{name: name, healthPort: testsupport.FreePort(t), metricsPort: testsupport.FreePort(t)}
 	replace := map[string]string{
 		"--grpc-port":        strconv.Itoa(testsupport.FreePort(t)),
 		"--grpc-health-port": strconv.Itoa(p.healthPort),
@@ -68,45 +65,18 @@ func startEPP(t *testing.T, name, namespace, kubeconfig string, spec eppSpec) *e
 		}
 		args = append(args, a)
 	}
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(suite.Bin("epp"), args...)
-	p.cmd.Env = append(append(os.Environ(), spec.env...), "KUBECONFIG="+kubeconfig, "NAMESPACE="+namespace, "POD_NAME="+name)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() { p.done <- p.cmd.Wait(); logf.Close() }()
-	t.Cleanup(func() {
-		p.stop(10 * time.Second)
-		if t.Failed() {
-			data, _ := os.ReadFile(p.logPath)
-			t.Logf("--- %s log (last 4000 bytes) ---\n%s", name, tail(data, 4000))
-		}
-	})
+	p.Proc = testsupport.StartProc(t, suite.Bin("epp"), append(append([]string{}, spec.env...), "KUBECONFIG="+kubeconfig, "NAMESPACE="+namespace, "POD_NAME="+name), args...)
+	t.Cleanup(func() { p.stop(10 * time.Second) })
 	return p
 }
 
-// stop sends SIGTERM and waits; it kills the process if it outlives the grace period.
-func (p *eppProcess) stop(grace time.Duration) {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+// stop sends SIGTERM (a rolling update's goodbye: the leader gives up its lease) and waits;
+// it kills the process if it outlives the grace period.
+func (p *eppProcess) stop(grace time.Duration) { p.Stop(syscall.SIGTERM, grace) }
 
 func (p *eppProcess) exited() bool {
 	select {
-	case err := <-p.done:
-		p.done <- err
+	case <-p.Exited():
 		return true
 	default:
 		return false
@@ -132,11 +102,4 @@ func (p *eppProcess) health(ctx context.Context, service string) (healthpb.Healt
 func (p *eppProcess) ready(ctx context.Context, service string) bool {
 	s, err := p.health(ctx, service)
 	return err == nil && s == healthpb.HealthCheckResponse_SERVING
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }
