@@ -3,6 +3,7 @@ package aibrixpdpair
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,8 +71,9 @@ func (p *Plugin) selectPair(in Input) (Decision, error) {
 			p.handoff.counter, _ = handoffcompat.NewCounter(pluginkit.Registerer(p.handle))
 		}
 	})
-	p.handoff.counter.Inc(split.reason, fb)
-	why := fmt.Sprintf("no prefill pod can hand KV to a decode pod: the candidate pairs differ in %s", split.reason)
+	reason := split.reason()
+	p.handoff.counter.Inc(reason, fb)
+	why := fmt.Sprintf("no prefill pod can hand KV to a decode pod: the candidate pairs differ in %s", reason)
 	if fb == handoffcompat.Fail {
 		return d, fail(http.StatusServiceUnavailable, handoffcompat.CauseNoCompatible, "%s", why)
 	}
@@ -87,8 +89,10 @@ type handoffSplit struct {
 	pods []podmodel.Pod
 	// pairedBefore: some roleset has a prefill and a decode pod; pairedAfter: some class has.
 	pairedBefore, pairedAfter bool
-	// reason is the first attribute on which prefill and decode specs differ.
-	reason handoffcompat.Attr
+	// what each pod declares, its side (1 prefill, 2 decode), the distinct decode specs
+	specs   []*handoffcompat.Spec
+	sides   []int
+	classes []*handoffcompat.Spec
 }
 
 // pairSide is a pod's side in the cascade's partition: 1 prefill, 2 decode, 0 neither.
@@ -121,68 +125,85 @@ func (h *handoffCheck) split(in Input) (handoffSplit, bool) {
 		return handoffSplit{}, false
 	}
 	n := len(in.Pods)
-	specs, sides := make([]handoffcompat.Spec, n), make([]int, n)
-	var classes []handoffcompat.Spec // distinct decode specs
-	class := make([]int, n)
-	sidesOf := map[string]int{} // roleset → bit 1 prefill, bit 2 decode
+	specs, sides, class := make([]*handoffcompat.Spec, n), make([]int, n), make([]int, n)
+	var classes []*handoffcompat.Spec // distinct decode specs (interned: equal specs, equal pointers)
+	sidesOf := map[string]int{}       // roleset → bit 1 prefill, bit 2 decode
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		specs[i], sides[i] = *h.ref(p), pairSide(p)
+		specs[i], sides[i] = h.ref(p), pairSide(p)
 		sidesOf[p.Roleset] |= sides[i]
 		if sides[i] != 2 {
 			continue
 		}
-		class[i] = -1
-		for c, s := range classes {
-			if s == specs[i] {
-				class[i] = c
-				break
-			}
-		}
+		class[i] = slices.Index(classes, specs[i])
 		if class[i] < 0 {
 			class[i] = len(classes)
 			classes = append(classes, specs[i])
 		}
 	}
-	out := handoffSplit{pods: append(make([]podmodel.Pod, 0, n), in.Pods...)}
-	classSides := map[string]int{}
-	var prefillSpecs []handoffcompat.Spec
+	type groupKey struct {
+		roleset string
+		class   int
+	}
+	keys, groupSides := map[groupKey]string{}, map[groupKey]int{}
+	key := func(roleset string, c int, side int) string {
+		k := groupKey{roleset, c}
+		groupSides[k] |= side
+		if s, ok := keys[k]; ok {
+			return s
+		}
+		s := roleset + handoffSep + strconv.Itoa(c)
+		keys[k] = s
+		return s
+	}
+	out := handoffSplit{pods: append(make([]podmodel.Pod, 0, n), in.Pods...), specs: specs, sides: sides, classes: classes}
 	for i := range in.Pods {
-		p := &out.pods[i]
+		roleset := in.Pods[i].Roleset
 		switch sides[i] {
 		case 2:
-			p.Roleset = classKey(in.Pods[i].Roleset, class[i])
-			classSides[p.Roleset] |= 2
+			out.pods[i].Roleset = key(roleset, class[i], 2)
 		case 1:
-			prefillSpecs = append(prefillSpecs, specs[i])
 			placed := false
 			for c, s := range classes {
-				if !handoffcompat.Compatible(specs[i], s) {
+				if !handoffcompat.Compatible(*specs[i], *s) {
 					continue
 				}
-				key := classKey(in.Pods[i].Roleset, c)
-				classSides[key] |= 1
 				if !placed {
-					out.pods[i].Roleset, placed = key, true
+					out.pods[i].Roleset, placed = key(roleset, c, 1), true
 					continue
 				}
 				dup := in.Pods[i]
-				dup.Roleset = key
+				dup.Roleset = key(roleset, c, 1)
 				out.pods = append(out.pods, dup)
 			}
 			if !placed {
-				out.pods[i].Roleset = in.Pods[i].Roleset + handoffSep + "-none"
+				out.pods[i].Roleset = roleset + handoffSep + "-none"
 			}
 		}
 	}
 	for _, s := range sidesOf {
 		out.pairedBefore = out.pairedBefore || s == 3
 	}
-	for _, s := range classSides {
+	for _, s := range groupSides {
 		out.pairedAfter = out.pairedAfter || s == 3
 	}
-	out.reason, _ = handoffcompat.FirstMismatch(prefillSpecs, classes)
 	return out, true
+}
+
+// reason is the first attribute on which a prefill pod and a decode class differ (the
+// metrics label of a request that found no pair; computed only then).
+func (sp handoffSplit) reason() handoffcompat.Attr {
+	var prefill, classes []handoffcompat.Spec
+	for i, s := range sp.specs {
+		if sp.sides[i] == 1 {
+			prefill = append(prefill, *s)
+		}
+	}
+	for _, s := range sp.classes {
+		classes = append(classes, *s)
+	}
+	a, _ := handoffcompat.FirstMismatch(prefill, classes)
+	return a
 }
 
 func (h *handoffCheck) uniform(pods []podmodel.Pod) bool {
@@ -196,10 +217,6 @@ func (h *handoffCheck) uniform(pods []podmodel.Pod) bool {
 		}
 	}
 	return true
-}
-
-func classKey(roleset string, class int) string {
-	return roleset + handoffSep + strconv.Itoa(class)
 }
 
 // rolesetOf strips the handoff class from a cascade roleset key.
