@@ -4,7 +4,8 @@
 // `go test`) and their TestMain (Main, BuiltBinaries), processes started for a test (Run,
 // Start, and StartProc for one the test kills and restarts), free ports (FreePort), polling
 // (Eventually), HTTP/JSON requests (PostJSON, ChatBody, Do, Outcome), /metrics samples
-// (MetricSample) and fake vLLM metrics pages (VLLMMetrics);
+// (MetricSample), fake vLLM metrics pages (VLLMMetrics) and the benchmarks' process CPU time
+// (ProcessCPU);
 // test/testsupport/eptest builds the endpoints unit tests use, kubetest the envtest suites'
 // control plane, labtest their labs, eppclient their ext_proc requests and redistest the
 // redis-server of the shared decode ledger.

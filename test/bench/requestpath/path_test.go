@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // configFor is a one-profile config with the given parser plugin lines.
@@ -147,14 +147,14 @@ func BenchmarkRequestPath(b *testing.B) {
 				b.SetBytes(int64(len(body)))
 				var m0, m1 runtime.MemStats
 				runtime.ReadMemStats(&m0)
-				c0 := cpuTime()
+				c0 := testsupport.ProcessCPU()
 				for b.Loop() {
 					s := &stream{ctx: context.Background(), in: frames(chatHeader, body, 16<<10)}
 					if err := p.Process(s); err != nil {
 						b.Fatal(err)
 					}
 				}
-				c := cpuTime() - c0
+				c := testsupport.ProcessCPU() - c0
 				runtime.ReadMemStats(&m1)
 				cpu = float64(c.Nanoseconds()) / float64(b.N)
 				allocs = float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
@@ -171,14 +171,4 @@ func BenchmarkRequestPath(b *testing.B) {
 			}
 		}
 	}
-}
-
-// cpuTime is the process's user+system CPU time (GC workers included), steadier than wall
-// time on a shared machine.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	benchepp "github.com/pdgate/pdgate/cmd/pdgate-bench/epp"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // shippedDatastore holds a bench layout's pods (labels as pdgate-bench epp sets them).
@@ -78,7 +79,7 @@ func BenchmarkShippedConfigs(b *testing.B) {
 				}
 				body := benchBody(size)
 				runtime.GC()
-				c0 := cpuTime()
+				c0 := testsupport.ProcessCPU()
 				n := 0
 				for b.Loop() {
 					h := map[string]string{":path": "/v1/chat/completions", "content-type": "application/json",
@@ -89,7 +90,7 @@ func BenchmarkShippedConfigs(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				cpu = float64((cpuTime() - c0).Nanoseconds()) / float64(b.N)
+				cpu = float64((testsupport.ProcessCPU() - c0).Nanoseconds()) / float64(b.N)
 				b.ReportMetric(cpu, "cpu-ns/op")
 			})
 			if i == 0 {

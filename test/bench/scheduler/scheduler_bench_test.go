@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 var sizes = []int{8, 64, 512}
@@ -51,16 +51,6 @@ func TestCyclesSchedule(t *testing.T) {
 
 type result struct{ ns, cpu float64 }
 
-// processCPU is the process's user+system CPU time: on a shared, oversubscribed machine it is
-// far steadier than wall time, which counts the time other processes held the cores.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkSchedulingCycle measures a full cycle per config and size and logs ns/op,
 // allocs/op and the ratio to GIE's default config (a) at the same size, from this run.
 func BenchmarkSchedulingCycle(b *testing.B) {
@@ -98,14 +88,14 @@ func measure(b *testing.B, c *cycle, reqs []*fwksched.LLMRequest) result {
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
-	cpu0 := processCPU()
+	cpu0 := testsupport.ProcessCPU()
 	for b.Loop() {
 		if err := c.run(ctx, reqs[i%len(reqs)]); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
-	cpuNs := float64((processCPU() - cpu0).Nanoseconds()) / float64(b.N)
+	cpuNs := float64((testsupport.ProcessCPU() - cpu0).Nanoseconds()) / float64(b.N)
 	b.ReportMetric(cpuNs, "cpu-ns/op")
 	return result{ns: float64(b.Elapsed().Nanoseconds()) / float64(b.N), cpu: cpuNs}
 }
