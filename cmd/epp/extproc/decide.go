@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterPb "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -36,6 +37,7 @@ func (x *exchange) decide(ctx context.Context) error {
 	}
 	body, err := x.schedule(ctx)
 	x.collectTrace()
+	x.recordDecision(err == nil)
 	if err != nil {
 		if a, ok := contract.AnswerOf(err); ok {
 			return x.answer(ctx, a)
@@ -86,8 +88,10 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 		Headers:          x.headers,
 		RequestSizeBytes: len(x.body),
 	}
+	x.tl.decideStart = time.Now()
 	dec, err := x.s.director.Decide(ctx, &Request{LLM: x.request, IncomingModel: x.incomingModel, FairnessID: x.fairnessID,
 		ObjectiveKey: x.objectiveKey, Received: x.received, Metadata: x.metadata})
+	x.tl.admitted, x.tl.decided = dec.Admitted, time.Now()
 	x.priority, x.targetPod, x.result = dec.Priority, dec.Target, dec.Result
 	if err != nil {
 		return nil, err

@@ -66,6 +66,9 @@ type Decision struct {
 	// (the conditional-decode gate, a PreRequest plugin): the caller ends such a request with
 	// the end-of-stream response hooks (ResponseBody) so every charge is released.
 	Target *fwkdl.EndpointMetadata
+	// Admitted is when admission let the request through (zero when it did not): the end of
+	// the EPP's queue phase.
+	Admitted time.Time
 }
 
 // Director returns the server's director.
@@ -97,6 +100,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	if err := d.cfg.Admission.Admit(ctx, d.admissionContext(in, dec.Priority), dec.Priority); err != nil {
 		return dec, err
 	}
+	dec.Admitted = time.Now()
 	if d.cfg.Settle != nil {
 		defer d.cfg.Settle(req.RequestId)
 	}

@@ -72,6 +72,7 @@ type exchange struct {
 	running       bool
 	errCode       string // GIE's error code for inference_objective_request_error_total
 	answered      bool   // an ImmediateResponse ended the exchange
+	tl            timeline
 
 	// Response.
 	respHeaders  map[string]string
@@ -149,6 +150,7 @@ func (x *exchange) onRequestHeaders(ctx context.Context, h *extProcPb.HttpHeader
 		x.fairnessID = metadata.DefaultFairnessID
 	}
 	x.logger = x.logger.WithValues(reqcommon.RequestIdHeaderKey, x.requestID)
+	x.startRequestSpan(ctx)
 	x.sent = make(map[string]string, len(x.headers))
 	for k, v := range x.headers {
 		x.sent[k] = v
@@ -230,6 +232,7 @@ func (x *exchange) send(resp *extProcPb.ProcessingResponse) error {
 // request that was scheduled but never completed (errors, disconnects, early answers), so every
 // ledger charge is released.
 func (x *exchange) finish() {
+	defer x.endRequestSpan()
 	if x.errCode != "" {
 		metrics.RecordRequestErrCounter(x.incomingModel, x.targetModel, x.errCode)
 	}

@@ -43,6 +43,9 @@ func (x *exchange) onResponseHeaders(ctx context.Context, h *extProcPb.HttpHeade
 	}
 	resp := &fwkrc.Response{RequestId: x.headers[reqcommon.RequestIdHeaderKey], Headers: x.respHeaders, ReqMetadata: x.metadata}
 	x.s.director.ResponseHeader(ctx, x.request, resp, x.targetPod)
+	if x.returnTrace() {
+		x.respHeaders[headerServerTiming] = x.serverTiming(x.respHeader(headerServerTiming))
+	}
 	var set []*configPb.HeaderValueOption
 	for k, v := range x.respHeaders {
 		if requtil.IsSystemOwnedHeader(k) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -82,6 +83,9 @@ type Options struct {
 	// InlinePrepareData runs the PrepareData plugins on the caller's goroutine, without GIE's
 	// wall-clock timeout (bench sim: its clock is virtual, and it reads the EPP's CPU per thread).
 	InlinePrepareData bool
+	// Tracer records each request's spans (gateway.request and its phases); nil is tracing
+	// off, and then the request path makes no tracing call at all.
+	Tracer trace.Tracer
 }
 
 // Config is everything the request path drives.

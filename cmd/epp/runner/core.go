@@ -74,6 +74,7 @@ func buildCore(ctx context.Context, o *Options, logger logr.Logger, mgr ctrl.Man
 		Path: extproc.Options{
 			MaxRequestBodyBytes: o.MaxRequestBodyBytes,
 			AllowTrace:          o.DecisionTrace,
+			Tracer:              o.Tracer,
 		},
 	})
 	if err != nil {

@@ -67,21 +67,25 @@ type exchange struct {
 	routing *extprocclient.Routing
 	wrote   bool // response headers went to the client
 	status  int
+	trace   exchangeTrace
 }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), g.opts.RequestTimeout)
 	defer cancel()
-	x := &exchange{w: w, r: r}
-	defer func() { g.metrics.observe(x.status, time.Since(start)) }()
+	x := &exchange{w: w, r: r, reqHead: requestHead(r)}
+	g.startTrace(x, start)
+	defer func() {
+		g.metrics.observe(x.status, time.Since(start))
+		x.endTrace(g.opts.Tracer)
+	}()
 	if err := g.serve(ctx, x); err != nil {
 		g.handleError(ctx, x, err)
 	}
 }
 
 func (g *Gateway) serve(ctx context.Context, x *exchange) error {
-	x.reqHead = requestHead(x.r)
 	s, err := g.client.Open(ctx)
 	if err != nil {
 		return g.requestPhaseFailure(ctx, x, err)

@@ -85,6 +85,7 @@ func upstreamRequest(ctx context.Context, endpoint string, head *headerSet, body
 // endpoint in metadata_context), then the body chunk by chunk; what the EPP returns goes to
 // the client, flushed per chunk so SSE streams stay live.
 func (g *Gateway) relayResponse(ctx context.Context, s *extprocclient.Stream, x *exchange, resp *http.Response, served string) error {
+	x.upstreamAnswered()
 	rh := resp.Header.Clone()
 	stripHopByHop(rh)
 	head := newHeaderSet(map[string]string{":status": strconv.Itoa(resp.StatusCode)}, rh)
@@ -110,6 +111,7 @@ func (g *Gateway) relayResponse(ctx context.Context, s *extprocclient.Stream, x 
 		return nil
 	}
 	err = s.RelayResponseBody(ctx, resp.Body, func(b []byte) error {
+		x.firstBytes()
 		if _, werr := x.w.Write(b); werr != nil {
 			return fmt.Errorf("writing to the client: %w", werr)
 		}

@@ -95,6 +95,15 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 		return false
 	}
 	req.Header = legHeaders(rq.header, rq.id)
+	rq.tl.decodeSent = time.Now()
+	sctx, span := pl.legSpan(ctx, SpanDecode, PhaseDecodeFirstChunk, rq.tl.decodeSent)
+	pl.injectLeg(sctx, req.Header)
+	var firstByte time.Time
+	defer func() {
+		if firstByte.IsZero() {
+			endLegSpan(span, time.Now(), "no_first_chunk")
+		}
+	}()
 	resp, err := pl.cfg.DecodeClient.Do(req)
 	if err != nil {
 		pl.decodeFailed(o, wd, err, false)
@@ -116,7 +125,6 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 		out       io.Writer = w
 		rw        *sse.Writer
 		pending   []byte
-		firstByte time.Time
 	)
 	ok2xx := resp.StatusCode/100 == 2
 	checking := ok2xx && o.checked()
@@ -164,6 +172,8 @@ func (pl *pipeline) decode(o decodeLeg) (needPrefill bool) {
 			wd.chunk()
 			if firstByte.IsZero() {
 				firstByte = time.Now()
+				rq.tl.firstChunk = firstByte
+				endLegSpan(span, firstByte, "")
 			}
 			chunk := buf[:n]
 			if holding {
@@ -285,6 +295,10 @@ func (pl *pipeline) writeDecodeHeaders(resp *http.Response, o decodeLeg, firstBy
 		}
 		pl.cfg.Metrics.KVHandoffSeconds.WithLabelValues(string(pl.cfg.Engine)).Observe(handoff.Seconds())
 	}
+	if firstByte.IsZero() {
+		firstByte = time.Now()
+	}
+	pl.serverTiming(h, firstByte)
 	w.WriteHeader(resp.StatusCode)
 }
 

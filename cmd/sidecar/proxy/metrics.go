@@ -4,6 +4,8 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 )
 
 // Metrics are the sidecar's Prometheus series (documented in cmd/sidecar/README.md).
@@ -17,6 +19,9 @@ type Metrics struct {
 	AllowlistRejections *prometheus.CounterVec
 	PrefillRetries      *prometheus.CounterVec
 	InFlight            prometheus.Gauge
+	// PhaseSeconds is pdgate_request_phase_seconds{phase}: the sidecar's phases of each
+	// request (timeline.go).
+	PhaseSeconds *prometheus.HistogramVec
 	// PrefillDiverted counts every request whose prefill did not run where the EPP said: the
 	// one series an operator alerts on to see a broken prefill tier within one scrape.
 	PrefillDiverted *prometheus.CounterVec
@@ -83,6 +88,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "pdgate_sidecar_decoder_port_header_rejections_total",
 			Help: "x-pdgate-decoder-port values that are not a port in 1..65535 (the --engine-url port applied).",
 		}),
+		PhaseSeconds: telemetry.NewPhaseHistogram("Time a request spent in each of the sidecar's phases, in seconds " +
+			"(sidecar_setup, prefill, handoff, decode_first_chunk)."),
 		PrefillReleases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pdgate_sidecar_prefill_release_callbacks_total",
 			Help: "Prefill-release callbacks to the EPP (x-pdgate-prefill-release) made when a prefill leg returned, by result (ok, http_error, transport_error, invalid_url).",
@@ -90,7 +97,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.Requests, m.Legs, m.PrefillSeconds, m.KVHandoffSeconds, m.Watchdog, m.Aborts,
 		m.AllowlistRejections, m.PrefillRetries, m.InFlight, m.PrefillDiverted, m.KnobRejections, m.PrefillReleases,
-		m.DecoderPortRejections)
+		m.DecoderPortRejections, m.PhaseSeconds)
 	return m
 }
 

@@ -93,7 +93,9 @@ func (pl *pipeline) prefillURL() string {
 
 // prefillOnce sends one prefill attempt and parses the JSON object it returns.
 func (pl *pipeline) prefillOnce(ctx context.Context, body []byte) (*jsonbody.Object, *legError) {
-	_, b, lerr := postJSON(ctx, pl.cfg.PrefillClient, pl.prefillURL(), legHeaders(pl.rq.header, pl.rq.id), body)
+	hdr := legHeaders(pl.rq.header, pl.rq.id)
+	pl.injectLeg(ctx, hdr)
+	_, b, lerr := postJSON(ctx, pl.cfg.PrefillClient, pl.prefillURL(), hdr, body)
 	if lerr != nil {
 		return nil, lerr
 	}
@@ -145,8 +147,10 @@ func (pl *pipeline) sequentialPrefill(body []byte) (*jsonbody.Object, time.Durat
 	rq := pl.rq
 	defer pl.release.returned(rq) // every way out: the leg's result is known
 	start := time.Now()
+	rq.tl.prefillStart = start
 	ctx, cancel := context.WithTimeout(pl.r.Context(), rq.t.prefill)
 	defer cancel()
+	ctx, span := pl.legSpan(ctx, SpanPrefill, PhasePrefill, start)
 	retries := 0
 	if !pl.cfg.SkipPrefillRetryOnce {
 		retries = 1
@@ -159,7 +163,9 @@ func (pl *pipeline) sequentialPrefill(body []byte) (*jsonbody.Object, time.Durat
 	for i := 0; ; i++ {
 		obj, lerr := pl.prefillOnce(ctx, body)
 		if lerr == nil {
-			d := time.Since(start)
+			rq.tl.prefillEnd = time.Now()
+			endLegSpan(span, rq.tl.prefillEnd, "")
+			d := rq.tl.prefillEnd.Sub(start)
 			pl.cfg.Metrics.Legs.WithLabelValues("prefill", engine, outcomeOK).Inc()
 			pl.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeOK).Observe(d.Seconds())
 			if rq.onAlternate {
@@ -173,6 +179,7 @@ func (pl *pipeline) sequentialPrefill(body []byte) (*jsonbody.Object, time.Durat
 		pl.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
 		rq.log.Info("prefill attempt failed", "attempt", i+1, "target", rq.prefill.String(), "err", lerr.Error())
 		if i >= retries || !lerr.retryable() || ctx.Err() != nil {
+			endLegSpan(span, time.Now(), lerr.class)
 			pl.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
 			return nil, time.Since(start), lerr
 		}
@@ -250,9 +257,13 @@ func (pl *pipeline) startConcurrentPrefill(body []byte, g *gate, abort aborter) 
 	go func() {
 		defer cancel()
 		start := time.Now()
+		ctx, span := pl.legSpan(ctx, SpanPrefill, PhasePrefill, start)
 		obj, lerr := pl.prefillOnce(ctx, body)
+		end := time.Now()
 		pl.release.returned(rq) // the leg's result is known: the EPP's charge may end
 		if lerr == nil || !lerr.terminal() {
+			endLegSpan(span, end, "")
+			pl.cfg.Metrics.PhaseSeconds.WithLabelValues(PhasePrefill).Observe(end.Sub(start).Seconds())
 			if lerr != nil {
 				rq.log.V(1).Info("prefill answered an unparseable body; KV transfer completed", "err", lerr.Error())
 			}
@@ -261,6 +272,7 @@ func (pl *pipeline) startConcurrentPrefill(body []byte, g *gate, abort aborter) 
 			g.succeed(expectFrom(obj))
 			return
 		}
+		endLegSpan(span, end, lerr.class)
 		pl.cfg.Metrics.Legs.WithLabelValues("prefill", engine, lerr.class).Inc()
 		pl.cfg.Metrics.PrefillSeconds.WithLabelValues(engine, outcomeFailed).Observe(time.Since(start).Seconds())
 		if g.fail(lerr) {

@@ -103,6 +103,8 @@ type request struct {
 	t     timeouts
 	log   logr.Logger
 	start time.Time
+	// tl is the request's phase timeline (timeline.go).
+	tl timeline
 }
 
 // ServeHTTP implements http.Handler.
@@ -139,6 +141,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, api API, routing map[string]string, decoderPort string) (mode string) {
 	rq := &request{id: requestID(r.Header), path: r.URL.Path, api: api, header: r.Header, start: time.Now(), decoderPort: decoderPort}
 	rq.log = p.cfg.Log.WithValues("requestID", rq.id, "path", rq.path)
+	p.startTrace(rq, r)
+	defer p.finishTimeline(rq, w)
 	rq.bootstrapPort = strings.TrimSpace(routing[protocol.HeaderPrefillerBootstrapPort])
 	rq.prefillEngine = strings.TrimSpace(routing[protocol.HeaderPrefillerEngine])
 	rq.prefillConnector = strings.TrimSpace(routing[protocol.HeaderPrefillerKVConnector])

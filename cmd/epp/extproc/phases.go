@@ -1,0 +1,160 @@
+package extproc
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
+)
+
+// The EPP's phases of a request, as the phase label of pdgate_request_phase_seconds, the
+// pdgate.phase attribute of their spans and the names in Server-Timing.
+const (
+	// PhaseQueue runs from the request headers' arrival until admission let the request
+	// through: the body's arrival, parsing, and the wait in admission (flow control).
+	PhaseQueue = "epp_queue"
+	// PhaseScheduling runs from admission until the routing decision is ready: candidates,
+	// PrepareData, admission plugins, the scheduler, the conditional-decode gate, PreRequest.
+	PhaseScheduling = "epp_scheduling"
+)
+
+// Span names. GIE v1.5.0's EPP emitted gateway.request (the ext_proc stream) and
+// gateway.request_orchestration (its director's HandleRequest, our Decide); the phases are
+// pdgate's own.
+const (
+	SpanRequest       = "gateway.request"
+	SpanOrchestration = "gateway.request_orchestration"
+	SpanQueue         = "pdgate.epp.queue"
+	SpanScheduling    = "pdgate.epp.scheduling"
+	// AttrPhase names the phase a span times, so a trace's phases can be summed by name.
+	AttrPhase = "pdgate.phase"
+)
+
+var (
+	phaseSeconds = telemetry.NewPhaseHistogram("Time a request spent in each phase of its path, in seconds " +
+		"(EPP: epp_queue, epp_scheduling; sidecar: sidecar_setup, prefill, kv_handoff, decode_first_chunk).")
+	// Resolved once: a label lookup per request would hash the label each time.
+	observeQueue      = phaseSeconds.WithLabelValues(PhaseQueue)
+	observeScheduling = phaseSeconds.WithLabelValues(PhaseScheduling)
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(phaseSeconds)
+}
+
+// timeline is one request's phase boundaries and, when tracing is on, its request span.
+type timeline struct {
+	ctx         context.Context // carries span; nil when tracing is off
+	span        trace.Span
+	decideStart time.Time
+	admitted    time.Time
+	decided     time.Time
+}
+
+// startRequestSpan opens gateway.request as a child of the client's (or the gateway's)
+// traceparent, at the moment the request headers arrived.
+func (x *exchange) startRequestSpan(ctx context.Context) {
+	tr := x.s.opts.Tracer
+	if tr == nil {
+		return
+	}
+	parent := telemetry.Extract(ctx, x.header)
+	x.tl.ctx, x.tl.span = tr.Start(parent, SpanRequest, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithTimestamp(x.received), trace.WithAttributes(attribute.String("pdgate.request_id", x.requestID)))
+}
+
+// header is a request header by case-insensitive name.
+func (x *exchange) header(name string) string {
+	if v, ok := x.headers[name]; ok {
+		return v
+	}
+	for k, v := range x.headers {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+// setHeaderFold sets a request header, replacing the client's copy whatever its case.
+func (x *exchange) setHeaderFold(name, value string) {
+	for k := range x.headers {
+		if k != name && strings.EqualFold(k, name) {
+			delete(x.headers, k)
+		}
+	}
+	x.headers[name] = value
+}
+
+// recordDecision observes the phases of a request that was admitted (and scheduled, when
+// scheduled is true), records their spans and, for a request that goes on, passes its trace
+// context upstream as GIE's EPP did.
+func (x *exchange) recordDecision(scheduled bool) {
+	t := &x.tl
+	if t.admitted.IsZero() {
+		return
+	}
+	queue := telemetry.Phase{Name: PhaseQueue, Start: x.received, End: t.admitted}
+	sched := telemetry.Phase{Name: PhaseScheduling, Start: t.admitted, End: t.decided}
+	observeQueue.Observe(queue.Seconds())
+	if scheduled {
+		observeScheduling.Observe(sched.Seconds())
+	}
+	if t.ctx == nil {
+		return
+	}
+	tr := x.s.opts.Tracer
+	telemetry.Record(t.ctx, tr, SpanQueue, queue, attribute.String(AttrPhase, PhaseQueue))
+	octx, orch := tr.Start(t.ctx, SpanOrchestration, trace.WithTimestamp(t.decideStart),
+		trace.WithAttributes(attribute.String("target_model", x.targetModel), attribute.Int("request_prio", x.priority)))
+	if scheduled {
+		telemetry.Record(octx, tr, SpanScheduling, sched, attribute.String(AttrPhase, PhaseScheduling))
+		telemetry.Inject(t.ctx, x.setHeaderFold)
+	}
+	orch.End(trace.WithTimestamp(t.decided))
+}
+
+// endRequestSpan ends gateway.request when the stream ends.
+func (x *exchange) endRequestSpan() {
+	if x.tl.span == nil {
+		return
+	}
+	if x.errCode != "" {
+		x.tl.span.SetStatus(codes.Error, x.errCode)
+	}
+	x.tl.span.End()
+}
+
+// serverTiming is the EPP's phases as a Server-Timing value, ahead of what the upstream
+// (the sidecar) reported, for a client that asked for a trace.
+func (x *exchange) serverTiming(upstream string) string {
+	v := telemetry.ServerTiming(
+		telemetry.Phase{Name: PhaseQueue, Start: x.received, End: x.tl.admitted},
+		telemetry.Phase{Name: PhaseScheduling, Start: x.tl.admitted, End: x.tl.decided})
+	switch {
+	case upstream == "":
+		return v
+	case v == "":
+		return upstream
+	}
+	return v + ", " + upstream
+}
+
+// headerServerTiming carries the phase summary (W3C Server-Timing).
+const headerServerTiming = "server-timing"
+
+// respHeader is a response header by case-insensitive name.
+func (x *exchange) respHeader(name string) string {
+	for k, v := range x.respHeaders {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
