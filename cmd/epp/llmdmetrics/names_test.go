@@ -28,6 +28,12 @@ func TestName(t *testing.T) {
 		{"inference_extension_info", "llm_d_epp_info"},
 		{"llm_d_inference_scheduler_disagg_decision_total", "llm_d_epp_disagg_decision_total"},
 		{"pdgate_disagg_decisions_total", "llm_d_epp_disagg_decision_total"},
+		{"pdgate_kv_events_index_evictions_total", "llm_d_epp_kv_cache_index_evictions_total"},
+		{"pdgate_kv_events_lookups_total", "llm_d_epp_kv_cache_index_lookup_requests_total"},
+		{"pdgate_kv_events_messages_total", "llm_d_epp_kv_cache_events_messages_received_total"},
+		{"pdgate_kv_events_subscriber_reconnects_total", "llm_d_epp_kv_cache_events_subscriber_reconnections_total"},
+		{"pdgate_kv_events_stores_skipped_total", "llm_d_epp_kv_cache_events_stores_skipped_total"},
+		{"pdgate_kv_events_index_blocks", ""},
 		{"pdgate_pd_combined_total", ""},
 		{"llm_d_epp_request_total", ""},
 		{"inference_objective_", ""},
@@ -82,5 +88,30 @@ llm_d_epp_info 7
 	}
 	if n, _ := testutil.GatherAndCount(inner, "llm_d_epp_request_total"); n != 0 {
 		t.Fatal("the inner registry must stay as registered")
+	}
+}
+
+// The index's eviction counter is served under pdgate's name, llm-d v0.11's and the kvcache_
+// alias v0.11 still emits beside it; a family with no deprecated alias gets only its twin.
+func TestRegistryServesDeprecatedAlias(t *testing.T) {
+	reg := Wrap(prometheus.NewRegistry())
+	evictions := prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_kv_events_index_evictions_total", Help: "Evicted."})
+	messages := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_kv_events_messages_total", Help: "Messages."}, []string{"result"})
+	reg.MustRegister(evictions, messages)
+	evictions.Add(4)
+	messages.WithLabelValues("applied").Add(2)
+	for name, want := range map[string]int{
+		"pdgate_kv_events_index_evictions_total": 1, "llm_d_epp_kv_cache_index_evictions_total": 1, "kvcache_index_evictions_total": 1,
+		"llm_d_epp_kv_cache_events_messages_received_total": 1, "kvcache_kvevents_messages_received_total": 0,
+	} {
+		if n, err := testutil.GatherAndCount(reg, name); err != nil || n != want {
+			t.Errorf("%s: %d series, %v; want %d", name, n, err, want)
+		}
+	}
+	if got := Names("pdgate_kv_events_index_evictions_total"); len(got) != 2 || got[1] != "kvcache_index_evictions_total" {
+		t.Fatalf("Names: %v", got)
+	}
+	if got := Names("go_goroutines"); got != nil {
+		t.Fatalf("Names of a family with no twin: %v", got)
 	}
 }

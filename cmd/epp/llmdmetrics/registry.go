@@ -18,7 +18,7 @@ type Registry struct {
 }
 
 // Wrap returns a registry over inner that adds, at each gather, a copy of every family that has
-// an llm-d name (Name) under that name, unless inner already has a family of that name.
+// llm-d names (Names) under each of them, unless inner already has a family of that name.
 func Wrap(inner crmetrics.RegistererGatherer) *Registry {
 	return &Registry{Registerer: inner, inner: inner}
 }
@@ -32,14 +32,15 @@ func (r *Registry) Gather() ([]*dto.MetricFamily, error) {
 	}
 	out := mfs
 	for _, mf := range mfs {
-		name, ok := Name(mf.GetName())
-		if !ok || have[name] {
-			continue
+		for _, name := range Names(mf.GetName()) {
+			if have[name] {
+				continue
+			}
+			twin := proto.Clone(mf).(*dto.MetricFamily)
+			twin.Name = proto.String(name)
+			out = append(out, twin)
+			have[name] = true
 		}
-		twin := proto.Clone(mf).(*dto.MetricFamily)
-		twin.Name = proto.String(name)
-		out = append(out, twin)
-		have[name] = true
 	}
 	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return out, err
