@@ -106,6 +106,9 @@ type Snapshot struct {
 	OpenRequests int
 	Sessions     int
 	RemotePods   int // pods with other replicas' charges in the shared-ledger cache
+	// SharedDegraded: the last Redis sync failed and the scores use the local ledger only
+	// (false without sharing).
+	SharedDegraded bool
 }
 
 // Snapshot copies the ledger's state.
@@ -118,5 +121,6 @@ func (t *Tracker) Snapshot() Snapshot {
 	}
 	t.mu.Unlock()
 	s.Sessions = t.sessions.size()
+	s.SharedDegraded = t.shared != nil && t.shared.degraded.Load()
 	return s
 }

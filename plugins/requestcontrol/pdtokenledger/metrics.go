@@ -19,6 +19,8 @@ type Metrics struct {
 	sessionsFull       prometheus.Counter
 	sharedSyncs        *prometheus.CounterVec
 	remoteReplicas     prometheus.Gauge
+	sharedDegraded     prometheus.Gauge
+	sharedFallbacks    prometheus.Counter
 
 	// aibrix holds AIBrix's names of the three per-pod gauges (active, kv, decode) once
 	// EnableAIBrixNames ran; nil otherwise. Atomic: the process-wide Metrics is shared by
@@ -76,6 +78,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Round trips to Redis for the shared decode ledger by result (ok, error)."}, []string{"result"}),
 		remoteReplicas: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_shared_remote_replicas",
 			Help: "Other live EPP replicas seen in the shared decode ledger at the last sync."}),
+		sharedDegraded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_shared_degraded",
+			Help: "1 while the shared decode ledger is unreachable and this replica scores with its local ledger only; 0 otherwise (and without sharing)."}),
+		sharedFallbacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_token_load_shared_fallbacks_total",
+			Help: "Times this replica fell back from the shared decode ledger to its local ledger (Redis became unreachable)."}),
 	}
 	if reg == nil {
 		return m, nil
@@ -83,7 +89,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, errors.Join(pluginkit.RegisterInto(reg, &m.active), pluginkit.RegisterInto(reg, &m.kv),
 		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.forceReleased),
 		pluginkit.RegisterInto(reg, &m.sessions), pluginkit.RegisterInto(reg, &m.sessionsFull),
-		pluginkit.RegisterInto(reg, &m.sharedSyncs), pluginkit.RegisterInto(reg, &m.remoteReplicas))
+		pluginkit.RegisterInto(reg, &m.sharedSyncs), pluginkit.RegisterInto(reg, &m.remoteReplicas),
+		pluginkit.RegisterInto(reg, &m.sharedDegraded), pluginkit.RegisterInto(reg, &m.sharedFallbacks))
 }
 
 func splitPod(k tokenload.PodKey) (ns, name string) {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -35,8 +36,11 @@ type sharedLedger struct {
 	// owned by the sync goroutine
 	published map[tokenload.PodKey]bool     // pods whose field this replica has written
 	dead      map[tokenload.PodKey][]string // fields of dead replicas to delete on the next sync
-	healthy   bool
 	lastWarn  time.Time
+
+	// degraded is set by the sync goroutine and read by Snapshot: the last sync failed, so the
+	// scores use the local ledger only.
+	degraded atomic.Bool
 }
 
 // redisLogger sends go-redis's internal messages (one per failed dial while Redis is down) to
@@ -68,7 +72,7 @@ func (t *Tracker) enableSharing() *sharedLedger {
 	timeout := time.Duration(p.TimeoutMS) * time.Millisecond
 	s := &sharedLedger{
 		t: t, p: p, id: p.ReplicaID, trigger: make(chan struct{}, 1),
-		published: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{}, healthy: true,
+		published: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{},
 		client: redis.NewClient(&redis.Options{
 			Addr: p.Address, DB: p.DB, Password: p.password, Protocol: 2, DisableIdentity: true,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
@@ -177,8 +181,7 @@ func (s *sharedLedger) sync(ctx context.Context) {
 		return
 	}
 	s.t.metrics.sharedSyncs.WithLabelValues("ok").Inc()
-	if !s.healthy {
-		s.healthy = true
+	if s.setDegraded(false) {
 		s.t.log.Info("Shared decode ledger reachable again; sharing resumed", "redis", s.p.Address)
 	}
 	for _, o := range own {
@@ -238,11 +241,26 @@ func (s *sharedLedger) fail(err error, now time.Time) {
 	s.t.remote = map[tokenload.PodKey]remoteAgg{}
 	s.t.mu.Unlock()
 	s.t.metrics.remoteReplicas.Set(0)
-	if s.healthy || now.Sub(s.lastWarn) >= warnEvery {
+	if s.setDegraded(true) || now.Sub(s.lastWarn) >= warnEvery {
 		s.t.log.Info("Shared decode ledger unreachable; scoring with the local ledger only", "redis", s.p.Address, "err", err.Error())
 		s.lastWarn = now
 	}
-	s.healthy = false
+}
+
+// setDegraded records the outcome of a sync in the degraded gauge and reports whether it
+// changed the state; every change into the degraded state counts as one fallback, so an alert
+// can tell a flapping Redis (many fallbacks) from one long outage (one fallback, gauge held at 1).
+func (s *sharedLedger) setDegraded(d bool) (changed bool) {
+	if s.degraded.Swap(d) == d {
+		return false
+	}
+	if d {
+		s.t.metrics.sharedDegraded.Set(1)
+		s.t.metrics.sharedFallbacks.Inc()
+	} else {
+		s.t.metrics.sharedDegraded.Set(0)
+	}
+	return true
 }
 
 // withdraw removes this replica's fields and heartbeat on shutdown (best effort).
