@@ -114,6 +114,7 @@ func (g *Gateway) serve(ctx context.Context, x *exchange) error {
 		x.reqHead.apply(m)
 	}
 	x.routing, x.body = rt, rt.Body
+	x.routed()
 	resp, served, err := g.forward(ctx, x)
 	if err != nil {
 		return err

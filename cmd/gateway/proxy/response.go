@@ -46,6 +46,7 @@ func (g *Gateway) forward(ctx context.Context, x *exchange) (*http.Response, str
 		if err != nil {
 			return nil, "", fmt.Errorf("building the upstream request: %w", err)
 		}
+		x.sending()
 		resp, err := g.transport.RoundTrip(req)
 		if err == nil {
 			return resp, d, nil

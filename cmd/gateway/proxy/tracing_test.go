@@ -46,6 +46,11 @@ func TestGatewayTraceparent(t *testing.T) {
 		if clientTP != "" && !strings.Contains(clientTP, root.Parent().SpanID().String()) {
 			t.Errorf("gateway span's parent %s is not the client's %q", root.Parent().SpanID(), clientTP)
 		}
+		for _, leg := range []string{SpanRouting, SpanForward, SpanUpstream, SpanResponse} {
+			if s := spans[leg]; s == nil || s.Parent().SpanID() != root.SpanContext().SpanID() {
+				t.Errorf("leg span %s missing or not under the gateway's span", leg)
+			}
+		}
 		if clientTP == "" && root.Parent().IsValid() {
 			t.Errorf("gateway span has parent %v without a client traceparent", root.Parent())
 		}
