@@ -134,16 +134,25 @@ func completionBody(tokens int) string {
 // final end-of-stream hook, which releases the charges.
 func (e *eppProc) open(t *testing.T, body string) (pickResult, func()) {
 	t.Helper()
+	r, closeFn, err := e.tryOpen(body)
+	if err != nil {
+		t.Fatalf("%s: %v", e.name, err)
+	}
+	return r, closeFn
+}
+
+// tryOpen is open for goroutines other than the test's: it returns the error instead.
+func (e *eppProc) tryOpen(body string) (pickResult, func(), error) {
 	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
 	rt, _, closeFn, err := eppclient.Open(e.client, "/v1/completions", map[string]string{"x-request-id": id}, []byte(body), 30*time.Second)
 	if err != nil {
 		closeFn()
-		t.Fatalf("%s: %v", e.name, err)
+		return pickResult{}, func() {}, err
 	}
 	var r pickResult
 	if rt.Immediate != nil {
 		r.status, r.body = rt.Status(), string(rt.Immediate.GetBody())
-		return r, closeFn
+		return r, closeFn, nil
 	}
 	if v, ok := rt.Header("x-gateway-destination-endpoint"); ok {
 		r.decode = e.byAddr[v]
@@ -151,7 +160,60 @@ func (e *eppProc) open(t *testing.T, body string) (pickResult, func()) {
 	if v, ok := rt.Header("x-prefiller-host-port"); ok {
 		r.prefill = e.byAddr[v]
 	}
-	return r, closeFn
+	return r, closeFn, nil
+}
+
+// traffic sends short requests through the replicas in turn, one after the other, until
+// stopped: the load that runs while Redis dies and comes back.
+type traffic struct {
+	stop chan struct{}
+	done chan struct{}
+	ok   int
+	lost []string
+}
+
+func startTraffic(eps ...*eppProc) *traffic {
+	tr := &traffic{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for i := 0; ; i++ {
+			select {
+			case <-tr.stop:
+				return
+			default:
+			}
+			e := eps[i%len(eps)]
+			r, closeFn, err := e.tryOpen(completionBody(50))
+			closeFn()
+			switch {
+			case err != nil:
+				tr.lost = append(tr.lost, fmt.Sprintf("%s: %v", e.name, err))
+			case r.status != 0 || r.decode == "" || r.prefill != "prefill-0":
+				tr.lost = append(tr.lost, fmt.Sprintf("%s: %+v", e.name, r))
+			default:
+				tr.ok++
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return tr
+}
+
+// finish stops the traffic and fails the test if any request was lost.
+func (tr *traffic) finish(t *testing.T) {
+	t.Helper()
+	close(tr.stop)
+	<-tr.done
+	if len(tr.lost) > 0 || tr.ok == 0 {
+		t.Fatalf("traffic across the Redis outage: %d served, %d lost: %v", tr.ok, len(tr.lost), tr.lost)
+	}
+	t.Logf("traffic across the Redis outage: %d requests served, none lost", tr.ok)
+}
+
+// eventuallyMetric waits (bounded) until a replica's sample satisfies cond.
+func (e *eppProc) eventuallyMetric(t *testing.T, sample string, cond func(float64) bool) {
+	t.Helper()
+	testsupport.Eventually(t, 30*time.Second, e.name+" "+sample, func() bool { return cond(e.scrape(t)[sample]) })
 }
 
 // picks opens n short requests one after the other, all held in flight until the round ends,
@@ -222,13 +284,27 @@ func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
 	onlyOther := func(s map[string]int) bool { return s[other] == 20 }
 	eventuallyPicks(t, b, "B steered away from the pod holding A's long prompt", 20, onlyOther)
 
-	// Redis dies: both replicas keep answering (local ledgers only) and B uses both pods again.
+	// Redis dies under load: both replicas keep answering (local ledgers only), say they are
+	// degraded, and B uses both pods again.
+	const degraded, fallbacks = "pdgate_token_load_shared_degraded", "pdgate_token_load_shared_fallbacks_total"
+	for _, e := range []*eppProc{a, b} {
+		e.eventuallyMetric(t, degraded, func(v float64) bool { return v == 0 })
+	}
+	load := startTraffic(a, b)
 	srv.Kill()
+	for _, e := range []*eppProc{a, b} {
+		e.eventuallyMetric(t, degraded, func(v float64) bool { return v == 1 })
+	}
 	eventuallyPicks(t, b, "B degraded to its local ledger", 20, bothUsed)
 	a.picks(t, 10)
 
-	// Redis comes back empty on the same port: A republishes, B is steered again.
+	// Redis comes back empty on the same port: both rejoin, A republishes, B is steered again.
 	srv = redistest.Start(t, port)
+	for _, e := range []*eppProc{a, b} {
+		e.eventuallyMetric(t, degraded, func(v float64) bool { return v == 0 })
+		e.eventuallyMetric(t, fallbacks, func(v float64) bool { return v >= 1 })
+	}
+	load.finish(t)
 	eventuallyPicks(t, b, "B steered again after Redis restarted", 20, onlyOther)
 
 	// A's long request ends: its charge is withdrawn and B spreads again.

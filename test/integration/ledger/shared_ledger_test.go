@@ -96,6 +96,9 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 
 	// 2. Redis dies: both degrade to their local ledgers; scheduling and releases keep working.
 	srv.Kill()
+	for name, r := range map[string]*pdtokenledger.Tracker{"A": a, "B": b} {
+		testsupport.Eventually(t, syncWait, name+" says it is degraded to its local ledger", func() bool { return r.Snapshot().SharedDegraded })
+	}
 	testsupport.Eventually(t, syncWait, "B drops A's remote share", func() bool { return decodeScore(b, podA) == 0 })
 	testsupport.Eventually(t, syncWait, "A drops B's remote share", func() bool { return decodeScore(a, podB) == 0 })
 	for i := 0; i < 50; i++ {
@@ -112,6 +115,9 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 
 	// 3. Redis comes back (empty) on the same port: each replica republishes, sharing resumes.
 	srv = redistest.Start(t, port)
+	for name, r := range map[string]*pdtokenledger.Tracker{"A": a, "B": b} {
+		testsupport.Eventually(t, syncWait, name+" rejoins the shared ledger", func() bool { return !r.Snapshot().SharedDegraded })
+	}
 	testsupport.Eventually(t, syncWait, "B sees A's charge again", func() bool { return decodeScore(b, podA) == 50000 })
 	testsupport.Eventually(t, syncWait, "A sees B's charge again", func() bool { return decodeScore(a, podB) == 100 })
 
