@@ -143,7 +143,7 @@ type fixture struct {
 	client extProcPb.ExternalProcessorClient
 }
 
-func start(t *testing.T, f *fixture) *fixture {
+func start(t testing.TB, f *fixture) *fixture {
 	t.Helper()
 	if f.sched == nil {
 		f.sched = &fakeScheduler{}
@@ -172,7 +172,7 @@ type result struct {
 	stream    extProcPb.ExternalProcessor_ProcessClient
 }
 
-func (f *fixture) run(t *testing.T, headers map[string]string, frames ...string) *result {
+func (f *fixture) run(t testing.TB, headers map[string]string, frames ...string) *result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
