@@ -240,7 +240,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			var run bool
 			var reason string
 			if ranFirst && prefillDecider == nil {
-				run, reason = h.prefillFirstUndecided(request, decodeEp)
+				run, reason = h.prefillFirstUndecided(cs, request, decodeEp)
 			} else {
 				run, reason = h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
 			}
@@ -269,9 +269,13 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 }
 
 // prefillFirstUndecided is llm-d's prefill-first without a decider: the prefill stage always
-// runs, unless the decode pick is a combined pod that prefills locally
-// (combinedDecodeSkipsPrefill).
-func (h *Handler) prefillFirstUndecided(request *fwksched.LLMRequest, decodeEp fwksched.Endpoint) (bool, string) {
+// runs, unless a decode-profile plugin marked it skipped (handoff-compat-filter, when no decode
+// pod can take the prefill pick's KV) or the decode pick is a combined pod that prefills
+// locally (combinedDecodeSkipsPrefill).
+func (h *Handler) prefillFirstUndecided(cs *fwksched.CycleState, request *fwksched.LLMRequest, decodeEp fwksched.Endpoint) (bool, string) {
+	if reason, skip := contract.ReadSkip(cs, contract.SkipPrefillKey); skip {
+		return false, "skip marker in cycle state: " + reason
+	}
 	if h.params.CombinedDecodeSkipsPrefill {
 		if reason, combined := combinedPod(request, decodeEp); combined {
 			return false, reason

@@ -201,12 +201,16 @@ func TestPrefillFirst(t *testing.T) {
 		decider    *fakeDecider // nil: no decider
 		prefillRes *fwksched.ProfileRunResult
 		wantUsed   bool
+		// skipped: a decode-profile plugin marks prefill skipped (handoff-compat-filter when no
+		// decode pod can take the prefill pick's KV).
+		skipped bool
 	}{
-		{"approved and found", &fakeDecider{yes: true}, res(pEp), true},
-		{"declined after decode → dropped", &fakeDecider{yes: false}, res(pEp), false},
-		{"approved but prefill found nothing", &fakeDecider{yes: true}, nil, false},
-		{"no decider, prefill found", nil, res(pEp), true},
-		{"no decider, prefill found nothing", nil, nil, false},
+		{"approved and found", &fakeDecider{yes: true}, res(pEp), true, false},
+		{"declined after decode → dropped", &fakeDecider{yes: false}, res(pEp), false, false},
+		{"approved but prefill found nothing", &fakeDecider{yes: true}, nil, false, false},
+		{"no decider, prefill found", nil, res(pEp), true, false},
+		{"no decider, prefill found nothing", nil, nil, false, false},
+		{"no decider, prefill found, then marked skipped", nil, res(pEp), false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -229,6 +233,9 @@ func TestPrefillFirst(t *testing.T) {
 				t.Fatalf("prefill pick published before decode = %v, want %v", ok, tt.prefillRes != nil)
 			}
 			results["decode"] = res(dEp)
+			if tt.skipped {
+				contract.MarkSkipPrefill(cs, "no decode pod can take the prefill pick's KV")
+			}
 			if got := h.Pick(context.Background(), cs, req(), profiles, results); len(got) != 0 {
 				t.Fatalf("third pick = %v", keys(got))
 			}
