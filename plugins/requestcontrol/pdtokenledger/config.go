@@ -65,8 +65,13 @@ type Params struct {
 	JanitorIntervalSeconds int `json:"janitorIntervalSeconds"`
 	// UnconfirmedTimeoutSeconds releases charges of requests that never reached PreRequest
 	// (scheduling failed after a scorer charged); 0 disables.
-	UnconfirmedTimeoutSeconds int         `json:"unconfirmedTimeoutSeconds"`
-	Redis                     RedisParams `json:"redis"`
+	UnconfirmedTimeoutSeconds int `json:"unconfirmedTimeoutSeconds"`
+	// ReconcileGraceSeconds turns on reconciliation with the scraped metrics (0, the default,
+	// leaves it off): a lease older than this that the pod's running + waiting requests cannot
+	// explain is released. It must outlast a prefill leg and a scrape, since a decode engine
+	// counts a request only once its KV arrived.
+	ReconcileGraceSeconds int         `json:"reconcileGraceSeconds"`
+	Redis                 RedisParams `json:"redis"`
 	// AIBrixMetricNames also emits the ledger gauges under AIBrix's names (pd_token_load_*),
 	// so AIBrix dashboards keep working next to pdgate's.
 	AIBrixMetricNames bool `json:"aibrixMetricNames"`
@@ -188,6 +193,8 @@ func (p Params) Validate() error {
 		return fmt.Errorf("parameter janitorIntervalSeconds: must be > 0, got %d", p.JanitorIntervalSeconds)
 	case p.UnconfirmedTimeoutSeconds < 0:
 		return fmt.Errorf("parameter unconfirmedTimeoutSeconds: must be >= 0 (0 disables), got %d", p.UnconfirmedTimeoutSeconds)
+	case p.ReconcileGraceSeconds < 0:
+		return fmt.Errorf("parameter reconcileGraceSeconds: must be >= 0 (0 disables), got %d", p.ReconcileGraceSeconds)
 	}
 	r := p.Redis
 	if r.Address == "" {

@@ -94,6 +94,8 @@ func TestParseParams(t *testing.T) {
 		{"max sessions", `{"maxSessions": 0}`, "parameter maxSessions"},
 		{"janitor", `{"janitorIntervalSeconds": 0}`, "parameter janitorIntervalSeconds"},
 		{"unconfirmed", `{"unconfirmedTimeoutSeconds": -1}`, "parameter unconfirmedTimeoutSeconds"},
+		{"reconcile grace", `{"reconcileGraceSeconds": -1}`, "parameter reconcileGraceSeconds"},
+		{"reconcile on", `{"reconcileGraceSeconds": 120}`, ""},
 		{"redis address", `{"redis":{"address":"nohost"}}`, "parameter redis.address"},
 		{"redis db", `{"redis":{"address":"h:1","db":-1}}`, "parameter redis.db"},
 		{"redis prefix", `{"redis":{"address":"h:1","keyPrefix":""}}`, "parameter redis.keyPrefix"},

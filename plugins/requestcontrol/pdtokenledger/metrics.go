@@ -69,7 +69,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		decode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_tokens",
 			Help: "Prompt tokens charged to the decode pod by this EPP replica, without growth."}, podLabels),
 		forceReleased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_force_released_total",
-			Help: "Ledger charges released by the janitor: part=prefill|decode, reason=ttl|unconfirmed."}, []string{"part", "reason"}),
+			Help: "Ledger charges force-released: part=prefill|decode, reason=ttl|unconfirmed (janitor) or reconciled (more leases than the pod's scraped requests)."}, []string{"part", "reason"}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_sessions",
 			Help: "Sessions in the token-load session table."}),
 		sessionsFull: prometheus.NewCounter(prometheus.CounterOpts{Name: "pdgate_token_load_session_table_full_total",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -46,13 +47,17 @@ type Plugin struct {
 	// EPP has the whole plugin list (ResolveReferences) or at the plugin's first use, whichever
 	// comes first, not from the factory, so building a plugin list starts nothing.
 	runCtx context.Context
+
+	mu         sync.Mutex
+	reconciled time.Time // last AdmitRequest that reconciled the leases
 }
 
 var (
-	_ fwkrc.PreRequest     = (*Plugin)(nil)
-	_ fwkrc.ResponseHeader = (*Plugin)(nil)
-	_ fwkrc.ResponseBody   = (*Plugin)(nil)
-	_ tokenload.Provider   = (*Plugin)(nil)
+	_ fwkrc.AdmissionPlugin = (*Plugin)(nil)
+	_ fwkrc.PreRequest      = (*Plugin)(nil)
+	_ fwkrc.ResponseHeader  = (*Plugin)(nil)
+	_ fwkrc.ResponseBody    = (*Plugin)(nil)
+	_ tokenload.Provider    = (*Plugin)(nil)
 
 	_ contract.PrefillReleaser = (*Plugin)(nil)
 )
