@@ -24,7 +24,9 @@ import (
 // both). Go's asynchronous preemption signals are turned off under it: valgrind delivers
 // them late and they only add runtime work that differs from run to run. RDTSCP is turned
 // off too: valgrind 3.19 reports it in CPUID but stops the program on it (SIGILL in the
-// runtime's cputicks).
+// runtime's cputicks). GOMAXPROCS is 1: callgrind runs one thread at a time anyway, and with
+// more Ps the runtime's idle ones spin looking for work, instructions that grow with the wall
+// time of a phase (so with whatever else the machine runs) rather than with its requests.
 
 // callgrindArgs returns the command line running bin under callgrind, its dumps going to dir.
 func callgrindArgs(bin string, args []string, dir string) (string, []string) {
@@ -34,7 +36,7 @@ func callgrindArgs(bin string, args []string, dir string) (string, []string) {
 }
 
 // callgrindEnv is added to the environment of a process run under callgrind.
-const callgrindEnv = "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off"
+var callgrindEnv = []string{"GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOMAXPROCS=1"}
 
 // instructionMeter sums callgrind's dumps of one process.
 type instructionMeter struct {

@@ -227,7 +227,7 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 	name, args := bin, e.Args
 	if o.Callgrind {
 		name, args = callgrindArgs(bin, e.Args, o.WorkDir)
-		env = append(env, callgrindEnv)
+		env = append(env, callgrindEnv...)
 	}
 	e.cmd = exec.Command(name, args...)
 	e.cmd.Env = append(os.Environ(), env...)
