@@ -49,6 +49,7 @@ type podState struct {
 	decSumRel        float64 // Σ decode charge times, seconds since the tracker epoch
 	lastWrite        time.Time
 	gActive, gKV, gD gaugeSetter
+	gSlots           prometheus.Gauge
 }
 
 func (ps *podState) idle() bool { return ps.activeN == 0 && ps.kvN == 0 && ps.decN == 0 }
@@ -277,6 +278,7 @@ func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool,
 		ps.decTokens = settle(ps.decTokens-dp.tokens, ps.decN)
 		ps.decSumRel = settle(ps.decSumRel-dp.atRel, ps.decN)
 		ps.gD.Set(ps.decTokens)
+		ps.gSlots.Set(float64(ps.decN))
 		changed = true
 	}
 	if e.done() {
@@ -299,6 +301,8 @@ func (t *Tracker) pod(k tokenload.PodKey, now time.Time) *podState {
 	if ps == nil {
 		ps = &podState{}
 		ps.gActive, ps.gKV, ps.gD = t.metrics.podGauges(k)
+		ns, name := splitPod(k)
+		ps.gSlots = t.metrics.decodeSlots.WithLabelValues(ns, name)
 		t.pods[k] = ps
 	}
 	ps.lastWrite = now
@@ -413,6 +417,7 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	ps.decN++
 	ps.decSumRel += x.nowRel
 	ps.gD.Set(ps.decTokens)
+	ps.gSlots.Set(float64(ps.decN))
 	x.decodeChanged = true
 }
 

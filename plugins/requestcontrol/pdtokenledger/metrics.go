@@ -14,6 +14,7 @@ import (
 // Metrics are the ledger's Prometheus series.
 type Metrics struct {
 	active, kv, decode *prometheus.GaugeVec
+	decodeSlots        *prometheus.GaugeVec
 	forceReleased      *prometheus.CounterVec
 	sessions           prometheus.Gauge
 	sessionsFull       prometheus.Counter
@@ -68,6 +69,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Prefill tokens whose KV stays resident on the pod until their requests complete."}, podLabels),
 		decode: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_tokens",
 			Help: "Prompt tokens charged to the decode pod by this EPP replica, without growth."}, podLabels),
+		decodeSlots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_slots",
+			Help: "Open decode charges (sequences in the decode batch) this EPP replica holds on the pod, released at end of stream."}, podLabels),
 		forceReleased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_force_released_total",
 			Help: "Ledger charges force-released: part=prefill|decode, reason=ttl|unconfirmed (janitor) or reconciled (more leases than the pod's scraped requests)."}, []string{"part", "reason"}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_sessions",
@@ -87,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	return m, errors.Join(pluginkit.RegisterInto(reg, &m.active), pluginkit.RegisterInto(reg, &m.kv),
-		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.forceReleased),
+		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.decodeSlots), pluginkit.RegisterInto(reg, &m.forceReleased),
 		pluginkit.RegisterInto(reg, &m.sessions), pluginkit.RegisterInto(reg, &m.sessionsFull),
 		pluginkit.RegisterInto(reg, &m.sharedSyncs), pluginkit.RegisterInto(reg, &m.remoteReplicas),
 		pluginkit.RegisterInto(reg, &m.sharedDegraded), pluginkit.RegisterInto(reg, &m.sharedFallbacks))
@@ -117,6 +120,7 @@ func (m *Metrics) deletePod(k tokenload.PodKey) {
 	m.active.DeleteLabelValues(ns, name)
 	m.kv.DeleteLabelValues(ns, name)
 	m.decode.DeleteLabelValues(ns, name)
+	m.decodeSlots.DeleteLabelValues(ns, name)
 	if g := m.aibrix.Load(); g != nil {
 		for _, v := range g {
 			v.DeleteLabelValues(ns, name)

@@ -25,6 +25,7 @@ func TestMetricsReuseRegistered(t *testing.T) {
 func TestGaugesFollowLedger(t *testing.T) {
 	tr, _, m := newTestTracker(t, nil)
 	chargeBoth(tr, "r1", "ns/p", "ns/d", 100, 40)
+	chargeBoth(tr, "r2", "ns/p2", "ns/d", 100, 60)
 	cases := []struct {
 		name string
 		vec  *prometheus.GaugeVec
@@ -33,7 +34,8 @@ func TestGaugesFollowLedger(t *testing.T) {
 	}{
 		{"active", m.active, []string{"ns", "p"}, 100},
 		{"kv", m.kv, []string{"ns", "p"}, 100},
-		{"decode", m.decode, []string{"ns", "d"}, 40},
+		{"decode", m.decode, []string{"ns", "d"}, 100},
+		{"decode slots", m.decodeSlots, []string{"ns", "d"}, 2},
 	}
 	for _, tc := range cases {
 		if got := testutil.ToFloat64(tc.vec.WithLabelValues(tc.pod...)); got != tc.want {
@@ -46,6 +48,11 @@ func TestGaugesFollowLedger(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.kv.WithLabelValues("ns", "p")); got != 100 {
 		t.Fatalf("kv after active release = %v", got)
+	}
+	// Decode slots and their KV tokens are leases held to the end of the stream.
+	tr.ReleaseAll("r2")
+	if got, slots := testutil.ToFloat64(m.decode.WithLabelValues("ns", "d")), testutil.ToFloat64(m.decodeSlots.WithLabelValues("ns", "d")); got != 40 || slots != 1 {
+		t.Fatalf("decode after one end of stream = %v tokens, %v slots; want 40, 1", got, slots)
 	}
 }
 

@@ -320,7 +320,7 @@ func TestTwoEPPReplicasShareDecodeLedger(t *testing.T) {
 			nonZero := ""
 			for k, v := range m {
 				if (strings.HasPrefix(k, "pdgate_token_load_active_tokens{") || strings.HasPrefix(k, "pdgate_token_load_kv_tokens{") ||
-					strings.HasPrefix(k, "pdgate_token_load_decode_tokens{")) && v != 0 {
+					strings.HasPrefix(k, "pdgate_token_load_decode_tokens{") || strings.HasPrefix(k, "pdgate_token_load_decode_slots{")) && v != 0 {
 					nonZero = fmt.Sprintf("%s=%v", k, v)
 				}
 			}
