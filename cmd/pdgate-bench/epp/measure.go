@@ -185,6 +185,12 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			cr.Error = fmt.Sprintf("load at %d B: %v", size, err)
 			return cr
 		}
+		if o.Instructions {
+			name := fmt.Sprintf("%s-%s.callgrind", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
+			if perr := e.KeepInstructionProfile(filepath.Join(o.Out, name)); perr != nil {
+				o.logf("%s: instruction profile: %v", c.Name, perr)
+			}
+		}
 		sr := SizeResult{Bytes: size, Load: lr,
 			RoutingP50MS: report.Percentile(lr.RoutingMS, 50), RoutingP99MS: report.Percentile(lr.RoutingMS, 99),
 			NetCPUMS: NetCPU(lr, cr.IdleCPUMSPerS)}

@@ -45,6 +45,7 @@ type instructionMeter struct {
 	dir   string
 	dumps int
 	total uint64
+	last  string // the newest dump: what the process executed since the read before
 }
 
 // CallgrindAvailable reports whether valgrind and callgrind_control are on PATH.
@@ -82,8 +83,30 @@ func (m *instructionMeter) read() (uint64, error) {
 		return 0, err
 	}
 	m.total += n
-	_ = os.Remove(file)
+	if m.last != "" {
+		_ = os.Remove(m.last)
+	}
+	m.last = file
 	return m.total, nil
+}
+
+// KeepInstructionProfile moves the callgrind dump of what the EPP executed between the last two
+// Instructions calls (a measured phase, when the bench reads the count around it) to path, a
+// function-level instruction profile for callgrind_annotate.
+func (e *EPP) KeepInstructionProfile(path string) error {
+	if e.instr == nil {
+		return fmt.Errorf("%s EPP pid %d: not started under callgrind", e.Kind, e.PID)
+	}
+	e.instr.mu.Lock()
+	defer e.instr.mu.Unlock()
+	if e.instr.last == "" {
+		return fmt.Errorf("%s EPP pid %d: no callgrind dump yet", e.Kind, e.PID)
+	}
+	if err := os.Rename(e.instr.last, path); err != nil {
+		return fmt.Errorf("keeping the instruction profile: %w", err)
+	}
+	e.instr.last = ""
+	return nil
 }
 
 // dumpTotal reads the instruction count (event Ir) of one callgrind dump: its "totals:" line,
