@@ -141,7 +141,7 @@ func build(r *report.Report, o Options, res *Results) {
 
 func requestPathSection(o Options, res *Results) report.Section {
 	var errs []string
-	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base", "net CPU × floor"}
+	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base", "net CPU × floor", "net spread"}
 	var rows [][]string
 	base := res.Configs[0]
 	floor, hasFloor := configNamed(res, FloorConfig)
@@ -169,7 +169,7 @@ func requestPathSection(o Options, res *Results) report.Section {
 			}
 			rows = append(rows, []string{c.Name, strconv.Itoa(c.Pods), sizeLabel(s.Bytes), report.F(s.Load.ReqPerSec(), 0),
 				report.F(s.Load.CPUPerRequestMS(), 3), report.F(s.NetCPUMS, 3), report.F(s.RoutingP50MS, 2), report.F(s.RoutingP99MS, 2),
-				errCell(s.Load), report.F(rr, 2), report.F(cr, 2), report.F(xf, 2)})
+				errCell(s.Load), report.F(rr, 2), report.F(cr, 2), report.F(xf, 2), spreadCell(s.NetCPURepeatsMS)})
 			kb := float64(s.Bytes) / 1024
 			rs.X, rs.Y = append(rs.X, kb), append(rs.Y, s.Load.ReqPerSec())
 			cs.X, cs.Y = append(cs.X, kb), append(cs.Y, s.NetCPUMS)

@@ -169,35 +169,49 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
 			return cr
 		}
-		spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk("run")}
-		var profiled <-chan error
-		if o.CPUProfile > 0 && i == len(o.Sizes)-1 {
-			name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
-			profiled = startCPUProfile(ctx, e.MetricsAddr, o.CPUProfile, filepath.Join(o.Out, name))
-		}
-		lr, err := RunLoad(ctx, client, spec, meter)
-		if profiled != nil {
-			if perr := <-profiled; perr != nil {
-				o.logf("%s: cpu profile: %v", c.Name, perr)
+		var runs []LoadResult
+		var nets []float64
+		for r := range max(1, o.Repeats) {
+			phase := "run"
+			if r > 0 {
+				phase = fmt.Sprintf("run%d", r)
 			}
-		}
-		if err != nil {
-			cr.Error = fmt.Sprintf("load at %d B: %v", size, err)
-			return cr
-		}
-		if o.Instructions {
-			name := fmt.Sprintf("%s-%s.callgrind", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
-			if perr := e.KeepInstructionProfile(filepath.Join(o.Out, name)); perr != nil {
-				o.logf("%s: instruction profile: %v", c.Name, perr)
+			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase)}
+			var profiled <-chan error
+			if o.CPUProfile > 0 && i == len(o.Sizes)-1 && r == 0 {
+				name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
+				profiled = startCPUProfile(ctx, e.MetricsAddr, o.CPUProfile, filepath.Join(o.Out, name))
 			}
+			lr, err := RunLoad(ctx, client, spec, meter)
+			if profiled != nil {
+				if perr := <-profiled; perr != nil {
+					o.logf("%s: cpu profile: %v", c.Name, perr)
+				}
+			}
+			if err != nil {
+				cr.Error = fmt.Sprintf("load at %d B: %v", size, err)
+				return cr
+			}
+			if o.Instructions && r == 0 {
+				name := fmt.Sprintf("%s-%s.callgrind", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
+				if perr := e.KeepInstructionProfile(filepath.Join(o.Out, name)); perr != nil {
+					o.logf("%s: instruction profile: %v", c.Name, perr)
+				}
+			}
+			runs, nets = append(runs, lr), append(nets, NetCPU(lr, cr.IdleCPUMSPerS))
 		}
+		m := medianRun(nets)
+		lr := runs[m]
 		sr := SizeResult{Bytes: size, Load: lr,
 			RoutingP50MS: report.Percentile(lr.RoutingMS, 50), RoutingP99MS: report.Percentile(lr.RoutingMS, 99),
-			NetCPUMS: NetCPU(lr, cr.IdleCPUMSPerS)}
+			NetCPUMS: nets[m]}
+		if len(nets) > 1 {
+			sr.NetCPURepeatsMS = nets
+		}
 		cr.Sizes = append(cr.Sizes, sr)
-		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f), routing p50 %.2f ms p99 %.2f ms, errors %d",
+		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f%s), routing p50 %.2f ms p99 %.2f ms, errors %d",
 			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(), sr.NetCPUMS,
-			sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
+			spreadText(sr.NetCPURepeatsMS), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
 	}
 	if o.Burst > 0 {
 		b := RunBurst(ctx, client, o.Burst, func(i int) *Exchange {

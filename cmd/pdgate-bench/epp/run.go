@@ -41,6 +41,9 @@ type Options struct {
 	// measured phase at the last size to <Out>/<config>-<size>.pprof (the EPP's
 	// /debug/pprof/profile; the phase should last longer: raise Requests).
 	CPUProfile time.Duration
+	// Repeats runs each measured phase this many times (0 or 1: once) and reports the median
+	// and the spread (repeats.go).
+	Repeats int
 	// Instructions meters every phase in instructions counted by callgrind instead of CPU
 	// time (instructions.go).
 	Instructions bool
@@ -74,6 +77,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Concurrency < 1 || o.Conns < 1 || o.ChunkSize < 1 {
 		return fmt.Errorf("bench epp: concurrency %d, conns %d, chunk %d: want >= 1 each", o.Concurrency, o.Conns, o.ChunkSize)
+	}
+	if o.Repeats < 0 {
+		return fmt.Errorf("bench epp: repeats %d: want >= 1", o.Repeats)
 	}
 	if o.Burst < 0 || o.MemoryEndpoints < 0 {
 		return errors.New("bench epp: burst and memory endpoints must be >= 0")
@@ -161,6 +167,9 @@ type SizeResult struct {
 	// NetCPUMS is the EPP CPU per request less the idle rate (metric scraping) over the
 	// phase: what the requests themselves cost, comparable across pools of different sizes.
 	NetCPUMS float64 `json:"netCpuMsPerRequest"`
+	// NetCPURepeatsMS are the net figures of every repeat of the phase (--repeats > 1), in run
+	// order; NetCPUMS and Load are the median repeat's.
+	NetCPURepeatsMS []float64 `json:"netCpuMsPerRequestRepeats,omitempty"`
 }
 
 // NetCPU is CPU per request with the idle CPU rate (ms/s) over the phase's wall time removed.
