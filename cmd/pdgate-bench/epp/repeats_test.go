@@ -12,6 +12,7 @@ func TestRepeats(t *testing.T) {
 		median int
 		spread float64
 		text   string
+		cell   string
 	}{
 		{name: "one", nets: []float64{2}, median: 0, spread: 0, text: "", cell: "—"},
 		{name: "odd", nets: []float64{3, 1, 2}, median: 2, spread: 1, text: "; 3 repeats 1.000-3.000, spread 100.0 %", cell: "100.0 % of 3"},
