@@ -90,6 +90,21 @@ func (m *instructionMeter) read() (uint64, error) {
 	return m.total, nil
 }
 
+// removeDumps deletes what callgrind left of a stopped process: the dump it writes at exit
+// and the newest read's, unless kept. Nil-safe, for EPPs not run under callgrind.
+func (m *instructionMeter) removeDumps() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last != "" {
+		_ = os.Remove(m.last)
+		m.last = ""
+	}
+	_ = os.Remove(filepath.Join(m.dir, fmt.Sprintf("callgrind.out.%d", m.pid)))
+}
+
 // KeepInstructionProfile moves the callgrind dump of what the EPP executed between the last two
 // Instructions calls (a measured phase, when the bench reads the count around it) to path, a
 // function-level instruction profile for callgrind_annotate.

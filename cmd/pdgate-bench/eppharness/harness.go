@@ -333,6 +333,7 @@ func (e *EPP) Stop() error {
 		if e.logFile != nil {
 			_ = e.logFile.Close()
 		}
+		e.instr.removeDumps()
 		if e.cluster != nil {
 			if e.pool != nil && !e.owned {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
