@@ -1,13 +1,17 @@
 package proxy
 
 import (
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/pdgate/pdgate/cmd/internal/telemetry/telemetrytest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // A traced P/D request: the sidecar's spans hang under the EPP's traceparent, each leg carries
@@ -77,5 +81,35 @@ func TestTimelineOff(t *testing.T) {
 	}
 	if st := resp.Header.Get("Server-Timing"); st != "" {
 		t.Errorf("Server-Timing %q without x-pdgate-trace", st)
+	}
+}
+
+// A traced SGLang request: the prefill leg runs on its own goroutine beside the decode, and its
+// span still hangs under the request span with its traceparent sent to the prefill engine.
+func TestTimelineConcurrentPrefill(t *testing.T) {
+	rec := telemetrytest.New()
+	pre := newFake(t, func(w http.ResponseWriter, _ *http.Request, _ map[string]any) {
+		jsonAnswer(w, 200, map[string]any{"choices": []any{}})
+	})
+	dec := newFake(t, decodeOK)
+	cfg := testConfig(dec, pre.hp(), protocol.HostPort{Host: "127.0.0.1", Port: 8998})
+	cfg.Engine, cfg.Tracer = EngineSGLang, rec.Tracer
+	env := startProxy(t, cfg)
+	resp, body := env.post(t, "/v1/chat/completions", `{"model":"m","messages":[],"stream":true}`,
+		map[string]string{protocol.HeaderPrefillerHostPort: pre.hp().String(), "traceparent": telemetrytest.ClientTraceparent})
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d: %s", resp.StatusCode, body)
+	}
+	var spans map[string]sdktrace.ReadOnlySpan
+	testsupport.Eventually(t, 5*time.Second, "the prefill span", func() bool {
+		spans = rec.Ended()
+		return spans[SpanPrefill] != nil && spans[SpanRequest] != nil
+	})
+	root := spans[SpanRequest].SpanContext().SpanID()
+	if spans[SpanPrefill].Parent().SpanID() != root || spans[SpanDecode].Parent().SpanID() != root {
+		t.Fatalf("prefill or decode span not under the request span")
+	}
+	if got := pre.only(t).Header.Get("traceparent"); !strings.Contains(got, spans[SpanPrefill].SpanContext().SpanID().String()) {
+		t.Errorf("prefill leg traceparent %q, want the prefill span's", got)
 	}
 }
