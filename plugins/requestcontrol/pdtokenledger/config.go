@@ -39,6 +39,7 @@ const (
 	DefaultJanitorSeconds    = 60
 	DefaultUnconfirmedSecs   = 60
 	DefaultKeyPrefix         = "pdgate:dtl:"
+	DefaultEncodeProfile     = "encode" // disagg-profile-handler's default
 	DefaultRedisTimeoutMS    = 50
 	DefaultSyncIntervalMS    = 1000
 	DefaultLivenessSeconds   = 10
@@ -70,8 +71,11 @@ type Params struct {
 	// leaves it off): a lease older than this that the pod's running + waiting requests cannot
 	// explain is released. It must outlast a prefill leg and a scrape, since a decode engine
 	// counts a request only once its KV arrived.
-	ReconcileGraceSeconds int         `json:"reconcileGraceSeconds"`
-	Redis                 RedisParams `json:"redis"`
+	ReconcileGraceSeconds int `json:"reconcileGraceSeconds"`
+	// EncodeProfile is the scheduling profile whose picks are the request's encoders (the
+	// disagg-profile-handler's encode profile); each gets an encode lease. "" disables.
+	EncodeProfile string      `json:"encodeProfile"`
+	Redis         RedisParams `json:"redis"`
 	// AIBrixMetricNames also emits the ledger gauges under AIBrix's names (pd_token_load_*),
 	// so AIBrix dashboards keep working next to pdgate's.
 	AIBrixMetricNames bool `json:"aibrixMetricNames"`
@@ -99,7 +103,7 @@ func DefaultParams(env pluginkit.Env) (Params, error) {
 		RequestCost: DefaultRequestCost, KVWeight: DefaultKVWeight, TTLSeconds: DefaultTTLSeconds,
 		SessionTTLSeconds: DefaultSessionTTLSeconds, MaxSessions: DefaultMaxSessions,
 		SharedLedger: true, DecodeOutputGrowth: true, JanitorIntervalSeconds: DefaultJanitorSeconds,
-		UnconfirmedTimeoutSeconds: DefaultUnconfirmedSecs,
+		UnconfirmedTimeoutSeconds: DefaultUnconfirmedSecs, EncodeProfile: DefaultEncodeProfile,
 		Redis: RedisParams{KeyPrefix: DefaultKeyPrefix, TimeoutMS: DefaultRedisTimeoutMS,
 			SyncIntervalMS: DefaultSyncIntervalMS, LivenessTTLSeconds: DefaultLivenessSeconds,
 			KeyTTLSeconds: DefaultKeyTTLSeconds},

@@ -48,6 +48,15 @@ func (t *Tracker) Sweep() SweepResult {
 			t.releaseLocked(id, e, true, true, false, now)
 			res.ForceReleased++
 		}
+		if en := e.encode; en != nil && en.open && en.ttl > 0 && now.Sub(en.at) > en.ttl {
+			t.log.Info("Force-releasing an encode lease older than its TTL", "requestID", id, "pods", en.pods, "ttl", en.ttl)
+			t.metrics.forceReleased.WithLabelValues("encode", "ttl").Inc()
+			t.releaseEncodeLocked(en, now)
+			if e.done() {
+				delete(t.reqs, id)
+			}
+			res.ForceReleased++
+		}
 		if dp := e.decode; dp != nil && dp.open && dp.ttl > 0 && now.Sub(dp.at) > dp.ttl {
 			t.log.Info("Force-releasing a decode charge older than its TTL", "requestID", id, "pod", dp.pod, "tokens", dp.tokens, "ttl", dp.ttl)
 			t.metrics.forceReleased.WithLabelValues("decode", "ttl").Inc()
@@ -98,6 +107,7 @@ type PodSnapshot struct {
 	ActiveTokens, KVTokens, DecodeTokens float64
 	ActiveCharges, KVCharges             int
 	DecodeCharges                        int
+	EncodeCharges                        int
 }
 
 // Snapshot is a copy of the ledger's state, for tests, debugging and the soak invariants.
@@ -117,7 +127,7 @@ func (t *Tracker) Snapshot() Snapshot {
 	s := Snapshot{Pods: make(map[tokenload.PodKey]PodSnapshot, len(t.pods)), OpenRequests: len(t.reqs), RemotePods: len(t.remote)}
 	for k, ps := range t.pods {
 		s.Pods[k] = PodSnapshot{ActiveTokens: ps.active, KVTokens: ps.kv, DecodeTokens: ps.decTokens,
-			ActiveCharges: ps.activeN, KVCharges: ps.kvN, DecodeCharges: ps.decN}
+			ActiveCharges: ps.activeN, KVCharges: ps.kvN, DecodeCharges: ps.decN, EncodeCharges: ps.encN}
 	}
 	t.mu.Unlock()
 	s.Sessions = t.sessions.size()

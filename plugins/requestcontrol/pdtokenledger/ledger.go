@@ -3,6 +3,7 @@ package pdtokenledger
 import (
 	"context"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,12 +48,15 @@ type podState struct {
 	decTokens        float64
 	decN             int
 	decSumRel        float64 // Σ decode charge times, seconds since the tracker epoch
+	encN             int     // open encode leases: requests this pod is encoding
 	lastWrite        time.Time
 	gActive, gKV, gD gaugeSetter
-	gSlots           prometheus.Gauge
+	gSlots, gEnc     prometheus.Gauge
 }
 
-func (ps *podState) idle() bool { return ps.activeN == 0 && ps.kvN == 0 && ps.decN == 0 }
+func (ps *podState) idle() bool {
+	return ps.activeN == 0 && ps.kvN == 0 && ps.decN == 0 && ps.encN == 0
+}
 
 type prefillPart struct {
 	pod        tokenload.PodKey
@@ -71,16 +75,26 @@ type decodePart struct {
 	open   bool
 }
 
+// encodePart is a request's encode work: one lease on each encoder it was sent to.
+type encodePart struct {
+	pods []tokenload.PodKey
+	at   time.Time
+	ttl  time.Duration
+	open bool
+}
+
 // reqEntry holds a request's charges. Each part is released at most once.
 type reqEntry struct {
 	created   time.Time
 	confirmed bool
 	prefill   *prefillPart
 	decode    *decodePart
+	encode    *encodePart
 }
 
 func (e *reqEntry) done() bool {
-	return (e.prefill == nil || (!e.prefill.active && !e.prefill.kv)) && (e.decode == nil || !e.decode.open)
+	return (e.prefill == nil || (!e.prefill.active && !e.prefill.kv)) && (e.decode == nil || !e.decode.open) &&
+		(e.encode == nil || !e.encode.open)
 }
 
 type rateSample struct {
@@ -254,7 +268,12 @@ func (t *Tracker) release(id string, active, kv, decode bool) {
 }
 
 // releaseLocked closes the named parts of e and reports whether the decode ledger changed.
+// The encode part goes with the active one: every release that ends the prefill leg (the
+// callback, the response headers, the end of stream) comes after the encoders answered.
 func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool, now time.Time) bool {
+	if en := e.encode; active && en != nil && en.open {
+		t.releaseEncodeLocked(en, now)
+	}
 	if pp := e.prefill; pp != nil {
 		ps := t.pod(pp.pod, now)
 		if active && pp.active {
@@ -303,6 +322,7 @@ func (t *Tracker) pod(k tokenload.PodKey, now time.Time) *podState {
 		ps.gActive, ps.gKV, ps.gD = t.metrics.podGauges(k)
 		ns, name := splitPod(k)
 		ps.gSlots = t.metrics.decodeSlots.WithLabelValues(ns, name)
+		ps.gEnc = t.metrics.encodeRequests.WithLabelValues(ns, name)
 		t.pods[k] = ps
 	}
 	ps.lastWrite = now
@@ -419,6 +439,39 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	ps.gD.Set(ps.decTokens)
 	ps.gSlots.Set(float64(ps.decN))
 	x.decodeChanged = true
+}
+
+// releaseEncodeLocked closes an open encode part.
+func (t *Tracker) releaseEncodeLocked(en *encodePart, now time.Time) {
+	en.open = false
+	for _, k := range en.pods {
+		ps := t.pod(k, now)
+		ps.encN = max(0, ps.encN-1)
+		ps.gEnc.Set(float64(ps.encN))
+	}
+}
+
+// ChargeEncode leases encode work to the encoders a scheduled request was sent to (one request
+// each), released with the prefill leg's active part. It is charged from PreRequest, so the
+// request counts as confirmed. A second charge of the same request replaces the first.
+func (t *Tracker) ChargeEncode(requestID string, pods []tokenload.PodKey, ttl time.Duration) {
+	if requestID == "" || len(pods) == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	e := t.entry(requestID, now)
+	e.confirmed = true
+	if en := e.encode; en != nil && en.open {
+		t.releaseEncodeLocked(en, now)
+	}
+	e.encode = &encodePart{pods: slices.Clone(pods), at: now, ttl: ttl, open: true}
+	for _, k := range pods {
+		ps := t.pod(k, now)
+		ps.encN++
+		ps.gEnc.Set(float64(ps.encN))
+	}
 }
 
 func (t *Tracker) entry(id string, now time.Time) *reqEntry {

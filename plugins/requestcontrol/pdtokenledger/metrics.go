@@ -15,6 +15,7 @@ import (
 type Metrics struct {
 	active, kv, decode *prometheus.GaugeVec
 	decodeSlots        *prometheus.GaugeVec
+	encodeRequests     *prometheus.GaugeVec
 	forceReleased      *prometheus.CounterVec
 	sessions           prometheus.Gauge
 	sessionsFull       prometheus.Counter
@@ -71,6 +72,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Prompt tokens charged to the decode pod by this EPP replica, without growth."}, podLabels),
 		decodeSlots: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_decode_slots",
 			Help: "Open decode charges (sequences in the decode batch) this EPP replica holds on the pod, released at end of stream."}, podLabels),
+		encodeRequests: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "pdgate_token_load_encode_requests",
+			Help: "Requests this EPP replica sent to the encoder pod whose prefill leg has not yet returned."}, podLabels),
 		forceReleased: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "pdgate_token_load_force_released_total",
 			Help: "Ledger charges force-released: part=prefill|decode, reason=ttl|unconfirmed (janitor) or reconciled (more leases than the pod's scraped requests)."}, []string{"part", "reason"}),
 		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pdgate_token_load_sessions",
@@ -90,7 +93,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	return m, errors.Join(pluginkit.RegisterInto(reg, &m.active), pluginkit.RegisterInto(reg, &m.kv),
-		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.decodeSlots), pluginkit.RegisterInto(reg, &m.forceReleased),
+		pluginkit.RegisterInto(reg, &m.decode), pluginkit.RegisterInto(reg, &m.decodeSlots), pluginkit.RegisterInto(reg, &m.encodeRequests),
+		pluginkit.RegisterInto(reg, &m.forceReleased),
 		pluginkit.RegisterInto(reg, &m.sessions), pluginkit.RegisterInto(reg, &m.sessionsFull),
 		pluginkit.RegisterInto(reg, &m.sharedSyncs), pluginkit.RegisterInto(reg, &m.remoteReplicas),
 		pluginkit.RegisterInto(reg, &m.sharedDegraded), pluginkit.RegisterInto(reg, &m.sharedFallbacks))
@@ -121,6 +125,7 @@ func (m *Metrics) deletePod(k tokenload.PodKey) {
 	m.kv.DeleteLabelValues(ns, name)
 	m.decode.DeleteLabelValues(ns, name)
 	m.decodeSlots.DeleteLabelValues(ns, name)
+	m.encodeRequests.DeleteLabelValues(ns, name)
 	if g := m.aibrix.Load(); g != nil {
 		for _, v := range g {
 			v.DeleteLabelValues(ns, name)

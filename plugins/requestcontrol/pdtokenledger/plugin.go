@@ -144,12 +144,25 @@ type clockFunc func() time.Time
 func (f clockFunc) Now() time.Time { return f() }
 
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
-// unconfirmed sweep.
-func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, _ *fwksched.SchedulingResult) {
+// unconfirmed sweep and leases encode work to the encoders the encode profile picked.
+func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, res *fwksched.SchedulingResult) {
 	p.start()
-	if req != nil {
-		p.tracker.Confirm(req.RequestId)
+	if req == nil {
+		return
 	}
+	t := p.tracker
+	if enc := t.p.EncodeProfile; enc != "" && res != nil {
+		if pr := res.ProfileResults[enc]; pr != nil && len(pr.TargetEndpoints) > 0 {
+			pods := make([]tokenload.PodKey, 0, len(pr.TargetEndpoints))
+			for _, ep := range pr.TargetEndpoints {
+				if k, ok := endpointKey(ep); ok {
+					pods = append(pods, k)
+				}
+			}
+			t.ChargeEncode(req.RequestId, pods, time.Duration(t.p.TTLSeconds)*time.Second)
+		}
+	}
+	t.Confirm(req.RequestId)
 }
 
 // ReleasePrefillActive implements contract.PrefillReleaser: the sidecar reported that the

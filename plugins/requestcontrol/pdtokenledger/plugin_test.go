@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -12,6 +14,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestPluginLifecycle(t *testing.T) {
@@ -171,5 +174,100 @@ func TestPluginPrefillReleaseCallback(t *testing.T) {
 				t.Fatalf("after end of stream: %+v decode=%v", got, decodeOf(tr, d, nil))
 			}
 		})
+	}
+}
+
+// scheduled is a scheduling result with decode-0 as the primary pick and the given encoders
+// under the "encode" profile.
+func scheduled(encoders ...string) *fwksched.SchedulingResult {
+	res := &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
+		"decode": {TargetEndpoints: []fwksched.Endpoint{eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: "decode-0"})}},
+	}}
+	if len(encoders) > 0 {
+		pr := &fwksched.ProfileRunResult{}
+		for _, n := range encoders {
+			pr.TargetEndpoints = append(pr.TargetEndpoints, eptest.Scheduling(eptest.Spec{Namespace: "ns", Name: n}))
+		}
+		res.ProfileResults["encode"] = pr
+	}
+	return res
+}
+
+// Encode work is a lease on each encoder the request was sent to, taken at PreRequest and
+// released with the prefill leg, whichever hook reports its end first.
+func TestEncodeLeases(t *testing.T) {
+	ctx := context.Background()
+	req := &fwksched.LLMRequest{RequestId: "r1"}
+	header := func(outcome string) func(*Plugin) {
+		return func(pl *Plugin) {
+			pl.ResponseHeader(ctx, req, &fwkrc.Response{RequestId: "r1", Headers: map[string]string{protocol.HeaderPrefillOutcome: outcome}}, nil)
+		}
+	}
+	cases := []struct {
+		name          string
+		encodeProfile string
+		result        *fwksched.SchedulingResult
+		wantLeased    []tokenload.PodKey
+		end           func(*Plugin)
+	}{
+		{"prefill-release callback", "encode", scheduled("enc-0", "enc-1"), []tokenload.PodKey{"ns/enc-0", "ns/enc-1"},
+			func(pl *Plugin) { pl.ReleasePrefillActive("r1") }},
+		{"response headers, prefill ok", "encode", scheduled("enc-0"), []tokenload.PodKey{"ns/enc-0"}, header("ok")},
+		{"response headers, prefill failed", "encode", scheduled("enc-0"), []tokenload.PodKey{"ns/enc-0"}, header("failed")},
+		{"end of stream (disconnect before headers)", "encode", scheduled("enc-0"), []tokenload.PodKey{"ns/enc-0"},
+			func(pl *Plugin) { pl.ResponseBody(ctx, req, &fwkrc.Response{RequestId: "r1", EndOfStream: true}, nil) }},
+		{"no encode stage", "encode", scheduled(), nil, header("ok")},
+		{"encode profile not configured", "", scheduled("enc-0"), nil, header("ok")},
+		{"no scheduling result", "encode", nil, nil, header("ok")},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr, c, m := newTestTracker(t, func(p *Params) { p.EncodeProfile = tc.encodeProfile; p.UnconfirmedTimeoutSeconds = 1 })
+			pl := New("ledger", tr)
+			pl.PreRequest(ctx, req, tc.result)
+			// An encode-only request is confirmed: the unconfirmed sweep leaves it alone.
+			c.Advance(2 * time.Second)
+			tr.Sweep()
+			s := tr.Snapshot()
+			for _, k := range tc.wantLeased {
+				if s.Pods[k].EncodeCharges != 1 || testutil.ToFloat64(m.encodeRequests.WithLabelValues(splitPod(k))) != 1 {
+					t.Fatalf("%s: %d encode leases (gauge %v), want 1", k, s.Pods[k].EncodeCharges, testutil.ToFloat64(m.encodeRequests.WithLabelValues(splitPod(k))))
+				}
+			}
+			if tc.wantLeased == nil && s.OpenRequests != 0 {
+				t.Fatalf("leased encode work without an encoder: %+v", s)
+			}
+			tc.end(pl)
+			s = tr.Snapshot()
+			for k, ps := range s.Pods {
+				if ps.EncodeCharges != 0 {
+					t.Fatalf("%s still holds %d encode leases", k, ps.EncodeCharges)
+				}
+			}
+			if s.OpenRequests != 0 {
+				t.Fatalf("open requests: %d", s.OpenRequests)
+			}
+		})
+	}
+}
+
+// An encode lease the EPP never hears the end of goes at its TTL, like the other parts, and a
+// second charge of the same request replaces the first.
+func TestEncodeLeaseTTLAndRecharge(t *testing.T) {
+	tr, c, m := newTestTracker(t, nil)
+	tr.ChargeEncode("r1", []tokenload.PodKey{"ns/enc-0"}, time.Minute)
+	tr.ChargeEncode("r1", []tokenload.PodKey{"ns/enc-1"}, time.Minute)
+	if s := tr.Snapshot(); s.Pods["ns/enc-0"].EncodeCharges != 0 || s.Pods["ns/enc-1"].EncodeCharges != 1 {
+		t.Fatalf("recharge did not replace the first lease: %+v", s.Pods)
+	}
+	c.Advance(2 * time.Minute)
+	if r := tr.Sweep(); r.ForceReleased != 1 {
+		t.Fatalf("sweep: %+v", r)
+	}
+	if s := tr.Snapshot(); s.OpenRequests != 0 || s.Pods["ns/enc-1"].EncodeCharges != 0 {
+		t.Fatalf("after the TTL: %+v", s)
+	}
+	if got := testutil.ToFloat64(m.forceReleased.WithLabelValues("encode", "ttl")); got != 1 {
+		t.Fatalf("force_released{encode,ttl} = %v", got)
 	}
 }

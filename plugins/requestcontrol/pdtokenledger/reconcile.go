@@ -26,10 +26,10 @@ type PodInFlight struct {
 }
 
 // Reconcile releases the leases the pods' scraped counts cannot explain. A pod's leases in
-// flight are its open prefill active parts and decode charges (the KV part stays after the
-// engine finished, so it is not counted); when they outnumber the pod's running + waiting
-// requests, the oldest of those older than reconcileGraceSeconds are released, at most the
-// excess. The engine serves every EPP replica's requests, so this replica's leases can never
+// flight are its open prefill active parts, decode charges and encode leases (the KV part
+// stays after the engine finished, so it is not counted); when they outnumber the pod's
+// running + waiting requests, the oldest of those older than reconcileGraceSeconds are
+// released, at most the excess. An encode lease goes as a whole, on all its encoders. The engine serves every EPP replica's requests, so this replica's leases can never
 // rightly exceed its count. It returns how many leases it released; 0 when off.
 func (t *Tracker) Reconcile(pods []PodInFlight) int {
 	grace := time.Duration(t.p.ReconcileGraceSeconds) * time.Second
@@ -41,7 +41,7 @@ func (t *Tracker) Reconcile(pods []PodInFlight) int {
 	excess := map[tokenload.PodKey]int{}
 	for _, p := range pods {
 		if ps := t.pods[p.Pod]; ps != nil {
-			if n := ps.activeN + ps.decN - max(0, p.InFlight); n > 0 {
+			if n := ps.activeN + ps.decN + ps.encN - max(0, p.InFlight); n > 0 {
 				excess[p.Pod] = n
 			}
 		}
@@ -51,42 +51,51 @@ func (t *Tracker) Reconcile(pods []PodInFlight) int {
 		return 0
 	}
 	type lease struct {
-		id     string
-		decode bool
-		at     time.Time
+		id   string
+		part string // prefill (active), decode, encode
+		pods []tokenload.PodKey
+		at   time.Time
+	}
+	anyExcess := func(pods ...tokenload.PodKey) bool {
+		return slices.ContainsFunc(pods, func(k tokenload.PodKey) bool { return excess[k] > 0 })
 	}
 	var old []lease
 	for id, e := range t.reqs {
-		if pp := e.prefill; pp != nil && pp.active && excess[pp.pod] > 0 && now.Sub(pp.at) > grace {
-			old = append(old, lease{id: id, at: pp.at})
+		if pp := e.prefill; pp != nil && pp.active && anyExcess(pp.pod) && now.Sub(pp.at) > grace {
+			old = append(old, lease{id: id, part: "prefill", pods: []tokenload.PodKey{pp.pod}, at: pp.at})
 		}
-		if dp := e.decode; dp != nil && dp.open && excess[dp.pod] > 0 && now.Sub(dp.at) > grace {
-			old = append(old, lease{id: id, decode: true, at: dp.at})
+		if dp := e.decode; dp != nil && dp.open && anyExcess(dp.pod) && now.Sub(dp.at) > grace {
+			old = append(old, lease{id: id, part: "decode", pods: []tokenload.PodKey{dp.pod}, at: dp.at})
+		}
+		if en := e.encode; en != nil && en.open && anyExcess(en.pods...) && now.Sub(en.at) > grace {
+			old = append(old, lease{id: id, part: "encode", pods: en.pods, at: en.at})
 		}
 	}
 	slices.SortFunc(old, func(a, b lease) int {
-		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.id, b.id), cmp.Compare(btoi(a.decode), btoi(b.decode)))
+		return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.id, b.id), cmp.Compare(a.part, b.part))
 	})
 	released, decodeChanged := 0, false
 	for _, l := range old {
 		e := t.reqs[l.id]
-		if e == nil {
+		if e == nil || !anyExcess(l.pods...) {
 			continue
 		}
-		var pod tokenload.PodKey
-		part := "prefill"
-		if l.decode {
-			pod, part = e.decode.pod, "decode"
-		} else {
-			pod = e.prefill.pod
+		for _, k := range l.pods {
+			excess[k]--
 		}
-		if excess[pod] <= 0 {
-			continue
+		t.log.Info("Releasing a lease the pod's scraped request counts cannot explain", "requestID", l.id, "pods", l.pods, "part", l.part, "age", now.Sub(l.at))
+		t.metrics.forceReleased.WithLabelValues(l.part, "reconciled").Inc()
+		switch l.part {
+		case "prefill":
+			t.releaseLocked(l.id, e, true, false, false, now)
+		case "decode":
+			decodeChanged = t.releaseLocked(l.id, e, false, false, true, now) || decodeChanged
+		case "encode":
+			t.releaseEncodeLocked(e.encode, now)
+			if e.done() {
+				delete(t.reqs, l.id)
+			}
 		}
-		excess[pod]--
-		t.log.Info("Releasing a lease the pod's scraped request counts cannot explain", "requestID", l.id, "pod", pod, "part", part, "age", now.Sub(l.at))
-		t.metrics.forceReleased.WithLabelValues(part, "reconciled").Inc()
-		decodeChanged = t.releaseLocked(l.id, e, !l.decode, false, l.decode, now) || decodeChanged
 		released++
 	}
 	t.mu.Unlock()
@@ -94,13 +103,6 @@ func (t *Tracker) Reconcile(pods []PodInFlight) int {
 		t.notify()
 	}
 	return released
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // AdmitRequest admits every request: the ledger only reads the candidates' scraped counts to
@@ -128,16 +130,27 @@ func (p *Plugin) AdmitRequest(_ context.Context, _ *fwksched.LLMRequest, pods []
 		if m == nil || m.UpdateTime.IsZero() || now.Sub(m.UpdateTime) > metricsFreshness {
 			continue
 		}
-		md := ep.GetMetadata()
-		if md == nil {
-			continue
+		if k, ok := endpointKey(ep); ok {
+			counts = append(counts, PodInFlight{Pod: k, InFlight: m.RunningRequestsSize + m.WaitingQueueSize})
 		}
-		name := md.PodName // the ledger's key, as podmodel builds it for the scorers
-		if name == "" {
-			name = md.NamespacedName.Name
-		}
-		counts = append(counts, PodInFlight{Pod: tokenload.PodKey(md.NamespacedName.Namespace + "/" + name), InFlight: m.RunningRequestsSize + m.WaitingQueueSize})
 	}
 	t.Reconcile(counts)
 	return nil
+}
+
+// endpointKey is an endpoint's ledger key, "namespace/pod", as podmodel builds it for the
+// scorers that charge the ledger.
+func endpointKey(ep fwksched.Endpoint) (tokenload.PodKey, bool) {
+	if ep == nil {
+		return "", false
+	}
+	md := ep.GetMetadata()
+	if md == nil {
+		return "", false
+	}
+	name := md.PodName
+	if name == "" {
+		name = md.NamespacedName.Name
+	}
+	return tokenload.PodKey(md.NamespacedName.Namespace + "/" + name), name != ""
 }

@@ -14,14 +14,14 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
-// testLease is one charge made age before the reconciliation: a decode charge, or a prefill
-// charge whose active part is still open unless legReturned.
+// testLease is one charge made age before the reconciliation: a decode charge, an encode
+// lease, or a prefill charge whose active part is still open unless legReturned.
 type testLease struct {
-	id          string
-	pod         tokenload.PodKey
-	prefill     bool
-	legReturned bool
-	age         time.Duration
+	id              string
+	pod             tokenload.PodKey
+	prefill, encode bool
+	legReturned     bool
+	age             time.Duration
 }
 
 // chargeLeases charges each lease at now − age (oldest first) and leaves the clock at now.
@@ -35,6 +35,10 @@ func chargeLeases(tr *Tracker, c *fakeClock, leases []testLease) {
 	}
 	for _, l := range sorted {
 		c.now = start.Add(oldest - l.age)
+		if l.encode {
+			tr.ChargeEncode(l.id, []tokenload.PodKey{l.pod}, time.Hour)
+			continue
+		}
 		tr.Atomically(func(tx tokenload.Tx) {
 			if l.prefill {
 				tx.ChargePrefill(tokenload.PrefillCharge{RequestID: l.id, Pod: l.pod, Tokens: 100, TTL: time.Hour})
@@ -56,7 +60,7 @@ func openLeases(tr *Tracker) []string {
 	defer tr.mu.Unlock()
 	var ids []string
 	for id, e := range tr.reqs {
-		if (e.prefill != nil && e.prefill.active) || (e.decode != nil && e.decode.open) {
+		if (e.prefill != nil && e.prefill.active) || (e.decode != nil && e.decode.open) || (e.encode != nil && e.encode.open) {
 			ids = append(ids, id)
 		}
 	}
@@ -65,7 +69,7 @@ func openLeases(tr *Tracker) []string {
 }
 
 func TestReconcile(t *testing.T) {
-	const p0, d0, d1 = tokenload.PodKey("ns/p0"), tokenload.PodKey("ns/d0"), tokenload.PodKey("ns/d1")
+	const p0, d0, d1, e0 = tokenload.PodKey("ns/p0"), tokenload.PodKey("ns/d0"), tokenload.PodKey("ns/d1"), tokenload.PodKey("ns/e0")
 	old, older, oldest, young := 100*time.Second, 200*time.Second, 300*time.Second, 30*time.Second
 	cases := []struct {
 		name         string
@@ -95,6 +99,8 @@ func TestReconcile(t *testing.T) {
 		{"a negative count counts as none", 60, []testLease{{id: "a", pod: d0, age: oldest}},
 			[]PodInFlight{{d0, -3}}, 1, nil, 0},
 		{"a pod the ledger does not know", 60, nil, []PodInFlight{{d0, 0}}, 0, nil, 0},
+		{"encode leases the encoder cannot explain", 60, []testLease{{id: "x", pod: e0, encode: true, age: oldest}, {id: "y", pod: e0, encode: true, age: old}},
+			[]PodInFlight{{e0, 1}}, 1, []string{"y"}, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,7 +116,8 @@ func TestReconcile(t *testing.T) {
 				t.Errorf("prefill KV on %s = %v, want %v", p0, got, tc.wantKV)
 			}
 			counted := testutil.ToFloat64(m.forceReleased.WithLabelValues("prefill", "reconciled")) +
-				testutil.ToFloat64(m.forceReleased.WithLabelValues("decode", "reconciled"))
+				testutil.ToFloat64(m.forceReleased.WithLabelValues("decode", "reconciled")) +
+				testutil.ToFloat64(m.forceReleased.WithLabelValues("encode", "reconciled"))
 			if counted != float64(tc.wantReleased) {
 				t.Errorf("force_released{reason=reconciled} = %v, want %v", counted, tc.wantReleased)
 			}
