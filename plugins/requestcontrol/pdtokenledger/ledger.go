@@ -320,9 +320,6 @@ func (t *Tracker) pod(k tokenload.PodKey, now time.Time) *podState {
 	if ps == nil {
 		ps = &podState{}
 		ps.gActive, ps.gKV, ps.gD = t.metrics.podGauges(k)
-		ns, name := splitPod(k)
-		ps.gSlots = t.metrics.decodeSlots.WithLabelValues(ns, name)
-		ps.gEnc = t.metrics.encodeRequests.WithLabelValues(ns, name)
 		t.pods[k] = ps
 	}
 	ps.lastWrite = now
@@ -433,6 +430,10 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	}
 	e.decode = &decodePart{pod: c.Pod, tokens: c.Tokens, at: x.now, atRel: x.nowRel, ttl: c.TTL, open: true}
 	ps := t.pod(c.Pod, x.now)
+	if ps.gSlots == nil { // only decode pods export the series
+		ns, name := splitPod(c.Pod)
+		ps.gSlots = t.metrics.decodeSlots.WithLabelValues(ns, name)
+	}
 	ps.decTokens += c.Tokens
 	ps.decN++
 	ps.decSumRel += x.nowRel
@@ -469,6 +470,10 @@ func (t *Tracker) ChargeEncode(requestID string, pods []tokenload.PodKey, ttl ti
 	e.encode = &encodePart{pods: slices.Clone(pods), at: now, ttl: ttl, open: true}
 	for _, k := range pods {
 		ps := t.pod(k, now)
+		if ps.gEnc == nil { // only encoders export the series, not every prefill and decode pod
+			ns, name := splitPod(k)
+			ps.gEnc = t.metrics.encodeRequests.WithLabelValues(ns, name)
+		}
 		ps.encN++
 		ps.gEnc.Set(float64(ps.encN))
 	}
