@@ -5,11 +5,10 @@ package telemetrytest
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 )
 
 // ClientTraceparent is a client's W3C traceparent: trace ClientTraceID, parent ClientSpanID.
@@ -42,11 +41,8 @@ func (r *Recorder) Ended() map[string]sdktrace.ReadOnlySpan {
 
 // SpanContext parses a traceparent value.
 func SpanContext(traceparent string) trace.SpanContext {
-	ctx := telemetry.Extract(context.Background(), func(k string) string {
-		if k == "traceparent" {
-			return traceparent
-		}
-		return ""
-	})
+	// The propagator directly, not cmd/internal/telemetry: hack/pluginimports counts every
+	// package under an internal/ folder as a library, and a library imports nothing under cmd/.
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
 	return trace.SpanContextFromContext(ctx)
 }
