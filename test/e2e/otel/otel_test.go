@@ -59,9 +59,11 @@ pods:
 `)
 	l := labtest.Start(t, lab.Options{Topology: topo, BinDir: binDir, Subnet: "127.0.58"})
 
-	// ~3,000 prompt tokens: a ~100 ms prefill, so that the hops between processes that no
-	// phase covers (loopback, well under 1 ms) stay inside 2 % of the TTFT.
-	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 330)
+	// ~12,000 prompt tokens: a prefill of about 400 ms, so that the hops between processes that
+	// no phase covers (loopback, well under 1 ms) and a goroutine descheduled for a few
+	// milliseconds on a busy CI machine stay inside 2 % of the TTFT. With 3,000 tokens (~100 ms)
+	// one CI run, packages side by side on two cores, had 2 of 100 requests at 2.4 %.
+	prompt := strings.Repeat("the quick brown fox jumps over the lazy dog ", 1320)
 	ttft := map[string]time.Duration{}
 	for i := range requests {
 		id := fmt.Sprintf("otel-e2e-%03d", i)
@@ -99,13 +101,8 @@ pods:
 	// the gateway's legs include them. Both are reported; the legs must explain the TTFT.
 	t.Logf("gateway legs within 2%% of the client's TTFT: %d of %d; phases alone: %d of %d (phases cover %.1f%% of TTFT at the median, %.1f%% at the 5th percentile)",
 		legsWithin, requests, phasesWithin, requests, 100*coverage[len(coverage)/2], 100*coverage[len(coverage)/20])
-	// CI runs the e2e packages side by side on two cores, so a request now and then loses a few
-	// milliseconds to a descheduled client or gateway goroutine before its first leg starts
-	// (one CI run: 2 of 100 at 2.4 %). The claim is about the typical request: 95 of 100 must be
-	// within 2 %, and none may miss by more than 10 %, which a missing leg or a double-counted
-	// one would.
-	if legsWithin*100 < 95*requests || len(farOff) > 0 {
-		t.Fatalf("%d of %d requests have legs within 2%% of TTFT (95 needed); off: %v; more than 10%% off: %v",
+	if legsWithin*100 < 99*requests || len(farOff) > 0 {
+		t.Fatalf("%d of %d requests have legs within 2%% of TTFT (99 needed); off: %v; more than 10%% off: %v",
 			legsWithin, requests, off, farOff)
 	}
 }
