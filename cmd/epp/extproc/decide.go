@@ -88,7 +88,6 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 		Headers:          x.headers,
 		RequestSizeBytes: len(x.body),
 	}
-	x.tl.decideStart = time.Now()
 	dec, err := x.s.director.Decide(ctx, &Request{LLM: x.request, IncomingModel: x.incomingModel, FairnessID: x.fairnessID,
 		ObjectiveKey: x.objectiveKey, Received: x.received, Metadata: x.metadata})
 	x.tl.admitted, x.tl.decided = dec.Admitted, time.Now()

@@ -18,7 +18,35 @@ import (
 const (
 	goalLarge  = 220 << 10
 	goalSpread = 1.5
+	// goalTracing bounds what tracing on (every request sampled) may add to net CPU (issue 33).
+	goalTracing = 1.03
 )
+
+// tracingPair is one size of a config measured with tracing off and on in the same run.
+type tracingPair struct {
+	config  string
+	off, on SizeResult
+	spans   float64
+}
+
+func tracingPairs(res *Results) []tracingPair {
+	var out []tracingPair
+	for _, c := range res.Configs {
+		if !c.Traced || c.Error != "" {
+			continue
+		}
+		off, ok := configNamed(res, strings.TrimSuffix(c.Name, TracedSuffix))
+		if !ok {
+			continue
+		}
+		for _, on := range c.Sizes {
+			if o, ok := sizeOf(off, on.Bytes); ok && o.NetCPUMS > 0 {
+				out = append(out, tracingPair{config: c.Name, off: o, on: on, spans: c.SpansPerRequest})
+			}
+		}
+	}
+	return out
+}
 
 // sizeGoals are the efficiency goals per config, by body size.
 func sizeGoals(config string) []struct {
@@ -85,8 +113,8 @@ func Goals(res *Results) []Goal {
 	}
 	base := res.Configs[0]
 	for _, c := range res.Configs[1:] {
-		if c.Kind == eppharness.KindFloor {
-			continue // a reference, not a config under test
+		if c.Kind == eppharness.KindFloor || c.Traced {
+			continue // a reference, or measured against its untraced self below
 		}
 		for _, g := range sizeGoals(c.Name) {
 			b, ok1 := sizeOf(base, g.size)
@@ -99,6 +127,12 @@ func Goals(res *Results) []Goal {
 				Measured: v, Target: g.ratio, Met: v >= g.ratio && x.Load.OK == x.Load.Requests,
 				Note: fmt.Sprintf("gross CPU ratio %s, req/s ratio %s", report.F(grossCPURatio(b, x), 2), report.F(rpsRatio(b, x), 2))})
 		}
+	}
+	for _, t := range tracingPairs(res) {
+		v := t.on.NetCPUMS / t.off.NetCPUMS
+		out = append(out, Goal{Config: t.config, Goal: fmt.Sprintf("net CPU with tracing on at %s ≤ %.2f× off", sizeLabel(t.on.Bytes), goalTracing),
+			Measured: v, Target: goalTracing, Met: v <= goalTracing && t.on.Load.OK == t.on.Load.Requests && t.spans > 0,
+			Note: fmt.Sprintf("%s spans per request received", report.F(t.spans, 2))})
 	}
 	for _, c := range res.Configs {
 		if c.Recommended && c.Burst != nil {
@@ -128,6 +162,9 @@ func build(r *report.Report, o Options, res *Results) {
 		r.Add(burstSection(res))
 	}
 	r.Add(memorySection(res))
+	if ts := tracingSection(res); ts != nil {
+		r.Add(*ts)
+	}
 	var rows [][]string
 	for _, g := range Goals(res) {
 		rows = append(rows, []string{g.Config, g.Goal, report.F(g.Measured, 2), metText(g.Met), g.Note})
@@ -202,6 +239,27 @@ func requestPathSection(o Options, res *Results) report.Section {
 			{Title: "Per body size", Columns: cols, Rows: rows},
 		},
 		Plots: []report.Plot{rps, cpu}}
+}
+
+// tracingSection sets each traced config beside itself untraced, or is nil without one.
+func tracingSection(res *Results) *report.Section {
+	var rows [][]string
+	for _, t := range tracingPairs(res) {
+		rows = append(rows, []string{t.config, sizeLabel(t.on.Bytes), report.F(t.off.NetCPUMS, 3), report.F(t.on.NetCPUMS, 3),
+			report.F(t.on.NetCPUMS/t.off.NetCPUMS, 3), report.F(t.spans, 2)})
+	}
+	if rows == nil {
+		return nil
+	}
+	return &report.Section{Title: "Tracing on against off",
+		Text: "A `" + TracedSuffix + "` config is the same EPP and config with tracing on: `--tracing=true`, " +
+			"`OTEL_TRACES_SAMPLER=parentbased_always_on` (the bench sends no traceparent, so every request " +
+			"is a sampled root: the worst case; `--trace-sample-ratio` below 1 samples that fraction instead) and the SDK's batch processor (512-span batches, " +
+			"exporting every 1 s rather than 5 s) over OTLP gRPC to a real TraceService in the bench process. Each traced phase " +
+			"ends only once the receiver has got nothing for 1.5 s, so every span's export counts in the phase " +
+			"that made it; net CPU removes the idle scraping of that wait as of any other. Spans per request is " +
+			"what the receiver got ÷ the requests sent.",
+		Tables: []report.Table{{Columns: []string{"config", "body", "net off", "net on", "on ÷ off", "spans / request"}, Rows: rows}}}
 }
 
 func layoutText(c ConfigResult) string {

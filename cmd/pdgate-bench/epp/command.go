@@ -103,6 +103,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 	f.DurationVar(&o.CPUProfile, "cpu-profile", 0, "profile each EPP's CPU for this long (whole seconds) from the start of the measured phase at the last size, into <out>/<config>-<size>.pprof for go tool pprof (raise --requests so the phase lasts longer)")
 	f.IntVar(&o.Repeats, "repeats", 1, "run each measured phase this many times and report the median with the spread (max-min over the median) of the net CPU")
 	f.BoolVar(&o.Instructions, "instructions", false, "meter the phases in instructions executed (valgrind's callgrind; CPU columns then read in millions of instructions) instead of CPU time: the same figures on a busy machine as on a quiet one; wants fewer --requests (callgrind runs 30-100x slower)")
+	f.Float64Var(&o.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of requests a "+TracedSuffix+" config samples (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1; 1 samples every request, the worst case)")
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp and gie-epp (default <repo>/bin; missing ones are built)")
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -22,6 +23,31 @@ type Config struct {
 	Layout string `json:"layout"`
 	// Recommended marks pdgate's recommended config (the burst goal applies to it).
 	Recommended bool `json:"recommended,omitempty"`
+	// Traced runs the config with tracing on, every request sampled, exporting to a real OTLP
+	// receiver in the bench (name: the config's + TracedSuffix).
+	Traced bool `json:"traced,omitempty"`
+}
+
+// TracedSuffix selects a pdgate config with tracing on: `--configs recommended,recommended+tracing`
+// measures both in one run and reports the traced one's net CPU as a multiple of the other's.
+const TracedSuffix = "+tracing"
+
+// lookupConfig finds a config by name, with TracedSuffix allowed on pdgate's.
+func lookupConfig(name string) (Config, error) {
+	base, traced := strings.CutSuffix(name, TracedSuffix)
+	for _, c := range DefaultConfigs {
+		if c.Name != base {
+			continue
+		}
+		if traced {
+			if c.Kind != eppharness.KindPdgate {
+				return Config{}, fmt.Errorf("bench epp: config %q: only pdgate's configs trace", name)
+			}
+			c.Name, c.Traced, c.Recommended = name, true, false
+		}
+		return c, nil
+	}
+	return Config{}, fmt.Errorf("bench epp: unknown config %q (known: %s, and %s after a pdgate config)", name, configNames(), TracedSuffix)
 }
 
 // DefaultConfigs are measured in this order; the first is the baseline.

@@ -18,6 +18,10 @@ type LoadSpec struct {
 	MaxDuration time.Duration
 	// Make builds the i-th exchange (called from the workers; must be safe for that).
 	Make func(i int) *Exchange
+	// Settle, when set, runs after the last exchange and before the phase's wall time and CPU
+	// are read: work the EPP does later on the phase's behalf (a traced EPP's span export)
+	// then counts in the phase.
+	Settle func(context.Context)
 }
 
 // LoadResult is what a measurement saw. CPU is the EPP process's CPU time over the run.
@@ -89,6 +93,9 @@ func RunLoad(ctx context.Context, c *Client, spec LoadSpec, cpu CPUFunc) (LoadRe
 		}()
 	}
 	wg.Wait()
+	if spec.Settle != nil {
+		spec.Settle(ctx)
+	}
 	res.Wall = time.Since(start)
 	cpu1, err := cpu()
 	if err != nil {

@@ -29,6 +29,8 @@ type rig struct {
 	ms      *eppharness.ModelServers
 	hosts   []string
 	bodies  map[int][][]byte
+	// otlp receives the traced configs' spans; started with the first of them.
+	otlp *eppharness.OTLPReceiver
 }
 
 func measure(ctx context.Context, o Options, configs []Config) (*Results, error) {
@@ -57,6 +59,11 @@ func measure(ctx context.Context, o Options, configs []Config) (*Results, error)
 		return nil, err
 	}
 	defer func() { _ = g.cluster.Stop() }()
+	defer func() {
+		if g.otlp != nil {
+			g.otlp.Close()
+		}
+	}()
 	for _, s := range o.Sizes {
 		for i := 0; i < bodiesPerSize; i++ {
 			g.bodies[s] = append(g.bodies[s], ChatBody(s, uint64(s)*1000+uint64(i)))
@@ -98,10 +105,20 @@ func (g *rig) start(ctx context.Context, c Config, primary int, pool string) (*e
 	if err != nil {
 		return nil, nil, "", err
 	}
+	otlp := ""
+	if c.Traced {
+		if g.otlp == nil {
+			if g.otlp, err = eppharness.StartOTLPReceiver(); err != nil {
+				_ = logf.Close()
+				return nil, nil, note, err
+			}
+		}
+		otlp, note = g.otlp.Addr, note+fmt.Sprintf(", tracing on (%s of requests sampled, OTLP gRPC to the bench)", report.F(g.o.sampleRatio(), 2))
+	}
 	base := g.ms.Snapshot()
 	e, err := eppharness.Start(ctx, g.o.harnessOptions(eppharness.Options{Kind: c.Kind, ConfigFile: cfg, Endpoints: eps,
-		BinDir: g.o.BinDir, WorkDir: g.dir, Log: logf, Cluster: g.cluster, PoolName: pool,
-		ReadyTimeout: 3 * time.Minute}))
+		BinDir: g.o.BinDir, WorkDir: g.dir, Log: logf, Cluster: g.cluster, PoolName: poolName(pool),
+		ReadyTimeout: 3 * time.Minute, OTLPEndpoint: otlp, OTLPSampleRatio: g.o.sampleRatio()}))
 	if err != nil {
 		_ = logf.Close()
 		return nil, nil, note, err
@@ -162,13 +179,20 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			cr.IdleCPUMSPerS = float64(c1-c0) / float64(time.Millisecond) / idle.Seconds()
 		}
 	}
+	spans0, sent := g.spans(), 0
+	var settle func(context.Context)
+	if c.Traced {
+		settle = func(ctx context.Context) { g.settledSpans(ctx) }
+	}
 	for i, size := range o.Sizes {
 		mk := g.maker(c.Name, size)
-		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4, Make: mk("warm")}
+		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4,
+			Make: mk("warm"), Settle: settle}
 		if _, err := RunLoad(ctx, client, warm, meter); err != nil {
 			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
 			return cr
 		}
+		sent += warm.Requests
 		var runs []LoadResult
 		var nets []float64
 		for r := range max(1, o.Repeats) {
@@ -176,7 +200,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			if r > 0 {
 				phase = fmt.Sprintf("run%d", r)
 			}
-			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase)}
+			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase), Settle: settle}
 			var profiled <-chan error
 			if o.CPUProfile > 0 && i == len(o.Sizes)-1 && r == 0 {
 				name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
@@ -199,6 +223,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 				}
 			}
 			runs, nets = append(runs, lr), append(nets, NetCPU(lr, cr.IdleCPUMSPerS))
+			sent += lr.Requests
 		}
 		m := medianRun(nets)
 		lr := runs[m]
@@ -212,6 +237,10 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f%s), routing p50 %.2f ms p99 %.2f ms, errors %d",
 			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(), sr.NetCPUMS,
 			spreadText(sr.NetCPURepeatsMS), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
+	}
+	if c.Traced {
+		cr.SpansPerRequest = float64(g.spans()-spans0) / float64(max(sent, 1))
+		o.logf("%s: %.2f spans per request reached the OTLP receiver", c.Name, cr.SpansPerRequest)
 	}
 	if o.Burst > 0 {
 		b := RunBurst(ctx, client, o.Burst, func(i int) *Exchange {
@@ -228,6 +257,44 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	}
 	return cr
 }
+
+// spans is what the OTLP receiver has got so far (0 before any traced config).
+func (g *rig) spans() int64 {
+	if g.otlp == nil {
+		return 0
+	}
+	return g.otlp.Spans()
+}
+
+// settledSpans waits until the receiver's count has not moved for eppharness.ExportQuiet (at
+// most a minute) and returns it.
+func (g *rig) settledSpans(ctx context.Context) int64 {
+	n, still := g.spans(), time.Now()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return n
+		case <-time.After(250 * time.Millisecond):
+		}
+		if m := g.spans(); m != n {
+			n, still = m, time.Now()
+		} else if time.Since(still) >= eppharness.ExportQuiet {
+			break
+		}
+	}
+	return n
+}
+
+// sampleRatio is the traced configs' sampling ratio, 1 when unset.
+func (o *Options) sampleRatio() float64 {
+	if o.TraceSampleRatio <= 0 {
+		return 1
+	}
+	return o.TraceSampleRatio
+}
+
+// poolName is an InferencePool (and namespace) name for a config's: "+" is no DNS-1123 character.
+func poolName(config string) string { return strings.ReplaceAll(config, "+", "-") }
 
 // maker builds the exchanges of one size; phase keeps request ids unique across phases.
 func (g *rig) maker(config string, size int) func(phase string) func(int) *Exchange {

@@ -47,7 +47,9 @@ type Options struct {
 	// Instructions meters every phase in instructions counted by callgrind instead of CPU
 	// time (instructions.go).
 	Instructions bool
-	Progress     io.Writer
+	// TraceSampleRatio is the fraction of requests a Traced config samples (0 or 1: every one).
+	TraceSampleRatio float64
+	Progress         io.Writer
 }
 
 // DefaultOptions are the full run's settings, or the quick variant's (`make bench`).
@@ -78,6 +80,9 @@ func (o *Options) Validate() error {
 	if o.Concurrency < 1 || o.Conns < 1 || o.ChunkSize < 1 {
 		return fmt.Errorf("bench epp: concurrency %d, conns %d, chunk %d: want >= 1 each", o.Concurrency, o.Conns, o.ChunkSize)
 	}
+	if o.TraceSampleRatio < 0 || o.TraceSampleRatio > 1 {
+		return fmt.Errorf("bench epp: trace sample ratio %v: want 0 < ratio <= 1", o.TraceSampleRatio)
+	}
 	if o.Repeats < 0 {
 		return fmt.Errorf("bench epp: repeats %d: want >= 1", o.Repeats)
 	}
@@ -106,15 +111,11 @@ func (o *Options) selected() ([]Config, error) {
 	}
 	var out []Config
 	for _, name := range o.Configs {
-		found := false
-		for _, c := range DefaultConfigs {
-			if c.Name == name {
-				out, found = append(out, c), true
-			}
+		c, err := lookupConfig(name)
+		if err != nil {
+			return nil, err
 		}
-		if !found {
-			return nil, fmt.Errorf("bench epp: unknown config %q (known: %s)", name, configNames())
-		}
+		out = append(out, c)
 	}
 	return out, nil
 }
@@ -155,7 +156,10 @@ type ConfigResult struct {
 	PrimaryPods   []string          `json:"primaryPods"`
 	Spread        float64           `json:"spread"`
 	Memory        eppharness.Memory `json:"memoryAfterRun"`
-	Error         string            `json:"error,omitempty"`
+	// SpansPerRequest is what the OTLP receiver got per request sent (Traced configs): the
+	// check that tracing was really on.
+	SpansPerRequest float64 `json:"spansPerRequest,omitempty"`
+	Error           string  `json:"error,omitempty"`
 }
 
 // SizeResult is one body size's load phase.

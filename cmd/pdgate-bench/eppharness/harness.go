@@ -83,6 +83,12 @@ type Options struct {
 	// Callgrind runs the EPP under valgrind's callgrind so that EPP.Instructions counts what it
 	// executes (callgrind.go).
 	Callgrind bool
+	// OTLPEndpoint, when set (host:port of a plaintext OTLP gRPC trace receiver, see
+	// StartOTLPReceiver), turns pdgate's tracing on with every request sampled; "" runs with
+	// --tracing=false. Stock GIE and the floor take no OTLP endpoint.
+	OTLPEndpoint string
+	// OTLPSampleRatio is the fraction of requests sampled with OTLPEndpoint (0 or 1: all).
+	OTLPSampleRatio float64
 }
 
 // EPP is a started EPP process.
@@ -120,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Standalone && o.Kind != KindPdgate {
 		return fmt.Errorf("eppharness: standalone mode needs kind %q (stock GIE discovers pods only through a kube-apiserver)", KindPdgate)
+	}
+	if o.OTLPEndpoint != "" && o.Kind != KindPdgate {
+		return fmt.Errorf("eppharness: OTLPEndpoint needs kind %q (the bench traces pdgate's EPP only)", KindPdgate)
 	}
 	if len(o.Endpoints) == 0 {
 		return errors.New("eppharness: no endpoints")
@@ -216,6 +225,9 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 		e.Args = append([]string{"--pool-name", o.PoolName, "--pool-namespace", p.Namespace}, commonArgs(o, ports)...)
 		env = []string{"KUBECONFIG=" + e.cluster.Kubeconfig, "NAMESPACE=" + p.Namespace, "POD_NAME=" + o.PoolName + "-epp-0-0"}
 	}
+	if o.OTLPEndpoint != "" {
+		env = append(env, otlpEnv(o.OTLPEndpoint, o.OTLPSampleRatio)...)
+	}
 	e.Args = append(e.Args, o.ExtraArgs...)
 	out := o.Log
 	if out == nil {
@@ -255,13 +267,13 @@ func Start(ctx context.Context, o Options) (*EPP, error) {
 func loop(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }
 
 // commonArgs are the flags both binaries share. Plaintext ext_proc and an unauthenticated
-// metrics endpoint let the bench talk to the EPP without credentials; tracing is off because no
-// collector runs. Everything else is the binary's default.
+// metrics endpoint let the bench talk to the EPP without credentials; tracing is off unless the
+// options name a receiver. Everything else is the binary's default.
 func commonArgs(o Options, ports []int) []string {
 	args := []string{
 		"--grpc-port", strconv.Itoa(ports[0]), "--grpc-health-port", strconv.Itoa(ports[1]),
 		"--metrics-port", strconv.Itoa(ports[2]), "--secure-serving=" + strconv.FormatBool(o.TLS),
-		"--metrics-endpoint-auth=false", "--tracing=false",
+		"--metrics-endpoint-auth=false", "--tracing=" + strconv.FormatBool(o.OTLPEndpoint != ""),
 	}
 	if o.ConfigFile != "" {
 		args = append(args, "--config-file", o.ConfigFile)

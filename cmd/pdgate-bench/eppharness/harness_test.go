@@ -109,6 +109,8 @@ func TestValidate(t *testing.T) {
 			Endpoints: []Endpoint{ep("a", "127.77.0.1", 8000), ep("b", "127.77.0.1", 8001)}}},
 		{name: "bad kind", o: Options{Kind: "envoy", Endpoints: good}, err: `kind "envoy"`},
 		{name: "gie standalone", o: Options{Kind: KindStockGIE, Standalone: true, Endpoints: good}, err: "standalone mode needs"},
+		{name: "ok pdgate traced", o: Options{Kind: KindPdgate, Endpoints: good, OTLPEndpoint: "127.0.0.1:4317"}},
+		{name: "gie traced", o: Options{Kind: KindStockGIE, Endpoints: good, OTLPEndpoint: "127.0.0.1:4317"}, err: "OTLPEndpoint needs kind"},
 		{name: "no endpoints", o: Options{Kind: KindPdgate}, err: "no endpoints"},
 		{name: "bad name", o: Options{Kind: KindPdgate, Endpoints: []Endpoint{ep("A_b", "127.77.0.1", 1)}}, err: "endpoints[0].name"},
 		{name: "dup", o: Options{Kind: KindPdgate, Endpoints: []Endpoint{ep("a", "127.77.0.1", 1), ep("a", "127.77.0.2", 1)}}, err: "listed twice"},

@@ -228,7 +228,6 @@ func checkParents(t *testing.T, id string, spans []span) {
 		gwproxy.SpanUpstream:      spanGateway,
 		extproc.SpanQueue:         extproc.SpanRequest,
 		extproc.SpanOrchestration: extproc.SpanRequest,
-		extproc.SpanScheduling:    extproc.SpanOrchestration,
 		scproxy.SpanRequest:       extproc.SpanRequest,
 		scproxy.SpanSetup:         scproxy.SpanRequest,
 		scproxy.SpanPrefill:       scproxy.SpanRequest,
