@@ -221,6 +221,7 @@ func New(ctx context.Context, o Options) (*Core, error) {
 		PrepareDataOrder: order,
 		Dispatched:       c.Dispatches.Dispatched,
 		Settle:           c.Dispatches.Settle,
+		FlowControl:      c.Gates[flowcontrol.FeatureGate],
 	}, o.Path)
 	return c, nil
 }

@@ -90,7 +90,7 @@ func (x *exchange) schedule(ctx context.Context) ([]byte, error) {
 	}
 	dec, err := x.s.director.Decide(ctx, &Request{LLM: x.request, IncomingModel: x.incomingModel, FairnessID: x.fairnessID,
 		ObjectiveKey: x.objectiveKey, Received: x.received, Metadata: x.metadata})
-	x.tl.admitted, x.tl.decided = dec.Admitted, time.Now()
+	x.tl.admitted, x.tl.decided, x.tl.admissionWait = dec.Admitted, time.Now(), dec.AdmissionWait
 	x.priority, x.targetPod, x.result = dec.Priority, dec.Target, dec.Result
 	if err != nil {
 		return nil, err

@@ -69,6 +69,9 @@ type Decision struct {
 	// Admitted is when admission let the request through (zero when it did not): the end of
 	// the EPP's queue phase.
 	Admitted time.Time
+	// AdmissionWait is how long the request spent in admission (flow control's queue, or the
+	// legacy check), set with Admitted.
+	AdmissionWait time.Duration
 }
 
 // Director returns the server's director.
@@ -97,10 +100,12 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 			"targetModelName", req.TargetModel, "priority", dec.Priority)
 		ctx = log.IntoContext(ctx, logger)
 	}
+	admit := time.Now()
 	if err := d.cfg.Admission.Admit(ctx, d.admissionContext(in, dec.Priority), dec.Priority); err != nil {
 		return dec, err
 	}
 	dec.Admitted = time.Now()
+	dec.AdmissionWait = dec.Admitted.Sub(admit)
 	if d.cfg.Settle != nil {
 		defer d.cfg.Settle(req.RequestId)
 	}

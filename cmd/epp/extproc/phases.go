@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,6 +57,8 @@ type timeline struct {
 	span     trace.Span
 	admitted time.Time
 	decided  time.Time
+	// admissionWait is the time spent in admission alone, inside the queue phase.
+	admissionWait time.Duration
 }
 
 // startRequestSpan opens gateway.request as a child of the client's (or the gateway's)
@@ -147,6 +150,19 @@ func (x *exchange) serverTiming(upstream string) string {
 
 // headerServerTiming carries the phase summary (W3C Server-Timing).
 const headerServerTiming = "server-timing"
+
+// HeaderFlowQueueDuration is llm-d v0.11's response header: the whole milliseconds a request
+// spent in flow-control admission. Only a request flow control admitted carries it; an answer
+// to a refused one never does.
+const HeaderFlowQueueDuration = "x-llm-d-flow-queue-duration-ms"
+
+// flowQueueDuration is the header's value, and whether the request has one.
+func (x *exchange) flowQueueDuration() (string, bool) {
+	if !x.s.cfg.FlowControl || x.tl.admitted.IsZero() {
+		return "", false
+	}
+	return strconv.FormatInt(x.tl.admissionWait.Milliseconds(), 10), true
+}
 
 // respHeader is a response header by case-insensitive name.
 func (x *exchange) respHeader(name string) string {

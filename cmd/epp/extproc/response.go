@@ -46,6 +46,9 @@ func (x *exchange) onResponseHeaders(ctx context.Context, h *extProcPb.HttpHeade
 	if x.returnTrace() {
 		x.respHeaders[headerServerTiming] = x.serverTiming(x.respHeader(headerServerTiming))
 	}
+	if v, ok := x.flowQueueDuration(); ok {
+		x.respHeaders[HeaderFlowQueueDuration] = v
+	}
 	var set []*configPb.HeaderValueOption
 	for k, v := range x.respHeaders {
 		if requtil.IsSystemOwnedHeader(k) {

@@ -107,6 +107,9 @@ type Config struct {
 	// Settle, when set, is told the id of every request Admission admitted once the request
 	// was dispatched (after Dispatched) or will not be: it ends admission's reservation.
 	Settle func(requestID string)
+	// FlowControl says Admission is GIE's flow controller: a request it admitted gets llm-d's
+	// HeaderFlowQueueDuration on its response, the time it spent in admission.
+	FlowControl bool
 }
 
 // Hooks are the plugins per extension point, resolved once, in the order the request path
