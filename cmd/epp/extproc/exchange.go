@@ -149,7 +149,7 @@ func (x *exchange) onRequestHeaders(ctx context.Context, h *extProcPb.HttpHeader
 	if x.fairnessID == "" {
 		x.fairnessID = metadata.DefaultFairnessID
 	}
-	x.logger = x.logger.WithValues(reqcommon.RequestIdHeaderKey, x.requestID)
+	x.logger = withRequestValues(x.logger, reqcommon.RequestIdHeaderKey, x.requestID)
 	x.startRequestSpan(ctx)
 	x.sent = make(map[string]string, len(x.headers))
 	for k, v := range x.headers {
