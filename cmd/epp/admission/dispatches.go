@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/flowcontrol/contracts"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -55,10 +56,14 @@ const (
 
 // Dispatches records where the EPP sent each request, per endpoint, for the last few seconds.
 type Dispatches struct {
-	mu        sync.Mutex
-	byPod     map[string][]time.Time // endpoint key → dispatch times, oldest first
-	reserved  map[string]struct{}    // request ids admitted and not yet dispatched or settled
-	open      atomic.Int64           // len(reserved), read without the lock
+	mu    sync.Mutex
+	byPod map[podKey][]time.Time // endpoint → dispatch times, oldest first
+	// predicted keeps the last predicted metrics of each prefill pod, reused while its scrape and
+	// its count are the same: every request of a scrape interval would otherwise clone the
+	// same metrics (three allocations a prefill pod, a request).
+	predicted map[podKey]predictedMetrics
+	reserved  map[string]struct{} // request ids admitted and not yet dispatched or settled
+	open      atomic.Int64        // len(reserved), read without the lock
 	lastSweep time.Time
 	now       func() time.Time
 }
@@ -69,7 +74,7 @@ func NewDispatches() *Dispatches { return NewDispatchesAt(time.Now) }
 // NewDispatchesAt returns an empty ledger on the clock now (bench sim's virtual clock; the
 // metrics' UpdateTime must be on the same clock).
 func NewDispatchesAt(now func() time.Time) *Dispatches {
-	return &Dispatches{byPod: map[string][]time.Time{}, reserved: map[string]struct{}{}, now: now}
+	return &Dispatches{byPod: map[podKey][]time.Time{}, predicted: map[podKey]predictedMetrics{}, reserved: map[string]struct{}{}, now: now}
 }
 
 // reserve holds a prefill slot for an admitted request until Settle.
@@ -104,14 +109,14 @@ func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
 			continue
 		}
 		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil && inPrefillTier(md.Labels) {
-			d.record(endpointKey(md))
+			d.record(keyOf(md))
 		}
 	}
 }
 
 // record appends a dispatch to key now. The time is taken under the lock, so each pod's times
 // are in order and counting is a binary search.
-func (d *Dispatches) record(key string) {
+func (d *Dispatches) record(key podKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at := d.now()
@@ -126,6 +131,7 @@ func (d *Dispatches) record(key string) {
 				delete(d.byPod, k)
 			}
 		}
+		clear(d.predicted) // rebuilt on the next prediction; drops endpoints gone from the pool
 	}
 }
 
@@ -148,7 +154,8 @@ func (p predictedCandidates) Locate(ctx context.Context, md map[string]any) []fw
 // since its metrics were taken, and the open reservations spread one at a time onto the prefill
 // pod with the fewest waiting, counted in its waiting queue (eps itself when none changed).
 func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
-	var prefill []int // positions of the prefill pods with metrics
+	var prefillBuf, addedBuf [32]int // on the stack for pools of up to 32 prefill pods
+	prefill := prefillBuf[:0]        // positions of the prefill pods with metrics
 	for i, ep := range eps {
 		if md, m := ep.GetMetadata(), ep.GetMetrics(); m != nil && md != nil && inPrefillTier(md.Labels) {
 			prefill = append(prefill, i)
@@ -157,10 +164,11 @@ func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
 	if len(prefill) == 0 {
 		return eps
 	}
-	added := make([]int, len(prefill))
+	added := addedBuf[:0]
 	d.mu.Lock()
-	for k, i := range prefill {
-		added[k] = d.sinceLocked(eps[i].GetMetadata(), eps[i].GetMetrics())
+	defer d.mu.Unlock()
+	for _, i := range prefill {
+		added = append(added, d.sinceLocked(eps[i].GetMetadata(), eps[i].GetMetrics()))
 	}
 	for range len(d.reserved) {
 		least := 0
@@ -171,17 +179,37 @@ func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
 		}
 		added[least]++
 	}
-	d.mu.Unlock()
 	if !slices.ContainsFunc(added, func(n int) bool { return n > 0 }) {
 		return eps
 	}
 	out := slices.Clone(eps)
 	for k, i := range prefill {
 		if added[k] > 0 {
-			out[i] = withMetrics{Endpoint: eps[i], metrics: plusWaiting(eps[i].GetMetrics(), added[k])}
+			out[i] = withMetrics{Endpoint: eps[i], metrics: d.predictedLocked(eps[i].GetMetadata(), eps[i].GetMetrics(), added[k])}
 		}
 	}
 	return out
+}
+
+// predictedMetrics is one prefill pod's metrics as last predicted: from which scrape, with how
+// many more waiting.
+type predictedMetrics struct {
+	from  *fwkdl.Metrics
+	added int
+	m     *fwkdl.Metrics
+}
+
+// predictedLocked is m with n more waiting, the copy made for the last request when it was
+// made from the same scrape with the same count (metrics are shared and never changed, so a
+// copy is as good as new).
+func (d *Dispatches) predictedLocked(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics, n int) *fwkdl.Metrics {
+	key := keyOf(md)
+	if p, ok := d.predicted[key]; ok && p.from == m && p.added == n {
+		return p.m
+	}
+	p := predictedMetrics{from: m, added: n, m: plusWaiting(m, n)}
+	d.predicted[key] = p
+	return p.m
 }
 
 // Seen returns the metrics the scheduler sees for one endpoint without admission's
@@ -193,9 +221,8 @@ func (d *Dispatches) Seen(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) *fwkdl.M
 		return m
 	}
 	d.mu.Lock()
-	n := d.sinceLocked(md, m)
-	d.mu.Unlock()
-	return plusWaiting(m, n)
+	defer d.mu.Unlock()
+	return d.predictedLocked(md, m, d.sinceLocked(md, m))
 }
 
 // plusWaiting is m with n more waiting requests (m itself for n == 0; the datastore's metrics
@@ -211,7 +238,7 @@ func plusWaiting(m *fwkdl.Metrics, n int) *fwkdl.Metrics {
 
 // sinceLocked counts the legs dispatched to md since m was taken (less the arrival allowance).
 func (d *Dispatches) sinceLocked(md *fwkdl.EndpointMetadata, m *fwkdl.Metrics) int {
-	times, since := d.byPod[endpointKey(md)], m.UpdateTime.Add(-arrivalAllowance)
+	times, since := d.byPod[keyOf(md)], m.UpdateTime.Add(-arrivalAllowance)
 	return len(times) - sort.Search(len(times), func(i int) bool { return !times[i].Before(since) })
 }
 
@@ -220,11 +247,15 @@ func inPrefillTier(labels map[string]string) bool {
 	return stagesat.TierOf(labels) == stagesat.TierPrefill
 }
 
-// endpointKey names an endpoint: its namespaced name and port (data-parallel ranks of one pod
-// are separate endpoints on separate ports).
-func endpointKey(md *fwkdl.EndpointMetadata) string {
-	return md.NamespacedName.String() + ":" + md.Port
+// podKey names an endpoint: its namespaced name and port (data-parallel ranks of one pod are
+// separate endpoints on separate ports). A struct, not a joined string, so that looking a pod
+// up allocates nothing.
+type podKey struct {
+	name types.NamespacedName
+	port string
 }
+
+func keyOf(md *fwkdl.EndpointMetadata) podKey { return podKey{name: md.NamespacedName, port: md.Port} }
 
 // withMetrics is an endpoint seen with other metrics (the predicted ones).
 type withMetrics struct {

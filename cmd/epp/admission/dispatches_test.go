@@ -111,7 +111,7 @@ func TestDispatchesForgetOldAndGoneEndpoints(t *testing.T) {
 	led.Dispatched(picked(scraped("gone", "prefill", 0, start), scraped("d", "decode", 0, start)))
 	led.now = func() time.Time { return start.Add(2 * dispatchHorizon) }
 	led.Dispatched(picked(scraped("p", "prefill", 0, start), scraped("d", "decode", 0, start)))
-	if len(led.byPod) != 1 || len(led.byPod["ns/p:8000"]) != 1 {
+	if len(led.byPod) != 1 || len(led.byPod[podKey{name: types.NamespacedName{Namespace: "ns", Name: "p"}, port: "8000"}]) != 1 {
 		t.Fatalf("ledger %v, want only p's dispatch (decode picks are not recorded, gone's is too old)", led.byPod)
 	}
 }
@@ -207,5 +207,40 @@ func TestDispatchesPerPodBound(t *testing.T) {
 	seen := led.Candidates(poolOf{p0}).Locate(context.Background(), nil)
 	if got := seen[0].GetMetrics().WaitingQueueSize; got != maxDispatchesPerPod {
 		t.Fatalf("waiting seen %d, want the bound %d", got, maxDispatchesPerPod)
+	}
+}
+
+// Within one scrape interval every request sees the same predicted metrics, made once; a new
+// dispatch or a new scrape makes them anew. A prediction allocates only the request's slice and
+// the endpoint wrapper, not a copy of the metrics per prefill pod.
+func TestPredictionReusedWithinAScrape(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	p0, d0 := scraped("prefill-0", "prefill", 2, scrape), scraped("decode-0", "decode", 1, scrape)
+	led := NewDispatches()
+	led.now = func() time.Time { return scrape.Add(time.Millisecond) }
+	led.Dispatched(picked(p0, d0))
+	pool := led.Candidates(poolOf{p0, d0})
+	waiting := func() (*fwkdl.Metrics, int) {
+		m := pool.Locate(context.Background(), nil)[0].GetMetrics()
+		return m, m.WaitingQueueSize
+	}
+	first, q := waiting()
+	if again, _ := waiting(); again != first || q != 3 {
+		t.Fatalf("second request: metrics %p (first %p), waiting %d; want the same copy with 3 waiting", again, first, q)
+	}
+	led.Dispatched(picked(p0, d0))
+	if next, q := waiting(); next == first || q != 4 {
+		t.Fatalf("after another dispatch: waiting %d from the old copy %v; want a new copy with 4", q, next == first)
+	}
+	p0.UpdateMetrics(&fwkdl.Metrics{WaitingQueueSize: 4, UpdateTime: scrape.Add(time.Second)})
+	if _, q := waiting(); q != 4 {
+		t.Fatalf("after a scrape that shows both legs: waiting %d, want 4", q)
+	}
+	led.Dispatched(picked(p0, d0))
+	led.now = func() time.Time { return scrape.Add(time.Second + time.Millisecond) }
+	led.Dispatched(picked(p0, d0))
+	eps := poolOf{p0, d0}.Locate(context.Background(), nil)
+	if n := testing.AllocsPerRun(100, func() { _ = led.predict(eps) }); n > 2 {
+		t.Fatalf("%v allocations per prediction, want at most 2 (the slice and the wrapper)", n)
 	}
 }
