@@ -7,6 +7,7 @@ import (
 
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -76,6 +77,10 @@ type PrefillBackedUp struct {
 	// trigger), 8192 with the slack test gave a TPOT p99 of 85 ms and goodput 0.600; 16384
 	// without it 109 ms and 0.560.
 	MaxLocalTokens int `json:"maxLocalTokens"`
+	// TPOT, when set (e.g. "50ms"), is the time-per-output-token target a local prefill must
+	// leave the decode pod within; the pod's slack is then measured against it instead of
+	// against the candidates' mean load (see tpotSlack). Empty: the mean-load test.
+	TPOT string `json:"tpot,omitempty"`
 }
 
 // Defaults of PrefillBackedUp.
@@ -94,20 +99,59 @@ func (b *PrefillBackedUp) validate() error {
 	case b.MaxLocalTokens < 0:
 		return fmt.Errorf("parameter remainingWork.prefillBackedUp.maxLocalTokens=%d: must be >= 0 (0 = %d)", b.MaxLocalTokens, DefaultBackedUpMaxLocalTokens)
 	}
+	if b.TPOT != "" {
+		if d, err := time.ParseDuration(b.TPOT); err != nil || d <= 0 {
+			return fmt.Errorf("parameter remainingWork.prefillBackedUp.tpot=%q: must be a positive duration such as \"50ms\", or unset", b.TPOT)
+		}
+	}
 	return nil
+}
+
+// tpotSlack reports whether the decode pod stays within the TPOT target if it prefills
+// tokens itself, and whether it could tell (false: no TPOT target, or the pod reports no
+// running count, generation throughput or drain rate; the mean-load test decides then).
+//
+// From the pod's own metrics: its TPOT now is s = running ÷ generated tokens per second. A
+// sequence on it has, by Little's law, running ÷ finished-per-second seconds left to run. The
+// local prefill stalls every one of them for tokens ÷ prefill rate seconds, stretching that
+// remaining time, and so the TPOT, by the same fraction:
+//
+//	s · (1 + stall · drain ÷ running) ≤ target
+//
+// A pod running nothing has no sequence to slow.
+func (b *PrefillBackedUp) tpotSlack(m *engineattr.Metrics, tokens, rate float64) (slack, known bool) {
+	if b.TPOT == "" || m == nil || !m.HasRunning {
+		return false, false
+	}
+	target, _ := time.ParseDuration(b.TPOT)
+	if m.Running <= 0 {
+		return true, true
+	}
+	if !m.HasGenThroughput || m.GenThroughput <= 0 || !m.HasDrainRate1m {
+		return false, false
+	}
+	s := m.Running / m.GenThroughput
+	stretch := 1 + (tokens/rate)*m.DrainRate1m/m.Running
+	return s*stretch <= target.Seconds(), true
 }
 
 // budget returns the TTFT target in prefill tokens and the local bound (Validate has run).
 func (b *PrefillBackedUp) budget() (ttftTokens, maxLocal float64) {
 	d, _ := time.ParseDuration(b.TTFT)
-	rate, maxLocal := b.PrefillTokensPerSecond, float64(b.MaxLocalTokens)
-	if rate == 0 {
-		rate = DefaultPrefillTokensPerSecond
+	rate, maxLocal := b.rate()
+	return d.Seconds() * rate, maxLocal
+}
+
+// rate is the prefill throughput and the local bound, defaults applied.
+func (b *PrefillBackedUp) rate() (tokensPerSecond, maxLocal float64) {
+	tokensPerSecond, maxLocal = b.PrefillTokensPerSecond, float64(b.MaxLocalTokens)
+	if tokensPerSecond == 0 {
+		tokensPerSecond = DefaultPrefillTokensPerSecond
 	}
 	if maxLocal == 0 {
 		maxLocal = DefaultBackedUpMaxLocalTokens
 	}
-	return d.Seconds() * rate, maxLocal
+	return tokensPerSecond, maxLocal
 }
 
 // DefaultLocalPrefillMaxTokens is RemainingWork.LocalPrefillMaxTokens's default.
@@ -169,7 +213,7 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 		// only when the prefill pool is backed up past the TTFT target and this decode pod
 		// has slack.
 		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && computeWeight*ud < rc.remote
-		if !rc.local && backedUp && ud <= maxBackedUp && dd.score <= meanD {
+		if !rc.local && backedUp && ud <= maxBackedUp && in.RemainingWork.PrefillBackedUp.hasSlack(dd, meanD, ud) {
 			rc.local, rc.backedUp, reuse = true, true, true
 		}
 		minU = math.Min(minU, up)
@@ -208,6 +252,17 @@ func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[st
 		meanD += dScores[name].score / float64(len(names))
 	}
 	return least > budget, maxLocal, meanD
+}
+
+// hasSlack is the decode side's test for a backed-up local prefill of tokens: the TPOT test
+// where the target is set and the pod's metrics tell, else a load at most the candidates'
+// mean.
+func (b *PrefillBackedUp) hasSlack(dd scored, meanD, tokens float64) bool {
+	rate, _ := b.rate()
+	if slack, known := b.tpotSlack(metricsOf(dd.pod), tokens, rate); known {
+		return slack
+	}
+	return dd.score <= meanD
 }
 
 // heldFraction is the share of the prompt's blocks a pod holds, from the PrefixCacheMatchInfo

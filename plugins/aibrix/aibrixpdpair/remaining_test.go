@@ -12,6 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
@@ -172,6 +173,8 @@ func TestRemainingWorkParams(t *testing.T) {
 		{"load-conditional with a bad target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"-1s"}}}`, "remainingWork.prefillBackedUp.ttft"},
 		{"load-conditional with a negative rate", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","prefillTokensPerSecond":-5}}}`, "prefillBackedUp.prefillTokensPerSecond"},
 		{"load-conditional with a negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","maxLocalTokens":-5}}}`, "prefillBackedUp.maxLocalTokens"},
+		{"load-conditional with a TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"50ms"}}}`, ""},
+		{"load-conditional with a bad TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"fast"}}}`, "remainingWork.prefillBackedUp.tpot"},
 		{"a policy whose scores are not tokens", `{"prefillScorePolicy":"least_request","remainingWork":{}}`, "needs prefillScorePolicy"},
 	}
 	for _, tt := range tests {
@@ -193,4 +196,75 @@ func podsOf(eps []fwksched.Endpoint) ([]podmodel.Pod, []fwksched.Endpoint) {
 		pods[i] = podmodel.FromEndpoint(ep)
 	}
 	return pods, eps
+}
+
+// The TPOT test stretches the decode pod's measured TPOT (running ÷ generation throughput) by
+// the share of its sequences' remaining time (running ÷ drain rate) the local prefill stalls
+// them, and holds it to the target; without the metrics it cannot tell.
+func TestTPOTSlack(t *testing.T) {
+	b := &PrefillBackedUp{TTFT: "1s", TPOT: "50ms"}
+	// 20 sequences at 500 tokens/s: 40 ms a token; 2 finish a second, so 10 s left each.
+	busy := &engineattr.Metrics{Running: 20, HasRunning: true, GenThroughput: 500, HasGenThroughput: true, DrainRate1m: 2, HasDrainRate1m: true}
+	tests := []struct {
+		name        string
+		b           *PrefillBackedUp
+		m           *engineattr.Metrics
+		tokens      float64
+		slack, know bool
+	}{
+		{"no target: the mean-load test decides", &PrefillBackedUp{TTFT: "1s"}, busy, 1000, false, false},
+		{"no metrics", b, nil, 1000, false, false},
+		{"idle pod", b, &engineattr.Metrics{HasRunning: true}, 8192, true, true},
+		{"no throughput yet", b, &engineattr.Metrics{Running: 3, HasRunning: true}, 1000, false, false},
+		// 1 s of prefill stretches 10 s by 10 %: 44 ms ≤ 50 ms.
+		{"short stall fits", b, busy, 10000, true, true},
+		// 4 s stretches it by 40 %: 56 ms > 50 ms.
+		{"long stall does not", b, busy, 40000, false, true},
+		{"already over the target", b, &engineattr.Metrics{Running: 30, HasRunning: true, GenThroughput: 500, HasGenThroughput: true, DrainRate1m: 2, HasDrainRate1m: true}, 100, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slack, know := tt.b.tpotSlack(tt.m, tt.tokens, 10000)
+			if slack != tt.slack || know != tt.know {
+				t.Fatalf("slack %v known %v, want %v %v", slack, know, tt.slack, tt.know)
+			}
+		})
+	}
+}
+
+// With a TPOT target, a backed-up prefill pool still goes remote when the decode pods' own
+// TPOT, stretched by the local prefill, would miss it; the same pods under the target prefill
+// locally.
+func TestPrefillBackedUpTPOT(t *testing.T) {
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	rw := &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, TPOT: "50ms"}}
+	for _, tt := range []struct {
+		name      string
+		running   float64 // on each decode pod, at 500 tokens/s and 2 finishing a second
+		wantLocal bool
+	}{
+		{"decode pods at 20 ms a token prefill locally", 10, true},
+		{"decode pods at 48 ms a token do not", 24, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l, _, eps := twoRolesets(map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, nil)
+			for _, ep := range eps {
+				if ep.GetMetadata().Labels[podmodel.LabelRoleName] == "decode" {
+					ep.Put(engineattr.AttributeKey, &engineattr.Metrics{Running: tt.running, HasRunning: true,
+						GenThroughput: 500, HasGenThroughput: true, DrainRate1m: 2, HasDrainRate1m: true})
+				}
+			}
+			pods, _ := podsOf(eps)
+			d, err := newSel(t, l.source()).Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: 6000,
+				BodyTokens: 6000, RemainingWork: rw, Explain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.DecodeOnly != tt.wantLocal {
+				t.Fatalf("decode-only %v, want %v; notes %q", d.DecodeOnly, tt.wantLocal, d.Notes)
+			}
+		})
+	}
 }
