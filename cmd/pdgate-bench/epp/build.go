@@ -18,7 +18,7 @@ import (
 const (
 	goalLarge  = 220 << 10
 	goalSpread = 1.5
-	// goalTracing bounds what tracing on (every request sampled) may add to net CPU (issue 33).
+	// goalTracing bounds what tracing on (every request sampled) may add to net CPU.
 	goalTracing = 1.03
 )
 

@@ -188,11 +188,12 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 		mk := g.maker(c.Name, size)
 		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4,
 			Make: mk("warm"), Settle: settle}
-		if _, err := RunLoad(ctx, client, warm, meter); err != nil {
+		wr, err := RunLoad(ctx, client, warm, meter)
+		if err != nil {
 			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
 			return cr
 		}
-		sent += warm.Requests
+		sent += wr.Requests
 		var runs []LoadResult
 		var nets []float64
 		for r := range max(1, o.Repeats) {
