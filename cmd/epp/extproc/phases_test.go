@@ -7,7 +7,6 @@ import (
 	"net"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/internal/telemetry/telemetrytest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // A traced request continues the gateway's traceparent with GIE's span names, times the
@@ -96,13 +96,13 @@ func BenchmarkTracing(b *testing.B) {
 			f := start(b, &fixture{opts: opts})
 			hdr := map[string]string{"traceparent": telemetrytest.ClientTraceparent}
 			b.ReportAllocs()
-			cpu0 := processCPU()
+			cpu0 := testsupport.ProcessCPU()
 			for b.Loop() {
 				r := f.run(b, hdr, completion)
 				_ = r.stream.CloseSend()
 				_, _ = r.stream.Recv()
 			}
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64((testsupport.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
@@ -133,13 +133,6 @@ type discardTraces struct {
 
 func (discardTraces) Export(context.Context, *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
 	return &coltrace.ExportTraceServiceResponse{}, nil
-}
-
-// processCPU is the process's user+system CPU time (the EPP's and the client's: one process).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A client that asks for a trace where traces are allowed gets the EPP's phases in

@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // BenchmarkSidecarOverhead sends the same streaming request to the fake engine directly and
@@ -127,11 +127,11 @@ func BenchmarkHandoffChecks(b *testing.B) {
 	b.ResetTimer()
 	for n < b.N {
 		for side, env := range []*testEnv{checked, unchecked} {
-			start := processCPU()
+			start := testsupport.ProcessCPU()
 			for i := 0; i < batch; i++ {
 				do(env.srv.URL, bodies[i%2])
 			}
-			cpu[side] += processCPU() - start
+			cpu[side] += testsupport.ProcessCPU() - start
 		}
 		n += batch
 		forget()
@@ -142,11 +142,4 @@ func BenchmarkHandoffChecks(b *testing.B) {
 	b.ReportMetric(per(cpu[1]), "unchecked-cpu-µs/req")
 	b.ReportMetric(per(cpu[0]-cpu[1]), "added-cpu-µs/req")
 	b.ReportMetric(float64(cpu[0])/float64(cpu[1]), "cpu-ratio")
-}
-
-// processCPU is the process's user plus system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -16,9 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // loadResult is one open-loop load phase.
@@ -33,12 +34,6 @@ func (r *loadResult) summary() string {
 	return fmt.Sprintf("%d requests in %v (issued in %v; %d ok, %d failed; max latency %v)", r.sent.Load(),
 		r.wall.Round(time.Millisecond), r.sendLoop.Round(time.Millisecond), r.ok.Load(), r.failed.Load(),
 		time.Duration(r.maxLatency.Load()).Round(time.Millisecond))
-}
-
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // procCPU reads another process's user+system time from /proc (clock ticks of 10 ms).
@@ -64,7 +59,7 @@ func openLoop(pid int, urls []string, bodies [][]byte, hdr map[string]string, ra
 	interval := time.Second / time.Duration(rate)
 	res := &loadResult{}
 	var wg sync.WaitGroup
-	sim0, gen0, start := procCPU(pid), selfCPU(), time.Now()
+	sim0, gen0, start := procCPU(pid), testsupport.ProcessCPU(), time.Now()
 	for i := 0; i < total; {
 		due := int(time.Since(start)/interval) + 1
 		for ; i < due && i < total; i++ {
@@ -98,7 +93,7 @@ func openLoop(pid int, urls []string, bodies [][]byte, hdr map[string]string, ra
 	}
 	res.sendLoop = time.Since(start)
 	wg.Wait()
-	res.wall, res.simCPU, res.genCPU = time.Since(start), procCPU(pid)-sim0, selfCPU()-gen0
+	res.wall, res.simCPU, res.genCPU = time.Since(start), procCPU(pid)-sim0, testsupport.ProcessCPU()-gen0
 	return res
 }
 

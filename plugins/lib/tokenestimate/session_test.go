@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func chat(msgs ...fwksched.Message) *fwksched.LLMRequest {
@@ -175,16 +175,16 @@ func BenchmarkFollowUpEstimate(b *testing.B) {
 		for i := range sessions {
 			c.Estimate(chat(history...), EstimateParams{}, keys[i])
 		}
-		start := processCPU(b)
+		start := testsupport.ProcessCPU()
 		for i := range sessions {
 			Estimate(reqs[i], EstimateParams{})
 		}
-		whole += processCPU(b) - start
-		start = processCPU(b)
+		whole += testsupport.ProcessCPU() - start
+		start = testsupport.ProcessCPU()
 		for i := range sessions {
 			c.Estimate(reqs[i], EstimateParams{}, keys[i])
 		}
-		cached += processCPU(b) - start
+		cached += testsupport.ProcessCPU() - start
 		n += sessions
 	}
 	b.ReportMetric(float64(whole.Nanoseconds())/float64(n), "whole-ns/turn")
@@ -192,15 +192,6 @@ func BenchmarkFollowUpEstimate(b *testing.B) {
 	b.ReportMetric(float64(whole)/float64(cached), "x-less-CPU")
 	b.Logf("follow-up of %d tokens: whole %.1f µs, session cache %.1f µs, %.1fx less", tokens,
 		float64(whole.Microseconds())/float64(n), float64(cached.Microseconds())/float64(n), float64(whole)/float64(cached))
-}
-
-// processCPU is the CPU time the process has used, user and system.
-func processCPU(b *testing.B) time.Duration {
-	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ts.Nano())
 }
 
 // TestMinTokensIsALowerBound: over chats with tools, parts and images, and completions, the

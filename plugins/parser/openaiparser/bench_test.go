@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
-	"syscall"
 	"testing"
-	"time"
 
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwkrh "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requesthandling"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // chatBody builds a chat request of about n bytes (a system prompt, a user turn).
@@ -106,26 +106,17 @@ func measure(b *testing.B, name string, body []byte, op func([]byte) error) (ns,
 		b.SetBytes(int64(len(body)))
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		cpu0 := cpuTime()
+		cpu0 := testsupport.ProcessCPU()
 		for b.Loop() {
 			if err := op(body); err != nil {
 				b.Fatal(err)
 			}
 		}
-		cpu := cpuTime() - cpu0
+		cpu := testsupport.ProcessCPU() - cpu0
 		runtime.ReadMemStats(&after)
 		ns = float64(cpu.Nanoseconds()) / float64(b.N)
 		b.ReportMetric(ns, "cpu-ns/op")
 		allocs = float64(after.Mallocs-before.Mallocs) / float64(b.N)
 	})
 	return ns, allocs
-}
-
-// cpuTime is the process's user+system CPU time.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
