@@ -100,21 +100,28 @@ type Request struct {
 	err         error
 	preemptions int
 	submittedAt time.Time
+	scheduledAt time.Time
 	prefillAt   time.Time
 	firstAt     time.Time
+	lastAt      time.Time
 	doneAt      time.Time
 }
 
 // Progress is a consistent snapshot of a request.
 type Progress struct {
-	Generated      int
-	Done           bool
-	Err            error
-	Preemptions    int
-	SubmittedAt    time.Time
+	Generated   int
+	Done        bool
+	Err         error
+	Preemptions int
+	SubmittedAt time.Time
+	// ScheduledAt is the first admission into the running batch; a preempted request keeps
+	// it, as vLLM's first SCHEDULED event does (engine request metrics count from it).
+	ScheduledAt    time.Time
 	PrefillStartAt time.Time
 	FirstTokenAt   time.Time
-	DoneAt         time.Time
+	// LastTokenAt can precede DoneAt on a clock that moves while the step completes.
+	LastTokenAt time.Time
+	DoneAt      time.Time
 }
 
 // Notify is signalled (coalesced) whenever the request makes progress.
@@ -125,7 +132,8 @@ func (r *Request) Progress() Progress {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	return Progress{Generated: r.generated, Done: r.done, Err: r.err, Preemptions: r.preemptions,
-		SubmittedAt: r.submittedAt, PrefillStartAt: r.prefillAt, FirstTokenAt: r.firstAt, DoneAt: r.doneAt}
+		SubmittedAt: r.submittedAt, ScheduledAt: r.scheduledAt, PrefillStartAt: r.prefillAt, FirstTokenAt: r.firstAt,
+		LastTokenAt: r.lastAt, DoneAt: r.doneAt}
 }
 
 // Cancel ends the request; its KV is released at once (waiting) or at the end of the

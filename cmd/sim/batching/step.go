@@ -103,13 +103,23 @@ func (s *Scheduler) plan() plan {
 			}
 			budget -= n
 			p.chunks = append(p.chunks, chunk{r: r, start: r.prefilled, end: r.prefilled + n})
+			scheduled(r, p.began)
 			continue
 		}
 		if r.generated < r.OutputTokens {
 			p.decoders = append(p.decoders, r)
+			scheduled(r, p.began)
 		}
 	}
 	return p
+}
+
+// scheduled marks a request's first step: admitted but left out of a step by the chunked-prefill
+// budget, it is still waiting in vLLM's sense (the engine request metrics' queue interval).
+func scheduled(r *Request, at time.Time) {
+	if r.scheduledAt.IsZero() {
+		r.scheduledAt = at
+	}
 }
 
 // stepTime: a prefill chunk and the decode step of the same iteration run back to back on
@@ -196,6 +206,7 @@ func (s *Scheduler) complete(p plan) {
 
 func (s *Scheduler) emit(r *Request, now time.Time) {
 	r.generated++
+	r.lastAt = now
 	s.stats.GeneratedTokens++
 	if r.generated == 1 {
 		r.firstAt = now

@@ -249,7 +249,7 @@ func (x *exchange) loop(sr *batching.Request, hashes []uint64, cached int) {
 			continue
 		}
 		u := newUsage(len(x.req.tokens), p.Generated, cached)
-		x.in.m.requestDone(x.arrival, p)
+		x.in.m.requestDone(x.arrival, p, x.l.kind == legConsume)
 		if x.s != nil {
 			x.s.finish(x.out.finishReason(), x.out.text(0, p.Generated), u, x.req.includeUsage)
 			return

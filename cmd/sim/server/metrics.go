@@ -19,6 +19,9 @@ type metricNames struct {
 	prefillTime, ttft, tpot, e2e, success, promptTokens, genTokens, preemptions  string
 	cacheInfo, blockLabel, blocksLabel, blockSizeGauge, numBlocksGauge, loraInfo string
 	prefillPrealloc, decodePrealloc                                              string
+	// engine request intervals (requestDone): vLLM has all four; SGLang has the queue and a
+	// per-stage histogram instead of decode/inference; TensorRT-LLM only the queue
+	queueTime, decodeTime, inferenceTime, stageTime string
 }
 
 var dialectMetrics = map[string]metricNames{
@@ -29,21 +32,24 @@ var dialectMetrics = map[string]metricNames{
 		tpot: "vllm:time_per_output_token_seconds", e2e: "vllm:e2e_request_latency_seconds",
 		success: "vllm:request_success_total", promptTokens: "vllm:prompt_tokens_total", genTokens: "vllm:generation_tokens_total",
 		preemptions: "vllm:num_preemptions_total", cacheInfo: "vllm:cache_config_info", blockLabel: "block_size",
-		blocksLabel: "num_gpu_blocks", loraInfo: "vllm:lora_requests_info"},
+		blocksLabel: "num_gpu_blocks", loraInfo: "vllm:lora_requests_info",
+		queueTime: "vllm:request_queue_time_seconds", decodeTime: "vllm:request_decode_time_seconds",
+		inferenceTime: "vllm:request_inference_time_seconds"},
 	DialectSGLang: {waiting: "sglang:num_queue_reqs", running: "sglang:num_running_reqs", kvUsage: "sglang:token_usage",
 		genThroughput: "sglang:gen_throughput", prefillTime: "sglang:request_prefill_time_seconds",
 		ttft: "sglang:time_to_first_token_seconds", tpot: "sglang:inter_token_latency_seconds",
 		e2e: "sglang:e2e_request_latency_seconds", success: "sglang:num_requests_total",
 		promptTokens: "sglang:prompt_tokens_total", genTokens: "sglang:generation_tokens_total",
 		cacheInfo: "sglang:cache_config_info", blockLabel: "page_size", blocksLabel: "num_pages",
-		prefillPrealloc: "sglang:num_prefill_prealloc_queue_reqs", decodePrealloc: "sglang:num_decode_prealloc_queue_reqs"},
+		prefillPrealloc: "sglang:num_prefill_prealloc_queue_reqs", decodePrealloc: "sglang:num_decode_prealloc_queue_reqs",
+		queueTime: "sglang:queue_time_seconds", stageTime: "sglang:per_stage_req_latency_seconds"},
 	DialectTRTLLM: {waiting: "trtllm_num_requests_waiting", running: "trtllm_num_requests_running",
 		kvUsage: "trtllm_kv_cache_utilization", genThroughput: "trtllm_generation_throughput_toks_per_s",
 		prefillTime: "trtllm_request_prefill_time_seconds", ttft: "trtllm_time_to_first_token_seconds",
 		tpot: "trtllm_time_per_output_token_seconds", e2e: "trtllm_e2e_request_latency_seconds",
 		success: "trtllm_request_success_total", promptTokens: "trtllm_prompt_tokens_total",
 		genTokens: "trtllm_generation_tokens_total", blockSizeGauge: "trtllm_kv_cache_tokens_per_block",
-		numBlocksGauge: "trtllm_kv_cache_max_blocks"},
+		numBlocksGauge: "trtllm_kv_cache_max_blocks", queueTime: "trtllm_request_queue_time_seconds"},
 }
 
 var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
@@ -55,6 +61,8 @@ type simMetrics struct {
 	reg   *prometheus.Registry
 
 	prefillTime, ttft, tpot, e2e        prometheus.Histogram
+	queueTime, decodeTime, inferTime    prometheus.Histogram // nil where the dialect has none
+	stageTime                           *prometheus.HistogramVec
 	success, promptTok, genTok, preempt prometheus.Counter
 	handoffs, faults                    *prometheus.CounterVec
 	prefixHits                          prometheus.Counter
@@ -99,6 +107,20 @@ func newSimMetrics(in *Instance) *simMetrics {
 	m.ttft = hist(n.ttft, "Time to first token in seconds (model time).")
 	m.tpot = hist(n.tpot, "Time per output token in seconds (model time).")
 	m.e2e = hist(n.e2e, "End-to-end request latency in seconds (model time).")
+	optHist := func(name, help string) prometheus.Histogram {
+		if name == "" {
+			return nil
+		}
+		return hist(name, help)
+	}
+	m.queueTime = optHist(n.queueTime, "Time from entering the scheduler's waiting queue to the first step that works on the request (model time).")
+	m.decodeTime = optHist(n.decodeTime, "Time from the first to the last generated token (model time).")
+	m.inferTime = optHist(n.inferenceTime, "Time from the first scheduled step to the last generated token (model time).")
+	if n.stageTime != "" {
+		m.stageTime = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n.stageTime, Help: "Time of each stage of requests (model time).",
+			ConstLabels: labels, Buckets: latencyBuckets}, []string{"stage"})
+		m.reg.MustRegister(m.stageTime)
+	}
 	m.success = ctr(n.success, "Finished requests.")
 	m.promptTok = ctr(n.promptTokens, "Prompt tokens processed.")
 	m.genTok = ctr(n.genTokens, "Generated tokens.")
@@ -121,15 +143,18 @@ func (m *simMetrics) handler() http.Handler {
 
 // Observer (called under the scheduler's lock: no blocking).
 
-func (m *simMetrics) PrefillDone(_ *batching.Request, computed int, d time.Duration) {
-	m.prefillTime.Observe(d.Seconds())
+func (m *simMetrics) PrefillDone(_ *batching.Request, computed int, _ time.Duration) {
 	m.promptTok.Add(float64(computed))
 }
 func (m *simMetrics) Finished(r *batching.Request) {}
 func (m *simMetrics) Preempted(*batching.Request)  { m.preempt.Inc() }
 
-// requestDone records a finished request's latencies (model time).
-func (m *simMetrics) requestDone(arrival time.Time, p batching.Progress) {
+// requestDone records a finished request's latencies (model time). The engine intervals
+// follow vLLM's request metrics, from the scheduler's own timestamps: queue = queued →
+// first scheduled, prefill = first scheduled → first token, decode = first → last token,
+// inference = first scheduled → last token (preemptions stay inside the interval they hit).
+// A decode leg queues once its KV has arrived, so the pull is in none of them.
+func (m *simMetrics) requestDone(arrival time.Time, p batching.Progress, decodeLeg bool) {
 	if p.Err != nil {
 		return
 	}
@@ -142,6 +167,40 @@ func (m *simMetrics) requestDone(arrival time.Time, p batching.Progress) {
 		}
 	}
 	m.e2e.Observe(p.DoneAt.Sub(arrival).Seconds())
+	if p.ScheduledAt.IsZero() {
+		return
+	}
+	queue := p.ScheduledAt.Sub(p.SubmittedAt).Seconds()
+	observe(m.queueTime, queue)
+	// SGLang names a stage by the queue it left: a decode leg waits in the decode queue
+	queueStage := "prefill_waiting"
+	if decodeLeg {
+		queueStage = "decode_waiting"
+	}
+	m.stage(queueStage, queue)
+	if p.FirstTokenAt.IsZero() {
+		return
+	}
+	prefill, decode := p.FirstTokenAt.Sub(p.ScheduledAt).Seconds(), p.LastTokenAt.Sub(p.FirstTokenAt).Seconds()
+	m.prefillTime.Observe(prefill)
+	observe(m.decodeTime, decode)
+	observe(m.inferTime, p.LastTokenAt.Sub(p.ScheduledAt).Seconds())
+	if !decodeLeg { // the KV came from a prefill server: SGLang's decode runs no prefill forward
+		m.stage("prefill_forward", prefill)
+	}
+	m.stage("decode_loop", decode)
+}
+
+func observe(h prometheus.Histogram, v float64) {
+	if h != nil {
+		h.Observe(v)
+	}
+}
+
+func (m *simMetrics) stage(name string, v float64) {
+	if m.stageTime != nil {
+		m.stageTime.WithLabelValues(name).Observe(v)
+	}
 }
 
 var (
