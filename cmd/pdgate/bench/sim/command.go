@@ -22,10 +22,13 @@ import (
 
 // Options configure `pdgate bench sim`.
 type Options struct {
-	Root     string // repository root (configs, the recorded lab run)
-	Out      string
-	Quick    bool
-	Pods     int
+	Root  string // repository root (configs, the recorded lab run)
+	Out   string
+	Quick bool
+	Pods  int
+	// Shape splits the P/D fleets' pods ("pd-P:D", ParseShape; "" = half prefill, half
+	// decode as FleetPD lays them out). Combined fleets ignore it.
+	Shape    string
 	Requests int // per policy and load
 	Loads    []float64
 	Policies string
@@ -112,7 +115,8 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "directory for sim.json, sim.md and the PNG plots")
 	f.BoolVar(&o.Quick, "quick", false, "the short variant make bench runs (64 pods, 10,000 requests, load 0.8)")
-	f.IntVar(&pods, "pods", o.Pods, "simulated GPUs per fleet (P/D fleets: half prefill, half decode)")
+	f.IntVar(&pods, "pods", o.Pods, "simulated GPUs per fleet (P/D fleets: half prefill, half decode unless --shape says otherwise)")
+	f.StringVar(&o.Shape, "shape", "", "P/D fleets' prefill:decode split, pd-P:D (e.g. pd-2:1); default half and half")
 	f.IntVar(&requests, "requests", o.Requests, "requests per policy and load")
 	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")
 	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all; NAME=FILE runs an EndpointPickerConfig of your own on the P/D fleet")
@@ -157,6 +161,13 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.Pods < 2 || o.Pods%2 != 0 {
 		errs = append(errs, fmt.Errorf("--pods must be an even number >= 2, got %d", o.Pods))
+	}
+	if o.Shape != "" {
+		if sh, err := ParseShape(o.Shape); err != nil {
+			errs = append(errs, fmt.Errorf("--shape: %w", err))
+		} else if sh.Combined > 0 || sh.IsCombined() {
+			errs = append(errs, fmt.Errorf("--shape %q: want pd-P:D (the P/D fleets' split)", o.Shape))
+		}
 	}
 	if o.Requests < 1 {
 		errs = append(errs, fmt.Errorf("--requests must be >= 1, got %d", o.Requests))
@@ -289,7 +300,10 @@ func runPolicy(ctx context.Context, o Options, prof *costmodel.Profile, newSourc
 			return RunData{}, err
 		}
 	}
-	pods := p.fleet(o.Pods, prof.Model)
+	pods, err := p.shapedFleet(o.Pods, o.Shape, prof.Model)
+	if err != nil {
+		return RunData{}, err
+	}
 	placement.Apply(pods)
 	cfg := Config{Profile: prof, Pods: pods, EPPConfig: p.configPath(o.Root),
 		Model: prof.Model, Source: src, Scrape: o.Scrape, Overheads: o.Overheads, Placement: placement, Seed: o.Seed}

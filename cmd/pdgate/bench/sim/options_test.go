@@ -13,6 +13,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/internal/validatetest"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 func TestValidateNamesTheFlag(t *testing.T) {
@@ -26,7 +27,43 @@ func TestValidateNamesTheFlag(t *testing.T) {
 		{Name: "overhead", Change: func(o *Options) { o.Overheads.Hop = -time.Millisecond }, Want: "--hop-overhead"},
 		{Name: "parallel", Change: func(o *Options) { o.Parallel = 0 }, Want: "--parallel"},
 		{Name: "tolerance", Change: func(o *Options) { o.Tolerance = 0 }, Want: "--tolerance"},
+		{Name: "shape", Change: func(o *Options) { o.Shape = "pd-2:1" }},
+		{Name: "bad shape", Change: func(o *Options) { o.Shape = "pd-2" }, Want: "--shape"},
+		{Name: "hybrid shape", Change: func(o *Options) { o.Shape = "hybrid-1:1:2" }, Want: "--shape"},
 	})
+}
+
+func TestShapedFleet(t *testing.T) {
+	tests := []struct {
+		shape                   string
+		fleet                   string
+		prefill, decode, others int
+	}{
+		{"", FleetKindPD, 32, 32, 0},
+		{"pd-2:1", FleetKindPD, 43, 21, 0},
+		{"pd-1:3", FleetKindPD, 16, 48, 0},
+		{"pd-2:1", FleetKindCombined, 0, 0, 64},
+	}
+	for _, tc := range tests {
+		p := Policy{Name: "p", Fleet: tc.fleet, Annotations: map[string]string{"k": "v"}}
+		pods, err := p.shapedFleet(64, tc.shape, "m")
+		if err != nil {
+			t.Fatalf("%q %v: %v", tc.shape, tc.fleet, err)
+		}
+		counts := map[string]int{}
+		for _, pod := range pods {
+			counts[pod.Role]++
+			if len(p.Annotations) > 0 && pod.Labels[protocol.AnnotationLabelPrefix+"k"] != "v" {
+				t.Errorf("%q: pod %s lacks the policy's annotation", tc.shape, pod.Name)
+			}
+		}
+		if counts[RolePrefill] != tc.prefill || counts[RoleDecode] != tc.decode || len(pods)-counts[RolePrefill]-counts[RoleDecode] != tc.others {
+			t.Errorf("shapedFleet(64, %q, %v) roles %v; want %d prefill, %d decode, %d others", tc.shape, tc.fleet, counts, tc.prefill, tc.decode, tc.others)
+		}
+	}
+	if _, err := (Policy{Fleet: FleetKindPD}).shapedFleet(64, "pd-x", "m"); err == nil {
+		t.Error("shapedFleet accepted a malformed shape")
+	}
 }
 
 func TestParseLoads(t *testing.T) {

@@ -103,7 +103,6 @@ func SelectPolicies(list string) ([]Policy, error) {
 	return out, nil
 }
 
-// fleet lays out n pods for the policy.
 func (p Policy) fleet(n int, model string) []PodSpec {
 	var pods []PodSpec
 	if p.Fleet == FleetKindCombined {
@@ -111,12 +110,35 @@ func (p Policy) fleet(n int, model string) []PodSpec {
 	} else {
 		pods = FleetPD(n, model)
 	}
+	p.annotate(pods)
+	return pods
+}
+
+// shapedFleet is fleet with the P/D pods split by shape ("pd-P:D", ParseShape); "" and
+// combined fleets lay out as fleet does.
+func (p Policy) shapedFleet(n int, shape, model string) ([]PodSpec, error) {
+	if shape == "" || p.Fleet == FleetKindCombined {
+		return p.fleet(n, model), nil
+	}
+	sh, err := ParseShape(shape)
+	if err != nil {
+		return nil, fmt.Errorf("--shape: %w", err)
+	}
+	pods, err := sh.Layout(n, model)
+	if err != nil {
+		return nil, fmt.Errorf("--shape %s: %w", shape, err)
+	}
+	p.annotate(pods)
+	return pods, nil
+}
+
+// annotate gives every pod the policy's annotations as labels.
+func (p Policy) annotate(pods []PodSpec) {
 	for i := range pods {
 		for k, v := range p.Annotations {
 			pods[i].Labels[protocol.AnnotationLabelPrefix+k] = v
 		}
 	}
-	return pods
 }
 
 func (p Policy) configPath(root string) string {
