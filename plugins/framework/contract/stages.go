@@ -29,3 +29,22 @@ func implementing[T any](plugins []fwkplugin.Plugin) []T {
 	}
 	return out
 }
+
+// SaturationGateReplacer is implemented by an admission plugin that decides, per request, what
+// the EPP's pool-level saturation gate would otherwise decide (forecast-admitter): with one
+// configured, the legacy admission check stops shedding on saturation (it still answers an
+// unknown model 404 and a pool without endpoints 503), so the two never shed the same overload
+// twice.
+type SaturationGateReplacer interface {
+	ReplacesSaturationGate() bool
+}
+
+// ReplacesSaturationGate reports whether one of the plugins replaces the saturation gate.
+func ReplacesSaturationGate(plugins []fwkplugin.Plugin) bool {
+	for _, r := range implementing[SaturationGateReplacer](plugins) {
+		if r.ReplacesSaturationGate() {
+			return true
+		}
+	}
+	return false
+}

@@ -105,3 +105,25 @@ func Lookup(h fwkplugin.HandlePlugins, name string) (Provider, error) {
 	}
 	return prov, nil
 }
+
+// Leases is what one pod has been given and not yet finished, as a forecast reads it.
+type Leases struct {
+	// PrefillTokens are the open prefill active parts (request cost + new tokens): the prefill
+	// work queued on the pod or being done.
+	PrefillTokens float64
+	// PrefillLegs is how many prefill legs those parts are (each carries the ledger's
+	// requestCost, which a forecast counts as the step overhead instead).
+	PrefillLegs int
+	// DecodeSlots are the open decode charges, this replica's and the other live replicas'
+	// (shared ledger): the sequences the pod batches.
+	DecodeSlots int
+	// DecodeTokens are those charges' prompt KV tokens.
+	DecodeTokens float64
+}
+
+// LeaseReader is implemented by a ledger that exposes its leases (pd-token-ledger's): an
+// admission forecast reads every candidate's leases under one lock.
+type LeaseReader interface {
+	// Leases fills out[i] with the leases of pods[i] (zero for a pod the ledger does not know).
+	Leases(pods []PodKey, out []Leases)
+}

@@ -132,7 +132,10 @@ type Tracker struct {
 	external    atomic.Bool // SetClock: the owner of the clock runs Sweep
 }
 
-var _ tokenload.Ledger = (*Tracker)(nil)
+var (
+	_ tokenload.Ledger      = (*Tracker)(nil)
+	_ tokenload.LeaseReader = (*Tracker)(nil)
+)
 
 // NewTracker builds a ledger. Params must be valid (see Params.Validate).
 func NewTracker(o Options) *Tracker {
