@@ -178,7 +178,7 @@ func build(r *report.Report, o Options, res *Results) {
 
 func requestPathSection(o Options, res *Results) report.Section {
 	var errs []string
-	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base", "net CPU × floor", "net spread"}
+	cols := []string{"config", "pods", "body", "req/s", "EPP CPU ms/req", "net CPU ms/req", "± idle", "routing p50 ms", "routing p99 ms", "errors", "req/s × base", "CPU efficiency × base", "net CPU × floor", "net spread"}
 	var rows [][]string
 	base := res.Configs[0]
 	floor, hasFloor := configNamed(res, FloorConfig)
@@ -205,7 +205,7 @@ func requestPathSection(o Options, res *Results) report.Section {
 				xf = s.NetCPUMS / f.NetCPUMS
 			}
 			rows = append(rows, []string{c.Name, strconv.Itoa(c.Pods), sizeLabel(s.Bytes), report.F(s.Load.ReqPerSec(), 0),
-				report.F(s.Load.CPUPerRequestMS(), 3), report.F(s.NetCPUMS, 3), report.F(s.RoutingP50MS, 2), report.F(s.RoutingP99MS, 2),
+				report.F(s.Load.CPUPerRequestMS(), 3), report.F(s.NetCPUMS, 3), idleErrCell(s), report.F(s.RoutingP50MS, 2), report.F(s.RoutingP99MS, 2),
 				errCell(s.Load), report.F(rr, 2), report.F(cr, 2), report.F(xf, 2), spreadCell(s.NetCPURepeatsMS)})
 			kb := float64(s.Bytes) / 1024
 			rs.X, rs.Y = append(rs.X, kb), append(rs.Y, s.Load.ReqPerSec())
@@ -215,14 +215,17 @@ func requestPathSection(o Options, res *Results) report.Section {
 	}
 	var cfgRows [][]string
 	for _, c := range res.Configs {
-		cfgRows = append(cfgRows, []string{c.Name, string(c.Kind), c.Loaded, layoutText(c), report.F(c.IdleCPUMSPerS, 1)})
+		cfgRows = append(cfgRows, []string{c.Name, string(c.Kind), c.Loaded, layoutText(c), report.F(c.IdleCPUMSPerS, 1),
+			strconv.FormatInt(c.Idle.Scrapes, 10), idlePerScrapeText(c.Idle)})
 	}
 	text := fmt.Sprintf("Real ext_proc gRPC over loopback, %d concurrent streams on %d HTTP/2 connections, "+
 		"FULL_DUPLEX_STREAMED with %d KB body frames, response phase included (response headers + a JSON "+
 		"completion with usage), OpenAI chat bodies; every EPP a real process in Kubernetes mode against a "+
 		"local kube-apiserver (envtest) with idle fake vLLM pods scraped every 50 ms. EPP CPU = utime+stime "+
-		"of the EPP process over the phase ÷ requests; net CPU subtracts the idle rate (metric scraping, "+
-		"measured before the load) over the phase, and is what the goals use. Routing = "+
+		"of the EPP process over the phase ÷ requests; net CPU subtracts the idle cost (metric scraping, "+
+		"measured per scrape before the load) of the scrapes the pods served during the phase, and is what the "+
+		"goals use; ± idle is the error that estimate carries into it (one standard error, from the idle "+
+		"window's slices). Routing = "+
 		"from the last request body frame sent to the routing reply (request headers response). "+
 		"CPU efficiency × base = base net CPU/request ÷ this config's. Net CPU × floor = this config's "+
 		"net CPU/request ÷ the floor's (`pdgate-bench floor-epp`: the same exchange answered with no "+
@@ -235,7 +238,7 @@ func requestPathSection(o Options, res *Results) report.Section {
 	}
 	return report.Section{Title: "EPP request path", Text: text,
 		Tables: []report.Table{
-			{Title: "Configs", Columns: []string{"config", "EPP", "config loaded", "pods", "idle CPU ms/s"}, Rows: cfgRows},
+			{Title: "Configs", Columns: []string{"config", "EPP", "config loaded", "pods", "idle CPU ms/s", "idle scrapes", "idle per scrape"}, Rows: cfgRows},
 			{Title: "Per body size", Columns: cols, Rows: rows},
 		},
 		Plots: []report.Plot{rps, cpu}}
@@ -260,6 +263,15 @@ func tracingSection(res *Results) *report.Section {
 			"that made it; net CPU removes the idle scraping of that wait as of any other. Spans per request is " +
 			"what the receiver got ÷ the requests sent.",
 		Tables: []report.Table{{Columns: []string{"config", "body", "net off", "net on", "on ÷ off", "spans / request"}, Rows: rows}}}
+}
+
+// idleErrCell is the ± idle column: the idle estimate's error per request, "—" when the phase
+// was charged per second (no scrapes to measure an error by).
+func idleErrCell(s SizeResult) string {
+	if s.NetCPUErrMS == 0 || math.IsNaN(s.NetCPUErrMS) {
+		return "—"
+	}
+	return report.F(s.NetCPUErrMS, 3)
 }
 
 func layoutText(c ConfigResult) string {
@@ -305,7 +317,7 @@ func burstSection(res *Results) report.Section {
 	return report.Section{Title: "Burst spreading (through the EPP)",
 		Text: "Back-to-back requests with distinct short prompts, each sent once the previous one was routed, " +
 			"all kept in flight (no response) until the last was routed: a burst between two metric scrapes " +
-			"(the fake pods report the same idle metrics at every scrape). Counted over the 8 equal pods the " +
+			"(the fake pods report the same idle metrics at every scrape). Counted over the equal pods the " +
 			"primary profile may pick; `other` = routed elsewhere. max/min = – when a pod got none.",
 		Tables: []report.Table{{Columns: []string{"config", "requests", "per pod (sorted)", "other", "errors", "max/min"}, Rows: rows}}}
 }

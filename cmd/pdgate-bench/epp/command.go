@@ -45,7 +45,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 				"parser": func() { eff.Parser = o.Parser }, "max-phase": func() { eff.MaxPhase = o.MaxPhase },
 				"memory-endpoints": func() { eff.MemoryEndpoints = o.MemoryEndpoints }, "bin-dir": func() { eff.BinDir = o.BinDir },
 				"cpu-profile": func() { eff.CPUProfile = o.CPUProfile }, "instructions": func() { eff.Instructions = o.Instructions },
-				"repeats": func() { eff.Repeats = o.Repeats },
+				"repeats": func() { eff.Repeats = o.Repeats }, "pods": func() { eff.Pods = o.Pods },
 			} {
 				if flags.Changed(name) {
 					apply()
@@ -102,6 +102,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 	f.IntVar(&o.MemoryEndpoints, "memory-endpoints", o.MemoryEndpoints, "also start every EPP with this many idle endpoints and report RSS (0 skips; quick: 0)")
 	f.DurationVar(&o.CPUProfile, "cpu-profile", 0, "profile each EPP's CPU for this long (whole seconds) from the start of the measured phase at the last size, into <out>/<config>-<size>.pprof for go tool pprof (raise --requests so the phase lasts longer)")
 	f.IntVar(&o.Repeats, "repeats", 1, "run each measured phase this many times and report the median with the spread (max-min over the median) of the net CPU")
+	f.IntVar(&o.Pods, "pods", 0, "pods per pool, a multiple of 4: stock GIE's all plain, a P/D pool half decode and half the other roles (8: 4 decode + 4 prefill); 0: 8 primary pods each (stock 8, P/D 16)")
 	f.BoolVar(&o.Instructions, "instructions", false, "meter the phases in instructions executed (valgrind's callgrind; CPU columns then read in millions of instructions) instead of CPU time: the same figures on a busy machine as on a quiet one; wants fewer --requests (callgrind runs 30-100x slower)")
 	f.Float64Var(&o.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of requests a "+TracedSuffix+" config samples (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1; 1 samples every request, the worst case)")
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp and gie-epp (default <repo>/bin; missing ones are built)")

@@ -68,6 +68,19 @@ const FloorConfig = "floor"
 // and burst runs: the burst is counted over them.
 const Primary = 8
 
+// PoolPrimary is the primary pods of a layout's pool of pods pods (--pods): all of a plain
+// pool, half of a P/D pool (the other half prefill, encode or AIBrix prefill pods, as Layout
+// places them). pods 0 is the default setup, Primary primary pods whatever the layout.
+func PoolPrimary(layout string, pods int) int {
+	switch {
+	case pods == 0:
+		return Primary
+	case layout == "plain":
+		return pods
+	}
+	return pods / 2
+}
+
 // Layout places the pods of one config on hosts (one address per pod, all on port) with
 // primary pods the primary (decode, or whole-request) profile may pick: "plain" has only
 // those; the P/D layouts add as many pods of the other roles (llm-d P/D: as many prefill

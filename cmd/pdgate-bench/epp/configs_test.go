@@ -62,6 +62,19 @@ func TestLayout(t *testing.T) {
 			t.Fatalf("%s: roles %v, want %v", tc.name, roles, tc.roles)
 		}
 	}
+	// --pods: every pool has that many pods, half of a P/D pool primary.
+	for _, tc := range []struct {
+		layout         string
+		pods, wantPrim int
+	}{
+		{"plain", 0, Primary}, {"llmd-pd", 0, Primary}, {"plain", 8, 8}, {"llmd-pd", 8, 4}, {"llmd-epd", 8, 4}, {"aibrix", 8, 4}, {"aibrix", 12, 6},
+	} {
+		prim := PoolPrimary(tc.layout, tc.pods)
+		eps, _, err := Layout(tc.layout, prim, hosts, 1)
+		if err != nil || prim != tc.wantPrim || (tc.pods > 0 && len(eps) != tc.pods) {
+			t.Fatalf("%s with %d pods: %d primary of %d (%v), want %d primary", tc.layout, tc.pods, prim, len(eps), err, tc.wantPrim)
+		}
+	}
 	if _, _, err := Layout("plain", 8, hosts[:4], 1); err == nil {
 		t.Fatal("too few hosts accepted")
 	}
@@ -195,19 +208,8 @@ func userContent(t *testing.T, b []byte) string {
 
 func sized(bytes, requests int, cpu time.Duration, wall time.Duration) SizeResult {
 	l := LoadResult{Requests: requests, OK: requests, CPU: cpu, Wall: wall}
-	return SizeResult{Bytes: bytes, Load: l, NetCPUMS: NetCPU(l, 0)}
-}
-
-func TestNetCPU(t *testing.T) {
-	l := LoadResult{Requests: 100, CPU: 500 * time.Millisecond, Wall: 2 * time.Second}
-	for _, tc := range []struct{ idle, want float64 }{{0, 5}, {100, 3}, {400, 0}} {
-		if got := NetCPU(l, tc.idle); math.Abs(got-tc.want) > 1e-9 {
-			t.Fatalf("idle %v: %v, want %v", tc.idle, got, tc.want)
-		}
-	}
-	if !math.IsNaN(NetCPU(LoadResult{}, 0)) {
-		t.Fatal("no requests should be NaN")
-	}
+	net, _ := Idle{}.Net(l)
+	return SizeResult{Bytes: bytes, Load: l, NetCPUMS: net}
 }
 
 func TestGoalsAndReport(t *testing.T) {
@@ -287,4 +289,17 @@ func configByName(t *testing.T, name string) Config {
 	}
 	t.Fatalf("no default config %q", name)
 	return Config{}
+}
+
+func TestValidatePods(t *testing.T) {
+	for _, tc := range []struct {
+		pods int
+		ok   bool
+	}{{0, true}, {4, true}, {8, true}, {16, true}, {2, false}, {6, false}, {-4, false}} {
+		o := DefaultOptions(true)
+		o.Pods = tc.pods
+		if err := o.Validate(); (err == nil) != tc.ok {
+			t.Fatalf("pods %d: %v, want ok=%v", tc.pods, err, tc.ok)
+		}
+	}
 }

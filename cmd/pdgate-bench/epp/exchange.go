@@ -49,11 +49,19 @@ type Client struct {
 // Dial opens conns plaintext connections to addr, as Envoy's workers each hold one; request
 // bodies go out in frames of chunk bytes.
 func Dial(addr string, conns, chunk int) (*Client, error) {
+	return dial(addr, conns, chunk, 0)
+}
+
+// dial is Dial with the wait for one EPP message bounded by timeout instead (0: 30 s).
+func dial(addr string, conns, chunk int, timeout time.Duration) (*Client, error) {
 	if conns < 1 {
 		return nil, fmt.Errorf("ext_proc client: %d connections, want >= 1", conns)
 	}
 	o := clientOptions(chunk)
 	o.Conns = conns
+	if timeout > 0 {
+		o.MessageTimeout = timeout
+	}
 	c, err := extprocclient.Dial(addr, o)
 	if err != nil {
 		return nil, fmt.Errorf("bench client: %w", err)

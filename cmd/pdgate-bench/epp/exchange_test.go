@@ -234,7 +234,9 @@ func TestRunLoadCountsAndCPU(t *testing.T) {
 		return time.Duration(cpuCalls) * 300 * time.Millisecond, nil
 	}
 	bodies := [][]byte{ChatBody(1<<10, 1), ChatBody(1<<10, 2)}
-	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2]) }}
+	scrapeCalls := int64(0)
+	scrapes := func() int64 { scrapeCalls++; return scrapeCalls * 17 }
+	spec := LoadSpec{Requests: 60, Concurrency: 7, Make: func(i int) *Exchange { return exchange(bodies[i%2]) }, Scrapes: scrapes}
 	res, err := RunLoad(context.Background(), c, spec, cpu)
 	if err != nil {
 		t.Fatal(err)
@@ -245,8 +247,8 @@ func TestRunLoadCountsAndCPU(t *testing.T) {
 	if res.Dest[dests[0]] != 30 || res.Dest[dests[1]] != 30 {
 		t.Fatalf("destinations %v", res.Dest)
 	}
-	if res.CPU != 300*time.Millisecond || math.Abs(res.CPUPerRequestMS()-5) > 1e-9 {
-		t.Fatalf("CPU %v, per request %v", res.CPU, res.CPUPerRequestMS())
+	if res.CPU != 300*time.Millisecond || math.Abs(res.CPUPerRequestMS()-5) > 1e-9 || res.Scrapes != 17 {
+		t.Fatalf("CPU %v, per request %v, scrapes %d", res.CPU, res.CPUPerRequestMS(), res.Scrapes)
 	}
 	for i := 1; i < len(res.RoutingMS); i++ {
 		if res.RoutingMS[i] < res.RoutingMS[i-1] {

@@ -25,6 +25,19 @@ const instructionReady = 10 * time.Minute
 // instructionConcurrency is the streams of an instruction-count run unless --concurrency says.
 const instructionConcurrency = 4
 
+// instructionMessageTimeout bounds one EPP message under callgrind. A request waits for the
+// ones ahead of it on the EPP's one thread: 16 streams of 1 MB bodies, at some seconds each
+// under callgrind, pass Envoy's 30 s without counting any differently.
+const instructionMessageTimeout = 10 * time.Minute
+
+// messageTimeout is the client's bound on one EPP message (0: the driver's 30 s).
+func (o *Options) messageTimeout() time.Duration {
+	if o.Instructions {
+		return instructionMessageTimeout
+	}
+	return 0
+}
+
 // meter returns what a phase is measured with: the EPP's CPU time, or its instruction count.
 func (o *Options) meter(e *eppharness.EPP) CPUFunc {
 	if !o.Instructions {

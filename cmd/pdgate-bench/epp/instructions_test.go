@@ -30,10 +30,16 @@ func TestInstructionOptions(t *testing.T) {
 		})
 	}
 	o := DefaultOptions(false)
+	if w, _ := o.idleWindow(); w != 2*time.Second || o.messageTimeout() != 0 {
+		t.Fatalf("timed run: idle window %s, message timeout %s", w, o.messageTimeout())
+	}
 	if h := o.harnessOptions(eppharness.Options{Kind: eppharness.KindPdgate}); h.Callgrind || len(h.ExtraArgs) != 0 || o.MeterName() != "cpu" {
 		t.Fatalf("timed run changed the harness options: %+v", h)
 	}
 	o.Instructions = true
+	if w, n := o.idleWindow(); w != 30*time.Second || n < 2 || o.messageTimeout() != instructionMessageTimeout {
+		t.Fatalf("instruction run: idle window %s in %d slices, message timeout %s", w, n, o.messageTimeout())
+	}
 	for kind, wantArgs := range map[eppharness.Kind]int{eppharness.KindPdgate: 1, eppharness.KindStockGIE: 1, eppharness.KindFloor: 0} {
 		h := o.harnessOptions(eppharness.Options{Kind: kind})
 		if !h.Callgrind || len(h.ExtraArgs) != wantArgs || h.ReadyTimeout != instructionReady || o.MeterName() != "instructions" {

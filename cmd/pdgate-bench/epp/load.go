@@ -22,6 +22,9 @@ type LoadSpec struct {
 	// are read: work the EPP does later on the phase's behalf (a traced EPP's span export)
 	// then counts in the phase.
 	Settle func(context.Context)
+	// Scrapes, when set, counts the metric scrapes the EPP's pods have served; read next to
+	// the meter, it gives LoadResult.Scrapes (idle.go charges the phase's idle cost per scrape).
+	Scrapes func() int64
 }
 
 // LoadResult is what a measurement saw. CPU is the EPP process's CPU time over the run.
@@ -33,7 +36,8 @@ type LoadResult struct {
 	FirstErr  string         `json:"firstError,omitempty"`
 	Wall      time.Duration  `json:"wallNs"`
 	CPU       time.Duration  `json:"eppCpuNs"`
-	RoutingMS []float64      `json:"-"` // sorted, routed exchanges only
+	Scrapes   int64          `json:"scrapes"` // served by the EPP's pods over the phase (LoadSpec.Scrapes)
+	RoutingMS []float64      `json:"-"`       // sorted, routed exchanges only
 	Dest      map[string]int `json:"destinations"`
 }
 
@@ -71,10 +75,15 @@ func RunLoad(ctx context.Context, c *Client, spec LoadSpec, cpu CPUFunc) (LoadRe
 	if spec.MaxDuration > 0 {
 		deadline = time.Now().Add(spec.MaxDuration)
 	}
+	scrapes := spec.Scrapes
+	if scrapes == nil {
+		scrapes = func() int64 { return 0 }
+	}
 	cpu0, err := cpu()
 	if err != nil {
 		return res, err
 	}
+	scr0 := scrapes()
 	start := time.Now()
 	for w := 0; w < min(spec.Concurrency, spec.Requests); w++ {
 		wg.Add(1)
@@ -101,7 +110,7 @@ func RunLoad(ctx context.Context, c *Client, spec LoadSpec, cpu CPUFunc) (LoadRe
 	if err != nil {
 		return res, err
 	}
-	res.CPU = cpu1 - cpu0
+	res.CPU, res.Scrapes = cpu1-cpu0, scrapes()-scr0
 	sort.Float64s(res.RoutingMS)
 	return res, ctx.Err()
 }

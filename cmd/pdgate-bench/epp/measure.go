@@ -46,7 +46,7 @@ func measure(ctx context.Context, o Options, configs []Config) (*Results, error)
 		return nil, err
 	}
 	g := &rig{o: o, root: root, dir: dir, bodies: map[int][][]byte{}}
-	nHosts := max(2*Primary, o.MemoryEndpoints)
+	nHosts := max(2*Primary, o.MemoryEndpoints, o.Pods)
 	if g.hosts, err = eppharness.LoopbackAddresses(nHosts); err != nil {
 		return nil, err
 	}
@@ -69,7 +69,7 @@ func measure(ctx context.Context, o Options, configs []Config) (*Results, error)
 			g.bodies[s] = append(g.bodies[s], ChatBody(s, uint64(s)*1000+uint64(i)))
 		}
 	}
-	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser, Meter: o.MeterName()}
+	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser, Pods: o.Pods, Meter: o.MeterName()}
 	for _, c := range configs {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -145,7 +145,8 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	o := g.o
 	cr.Config = c
 	o.logf("%s: starting %s EPP", c.Name, c.Kind)
-	e, prim, note, err := g.start(ctx, c, Primary, c.Name)
+	primary := PoolPrimary(c.Layout, o.Pods)
+	e, prim, note, err := g.start(ctx, c, primary, c.Name)
 	cr.Loaded, cr.PrimaryPods = note, prim
 	if err != nil {
 		cr.Error = err.Error()
@@ -157,28 +158,27 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			o.logf("%s: stopping: %v", c.Name, err)
 		}
 	}()
-	eps, _, _ := Layout(c.Layout, Primary, g.hosts, g.ms.Port)
+	eps, _, _ := Layout(c.Layout, primary, g.hosts, g.ms.Port)
 	cr.Pods = len(eps)
-	client, err := Dial(e.GRPCAddr, o.Conns, o.ChunkSize)
+	client, err := dial(e.GRPCAddr, o.Conns, o.ChunkSize, o.messageTimeout())
 	if err != nil {
 		cr.Error = err.Error()
 		return cr
 	}
 	defer client.Close()
-	idle := 2 * time.Second // 10 ms ticks: ~1 % resolution at 50 ms/s of scraping
-	if o.Quick {
-		idle = time.Second
-	}
 	meter := o.meter(e)
-	if o.Instructions {
-		idle = 5 * time.Second // five scrapes at instructionRefresh
+	hosts := make([]string, len(eps))
+	for i, ep := range eps {
+		hosts[i] = ep.Address
 	}
-	if c0, err := meter(); err == nil {
-		time.Sleep(idle)
-		if c1, err := meter(); err == nil {
-			cr.IdleCPUMSPerS = float64(c1-c0) / float64(time.Millisecond) / idle.Seconds()
-		}
+	scrapes := func() int64 { return g.ms.ScrapesOf(hosts...) }
+	window, slices := o.idleWindow()
+	if cr.Idle, err = MeasureIdle(ctx, meter, scrapes, window, slices, sleepCtx); err != nil {
+		cr.Error = err.Error()
+		return cr
 	}
+	cr.IdleCPUMSPerS = cr.Idle.MSPerS()
+	o.logf("%s: idle %.3f ms/s, %d scrapes in %s: %s per scrape", c.Name, cr.IdleCPUMSPerS, cr.Idle.Scrapes, window, idlePerScrapeText(cr.Idle))
 	spans0, sent := g.spans(), 0
 	var settle func(context.Context)
 	if c.Traced {
@@ -201,7 +201,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			if r > 0 {
 				phase = fmt.Sprintf("run%d", r)
 			}
-			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase), Settle: settle}
+			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase), Settle: settle, Scrapes: scrapes}
 			var profiled <-chan error
 			if o.CPUProfile > 0 && i == len(o.Sizes)-1 && r == 0 {
 				name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))
@@ -223,21 +223,22 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 					o.logf("%s: instruction profile: %v", c.Name, perr)
 				}
 			}
-			runs, nets = append(runs, lr), append(nets, NetCPU(lr, cr.IdleCPUMSPerS))
+			runs, nets = append(runs, lr), append(nets, netOnly(cr.Idle.Net(lr)))
 			sent += lr.Requests
 		}
 		m := medianRun(nets)
 		lr := runs[m]
+		net, netErr := cr.Idle.Net(lr)
 		sr := SizeResult{Bytes: size, Load: lr,
 			RoutingP50MS: report.Percentile(lr.RoutingMS, 50), RoutingP99MS: report.Percentile(lr.RoutingMS, 99),
-			NetCPUMS: nets[m]}
+			NetCPUMS: net, NetCPUErrMS: netErr, NetCPUPerSecondMS: cr.Idle.NetPerSecond(lr)}
 		if len(nets) > 1 {
 			sr.NetCPURepeatsMS = nets
 		}
 		cr.Sizes = append(cr.Sizes, sr)
-		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f%s), routing p50 %.2f ms p99 %.2f ms, errors %d",
-			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(), sr.NetCPUMS,
-			spreadText(sr.NetCPURepeatsMS), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
+		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f ± %.3f, per second %.3f%s), %.1f scrapes/s, routing p50 %.2f ms p99 %.2f ms, errors %d",
+			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(), sr.NetCPUMS, sr.NetCPUErrMS,
+			sr.NetCPUPerSecondMS, spreadText(sr.NetCPURepeatsMS), float64(lr.Scrapes)/lr.Wall.Seconds(), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
 	}
 	if c.Traced {
 		cr.SpansPerRequest = float64(g.spans()-spans0) / float64(max(sent, 1))

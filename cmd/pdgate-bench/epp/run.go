@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -47,6 +46,10 @@ type Options struct {
 	// Instructions meters every phase in instructions counted by callgrind instead of CPU
 	// time (instructions.go).
 	Instructions bool
+	// Pods, when > 0, gives every config's pool this many pods: stock GIE's all plain, a P/D
+	// pool half primary (decode) and half the other roles (configs.go, PoolPrimary); 0 keeps
+	// the default setup (8 primary pods, so 8 for stock and 16 for the P/D pools).
+	Pods int
 	// TraceSampleRatio is the fraction of requests a Traced config samples (0 or 1: every one).
 	TraceSampleRatio float64
 	Progress         io.Writer
@@ -82,6 +85,9 @@ func (o *Options) Validate() error {
 	}
 	if o.TraceSampleRatio < 0 || o.TraceSampleRatio > 1 {
 		return fmt.Errorf("bench epp: trace sample ratio %v: want 0 < ratio <= 1", o.TraceSampleRatio)
+	}
+	if o.Pods != 0 && (o.Pods < 4 || o.Pods%4 != 0) {
+		return fmt.Errorf("bench epp: pods %d: want a multiple of 4 (AIBrix rolesets are 2 prefill + 2 decode), or 0 for the default", o.Pods)
 	}
 	if o.Repeats < 0 {
 		return fmt.Errorf("bench epp: repeats %d: want >= 1", o.Repeats)
@@ -138,6 +144,8 @@ type Results struct {
 	Conns       int    `json:"connections"`
 	ChunkSize   int    `json:"chunkSize"`
 	Parser      string `json:"parser"`
+	// Pods is Options.Pods: pods per pool, 0 for the default setup.
+	Pods int `json:"podsPerPool,omitempty"`
 	// Meter is what the CPU figures measure: "cpu" (ms) or "instructions" (millions).
 	Meter   string         `json:"meter"`
 	Configs []ConfigResult `json:"configs"`
@@ -150,8 +158,10 @@ type ConfigResult struct {
 	Loaded string       `json:"loaded"` // the file and what was added to it
 	Pods   int          `json:"pods"`
 	Sizes  []SizeResult `json:"sizes,omitempty"`
-	// IdleCPUMSPerS is the EPP's CPU use before the load (metric scraping), ms per second.
+	// IdleCPUMSPerS is the EPP's CPU use before the load (metric scraping), ms per second;
+	// Idle the measurement it comes from, which the net figures use per scrape (idle.go).
 	IdleCPUMSPerS float64           `json:"idleCpuMsPerS"`
+	Idle          Idle              `json:"idle"`
 	Burst         *BurstResult      `json:"burst,omitempty"`
 	PrimaryPods   []string          `json:"primaryPods"`
 	Spread        float64           `json:"spread"`
@@ -168,21 +178,16 @@ type SizeResult struct {
 	Load         LoadResult `json:"load"`
 	RoutingP50MS float64    `json:"routingP50Ms"`
 	RoutingP99MS float64    `json:"routingP99Ms"`
-	// NetCPUMS is the EPP CPU per request less the idle rate (metric scraping) over the
-	// phase: what the requests themselves cost, comparable across pools of different sizes.
-	NetCPUMS float64 `json:"netCpuMsPerRequest"`
+	// NetCPUMS is the EPP CPU per request less the idle cost (metric scraping) of the
+	// scrapes the phase served: what the requests themselves cost, comparable across pools of
+	// different sizes. NetCPUErrMS is the error the idle estimate carries into it (one
+	// standard error); NetCPUPerSecondMS the figure with idle removed per wall second instead.
+	NetCPUMS          float64 `json:"netCpuMsPerRequest"`
+	NetCPUErrMS       float64 `json:"netCpuErrMsPerRequest"`
+	NetCPUPerSecondMS float64 `json:"netCpuPerSecondMsPerRequest"`
 	// NetCPURepeatsMS are the net figures of every repeat of the phase (--repeats > 1), in run
 	// order; NetCPUMS and Load are the median repeat's.
 	NetCPURepeatsMS []float64 `json:"netCpuMsPerRequestRepeats,omitempty"`
-}
-
-// NetCPU is CPU per request with the idle CPU rate (ms/s) over the phase's wall time removed.
-func NetCPU(l LoadResult, idleMSPerS float64) float64 {
-	if l.Requests == 0 {
-		return math.NaN()
-	}
-	net := float64(l.CPU)/float64(time.Millisecond) - idleMSPerS*l.Wall.Seconds()
-	return max(net, 0) / float64(l.Requests)
 }
 
 // MemoryResult is an EPP's resident memory with many idle endpoints.

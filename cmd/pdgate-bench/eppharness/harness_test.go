@@ -224,6 +224,10 @@ func TestModelServers(t *testing.T) {
 		t.Fatalf("SetMetrics not applied:\n%s", body)
 	}
 	get(hosts[2])
+	get(hosts[2])
+	if ms.ScrapesOf(hosts[1], hosts[2]) != 3 || ms.ScrapesOf(hosts[0]) != 1 || ms.ScrapesOf() != 0 {
+		t.Fatalf("scrapes of a subset: %v", ms.Snapshot())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := ms.WaitScraped(ctx, base, 1); err != nil {

@@ -240,3 +240,12 @@ func (ms *ModelServers) Close() {
 		_ = s.Close()
 	}
 }
+
+// ScrapesOf is the sum of the scrape counts of the given hosts: what one EPP's pods served.
+func (ms *ModelServers) ScrapesOf(hosts ...string) int64 {
+	var t int64
+	for _, h := range hosts {
+		t += ms.Scrapes(h)
+	}
+	return t
+}
