@@ -113,10 +113,9 @@ goodput per GPU at >= 90 % attainment and the actuator's scale-direction changes
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "TTFT target (attainment, and the advisor's ttftMs)")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "TPOT target (attainment, and the advisor's tpotMs)")
 	f.StringVar(&o.Policy, "policy-config", o.Policy, "EndpointPickerConfig every fleet routes with (pd-ratio-advisor is added to it)")
-	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
 	f.StringVar(&o.Mooncake, "mooncake", o.Mooncake, "Mooncake trace JSONL")
-	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once")
 	return cmd
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
@@ -32,7 +33,7 @@ type Options struct {
 	Requests int // per policy and load
 	Loads    []float64
 	Policies string
-	Profile  string // cost profile file; "" = config/sim/llama3-8b-h100.yaml
+	Profile  string // cost profile file; "" = DefaultProfile
 	Azure    string
 	// Trace replays another trace instead of the Azure one: "mooncake=FILE" (ParseTraceSpec);
 	// "" = the Azure trace (--azure-conv).
@@ -120,13 +121,12 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.IntVar(&requests, "requests", o.Requests, "requests per policy and load")
 	f.StringVar(&loads, "loads", "0.5,0.8,1.0", "offered loads as fractions of the fleet's estimated capacity")
 	f.StringVar(&o.Policies, "policies", o.Policies, "comma-separated policies, or all; NAME=FILE runs an EndpointPickerConfig of your own on the P/D fleet")
-	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV (the workload unless --trace names another; always the calibration's)")
 	f.StringVar(&o.Trace, "trace", "", "replay this trace instead of the Azure one: mooncake=FILE (a Mooncake JSONL trace, e.g. "+workload.DefaultMooncakePath+"), azure-conv=FILE")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "goodput: TTFT target")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "goodput: TPOT target")
-	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.DurationVar(&o.Overheads.Route, "route-overhead", 0, "gateway + EPP time before a request leaves the gateway (scale runs)")
 	f.DurationVar(&o.Overheads.Hop, "hop-overhead", 0, "one HTTP traversal between processes (scale runs)")
 	f.DurationVar(&o.Overheads.Step, "step-overhead", 0, "added to every engine step (scale runs)")
@@ -345,10 +345,21 @@ func (o Options) path(p string) string {
 	return filepath.Join(o.Root, p)
 }
 
+// DefaultProfile is the cost profile the simulated engines run on when --profile names none.
+const DefaultProfile = "config/sim/llama3-8b-h100.yaml"
+
+// fleetFlags registers the flags every virtual-time fleet bench reads alike, so that their
+// names, defaults and help stay one: the engines' cost profile and the EPP's metrics refresh
+// interval.
+func fleetFlags(f *pflag.FlagSet, profile *string, scrape *time.Duration) {
+	f.StringVar(profile, "profile", "", "cost profile (default "+DefaultProfile+")")
+	f.DurationVar(scrape, "scrape-interval", *scrape, "the EPP's metrics refresh interval")
+}
+
 func loadProfile(o Options) (*costmodel.Profile, error) {
 	p := o.Profile
 	if p == "" {
-		p = "config/sim/llama3-8b-h100.yaml"
+		p = DefaultProfile
 	}
 	prof, err := costmodel.Load(o.path(p))
 	if err != nil {

@@ -231,11 +231,10 @@ highest request rate per GPU with >= 90 % attainment (interpolated at the first 
 	f.IntVar(&o.Extend, "extend", o.Extend, "extra rate points above (×1.5) or below (÷2) the sweep when the 90 % crossing lies outside it")
 	f.IntVar(&o.Refine, "refine", o.Refine, "bisection steps per SLO between the two rate points around its 90 % crossing")
 	f.Float64Var(&o.Target, "target", o.Target, "attainment that defines goodput")
-	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
 	f.StringVar(&o.Mooncake, "mooncake", o.Mooncake, "Mooncake trace JSONL (the mooncake workload)")
 	f.Int64Var(&o.Seed, "seed", o.Seed, "workload seed")
-	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "cells swept at once")
 	return cmd
 }

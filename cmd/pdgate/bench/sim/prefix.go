@@ -218,7 +218,7 @@ rate (share of prompt tokens served from the prefilling pod's prefix cache) of b
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", o.Out, "directory for prefix.json and prefix.md")
-	f.StringVar(&o.Profile, "profile", "", "cost profile (default config/sim/llama3-8b-h100.yaml)")
+	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.IntVar(&o.Pods, "pods", o.Pods, "simulated GPUs (combined pods)")
 	f.IntVar(&o.Requests, "requests", o.Requests, "requests per policy")
 	f.Float64Var(&o.Load, "load", o.Load, "offered load as a fraction of the fleet's estimated capacity without prefix-cache hits")
@@ -226,7 +226,6 @@ rate (share of prompt tokens served from the prefilling pod's prefix cache) of b
 	f.IntSliceVar(&o.Routers, "routers", o.Routers, "router counts to run each policy with (independent EPPs sharing no state, requests spread over them in turn)")
 	f.IntVar(&o.Workload.Prefixes, "prefixes", o.Workload.Prefixes, "distinct shared prefixes")
 	f.Float64Var(&o.Workload.Zipf, "zipf", o.Workload.Zipf, "Zipf exponent of prefix popularity (> 1)")
-	f.DurationVar(&o.Scrape, "scrape-interval", o.Scrape, "the EPP's metrics refresh interval")
 	f.BoolVar(&o.Lab, "lab", false, "also run both policies in the lab (real processes from --bin-dir, config/lab/prefix/*.yaml; minutes)")
 	f.IntVar(&o.LabRequests, "lab-requests", o.LabRequests, "requests per lab run")
 	f.IntVar(&o.LabDirect, "lab-direct", o.LabDirect, "lab: one request in N goes through a second router sharing no state with the lab's EPP (0 = none)")
