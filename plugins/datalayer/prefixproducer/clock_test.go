@@ -67,6 +67,10 @@ func TestIndexEviction(t *testing.T) {
 			adds: [][]blockHash{{1, 2}, {3, 4}, {1, 2}}, want: []blockHash{1, 2, 3, 4}},
 		{name: "one prompt longer than the capacity names the server in every block, as in GIE", capacity: 2,
 			adds: [][]blockHash{{1, 2, 3, 4, 5}}, want: []blockHash{1, 2, 3, 4, 5}, recorded: 2},
+		{name: "a longer prompt after a full record drops the old blocks and names the server in its own", capacity: 3,
+			adds: [][]blockHash{{8, 9, 10}, {1, 2, 3, 4, 5}}, want: []blockHash{1, 2, 3, 4, 5}, recorded: 3},
+		{name: "a prompt that fits evicts only older blocks", capacity: 4,
+			adds: [][]blockHash{{8, 9}, {10}, {1, 2, 3}}, want: []blockHash{1, 2, 3, 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newIndex(tc.capacity)

@@ -101,19 +101,30 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	var recs [denseBlocks + 64][2]int
 	order := recs[:0]
 	recorded(len(hashes), func(i, w int) bool { order = append(order, [2]int{i, w}); return true })
+	// A new block names s as it is recorded (one map write). Only when the record evicts past
+	// the entries it held before this call (the clock is first in, first out) can it have
+	// dropped one of this prompt's blocks, which must still name s afterwards (below).
+	held, pops := l.clock.n, 0
 	for k := len(order) - 1; k >= 0; k-- {
 		h := hashes[order[k][0]]
-		if e := word[h]; e.held&bit != 0 {
+		e := word[h]
+		if e.held&bit != 0 {
 			if e.given&bit == 0 {
 				e.given |= bit
 				word[h] = e
 			}
 			continue
 		}
+		e.held |= bit
+		word[h] = e
 		l.clock.push(clockEntry{hash: h, weight: int32(order[k][1])})
 		for l.clock.over() {
 			evictOldest(l.clock, word, bit)
+			pops++
 		}
+	}
+	if pops <= held {
+		return
 	}
 	// As in GIE, the record takes the blocks first and then every block names s, so a prompt
 	// longer than the capacity leaves its early blocks naming s though the record dropped them.
