@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
@@ -54,7 +55,8 @@ type EPP struct {
 	Client extProcPb.ExternalProcessorClient
 	Handle fwkplugin.Handle
 	DS     datastore.Datastore
-	Port   int // the pool's target port, shared by every pod's metrics server
+	Port   int    // the pool's target port, shared by every pod's metrics server
+	Pool   string // the InferencePool's name (Options.PoolName)
 }
 
 // Start loads configPath exactly as a user's file and serves it over ext_proc until the test
@@ -110,7 +112,7 @@ func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: c.Handle, DS: ds, Port: port}
+	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: c.Handle, DS: ds, Port: port, Pool: o.PoolName}
 }
 
 // ServeMetrics runs one HTTP server per pod on its loopback IP, all on one port (GIE pools
@@ -172,4 +174,24 @@ func (e *EPP) WaitScraped(t testing.TB, want map[string]int) []fwkdl.Endpoint {
 		return true
 	})
 	return eps
+}
+
+// SetObjective puts InferenceObjective name of priority into the pool; a negative priority is
+// the sheddable class GIE's admission sheds when its saturation detector reads >= 1.
+func (e *EPP) SetObjective(name string, priority int) {
+	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: v1alpha2.InferenceObjectiveSpec{Priority: &priority, PoolRef: v1alpha2.PoolObjectReference{Name: v1alpha2.ObjectName(e.Pool)}}})
+}
+
+// Saturation is what the config's saturation detector named detector reads over eps: the
+// fleet-wide figure the admission suites compare the stage-aware one with.
+func (e *EPP) Saturation(t testing.TB, detector string, eps []fwkdl.Endpoint) float64 {
+	t.Helper()
+	d, ok := e.Handle.Plugin(detector).(interface {
+		Saturation(context.Context, []fwkdl.Endpoint) float64
+	})
+	if !ok {
+		t.Fatalf("plugin %q is not a saturation detector", detector)
+	}
+	return d.Saturation(context.Background(), eps)
 }

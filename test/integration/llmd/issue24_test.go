@@ -1,16 +1,12 @@
 package llmd
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
 	"github.com/pdgate/pdgate/test/inprocepp"
@@ -30,14 +26,11 @@ func TestStageAwareAdmissionSheds429(t *testing.T) {
 		{Name: "decode-1", IP: "127.0.24.4", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: testsupport.VLLMMetrics(0, 1)},
 	}
 	e := inprocepp.Start(t, "testdata/issue24/stage-admission.yaml", pods, inprocepp.Options{PoolName: "issue24"})
-	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
-		Spec: v1alpha2.InferenceObjectiveSpec{Priority: ptr(-1), PoolRef: v1alpha2.PoolObjectReference{Name: "issue24"}}})
+	e.SetObjective("batch", -1)
 	eps := e.WaitScraped(t, map[string]int{"prefill-0": 6, "prefill-1": 6, "decode-0": 0, "decode-1": 0})
 
 	// The configured detector itself, measured over the whole pool (what GIE's admission does).
-	fleetWide := e.Handle.Plugin("utilization-detector").(interface {
-		Saturation(context.Context, []fwkdl.Endpoint) float64
-	}).Saturation(context.Background(), eps)
+	fleetWide := e.Saturation(t, "utilization-detector", eps)
 	t.Logf("fleet-wide utilization-detector saturation over the same pool: %.2f (< 1: it would admit)", fleetWide)
 	if fleetWide >= 1 {
 		t.Fatalf("fleet-wide saturation %.2f, the comparison needs < 1", fleetWide)
@@ -94,5 +87,3 @@ func TestTopologyPairingKeepsKVOnTheHost(t *testing.T) {
 	}
 	t.Logf("decode hosts used: %v", seen)
 }
-
-func ptr[T any](v T) *T { return &v }

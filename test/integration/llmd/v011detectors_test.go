@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
@@ -25,8 +23,7 @@ import (
 func startWithSheddable(t *testing.T, configPath, pool string, pods []inprocepp.Pod) *inprocepp.EPP {
 	t.Helper()
 	e := inprocepp.Start(t, configPath, pods, inprocepp.Options{PoolName: pool})
-	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
-		Spec: v1alpha2.InferenceObjectiveSpec{Priority: ptr(-1), PoolRef: v1alpha2.PoolObjectReference{Name: v1alpha2.ObjectName(pool)}}})
+	e.SetObjective("batch", -1)
 	return e
 }
 

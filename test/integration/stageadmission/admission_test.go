@@ -3,7 +3,6 @@
 package stageadmission
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
-	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 
 	"github.com/pdgate/pdgate/test/inprocepp"
@@ -79,13 +75,10 @@ func TestDecodeOnlyServedWhilePrefillShed(t *testing.T) {
 	}
 	set(6, 0)
 	e := inprocepp.Start(t, "testdata/pd-admission.yaml", pods, inprocepp.Options{PoolName: "stageadmission"})
-	e.DS.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "default"},
-		Spec: v1alpha2.InferenceObjectiveSpec{Priority: ptr(-1), PoolRef: v1alpha2.PoolObjectReference{Name: "stageadmission"}}})
+	e.SetObjective("batch", -1)
 	eps := e.WaitScraped(t, set(6, 0))
 
-	fleetWide := e.Handle.Plugin("utilization-detector").(interface {
-		Saturation(context.Context, []fwkdl.Endpoint) float64
-	}).Saturation(context.Background(), eps)
+	fleetWide := e.Saturation(t, "utilization-detector", eps)
 	t.Logf("fleet-wide utilization-detector saturation: %.2f (admits both classes when < 1)", fleetWide)
 	if fleetWide >= 1 {
 		t.Fatalf("fleet-wide saturation %.2f: the comparison needs a detector that admits both classes", fleetWide)
@@ -115,5 +108,3 @@ func TestDecodeOnlyServedWhilePrefillShed(t *testing.T) {
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
