@@ -45,6 +45,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/profile/disaggprofile"
 	"github.com/pdgate/pdgate/plugins/profile/headerprofile"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/disaggheaders"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/forecastadmitter"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/outlenbucket"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdratioadvisor"
 	"github.com/pdgate/pdgate/plugins/requestcontrol/pdtokenledger"
@@ -90,6 +91,7 @@ var registrations = []registration{
 	{typeName: endpointattrfilter.Type, factory: endpointattrfilter.Factory},
 	{typeName: endpointattrscorer.Type, factory: endpointattrscorer.Factory},
 	{typeName: endpointattrweightscorer.Type, factory: endpointattrweightscorer.Factory},
+	{typeName: forecastadmitter.Type, factory: forecastadmitter.Factory},
 	{typeName: handoffcompatfilter.Type, factory: handoffcompatfilter.Factory},
 	{typeName: headerprofile.PhaseType, factory: headerprofile.PhaseFactory},
 	{typeName: headerprofile.Type, factory: headerprofile.Factory},

@@ -288,6 +288,11 @@ func (c *Core) admission(ctx context.Context, o Options, logger logr.Logger) (co
 	// llm-d's reason header: 429 when shedding, 503 when there is no capacity.
 	detector := admission.StageAware(c.Loaded.SaturationDetector)
 	if !c.Gates[flowcontrol.FeatureGate] {
+		if contract.ReplacesSaturationGate(c.Handle.GetAllPlugins()) {
+			// forecast-admitter decides per request; the pool-level gate would shed the same
+			// overload a second time on a coarser rule
+			detector = admission.GateReplaced(detector)
+		}
 		return candidates, admission.WithReasons(requestcontrol.NewLegacyAdmissionController(detector, candidates), candidates).
 			WithRequestStages(admission.StagesFromPlugins(c.Handle.GetAllPlugins())).
 			WithReservations(c.Dispatches), nil

@@ -1,0 +1,155 @@
+package forecastadmitter
+
+import (
+	"math"
+	"time"
+
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+)
+
+// Pod is one candidate as the forecast sees it.
+type Pod struct {
+	Kind   Kind
+	Leases tokenload.Leases
+	// Scraped is the engine's last scraped running + waiting requests: a floor on the decode
+	// batch when other routers (or requests the ledger never saw) send it work.
+	Scraped int
+	// KVCapacity is the engine's KV cache in tokens (0 = unknown: the cost profile's).
+	KVCapacity int
+}
+
+// Kind is what a pod can do for a request.
+type Kind int
+
+// The kinds: a prefill-tier pod runs prefill legs; a decode-tier pod decodes (and prefills a
+// request kept decode-only); a combined pod serves whole requests.
+const (
+	KindNone Kind = iota
+	KindPrefill
+	KindDecode
+	KindCombined
+)
+
+// Demand is one request's work.
+type Demand struct {
+	PromptTokens int
+	OutputTokens int  // max_tokens, else the profile's mean output
+	DecodeOnly   bool // the decider keeps it on its decode pod (no prefill leg)
+}
+
+// Forecast is the best placement's forecast.
+type Forecast struct {
+	// TTFT is prefill wait + prefill + KV transfer + the first decode step; TPOT is the
+	// decode step with the request in the batch.
+	TTFT, TPOT time.Duration
+	// PrefillWait is the queued prefill work ahead of the request there.
+	PrefillWait time.Duration
+	// Met reports whether that placement meets both targets.
+	Met bool
+	// Serving is the number of pods that could decode the request (0: nothing is serving);
+	// Room the number of them whose KV cache holds it now (the forecast is theirs).
+	Serving, Room int
+}
+
+// Predict forecasts the request on every placement the pods offer and returns the one that
+// meets ttft and tpot with the most slack (the least max(TTFT/ttft, TPOT/tpot)); when none meets
+// them, the one that misses by least. A decode pod whose KV cache cannot hold the request next to
+// what it holds is no placement (the engine would queue the request until some sequence ends).
+func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCost float64) Forecast {
+	if d.OutputTokens <= 0 {
+		d.OutputTokens = c.MeanOutputTokens
+	}
+	remoteWait, remote := math.Inf(1), false
+	if !d.DecodeOnly {
+		for _, p := range pods {
+			if p.Kind == KindPrefill {
+				remoteWait, remote = math.Min(remoteWait, c.queuedMs(p.Leases, requestCost)), true
+			}
+		}
+	}
+	prefill := c.prefillMs(d.PromptTokens)
+	var best Forecast
+	bestScore := math.Inf(1)
+	for _, p := range pods {
+		if p.Kind != KindDecode && p.Kind != KindCombined {
+			continue
+		}
+		best.Serving++
+		if !c.fits(p, d) {
+			continue
+		}
+		best.Room++
+		batch := max(p.Leases.DecodeSlots, p.Scraped) + 1
+		// resident KV: the prompts held, each sequence half-way through its output on average
+		kv := p.Leases.DecodeTokens + float64(batch-1)*float64(c.MeanOutputTokens)/2 + float64(d.PromptTokens) + float64(d.OutputTokens)/2
+		step := c.stepMs(batch, kv)
+		var wait, ttftMs float64
+		if remote && p.Kind == KindDecode {
+			wait = remoteWait
+			ttftMs = wait + prefill + c.transferMs(d.PromptTokens) + step
+		} else {
+			wait = c.queuedMs(p.Leases, requestCost)
+			ttftMs = wait + prefill + step
+		}
+		score := math.Max(ttftMs/ms(ttft), step/ms(tpot))
+		if score < bestScore {
+			bestScore = score
+			best.TTFT, best.TPOT, best.PrefillWait = dur(ttftMs), dur(step), dur(wait)
+		}
+	}
+	best.Met = bestScore <= 1
+	return best
+}
+
+// fits reports whether the pod's KV cache holds the request's prompt and output next to the
+// sequences it decodes (each with the mean output reserved, as an engine that admits a
+// sequence only with room for its output does).
+func (c Cost) fits(p Pod, d Demand) bool {
+	capacity := p.KVCapacity
+	if capacity <= 0 {
+		capacity = c.KVCapacityTokens
+	}
+	if capacity <= 0 {
+		return true
+	}
+	held := p.Leases.DecodeTokens + float64(p.Leases.DecodeSlots)*float64(c.MeanOutputTokens)
+	return held+float64(d.PromptTokens+d.OutputTokens) <= float64(capacity)
+}
+
+// queuedMs is the prefill work leased to a pod, in engine time: each leg's step overhead,
+// and its tokens (less the ledger's per-leg request cost, which stands for that overhead in
+// token units) at the linear rate.
+func (c Cost) queuedMs(l tokenload.Leases, requestCost float64) float64 {
+	tokens := math.Max(0, l.PrefillTokens-float64(l.PrefillLegs)*requestCost)
+	return float64(l.PrefillLegs)*c.Prefill.OverheadMs + tokens*c.Prefill.LinearMsPerToken
+}
+
+// prefillMs is a lone prompt's prefill: one step overhead per chunk, the linear and the causal
+// attention terms.
+func (c Cost) prefillMs(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	steps := 1
+	if c.ChunkedPrefillTokens > 0 {
+		steps = (n + c.ChunkedPrefillTokens - 1) / c.ChunkedPrefillTokens
+	}
+	fn := float64(n)
+	return float64(steps)*c.Prefill.OverheadMs + c.Prefill.LinearMsPerToken*fn + c.Prefill.QuadraticMsPerToken2*fn*fn
+}
+
+func (c Cost) transferMs(n int) float64 {
+	t := c.KVTransfer.LatencyMs
+	if c.KVTransfer.BytesPerToken > 0 && c.KVTransfer.BandwidthGBps > 0 {
+		t += float64(n) * c.KVTransfer.BytesPerToken / (c.KVTransfer.BandwidthGBps * 1e9) * 1e3
+	}
+	return t
+}
+
+func (c Cost) stepMs(batch int, kv float64) float64 {
+	return c.Decode.BaseMs + c.Decode.PerSeqMs*float64(batch) + c.Decode.PerKVTokenMs*kv
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func dur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
