@@ -93,6 +93,39 @@ type CompatReport struct {
 	Options CompatOptions `json:"options"`
 	Rate    float64       `json:"rate"`
 	Runs    []CompatRun   `json:"runs"`
+	// Same is the paired comparison: the requests the unchecked router happened to serve by
+	// a compatible pair, and the goodput each router gave those very requests. The unchecked
+	// run's CompatibleGoodput is over a sample that the mispairing chose (fewer requests
+	// during the rollout, when a random pair is least often compatible); this one is not.
+	Same SameRequests `json:"sameRequests"`
+}
+
+// SameRequests is goodput over one set of requests in both runs.
+type SameRequests struct {
+	Requests  int     `json:"requests"`
+	Unchecked float64 `json:"unchecked"`
+	Checked   float64 `json:"checked"`
+}
+
+// pairedGoodput compares the runs over the requests unchecked served compatibly: met[id]
+// says whether request id met both SLOs in a run (absent: not served compatibly).
+func pairedGoodput(unchecked, checked map[int]bool) SameRequests {
+	var out SameRequests
+	var goodU, goodC int
+	for id, ok := range unchecked {
+		out.Requests++
+		if ok {
+			goodU++
+		}
+		if checked[id] {
+			goodC++
+		}
+	}
+	if out.Requests > 0 {
+		out.Unchecked = float64(goodU) / float64(out.Requests)
+		out.Checked = float64(goodC) / float64(out.Requests)
+	}
+	return out
 }
 
 // NewCompatCommand is `pdgate bench sim compat`.
@@ -163,18 +196,23 @@ func RunCompat(ctx context.Context, o CompatOptions) (*CompatReport, error) {
 	rep := &CompatReport{Options: o, Rate: o.Load * CapacityPerGPU(prof, mp, mo) * float64(o.Pods)}
 	fmt.Fprintf(o.Stdout, "compat fleet: %d pods in 4 handoff classes (transfer groups g0/g1 x connectors nixl/mooncake), revision a rolled to b from %.0f %% to %.0f %% of the run; %s at load %.2f (%.0f req/s), %d requests\n",
 		o.Pods, 100*o.RolloutStart, 100*o.RolloutEnd, o.Config, o.Load, rep.Rate, o.Requests)
-	for _, labelled := range []bool{false, true} {
+	met := make([]map[int]bool, 2)
+	for k, labelled := range []bool{false, true} {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		run, err := compatRun(o, prof, rows, rep.Rate, labelled)
+		run, m, err := compatRun(o, prof, rows, rep.Rate, labelled)
 		if err != nil {
 			return nil, err
 		}
+		met[k] = m
 		fmt.Fprintf(o.Stdout, "%-34s incompatible pairs %6d of %d  goodput %.3f (%.3f if mispairs were harmless; %.3f of the compatibly served)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  failed %v\n",
 			run.Name, run.IncompatiblePairs, run.Sent, run.Goodput, run.GoodputIfHarmless, run.CompatibleGoodput, run.TTFT.P50, run.TTFT.P99, run.TPOT.P50, run.TPOT.P99, run.Failed)
 		rep.Runs = append(rep.Runs, run)
 	}
+	rep.Same = pairedGoodput(met[0], met[1])
+	fmt.Fprintf(o.Stdout, "the %d requests the unchecked router served by a compatible pair: goodput %.3f unchecked, %.3f checked\n",
+		rep.Same.Requests, rep.Same.Unchecked, rep.Same.Checked)
 	if o.Out != "" {
 		path := filepath.Join(base.path(o.Out), "compat.json")
 		b, err := json.MarshalIndent(rep, "", "  ")
@@ -191,14 +229,16 @@ func RunCompat(ctx context.Context, o CompatOptions) (*CompatReport, error) {
 	return rep, nil
 }
 
-func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRow, rate float64, labelled bool) (CompatRun, error) {
+// compatRun runs one fleet; met says, for each request served compatibly (by arrival
+// number), whether it met both SLOs.
+func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRow, rate float64, labelled bool) (run CompatRun, met map[int]bool, err error) {
 	name := "labels hidden (pairing unchecked)"
 	if labelled {
 		name = "labels shown (pairing checked)"
 	}
 	src, err := NewAzureSource(rows, rate, o.Seed, o.Requests, 0)
 	if err != nil {
-		return CompatRun{}, err
+		return CompatRun{}, nil, err
 	}
 	// The revision-b pods exist from the start but join the EPP's pool only as the rollout
 	// reaches them (a surge: each joins as its revision-a twin leaves).
@@ -207,24 +247,26 @@ func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRo
 		Model: prof.Model, Source: src, Seed: o.Seed}
 	s, err := New(cfg)
 	if err != nil {
-		return CompatRun{}, fmt.Errorf("%s: %w", name, err)
+		return CompatRun{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
 	span := time.Duration(float64(o.Requests) / rate * float64(time.Second))
 	roll := s.rollRevision(o.Pods, time.Duration(o.RolloutStart*float64(span)), time.Duration(o.RolloutEnd*float64(span)))
 	res, err := s.Run()
 	if err != nil {
-		return CompatRun{}, fmt.Errorf("%s: %w", name, err)
+		return CompatRun{}, nil, fmt.Errorf("%s: %w", name, err)
 	}
-	run := CompatRun{Name: name, Labelled: labelled, Sent: res.sent, Failed: res.failed, Replaced: *roll,
+	run = CompatRun{Name: name, Labelled: labelled, Sent: res.sent, Failed: res.failed, Replaced: *roll,
 		GoodputIfHarmless: res.Goodput(o.SLO), TTFT: res.Summary.TTFT, TPOT: res.Summary.TPOT}
 	good := 0
+	met = map[int]bool{}
 	for i, k := range res.kinds {
 		if k == kindIncompatible {
 			run.IncompatiblePairs++
 			continue
 		}
 		run.Served++
-		if res.good(i, o.SLO) {
+		met[res.ids[i]] = res.good(i, o.SLO)
+		if met[res.ids[i]] {
 			good++
 		}
 	}
@@ -234,7 +276,7 @@ func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRo
 	if run.Served > 0 {
 		run.CompatibleGoodput = float64(good) / float64(run.Served)
 	}
-	return run, nil
+	return run, met, nil
 }
 
 // compatClass is pod i's transfer group and connector: consecutive prefill/decode pairs share

@@ -20,10 +20,15 @@ func TestCompatRunsCountIncompatiblePairs(t *testing.T) {
 	o := CompatDefaults()
 	o.Root, o.Pods, o.Requests = repoFile(""), 8, 300
 	prof := costmodel.Default()
-	for _, labelled := range []bool{false, true} {
-		run, err := compatRun(o, prof, rows, 100, labelled)
+	met := make([]map[int]bool, 2)
+	for k, labelled := range []bool{false, true} {
+		run, m, err := compatRun(o, prof, rows, 100, labelled)
 		if err != nil {
 			t.Fatal(err)
+		}
+		met[k] = m
+		if len(m) != run.Served {
+			t.Errorf("%s: outcomes of %d requests, want one per compatibly served request (%d)", run.Name, len(m), run.Served)
 		}
 		failed := 0
 		for _, n := range run.Failed {
@@ -40,6 +45,32 @@ func TestCompatRunsCountIncompatiblePairs(t *testing.T) {
 		}
 		if !labelled && run.IncompatiblePairs == 0 {
 			t.Errorf("%s: no incompatible pair; the fleet does not exercise the check", run.Name)
+		}
+	}
+	// Every request the unchecked router served compatibly is served by the checked one too.
+	for id := range met[0] {
+		if _, ok := met[1][id]; !ok {
+			t.Fatalf("request %d served compatibly unchecked but not checked", id)
+		}
+	}
+}
+
+// The paired comparison counts the unchecked run's compatibly served requests only, and
+// reads the checked run's outcome of those very requests.
+func TestPairedGoodput(t *testing.T) {
+	tests := []struct {
+		name               string
+		unchecked, checked map[int]bool
+		want               SameRequests
+	}{
+		{"none", nil, map[int]bool{1: true}, SameRequests{}},
+		{"same outcomes", map[int]bool{1: true, 2: false}, map[int]bool{1: true, 2: false, 3: true}, SameRequests{2, 0.5, 0.5}},
+		{"checked better", map[int]bool{1: false, 2: false}, map[int]bool{1: true, 2: true}, SameRequests{2, 0, 1}},
+		{"missing in checked counts as missed", map[int]bool{1: true, 2: true}, map[int]bool{1: true}, SameRequests{2, 1, 0.5}},
+	}
+	for _, tc := range tests {
+		if got := pairedGoodput(tc.unchecked, tc.checked); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -15,8 +15,10 @@ type Result struct {
 	failed      map[string]int
 	answers     map[string]int // requests the EPP answered itself, by HTTP status (0: ext_proc stream error)
 	ttft, tpot  []float64      // ms, served requests
-	// kinds[i] is the workload kind of served request i; sentByKind counts arrivals per kind
+	// kinds[i] is the workload kind of served request i and ids[i] its arrival number (the
+	// same request in every run of one source and seed); sentByKind counts arrivals per kind
 	kinds      []string
+	ids        []int
 	sentByKind map[string]int
 	// TTFT of served first and follow-up turns (arrivals with a Turn), ms
 	ttftFirst, ttftFollow []float64
@@ -122,6 +124,7 @@ func newResult(pods int) *Result {
 func (r *Result) record(q *request, ttft, tpot, e2e time.Duration) {
 	r.ttft = append(r.ttft, ms(ttft))
 	r.kinds = append(r.kinds, q.a.Kind)
+	r.ids = append(r.ids, q.id)
 	switch q.a.Turn {
 	case TurnFirst:
 		r.ttftFirst = append(r.ttftFirst, ms(ttft))
