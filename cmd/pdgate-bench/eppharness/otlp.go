@@ -1,59 +1,30 @@
 package eppharness
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/grpc"
+	"github.com/pdgate/pdgate/internal/otlpreceiver"
 )
 
-// OTLPReceiver is a real OTLP/gRPC trace endpoint (the collector's TraceService) that counts
-// the spans it is sent and keeps nothing: what a traced EPP exports to while the bench meters
-// it. Its own CPU is the bench's, not the EPP's.
+// OTLPReceiver is the shared OTLP/gRPC trace endpoint in its counting mode: what a traced
+// EPP exports to while the bench meters it; it keeps nothing, and its own CPU is the bench's,
+// not the EPP's.
 type OTLPReceiver struct {
-	// The generated TraceService interface requires the embed (forward compatibility with
-	// methods a newer proto adds); Export, the only RPC, is implemented below.
-	coltrace.UnimplementedTraceServiceServer
-	// Addr is host:port of the gRPC listener (plaintext).
-	Addr  string
-	spans atomic.Int64
-	srv   *grpc.Server
+	*otlpreceiver.Receiver
 }
 
 // StartOTLPReceiver listens on a free loopback port.
 func StartOTLPReceiver() (*OTLPReceiver, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	r, err := otlpreceiver.Start(otlpreceiver.Options{})
 	if err != nil {
-		return nil, fmt.Errorf("otlp receiver: %w", err)
+		return nil, err
 	}
-	r := &OTLPReceiver{Addr: l.Addr().String(), srv: grpc.NewServer()}
-	coltrace.RegisterTraceServiceServer(r.srv, r)
-	go func() { _ = r.srv.Serve(l) }()
-	return r, nil
-}
-
-// Export counts the request's spans.
-func (r *OTLPReceiver) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
-	n := 0
-	for _, rs := range req.GetResourceSpans() {
-		for _, ss := range rs.GetScopeSpans() {
-			n += len(ss.GetSpans())
-		}
-	}
-	r.spans.Add(int64(n))
-	return &coltrace.ExportTraceServiceResponse{}, nil
+	return &OTLPReceiver{r}, nil
 }
 
 // Spans is the number of spans received so far.
-func (r *OTLPReceiver) Spans() int64 { return r.spans.Load() }
-
-// Close stops the server.
-func (r *OTLPReceiver) Close() { r.srv.Stop() }
+func (r *OTLPReceiver) Spans() int64 { return r.Count() }
 
 // otlpEnv points an EPP's OpenTelemetry SDK at endpoint (host:port, plaintext). A ratio of 0
 // or 1 samples every request: the worst case, what a gateway that samples everything asks of

@@ -72,6 +72,7 @@ With --workload it drives a workload through the gateway instead, prints one sum
 	f.StringVar(&o.CRDDir, "crd-dir", "", "GIE CRD directory for --kubernetes (default config/crd/bases of the GIE module in the Go module cache)")
 	f.StringVar(&o.Prometheus, "prometheus", "", "also start a real Prometheus scraping every process (--prometheus: `prometheus` on PATH; --prometheus=PATH: that binary)")
 	f.Lookup("prometheus").NoOptDefVal = "prometheus"
+	f.BoolVar(&o.OTLP, "otlp", false, "also start an OTLP gRPC trace receiver, point the EPP, sidecars and gateway at it, and write every span to <run-dir>/"+SpansFile)
 	f.StringVar(&o.Workload, "workload", "", "drive a workload and exit: "+strings.Join(workload.Names, ", ")+", or a JSONL file")
 	f.DurationVar(&o.Duration, "duration", o.Duration, "how long to issue requests (--workload)")
 	f.Float64Var(&o.Rate, "rate", 0, "requests per second (0 = closed loop at --concurrency)")
@@ -82,7 +83,7 @@ With --workload it drives a workload through the gateway instead, prints one sum
 	f.IntVar(&o.ShowTraces, "show-traces", 0, "include the last N decision traces")
 	f.IntVar(&o.MaxTokens, "max-tokens-cap", 0, "cap generated tokens per request (0 = workload's own)")
 	f.StringVar(&o.AzureConv, "azure-conv", workload.DefaultAzureConvPath, "Azure conversation trace CSV (azure-conv)")
-	cmd.AddCommand(newTracesCommand())
+	cmd.AddCommand(newTracesCommand(), newSpansCommand())
 	return cmd
 }
 
@@ -140,7 +141,7 @@ func Run(ctx context.Context, o RunOptions) error {
 	if err != nil {
 		return err
 	}
-	sum := Summary{Topology: l.Plan.Topology.Name, Workload: o.Workload, Result: res, Pods: l.Plan.Status(context.Background())}
+	sum := Summary{Topology: l.Plan.Topology.Name, Workload: o.Workload, Result: res, Pods: l.Plan.Status(context.Background()), SpansFile: l.SpansPath}
 	if o.JSON {
 		enc := json.NewEncoder(o.Out)
 		return enc.Encode(sum)
@@ -155,6 +156,8 @@ type Summary struct {
 	Workload string `json:"workload"`
 	*loadgen.Result
 	Pods []PodStatus `json:"pods"`
+	// SpansFile holds the run's spans (--otlp); the last exports reach it as the lab stops.
+	SpansFile string `json:"spansFile,omitempty"`
 }
 
 // Print renders the summary for people.
@@ -166,6 +169,9 @@ func (s Summary) Print(w io.Writer) {
 	fmt.Fprintf(w, "  TTFT ms p50/p90/p99: %.1f/%.1f/%.1f  TPOT ms: %.2f/%.2f/%.2f  E2E ms: %.1f/%.1f/%.1f\n",
 		l.TTFT.P50, l.TTFT.P90, l.TTFT.P99, l.TPOT.P50, l.TPOT.P90, l.TPOT.P99, l.E2E.P50, l.E2E.P90, l.E2E.P99)
 	RenderStatus(w, s.Pods)
+	if s.SpansFile != "" {
+		fmt.Fprintf(w, "  spans: %s\n", s.SpansFile)
+	}
 	for _, t := range s.Traces {
 		fmt.Fprintf(w, "  trace [%s %d %s] %s\n", t.Kind, t.Status, t.Type, t.Decision)
 	}
@@ -204,6 +210,42 @@ func newTracesCommand() *cobra.Command {
 			}
 			for _, l := range lines {
 				fmt.Fprintln(cmd.OutOrStdout(), FormatTrace(l))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&subnet, "subnet", subnet, "subnet of the lab to read")
+	cmd.Flags().StringVar(&dir, "run-dir", "", "run directory of the lab (default from --subnet)")
+	return cmd
+}
+
+func newSpansCommand() *cobra.Command {
+	subnet, dir := "127.0.10", ""
+	cmd := &cobra.Command{
+		Use:   "spans [N]",
+		Short: "Show the phase timeline of the last N requests of a lab started with --otlp (default 10)",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n := 10
+			if len(args) == 1 {
+				v, err := strconv.Atoi(args[0])
+				if err != nil || v < 1 {
+					return fmt.Errorf("argument N: want a positive integer, got %q", args[0])
+				}
+				n = v
+			}
+			if dir == "" {
+				dir = RunDir(subnet)
+			}
+			tls, err := ReadTimelines(filepath.Join(dir, SpansFile))
+			if err != nil {
+				return err
+			}
+			if len(tls) == 0 {
+				return fmt.Errorf("no request spans in %s yet: send a request through the lab's gateway", filepath.Join(dir, SpansFile))
+			}
+			for _, t := range tls[max(0, len(tls)-n):] {
+				fmt.Fprint(cmd.OutOrStdout(), t.String())
 			}
 			return nil
 		},

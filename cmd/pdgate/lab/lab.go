@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
+	"github.com/pdgate/pdgate/internal/otlpreceiver"
 )
 
 // Options configures `pdgate lab`.
@@ -42,6 +43,10 @@ type Options struct {
 	// Prometheus, when set, is the prometheus binary (a name on PATH or a path): the lab
 	// starts a real Prometheus scraping every process (prometheus.go) at PrometheusURL.
 	Prometheus string
+	// OTLP starts an OTLP/gRPC trace receiver in the lab's process and points the EPPs,
+	// sidecars and gateways at it; received spans go to SpansPath, one JSON object a line
+	// (otlp.go).
+	OTLP bool
 	// Out receives the human output (URL, curl, status table); Err receives diagnostics.
 	Out, Err io.Writer
 }
@@ -64,6 +69,12 @@ type Lab struct {
 	// PrometheusURL is the lab's Prometheus ("" when Options.Prometheus is unset).
 	PrometheusURL string
 	eppTargets    []string
+	// OTLPEndpoint is the lab's OTLP receiver and SpansPath its span file ("" without
+	// Options.OTLP).
+	OTLPEndpoint, SpansPath string
+	otlp                    *otlpreceiver.Receiver
+	spans                   *spanSink
+	otlpEnv                 []string
 }
 
 // RunDir returns the default run directory for a subnet.
@@ -137,6 +148,12 @@ func Start(ctx context.Context, o Options) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if o.OTLP {
+		if err := l.startOTLP(); err != nil {
+			l.Stop()
+			return nil, err
+		}
+	}
 	rctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
 	defer cancel()
 	for i, spec := range l.procs {
@@ -188,6 +205,7 @@ func (l *Lab) StartRouter(ctx context.Context) (string, error) {
 		gatewayAdminAddr: "127.0.0.1:" + strconv.Itoa(ports[3]), gatewayAddr: "127.0.0.1:" + strconv.Itoa(ports[4])}
 	l.routers++
 	procs := l.Plan.routerProcs(l.endpoints, r, "-"+strconv.Itoa(l.routers+1))
+	l.traced(procs)
 	for _, spec := range procs {
 		if err := l.sup.Start(spec); err != nil {
 			return "", err
@@ -266,10 +284,15 @@ func (l *Lab) warmUpAs(ctx context.Context, url, objective string) error {
 	}
 }
 
-// Stop stops every process and waits for them, then the local control plane.
+// Stop stops every process and waits for them, then the local control plane and the OTLP
+// receiver. A span file that could not be written is reported on stderr: Stop has no caller
+// to return it to on the paths that stop a failed start.
 func (l *Lab) Stop() {
 	l.sup.Stop(10 * time.Second)
 	l.kube.stop()
+	if err := l.stopOTLP(); err != nil {
+		fmt.Fprintf(os.Stderr, "pdgate lab: spans: %v\n", err)
+	}
 }
 
 // Pids are the lab's process-group leaders.
@@ -319,6 +342,9 @@ func (l *Lab) Interactive(ctx context.Context, o Options) error {
 	fmt.Fprintf(out, "\nGateway: %s  (OpenAI API; the dev gateway stands in for Envoy)\n\nTry:\n  %s\n\n", l.URL, l.SampleCurl())
 	if l.PrometheusURL != "" {
 		fmt.Fprintf(out, "Prometheus: %s  (scrapes every EPP, sidecar and simulator each second; config/dashboards/pdgate.json's queries run there)\n\n", l.PrometheusURL)
+	}
+	if l.OTLPEndpoint != "" {
+		fmt.Fprintf(out, "Traces: OTLP gRPC receiver at %s (the EPP, sidecars and gateway export every request's spans);\n  each span is a JSON line in %s\n\n", l.OTLPEndpoint, l.SpansPath)
 	}
 	fmt.Fprintln(out, "The x-pdgate-decision response header names the decode, prefill and encode pods the EPP picked")
 	fmt.Fprintln(out, "and why; `pdgate lab traces` shows the full traces. Ctrl-C stops everything.")

@@ -45,7 +45,7 @@ var phases = []string{extproc.PhaseQueue, extproc.PhaseScheduling, scproxy.Phase
 
 func TestPhaseTimeline(t *testing.T) {
 	rcv := startReceiver(t)
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+rcv.addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "200") // ms: spans reach the receiver soon after each request
 	cfg := filepath.Join(repoRoot, "config")
 	topo := labtest.WriteTopology(t, `name: otel
@@ -111,8 +111,8 @@ pods:
 func sum(spans []span, attr string) time.Duration {
 	var d time.Duration
 	for _, s := range spans {
-		if s.attrs[attr] != "" {
-			d += s.dur()
+		if s.Attrs[attr] != "" {
+			d += s.Duration()
 		}
 	}
 	return d
@@ -129,7 +129,7 @@ func checkNesting(t *testing.T, id string, spans []span) {
 	t.Helper()
 	leg := map[string]span{}
 	for _, s := range spans {
-		if l := s.attrs[gwproxy.AttrLeg]; l != "" {
+		if l := s.Attrs[gwproxy.AttrLeg]; l != "" {
 			leg[l] = s
 		}
 	}
@@ -139,13 +139,13 @@ func checkNesting(t *testing.T, id string, spans []span) {
 		scproxy.PhaseHandoff: gwproxy.LegUpstream, scproxy.PhaseDecodeFirstChunk: gwproxy.LegUpstream,
 	}
 	for _, s := range spans {
-		l, ok := inside[s.attrs[extproc.AttrPhase]]
+		l, ok := inside[s.Attrs[extproc.AttrPhase]]
 		if !ok {
 			continue
 		}
-		if s.start.Before(leg[l].start) || s.end.After(leg[l].end) {
+		if s.Start.Before(leg[l].Start) || s.End.After(leg[l].End) {
 			t.Errorf("%s: phase %s [%v, %v] is not inside the gateway's %s leg [%v, %v]", id,
-				s.attrs[extproc.AttrPhase], s.start, s.end, l, leg[l].start, leg[l].end)
+				s.Attrs[extproc.AttrPhase], s.Start, s.End, l, leg[l].Start, leg[l].End)
 		}
 	}
 }
@@ -184,8 +184,8 @@ func firstByte(t *testing.T, url, id, prompt string) time.Duration {
 func complete(spans []span) bool {
 	seen := map[string]bool{}
 	for _, s := range spans {
-		seen[s.name] = true
-		if p := s.attrs[extproc.AttrPhase]; p != "" {
+		seen[s.Name] = true
+		if p := s.Attrs[extproc.AttrPhase]; p != "" {
 			seen["phase:"+p] = true
 		}
 	}
@@ -209,16 +209,16 @@ func checkParents(t *testing.T, id string, spans []span) {
 	t.Helper()
 	by := map[string]span{}
 	for _, s := range spans {
-		by[s.name] = s
+		by[s.Name] = s
 	}
 	services := map[string]string{spanGateway: "pdgate/gateway", extproc.SpanRequest: "pdgate/epp", scproxy.SpanRequest: "pdgate/sidecar"}
 	for name, svc := range services {
-		if by[name].service != svc {
-			t.Errorf("%s: span %s from service %q, want %q", id, name, by[name].service, svc)
+		if by[name].Service != svc {
+			t.Errorf("%s: span %s from service %q, want %q", id, name, by[name].Service, svc)
 		}
 	}
-	if by[spanGateway].parent != "" {
-		t.Errorf("%s: the gateway's span has parent %s; the client sent no traceparent", id, by[spanGateway].parent)
+	if by[spanGateway].Parent != "" {
+		t.Errorf("%s: the gateway's span has parent %s; the client sent no traceparent", id, by[spanGateway].Parent)
 	}
 	parentOf := map[string]string{
 		extproc.SpanRequest:       spanGateway,
@@ -235,8 +235,8 @@ func checkParents(t *testing.T, id string, spans []span) {
 		scproxy.SpanDecode:        scproxy.SpanRequest,
 	}
 	for child, parent := range parentOf {
-		if by[child].parent != by[parent].spanID {
-			t.Errorf("%s: %s has parent %s, want %s (%s)", id, child, by[child].parent, parent, by[parent].spanID)
+		if by[child].Parent != by[parent].SpanID {
+			t.Errorf("%s: %s has parent %s, want %s (%s)", id, child, by[child].Parent, parent, by[parent].SpanID)
 		}
 	}
 }
