@@ -133,14 +133,16 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// idleWindow is how long, in how many slices, the idle cost is measured: long enough that a
-// scrape cut by a window's edge is a small share of the estimate. Under callgrind the pods are
-// scraped once a second (instructionRefresh), so the window is 30 s: about 480 scrapes of a
-// 16-pod pool, where 5 s (the window before) held 80.
+// idleWindow is how long, in how many slices, the idle cost is measured: long enough that what
+// a window's edges cut weighs little. Under callgrind the pods are scraped once a second
+// (instructionRefresh), and an idle EPP collects its scrapes' garbage in lumps of ~25 M
+// instructions every 15 s or so, a quarter of its idle cost: 60 s holds about four of them
+// (one more or less is ±7 %, where 30 s gave ±13 % and showed 15-23 % standard errors) and
+// about 1,000 scrapes of a 16-pod pool, where 5 s (the window before) held 80.
 func (o *Options) idleWindow() (time.Duration, int) {
 	switch {
 	case o.Instructions:
-		return 30 * time.Second, 6
+		return 60 * time.Second, 12
 	case o.Quick:
 		return time.Second, 4
 	}

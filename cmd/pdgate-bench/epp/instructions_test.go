@@ -37,7 +37,7 @@ func TestInstructionOptions(t *testing.T) {
 		t.Fatalf("timed run changed the harness options: %+v", h)
 	}
 	o.Instructions = true
-	if w, n := o.idleWindow(); w != 30*time.Second || n < 2 || o.messageTimeout() != instructionMessageTimeout {
+	if w, n := o.idleWindow(); w != 60*time.Second || n < 2 || o.messageTimeout() != instructionMessageTimeout {
 		t.Fatalf("instruction run: idle window %s in %d slices, message timeout %s", w, n, o.messageTimeout())
 	}
 	for kind, wantArgs := range map[eppharness.Kind]int{eppharness.KindPdgate: 1, eppharness.KindStockGIE: 1, eppharness.KindFloor: 0} {
