@@ -1,7 +1,9 @@
 package testsupport
 
 import (
+	"runtime"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -14,4 +16,23 @@ func ProcessCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// LoopCPU runs op under b.Loop and reports the process CPU time per op as "cpu-ns/op" (the
+// figure the benchmarks compare against a baseline of the same run); it returns that and the
+// heap allocations per op. An op that fails stops the benchmark.
+func LoopCPU(b *testing.B, op func() error) (cpuNs, allocs float64) {
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	c0 := ProcessCPU()
+	for b.Loop() {
+		if err := op(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := ProcessCPU() - c0
+	runtime.ReadMemStats(&m1)
+	cpuNs = float64(cpu.Nanoseconds()) / float64(b.N)
+	b.ReportMetric(cpuNs, "cpu-ns/op")
+	return cpuNs, float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
 }

@@ -5,7 +5,7 @@
 // Start, and StartProc for one the test kills and restarts), free ports (FreePort), polling
 // (Eventually), HTTP/JSON requests (PostJSON, ChatBody, Do, Outcome), /metrics samples
 // (MetricSample), fake vLLM metrics pages (VLLMMetrics) and the benchmarks' process CPU time
-// (ProcessCPU);
+// (ProcessCPU, and LoopCPU for a b.Loop measured in it);
 // test/testsupport/eptest builds the endpoints unit tests use, kubetest the envtest suites'
 // control plane, labtest their labs, eppclient their ext_proc requests and redistest the
 // redis-server of the shared decode ledger.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"testing"
 
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
@@ -104,19 +103,7 @@ func measure(b *testing.B, name string, body []byte, op func([]byte) error) (ns,
 	b.Run(name, func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		cpu0 := testsupport.ProcessCPU()
-		for b.Loop() {
-			if err := op(body); err != nil {
-				b.Fatal(err)
-			}
-		}
-		cpu := testsupport.ProcessCPU() - cpu0
-		runtime.ReadMemStats(&after)
-		ns = float64(cpu.Nanoseconds()) / float64(b.N)
-		b.ReportMetric(ns, "cpu-ns/op")
-		allocs = float64(after.Mallocs-before.Mallocs) / float64(b.N)
+		ns, allocs = testsupport.LoopCPU(b, func() error { return op(body) })
 	})
 	return ns, allocs
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -145,20 +144,9 @@ func BenchmarkRequestPath(b *testing.B) {
 				p := v.build(b, v.cfg)
 				b.ReportAllocs()
 				b.SetBytes(int64(len(body)))
-				var m0, m1 runtime.MemStats
-				runtime.ReadMemStats(&m0)
-				c0 := testsupport.ProcessCPU()
-				for b.Loop() {
-					s := &stream{ctx: context.Background(), in: frames(chatHeader, body, 16<<10)}
-					if err := p.Process(s); err != nil {
-						b.Fatal(err)
-					}
-				}
-				c := testsupport.ProcessCPU() - c0
-				runtime.ReadMemStats(&m1)
-				cpu = float64(c.Nanoseconds()) / float64(b.N)
-				allocs = float64(m1.Mallocs-m0.Mallocs) / float64(b.N)
-				b.ReportMetric(cpu, "cpu-ns/op")
+				cpu, allocs = testsupport.LoopCPU(b, func() error {
+					return p.Process(&stream{ctx: context.Background(), in: frames(chatHeader, body, 16<<10)})
+				})
 			})
 			if cpu == 0 {
 				continue

@@ -88,15 +88,11 @@ func measure(b *testing.B, c *cycle, reqs []*fwksched.LLMRequest) result {
 	ctx := context.Background()
 	b.ReportAllocs()
 	i := 0
-	cpu0 := testsupport.ProcessCPU()
-	for b.Loop() {
-		if err := c.run(ctx, reqs[i%len(reqs)]); err != nil {
-			b.Fatal(err)
-		}
+	cpuNs, _ := testsupport.LoopCPU(b, func() error {
+		err := c.run(ctx, reqs[i%len(reqs)])
 		i++
-	}
-	cpuNs := float64((testsupport.ProcessCPU() - cpu0).Nanoseconds()) / float64(b.N)
-	b.ReportMetric(cpuNs, "cpu-ns/op")
+		return err
+	})
 	return result{ns: float64(b.Elapsed().Nanoseconds()) / float64(b.N), cpu: cpuNs}
 }
 
