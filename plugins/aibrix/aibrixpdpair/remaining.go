@@ -81,17 +81,7 @@ type PrefillBackedUp struct {
 	// leave the decode pod within; the pod's slack is then measured against it instead of
 	// against the candidates' mean load (see tpotSlack). Empty: the mean-load test.
 	TPOT string `json:"tpot,omitempty"`
-	// Slack names the decode side's test when TPOT is set: "tpot" (default) the TPOT test
-	// alone; "tpot-and-load" the TPOT test and a load at most the candidates' mean, for fleets
-	// where the TPOT target leaves most decode pods room and the prefill pools are small.
-	Slack string `json:"slack,omitempty"`
 }
-
-// Slack tests of PrefillBackedUp.
-const (
-	SlackTPOT        = "tpot"
-	SlackTPOTAndLoad = "tpot-and-load"
-)
 
 // Defaults of PrefillBackedUp.
 const (
@@ -108,15 +98,6 @@ func (b *PrefillBackedUp) validate() error {
 		return fmt.Errorf("parameter remainingWork.prefillBackedUp.prefillTokensPerSecond=%g: must be a finite number >= 0 (0 = %d)", b.PrefillTokensPerSecond, DefaultPrefillTokensPerSecond)
 	case b.MaxLocalTokens < 0:
 		return fmt.Errorf("parameter remainingWork.prefillBackedUp.maxLocalTokens=%d: must be >= 0 (0 = %d)", b.MaxLocalTokens, DefaultBackedUpMaxLocalTokens)
-	}
-	switch b.Slack {
-	case "", SlackTPOT:
-	case SlackTPOTAndLoad:
-		if b.TPOT == "" {
-			return fmt.Errorf("parameter remainingWork.prefillBackedUp.slack=%q: needs tpot", b.Slack)
-		}
-	default:
-		return fmt.Errorf("parameter remainingWork.prefillBackedUp.slack=%q: must be %q, %q or unset", b.Slack, SlackTPOT, SlackTPOTAndLoad)
 	}
 	if b.TPOT != "" {
 		if d, err := time.ParseDuration(b.TPOT); err != nil || d <= 0 {
@@ -274,18 +255,14 @@ func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[st
 }
 
 // hasSlack is the decode side's test for a backed-up local prefill of tokens: the TPOT test
-// where the target is set and the pod's metrics tell (with Slack tpot-and-load, and a load at
-// most the candidates' mean), else that load test alone.
+// where the target is set and the pod's metrics tell, else a load at most the candidates'
+// mean.
 func (b *PrefillBackedUp) hasSlack(dd scored, meanD, tokens float64) bool {
 	rate, _ := b.rate()
-	underMean := dd.score <= meanD
 	if slack, known := b.tpotSlack(metricsOf(dd.pod), tokens, rate); known {
-		if b.Slack == SlackTPOTAndLoad {
-			return slack && underMean
-		}
 		return slack
 	}
-	return underMean
+	return dd.score <= meanD
 }
 
 // heldFraction is the share of the prompt's blocks a pod holds, from the PrefixCacheMatchInfo

@@ -175,9 +175,6 @@ func TestRemainingWorkParams(t *testing.T) {
 		{"load-conditional with a negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","maxLocalTokens":-5}}}`, "prefillBackedUp.maxLocalTokens"},
 		{"load-conditional with a TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"50ms"}}}`, ""},
 		{"load-conditional with a bad TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"fast"}}}`, "remainingWork.prefillBackedUp.tpot"},
-		{"TPOT and load slack", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"50ms","slack":"tpot-and-load"}}}`, ""},
-		{"TPOT-and-load slack without a TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","slack":"tpot-and-load"}}}`, "remainingWork.prefillBackedUp.slack"},
-		{"unknown slack test", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"50ms","slack":"mean"}}}`, "remainingWork.prefillBackedUp.slack"},
 		{"a policy whose scores are not tokens", `{"prefillScorePolicy":"least_request","remainingWork":{}}`, "needs prefillScorePolicy"},
 	}
 	for _, tt := range tests {
@@ -238,44 +235,6 @@ func TestTPOTSlack(t *testing.T) {
 // With a TPOT target, a backed-up prefill pool still goes remote when the decode pods' own
 // TPOT, stretched by the local prefill, would miss it; the same pods under the target prefill
 // locally.
-// The decode side's slack under each test: the TPOT test alone, the TPOT test and the
-// mean-load test, and the mean-load test where the pod's metrics do not tell.
-func TestHasSlack(t *testing.T) {
-	_, _, eps := twoRolesets(nil, nil)
-	pods, _ := podsOf(eps)
-	fast := &engineattr.Metrics{Running: 10, HasRunning: true, GenThroughput: 500, HasGenThroughput: true, DrainRate1m: 2, HasDrainRate1m: true}
-	slow := &engineattr.Metrics{Running: 24, HasRunning: true, GenThroughput: 500, HasGenThroughput: true, DrainRate1m: 2, HasDrainRate1m: true}
-	for _, tt := range []struct {
-		name      string
-		slack     string
-		m         *engineattr.Metrics
-		load      float64 // against a mean of 100
-		wantSlack bool
-	}{
-		{"tpot: room, above the mean", SlackTPOT, fast, 150, true},
-		{"tpot: no room, below the mean", SlackTPOT, slow, 50, false},
-		{"tpot-and-load: room, above the mean", SlackTPOTAndLoad, fast, 150, false},
-		{"tpot-and-load: room, below the mean", SlackTPOTAndLoad, fast, 50, true},
-		{"tpot-and-load: no room, below the mean", SlackTPOTAndLoad, slow, 50, false},
-		{"tpot-and-load: no metrics, below the mean", SlackTPOTAndLoad, nil, 50, true},
-		{"tpot-and-load: no metrics, above the mean", SlackTPOTAndLoad, nil, 150, false},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			pod := pods[0]
-			pod.Endpoint = eps[0]
-			if tt.m != nil {
-				eps[0].Put(engineattr.AttributeKey, tt.m)
-			} else {
-				eps[0].Put(engineattr.AttributeKey, &engineattr.Metrics{})
-			}
-			b := &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, TPOT: "50ms", Slack: tt.slack}
-			if got := b.hasSlack(scored{pod: &pod, score: tt.load}, 100, 6000); got != tt.wantSlack {
-				t.Fatalf("hasSlack = %v, want %v", got, tt.wantSlack)
-			}
-		})
-	}
-}
-
 func TestPrefillBackedUpTPOT(t *testing.T) {
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
