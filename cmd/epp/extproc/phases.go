@@ -114,13 +114,19 @@ func (x *exchange) recordDecision(scheduled bool) {
 		return
 	}
 	tr := x.s.opts.Tracer
-	telemetry.Record(t.ctx, tr, SpanQueue, queue, attribute.String(AttrPhase, PhaseQueue))
+	telemetry.RecordWith(t.ctx, tr, SpanQueue, queue, queuePhaseAttr)
 	if scheduled {
-		telemetry.Record(t.ctx, tr, SpanOrchestration, sched, attribute.String(AttrPhase, PhaseScheduling),
-			attribute.String("target_model", x.targetModel), attribute.Int("request_prio", x.priority))
+		telemetry.RecordWith(t.ctx, tr, SpanOrchestration, sched, trace.WithAttributes(schedPhaseAttr,
+			attribute.String("target_model", x.targetModel), attribute.Int("request_prio", x.priority)))
 		telemetry.Inject(t.ctx, x.setHeaderFold)
 	}
 }
+
+// The phase attributes, built once: every allocation a span adds is paid per request.
+var (
+	queuePhaseAttr = trace.WithAttributes(attribute.String(AttrPhase, PhaseQueue))
+	schedPhaseAttr = attribute.String(AttrPhase, PhaseScheduling)
+)
 
 // endRequestSpan ends gateway.request when the stream ends.
 func (x *exchange) endRequestSpan() {

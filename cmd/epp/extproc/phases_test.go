@@ -18,6 +18,7 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 	"github.com/pdgate/pdgate/cmd/internal/telemetry/telemetrytest"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 	"github.com/pdgate/pdgate/test/testsupport"
@@ -78,17 +79,20 @@ func TestTimelineOffAllocatesNothing(t *testing.T) {
 }
 
 // BenchmarkTracing is the request path's cost (request phase over in-memory gRPC, client
-// included) with tracing off and on (every request sampled, spans batched with the SDK's
-// defaults and exported over OTLP gRPC to a real TraceService in the process): what --tracing
-// costs the EPP per request, measured in the same run. Under callgrind (GOMAXPROCS=1) the
-// difference of two -benchtime counts gives instructions per request.
+// included) with tracing off and on (every request sampled, exported over OTLP gRPC to a real
+// TraceService in the process), on with the EPP's span processor (telemetry.Batcher) and with
+// the SDK's batch span processor it replaced (on-sdk-batcher): what --tracing costs the EPP per
+// request, measured in the same run. Under callgrind (GOMAXPROCS=1) the difference of two
+// -benchtime counts gives instructions per request.
 func BenchmarkTracing(b *testing.B) {
-	for _, on := range []bool{false, true} {
-		name := "off"
+	for _, name := range []string{"off", "on", "on-sdk-batcher"} {
 		var opts Options
-		if on {
-			name = "on"
-			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(otlpExporter(b)))
+		if name != "off" {
+			var proc sdktrace.SpanProcessor = telemetry.NewBatcher(otlpExporter(b), telemetry.DefaultBatchConfig)
+			if name == "on-sdk-batcher" {
+				proc = sdktrace.NewBatchSpanProcessor(otlpExporter(b))
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(proc))
 			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 			opts.Tracer = tp.Tracer("bench")
 		}

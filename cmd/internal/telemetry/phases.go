@@ -42,7 +42,13 @@ func (p Phase) Seconds() float64 {
 // Record ends a span named name covering the phase, as a child of ctx's span; it returns the
 // span's context so a later hop can name it as parent. tr must not be nil.
 func Record(ctx context.Context, tr trace.Tracer, name string, p Phase, attrs ...attribute.KeyValue) context.Context {
-	ctx, span := tr.Start(ctx, name, trace.WithTimestamp(p.Start), trace.WithAttributes(attrs...))
+	return RecordWith(ctx, tr, name, p, trace.WithAttributes(attrs...))
+}
+
+// RecordWith is Record with the attributes as one option (trace.WithAttributes), so that a
+// caller on the request path can build constant attributes once rather than per span.
+func RecordWith(ctx context.Context, tr trace.Tracer, name string, p Phase, attrs trace.SpanStartOption) context.Context {
+	ctx, span := tr.Start(ctx, name, trace.WithTimestamp(p.Start), attrs)
 	span.End(trace.WithTimestamp(p.End))
 	return ctx
 }

@@ -56,6 +56,10 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 	if !on || !Enabled(os.Getenv) {
 		return &Tracing{}, nil
 	}
+	bc, err := BatchConfigFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("reading the span batch settings: %w", err)
+	}
 	// The exporter reads the endpoint, its scheme (http:// means plaintext), headers,
 	// timeout and compression from the environment itself.
 	exp, err := otlptracegrpc.New(ctx)
@@ -72,8 +76,8 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 		return nil, fmt.Errorf("building the trace resource: %w", err)
 	}
 	// The SDK's default sampler reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
-	// (parentbased_always_on when unset).
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	// (parentbased_always_on when unset). Batcher, not the SDK's batch processor: see its doc.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewBatcher(exp, bc)), sdktrace.WithResource(res))
 	return &Tracing{tp: tp, tracer: tp.Tracer(scope)}, nil
 }
 
