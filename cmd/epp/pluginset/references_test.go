@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/datalayer/prefixproducer"
 	"github.com/pdgate/pdgate/plugins/datalayer/tokenproducer"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 // A default producer exists exactly when a configured plugin reads its key: the
@@ -48,7 +48,7 @@ func TestResolveReferencesAddsDefaultProducers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+			h := plugintest.Handle(context.Background())
 			if _, err := loader.InstantiateAndConfigure(raw, h, logr.Discard()); err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func blockSizeTokens(t *testing.T, p fwkplugin.Plugin) int {
 
 // ensurePrefixProducer adds one pdgate-prefix-cache-producer and is idempotent.
 func TestEnsurePrefixProducerOnce(t *testing.T) {
-	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	h := plugintest.Handle(context.Background())
 	count := func() int {
 		n := 0
 		for _, p := range h.GetAllPlugins() {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -16,6 +15,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -324,7 +324,7 @@ func TestSeedFromHandle(t *testing.T) {
 		return out
 	}
 	seeded := func(seed int64) fwkplugin.Handle {
-		return fwkplugin.NewEppHandle(pluginkit.WithSeed(context.Background(), seed), func() []k8stypes.NamespacedName { return nil })
+		return plugintest.Handle(pluginkit.WithSeed(context.Background(), seed))
 	}
 	if a, b := draws(seeded(1)), draws(seeded(1)); !slices.Equal(a, b) {
 		t.Fatalf("same EPP seed, different draws: %v %v", a, b)

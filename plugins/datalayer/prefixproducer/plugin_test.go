@@ -10,7 +10,6 @@ import (
 
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
@@ -223,7 +222,7 @@ func TestMatchesGIEOnCompletions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := fwkplugin.NewEppHandle(t.Context(), func() []k8stypes.NamespacedName { return nil })
+			h := plugintest.Handle(t.Context())
 			gie, err := approximateprefix.ApproxPrefixCacheFactory("gie", json.RawMessage(tc.params), h)
 			if err != nil {
 				t.Fatal(err)

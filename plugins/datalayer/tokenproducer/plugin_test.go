@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
@@ -162,14 +160,14 @@ func FuzzParseRenderResponse(f *testing.F) {
 }
 
 func TestEnsureProducer(t *testing.T) {
-	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	h := plugintest.Handle(context.Background())
 	EnsureProducer(h)
 	EnsureProducer(h) // idempotent
 	if len(h.GetAllPlugins()) != 1 || h.Plugin(AutoName) == nil {
 		t.Fatalf("auto producer: %v", h.GetAllPlugins())
 	}
 	// A declared producer prevents auto-creation.
-	h2 := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	h2 := plugintest.Handle(context.Background())
 	p, _ := LegacyFactory("tokenizer", nil, h2)
 	h2.AddPlugin("tokenizer", p)
 	EnsureProducer(h2)

@@ -11,9 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
@@ -163,7 +161,7 @@ func TestConditionalDecodeGate(t *testing.T) {
 }
 
 func TestFirstConfiguredGateWins(t *testing.T) {
-	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	h := plugintest.Handle(context.Background())
 	first, err := Factory("first", json.RawMessage(`{"nonCachedTokens":5}`), h)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 type key struct{}
@@ -23,7 +25,7 @@ func TestContext(t *testing.T) {
 		h    fwkplugin.Handle
 		want any // the key's value in the returned context
 	}{
-		{name: "handle context", h: fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil }), want: "epp"},
+		{name: "handle context", h: plugintest.Handle(ctx), want: "epp"},
 		{name: "no handle", h: nil, want: nil},
 		{name: "handle without context", h: nilCtxHandle{}, want: nil},
 	}

@@ -1,12 +1,16 @@
 // Package plugintest holds what the plugins' tests share: the check of an expected
-// configuration error, attribute fakes and the names of a filter's endpoints. Only test files import it.
+// configuration error, a factory's handle, attribute fakes and the names of a filter's
+// endpoints. Only test files import it.
 package plugintest
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
 
@@ -52,4 +56,10 @@ func Names(eps []fwksched.Endpoint) string {
 		s[i] = ep.GetMetadata().NamespacedName.Name
 	}
 	return strings.Join(s, ",")
+}
+
+// Handle is the EPP handle a factory gets in a unit test: ctx (and what it carries, such as a
+// registerer or a seed) over a pool with no pods.
+func Handle(ctx context.Context) fwkplugin.Handle {
+	return fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil })
 }

@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"context"
 	"errors"
 	"testing"
 )
@@ -40,5 +41,19 @@ func TestWantErr(t *testing.T) {
 				t.Fatalf("wanted %v failed %v; want %v %v", wanted, r.failed, tt.wantWanted, tt.wantFail)
 			}
 		})
+	}
+}
+
+type ctxKey struct{}
+
+// Handle hands the factory the test's context and a pool with no pods.
+func TestHandle(t *testing.T) {
+	ctx := context.WithValue(context.Background(), ctxKey{}, "mine")
+	h := Handle(ctx)
+	if h.Context().Value(ctxKey{}) != "mine" {
+		t.Fatal("the handle does not carry the test's context")
+	}
+	if pods := h.PodList(); len(pods) != 0 {
+		t.Fatalf("pods %v, want none", pods)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 	approx "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/precise/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/precise/preciseproducer"
 )
@@ -19,7 +20,7 @@ func handle(t *testing.T) fwkplugin.Handle {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	return fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil })
+	return plugintest.Handle(ctx)
 }
 
 func TestBindingAndApproximateProducers(t *testing.T) {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -65,7 +65,7 @@ func keys(m map[string]fwksched.SchedulerProfile) []string {
 
 func newHandle(t *testing.T, plugins map[string]fwkplugin.Plugin) fwkplugin.Handle {
 	t.Helper()
-	h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+	h := plugintest.Handle(context.Background())
 	for n, p := range plugins {
 		h.AddPlugin(n, p)
 	}

@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requestcontrol/dataproducer/approximateprefix"
+
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 func hasPrefixProducer(h fwkplugin.Handle) bool {
@@ -31,7 +32,7 @@ func TestHandlersDoNotCreatePrefixProducer(t *testing.T) {
 		{"pd-profile-handler", PDHandlerFactory, ``},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := fwkplugin.NewEppHandle(context.Background(), func() []types.NamespacedName { return nil })
+			h := plugintest.Handle(context.Background())
 			if _, err := tt.factory("h", json.RawMessage(tt.params), h); err != nil {
 				t.Fatal(err)
 			}

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"testing"
 
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 // With a seed on the EPP the shedding draws repeat; without one they are time-seeded.
@@ -18,7 +18,7 @@ func TestDrawsFollowTheEPPSeed(t *testing.T) {
 		if seed != nil {
 			ctx = pluginkit.WithSeed(ctx, *seed)
 		}
-		return fwkplugin.NewEppHandle(ctx, func() []k8stypes.NamespacedName { return nil })
+		return plugintest.Handle(ctx)
 	}
 	draws := func(h fwkplugin.Handle) []float64 {
 		pl, err := Factory("a", nil, h)

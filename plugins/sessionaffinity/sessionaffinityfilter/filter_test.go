@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -120,7 +118,7 @@ func TestFactory(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(pluginkit.WithRegisterer(context.Background(), prometheus.NewRegistry()))
 			defer cancel()
-			h := fwkplugin.NewEppHandle(ctx, func() []k8stypes.NamespacedName { return nil })
+			h := plugintest.Handle(ctx)
 			p, err := Factory("probe", json.RawMessage(tt.raw), h)
 			if plugintest.WantErr(t, err, tt.wantErr) {
 				return

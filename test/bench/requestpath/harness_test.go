@@ -16,17 +16,16 @@ import (
 	"google.golang.org/grpc/metadata"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/config/loader"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datalayer"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/datastore"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/scheduling"
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
 // processor is what both paths are: an ext_proc server.
@@ -71,7 +70,7 @@ func newStockOn(tb testing.TB, cfg string, newDS func(context.Context, datalayer
 		tb.Fatal(err)
 	}
 	ds := newDS(ctx, datalayer.NewRuntime(time.Hour))
-	handle := fwkplugin.NewEppHandle(ctx, func() []types.NamespacedName { return nil })
+	handle := plugintest.Handle(ctx)
 	loaded, err := loader.InstantiateAndConfigure(raw, handle, logr.Discard())
 	if err != nil {
 		tb.Fatal(err)
