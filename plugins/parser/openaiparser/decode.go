@@ -263,7 +263,7 @@ func (dc *decoder) stringInto(dst *string) bool {
 	case '"':
 		start, end, plain, ok := dc.s.str()
 		if ok {
-			*dst = unquote(dc.s.b[start:end], plain)
+			*dst = unquoteText(dc.s.b[start:end], plain, dc.s.ascii)
 		}
 		return ok
 	case 'n':

@@ -21,6 +21,9 @@ type scanner struct {
 	i     int
 	depth int  // open containers around s.i
 	bad   bool // a syntax error was seen; everything after it is meaningless
+	// ascii: the last string str scanned has no byte >= 0x80, so its text is valid UTF-8
+	// without a second pass over it (a 220 KB prompt with escapes in it: one pass fewer).
+	ascii bool
 }
 
 // strClass flags the bytes a string scan must stop at: the closing quote, a backslash, and
@@ -92,6 +95,7 @@ func (s *scanner) str() (start, end int, plain bool, ok bool) {
 		switch c := b[j]; {
 		case c == '"':
 			s.i = j + 1
+			s.ascii = high&2 == 0 && highWord == 0
 			return start, j + 1, high == 0 && highWord == 0, true
 		case c == '\\':
 			high |= 4
@@ -360,7 +364,11 @@ func view(b []byte) string {
 // unquote decodes a validated string token exactly as encoding/json does: escapes, surrogate
 // pairs (a lone or mismatched surrogate becomes U+FFFD) and invalid UTF-8 (U+FFFD per bad
 // byte). plain reports that the token has neither escapes nor non-ASCII bytes.
-func unquote(tok []byte, plain bool) string {
+func unquote(tok []byte, plain bool) string { return unquoteText(tok, plain, false) }
+
+// unquoteText is unquote for a token known to hold only ASCII bytes when ascii is set (the
+// scanner saw none >= 0x80), which is then valid UTF-8 without a check.
+func unquoteText(tok []byte, plain, ascii bool) string {
 	inner := tok[1 : len(tok)-1]
 	if plain {
 		return view(inner)
@@ -368,7 +376,7 @@ func unquote(tok []byte, plain bool) string {
 	next := bytes.IndexByte(inner, '\\')
 	// Escapes are ASCII, so no character spans one: the whole token is valid UTF-8 exactly
 	// when every run between escapes is, and one check covers them all.
-	valid := utf8.Valid(inner)
+	valid := ascii || utf8.Valid(inner)
 	if next < 0 && valid {
 		return view(inner)
 	}

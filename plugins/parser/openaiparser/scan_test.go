@@ -11,7 +11,8 @@ import (
 // (quote, backslash escapes, control bytes, UTF-8 and invalid bytes) at every position of a
 // string longer than two words, and compares validity and the decoded text with encoding/json.
 func TestScannerStringsAtEveryOffset(t *testing.T) {
-	inserts := []string{`\"`, `\\`, `\/`, `\n`, `\u00e9`, `\ud83d\ude00`, `\ud800`, "\x01", "\x1f", "\x7f", "é", "\xff", "\xe2\x82", `\x`, `\u12`, `"`}
+	inserts := []string{`\"`, `\\`, `\/`, `\n`, `\u00e9`, `\ud83d\ude00`, `\ud800`, "\x01", "\x1f", "\x7f", "é", "\xff", "\xe2\x82", `\x`, `\u12`, `"`,
+		`\n` + "\xff", "é" + `\t`, "\xe2" + `\u00e9`}
 	for _, ins := range inserts {
 		for pos := 0; pos <= 20; pos++ {
 			inner := []byte("abcdefghijklmnopqrstuvwx")[:pos]
@@ -33,6 +34,13 @@ func TestScannerStringsAtEveryOffset(t *testing.T) {
 			}
 			if got := unquote(doc[start:end], plain); got != want {
 				t.Fatalf("%q at %d: unquote %q, want %q", ins, pos, got, want)
+			}
+			// The scanner's ASCII note lets unquote skip its UTF-8 check: it must be exact.
+			if ascii := !strings.ContainsFunc(string(inner), func(r rune) bool { return r >= 0x80 }); s.ascii != ascii {
+				t.Fatalf("%q at %d: scanner ascii=%v, want %v", ins, pos, s.ascii, ascii)
+			}
+			if got := unquoteText(doc[start:end], plain, s.ascii); got != want {
+				t.Fatalf("%q at %d: unquoteText %q, want %q", ins, pos, got, want)
 			}
 		}
 	}
