@@ -5,14 +5,11 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/pdgate/pdgate/plugins/internal/ttltable"
 )
 
 type sessionKey struct{ model, key string }
-
-type session struct {
-	prompt int
-	seen   time.Time
-}
 
 // sessionTable remembers each (model, x-aibrix-session-key)'s last prompt length. It never
 // holds more than max entries: when full, new keys are not recorded.
@@ -23,12 +20,12 @@ type sessionTable struct {
 	log     logr.Logger
 
 	mu         sync.Mutex
-	m          map[sessionKey]*session
+	m          *ttltable.Table[sessionKey, int]
 	fullWarned bool
 }
 
 func newSessionTable(maxSessions int, ttl time.Duration, m *Metrics, log logr.Logger) *sessionTable {
-	return &sessionTable{max: maxSessions, ttl: ttl, metrics: m, log: log, m: map[sessionKey]*session{}}
+	return &sessionTable{max: maxSessions, ttl: ttl, metrics: m, log: log, m: ttltable.New[sessionKey, int](ttl, maxSessions)}
 }
 
 // observe records prompt as the session's new baseline and returns the previous one when the
@@ -40,14 +37,9 @@ func (s *sessionTable) observe(model, key string, prompt int, now time.Time) (pr
 	k := sessionKey{model: model, key: key}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.m[k]; e != nil {
-		if now.Sub(e.seen) <= s.ttl {
-			prev, found = e.prompt, true
-		}
-		e.prompt, e.seen = prompt, now
-		return prev, found
-	}
-	if len(s.m) >= s.max {
+	prev, found = s.m.Get(k, now)
+	held := s.m.Len()
+	if !s.m.Put(k, prompt, now) {
 		s.metrics.sessionsFull.Inc()
 		if !s.fullWarned {
 			s.fullWarned = true
@@ -55,31 +47,26 @@ func (s *sessionTable) observe(model, key string, prompt int, now time.Time) (pr
 		}
 		return 0, false
 	}
-	s.m[k] = &session{prompt: prompt, seen: now}
-	s.metrics.sessions.Set(float64(len(s.m)))
-	return 0, false
+	if s.m.Len() != held {
+		s.metrics.sessions.Set(float64(s.m.Len()))
+	}
+	return prev, found
 }
 
 // expire forgets sessions idle longer than the TTL and returns how many it dropped.
 func (s *sessionTable) expire(now time.Time) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
-	for k, e := range s.m {
-		if now.Sub(e.seen) > s.ttl {
-			delete(s.m, k)
-			n++
-		}
-	}
+	n := s.m.Sweep(now)
 	if n > 0 {
 		s.fullWarned = false
 	}
-	s.metrics.sessions.Set(float64(len(s.m)))
+	s.metrics.sessions.Set(float64(s.m.Len()))
 	return n
 }
 
 func (s *sessionTable) size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.m)
+	return s.m.Len()
 }

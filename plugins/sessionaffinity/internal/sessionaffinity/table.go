@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"sync"
 	"time"
+
+	"github.com/pdgate/pdgate/plugins/internal/ttltable"
 )
 
 // maxKeyBytes is the longest session ID stored as is; longer ones are stored as their SHA-256,
@@ -20,25 +22,17 @@ func tableKey(id string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-type binding struct {
-	endpoint string
-	lastSeen time.Time
-}
-
 // Table binds session IDs to endpoint IDs (namespace/name). A binding idle longer than the TTL
 // is gone for every reader at once (Get checks the age), and Sweep frees its memory. The table
 // never holds more than max bindings: a new session beyond that is not bound.
 type Table struct {
-	ttl time.Duration
-	max int
-
 	mu sync.Mutex
-	m  map[string]binding
+	m  *ttltable.Table[string, string] // session key -> endpoint ID
 }
 
 // NewTable returns an empty table.
 func NewTable(ttl time.Duration, maxBindings int) *Table {
-	return &Table{ttl: ttl, max: maxBindings, m: map[string]binding{}}
+	return &Table{m: ttltable.New[string, string](ttl, maxBindings)}
 }
 
 // Outcome is what Settle did.
@@ -57,16 +51,7 @@ const (
 func (t *Table) Get(id string, now time.Time) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b, ok := t.get(tableKey(id), now)
-	return b.endpoint, ok
-}
-
-func (t *Table) get(k string, now time.Time) (binding, bool) {
-	b, ok := t.m[k]
-	if !ok || now.Sub(b.lastSeen) > t.ttl {
-		return binding{}, false
-	}
-	return b, true
+	return t.m.Get(tableKey(id), now)
 }
 
 // Settle records that the session's request went to pick. An unbound (or expired) session is
@@ -77,19 +62,18 @@ func (t *Table) Settle(id, pick string, move bool, now time.Time) Outcome {
 	k := tableKey(id)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	b, ok := t.get(k, now)
+	bound, ok := t.m.Get(k, now)
 	switch {
 	case !ok:
-		if _, exists := t.m[k]; !exists && len(t.m) >= t.max {
+		if !t.m.Put(k, pick, now) {
 			return Refused
 		}
-		t.m[k] = binding{endpoint: pick, lastSeen: now}
 		return Bound
-	case b.endpoint == pick:
-		t.m[k] = binding{endpoint: pick, lastSeen: now}
+	case bound == pick:
+		t.m.Put(k, pick, now)
 		return Touched
 	case move:
-		t.m[k] = binding{endpoint: pick, lastSeen: now}
+		t.m.Put(k, pick, now)
 		return Rebound
 	default:
 		return Kept
@@ -100,19 +84,12 @@ func (t *Table) Settle(id, pick string, move bool, now time.Time) Outcome {
 func (t *Table) Sweep(now time.Time) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	n := 0
-	for k, b := range t.m {
-		if now.Sub(b.lastSeen) > t.ttl {
-			delete(t.m, k)
-			n++
-		}
-	}
-	return n
+	return t.m.Sweep(now)
 }
 
 // Len is the number of bindings held (expired ones count until swept).
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.m)
+	return t.m.Len()
 }
