@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 	"github.com/pdgate/pdgate/cmd/sim/server"
 )
 
@@ -35,8 +37,19 @@ func run(args []string) error {
 	logger := zap.New(zap.UseFlagOptions(&zopts))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// vLLM's request spans when the standard OTEL_* variables name an endpoint, as a vLLM
+	// started with --otlp-traces-endpoint exports them; off (no tracer) otherwise.
+	tracing, err := telemetry.Start(ctx, true, "pdgate/sim", "pdgate/sim")
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	defer func() {
+		if err := tracing.Close(5 * time.Second); err != nil {
+			logger.Error(err, "flushing spans")
+		}
+	}()
 	if *instances == "" {
-		opts.Logger = logger
+		opts.Logger, opts.Tracer = logger, tracing.Tracer()
 		return server.RunMany(ctx, server.ExpandDataParallel(opts))
 	}
 	files, err := server.LoadInstancesFile(*instances)
@@ -48,7 +61,7 @@ func run(args []string) error {
 		all = append(all, server.ExpandDataParallel(o)...)
 	}
 	for i := range all {
-		all[i].Logger = logger
+		all[i].Logger, all[i].Tracer = logger, tracing.Tracer()
 	}
 	return server.RunMany(ctx, all)
 }

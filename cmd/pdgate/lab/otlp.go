@@ -15,8 +15,8 @@ import (
 )
 
 // With Options.OTLP the lab runs a real OTLP/gRPC trace receiver (internal/otlpreceiver) in
-// its own process and points every process that traces (the EPPs, the sidecars, the gateways)
-// at it with the standard OTEL_* variables, so a lab request's phase timeline can be read
+// its own process and points every process that traces (the EPPs, the sidecars, the gateways,
+// the simulators) at it with the standard OTEL_* variables, so a lab request's phase timeline can be read
 // without installing a collector. Every span received is one JSON line in SpansFile.
 
 // SpansFile is the file, in the run directory, that holds the received spans.
@@ -108,14 +108,15 @@ func otlpEnv(endpoint string) []string {
 	}
 }
 
-// traced adds the OTLP variables to the processes that trace (none without a receiver): the
-// simulators stand in for engines and export nothing.
+// traced adds the OTLP variables to the processes that trace (none without a receiver),
+// the simulators included: a vLLM simulator records vLLM's llm_request span per request.
 func (l *Lab) traced(procs []ProcSpec) {
 	if l.otlpEnv == nil {
 		return
 	}
 	for i := range procs {
-		if n := procs[i].Name; strings.HasPrefix(n, "epp") || strings.HasPrefix(n, "sidecar-") || strings.HasPrefix(n, "gateway") {
+		switch n := procs[i].Name; {
+		case strings.HasPrefix(n, "epp"), strings.HasPrefix(n, "sidecar-"), strings.HasPrefix(n, "gateway"), strings.HasPrefix(n, "sim-"):
 			procs[i].Env = append(procs[i].Env, l.otlpEnv...)
 		}
 	}

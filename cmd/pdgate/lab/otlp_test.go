@@ -15,8 +15,7 @@ import (
 	"github.com/pdgate/pdgate/internal/otlpreceiver"
 )
 
-// The receiver's variables reach the processes that trace and no simulator, a router started
-// later gets them too, and what the processes export lands in the span file as JSON lines.
+// The receiver's variables reach every process that traces, a router started later too, and what the processes export lands in the span file as JSON lines.
 func TestOTLPReceiverAndSpanFile(t *testing.T) {
 	plan := testPlan(t)
 	plan.Dir = t.TempDir()
@@ -26,7 +25,11 @@ func TestOTLPReceiverAndSpanFile(t *testing.T) {
 	}
 	router := plan.routerProcs("endpoints.yaml", plan.ownRouter(), "-2")
 	l.traced(router)
-	want := map[string]bool{"sim-p-0": false, "sim-d-0": false, "sim-e-0": false, "sidecar-d-0": true, "sidecar-d-1": true,
+	other := []ProcSpec{{Name: "prometheus"}} // scrapes; exports no spans
+	if l.traced(other); len(other[0].Env) != 0 {
+		t.Errorf("prometheus got %v", other[0].Env)
+	}
+	want := map[string]bool{"sim-p-0": true, "sim-d-0": true, "sim-e-0": true, "sidecar-d-0": true, "sidecar-d-1": true,
 		"sidecar-c-0": true, "epp": true, "gateway": true, "epp-2": true, "gateway-2": true}
 	endpoint := "OTEL_EXPORTER_OTLP_ENDPOINT=" + l.OTLPEndpoint
 	for _, p := range append(l.procs, router...) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,6 +24,9 @@ type RequestTimeline struct {
 	Start     time.Time
 	Legs      []Interval
 	Phases    []Interval
+	// Engine are the engines' own request intervals (a vLLM simulator's llm_request span),
+	// one per leg, named by the sidecar phase whose leg carried the request.
+	Engine []EngineIntervals
 	// Services are the processes whose spans the trace holds.
 	Services []string
 }
@@ -33,6 +37,22 @@ type Interval struct {
 	Service string
 	Start   time.Time
 	D       time.Duration
+}
+
+// vLLM's request span and its interval attributes, as vLLM and the simulator record them
+// (cmd/sim/server/tracing.go; TestEngineSpanNames keeps the two in step without linking the
+// simulator into the CLI).
+const (
+	spanEngineRequest = "llm_request"
+	attrTimeInQueue   = "gen_ai.latency.time_in_queue"
+	attrTimeInPrefill = "gen_ai.latency.time_in_model_prefill"
+	attrTimeInDecode  = "gen_ai.latency.time_in_model_decode"
+)
+
+// EngineIntervals is one engine's llm_request span: its queue and compute inside a leg.
+type EngineIntervals struct {
+	Leg                    string
+	Queue, Prefill, Decode time.Duration
 }
 
 // ReadTimelines groups a span file's spans into the requests the gateway started (traces
@@ -70,7 +90,16 @@ func timeline(traceID string, spans []otlpreceiver.Span) (RequestTimeline, bool)
 	t := RequestTimeline{TraceID: traceID}
 	root := false
 	services := map[string]bool{}
+	byID := map[string]otlpreceiver.Span{}
 	for _, s := range spans {
+		byID[s.SpanID] = s
+	}
+	for _, s := range spans {
+		if s.Name == spanEngineRequest {
+			t.Engine = append(t.Engine, EngineIntervals{Leg: byID[s.Parent].Attrs[extproc.AttrPhase],
+				Queue: seconds(s.Attrs[attrTimeInQueue]), Prefill: seconds(s.Attrs[attrTimeInPrefill]),
+				Decode: seconds(s.Attrs[attrTimeInDecode])})
+		}
 		services[s.Service] = true
 		if s.Name == gwproxy.SpanRequest && s.Parent == "" {
 			root, t.Start = true, s.Start
@@ -127,7 +156,23 @@ func (t RequestTimeline) String() string {
 	}
 	list("legs", t.Legs)
 	list("phases", t.Phases)
+	for _, e := range t.Engine {
+		leg := e.Leg
+		if leg == "" {
+			leg = "(leg unknown)"
+		}
+		fmt.Fprintf(&b, "  engine  in %s: queue %s prefill %s decode %s\n", leg, ms(e.Queue), ms(e.Prefill), ms(e.Decode))
+	}
 	return b.String()
+}
+
+// seconds reads a gen_ai.latency.* attribute (seconds, written as text); absent is 0.
+func seconds(v string) time.Duration {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(f * float64(time.Second))
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
+	simserver "github.com/pdgate/pdgate/cmd/sim/server"
 	"github.com/pdgate/pdgate/internal/otlpreceiver"
 )
 
@@ -32,6 +33,8 @@ func TestReadTimelines(t *testing.T) {
 		span("b", "b3", "b1", "pdgate/gateway", gwproxy.SpanUpstream, 103, 150, leg, gwproxy.LegUpstream),
 		span("b", "b4", "b1", "pdgate/epp", extproc.SpanOrchestration, 100, 101, phase, extproc.PhaseScheduling, "pdgate.request_id", "epp-id"),
 		span("b", "b5", "b4", "pdgate/sidecar", "pdgate.sidecar.prefill", 110, 140, phase, "prefill"),
+		span("b", "b6", "b5", "pdgate/sim", simserver.SpanEngineRequest, 111, 139, simserver.AttrTimeInQueue, "0.004",
+			simserver.AttrTimeInPrefill, "0.0235", simserver.AttrTimeInDecode, "0"),
 		span("a", "a1", "", "pdgate/gateway", gwproxy.SpanRequest, 0, 50),
 		span("a", "a2", "a1", "pdgate/epp", extproc.SpanRequest, 1, 2, "pdgate.request_id", "epp-a"),
 		span("c", "c1", "x", "pdgate/sidecar", "pdgate.sidecar.request", 0, 10),
@@ -60,7 +63,9 @@ func TestReadTimelines(t *testing.T) {
 		services, text string
 	}{
 		{"gateway's request id wins", got[1], "req-b", 49 * time.Millisecond, 31 * time.Millisecond,
-			"pdgate/epp,pdgate/gateway,pdgate/sidecar", "legs      49.0ms  = gateway_routing 2.0ms gateway_upstream 47.0ms"},
+			"pdgate/epp,pdgate/gateway,pdgate/sidecar,pdgate/sim", "legs      49.0ms  = gateway_routing 2.0ms gateway_upstream 47.0ms"},
+		{"the engine's split of the prefill leg", got[1], "req-b", 49 * time.Millisecond, 31 * time.Millisecond,
+			"pdgate/epp,pdgate/gateway,pdgate/sidecar,pdgate/sim", "engine in prefill: queue 4.0ms prefill 23.5ms decode 0.0ms"},
 		{"no client id: the EPP's", got[0], "epp-a", 0, 0, "pdgate/epp,pdgate/gateway", "phases     0.0ms  ="},
 	}
 	for _, tc := range tests {
@@ -78,6 +83,9 @@ func TestReadTimelines(t *testing.T) {
 	if got[1].Phases[0].Name != extproc.PhaseScheduling || got[1].Phases[1].Name != "prefill" {
 		t.Errorf("phases not in start order: %+v", got[1].Phases)
 	}
+	if e := got[1].Engine; len(e) != 1 || e[0].Leg != "prefill" || e[0].Queue != 4*time.Millisecond || e[0].Prefill != 23500*time.Microsecond {
+		t.Errorf("engine intervals %+v", e)
+	}
 	if err := os.WriteFile(path, []byte("{not json\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -86,5 +94,20 @@ func TestReadTimelines(t *testing.T) {
 	}
 	if _, err := ReadTimelines(filepath.Join(t.TempDir(), "none")); err == nil || !strings.Contains(err.Error(), "--otlp") {
 		t.Errorf("no file: %v", err)
+	}
+}
+
+// The lab reads the simulator's span by names it does not import (the CLI does not link the
+// simulator); they must stay the simulator's.
+func TestEngineSpanNames(t *testing.T) {
+	for _, tc := range []struct{ lab, sim string }{
+		{spanEngineRequest, simserver.SpanEngineRequest},
+		{attrTimeInQueue, simserver.AttrTimeInQueue},
+		{attrTimeInPrefill, simserver.AttrTimeInPrefill},
+		{attrTimeInDecode, simserver.AttrTimeInDecode},
+	} {
+		if tc.lab != tc.sim {
+			t.Errorf("lab reads %q, the simulator writes %q", tc.lab, tc.sim)
+		}
 	}
 }

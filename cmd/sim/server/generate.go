@@ -22,6 +22,7 @@ type exchange struct {
 	l         leg
 	f         faults
 	arrival   time.Time
+	trace     engineTrace
 	meta      respMeta
 	out       output
 	s         *sse // non-nil once the 200 and SSE headers are out
@@ -81,7 +82,7 @@ func (in *Instance) handleGenerate(api string) http.HandlerFunc {
 			}
 			defer in.trackRID(rid, cancel)()
 		}
-		x := &exchange{in: in, w: w, ctx: ctx, req: req, l: l, f: f, arrival: arrival, meta: meta}
+		x := &exchange{in: in, w: w, ctx: ctx, req: req, l: l, f: f, arrival: arrival, meta: meta, trace: in.startEngineTrace(r)}
 		x.run()
 	}
 }
@@ -250,6 +251,7 @@ func (x *exchange) loop(sr *batching.Request, hashes []uint64, cached int) {
 		}
 		u := newUsage(len(x.req.tokens), p.Generated, cached)
 		x.in.m.requestDone(x.arrival, p, x.l.kind == legConsume)
+		x.engineSpan(p)
 		if x.s != nil {
 			x.s.finish(x.out.finishReason(), x.out.text(0, p.Generated), u, x.req.includeUsage)
 			return

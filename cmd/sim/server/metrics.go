@@ -149,11 +149,30 @@ func (m *simMetrics) PrefillDone(_ *batching.Request, computed int, _ time.Durat
 func (m *simMetrics) Finished(r *batching.Request) {}
 func (m *simMetrics) Preempted(*batching.Request)  { m.preempt.Inc() }
 
-// requestDone records a finished request's latencies (model time). The engine intervals
-// follow vLLM's request metrics, from the scheduler's own timestamps: queue = queued →
-// first scheduled, prefill = first scheduled → first token, decode = first → last token,
-// inference = first scheduled → last token (preemptions stay inside the interval they hit).
-// A decode leg queues once its KV has arrived, so the pull is in none of them.
+// intervals are a finished request's engine intervals in seconds (model time), with vLLM's
+// definitions, from the scheduler's own timestamps: queue = queued → first scheduled, prefill
+// = first scheduled → first token, decode = first → last token, inference = first scheduled →
+// last token (preemptions stay inside the interval they hit). A decode leg queues once its KV
+// has arrived, so the pull is in none of them. scheduled/firstToken say which are defined.
+type intervals struct {
+	queue, prefill, decode, inference float64
+	scheduled, firstToken             bool
+}
+
+func intervalsOf(p batching.Progress) intervals {
+	iv := intervals{scheduled: !p.ScheduledAt.IsZero(), firstToken: !p.ScheduledAt.IsZero() && !p.FirstTokenAt.IsZero()}
+	if iv.scheduled {
+		iv.queue = p.ScheduledAt.Sub(p.SubmittedAt).Seconds()
+	}
+	if iv.firstToken {
+		iv.prefill = p.FirstTokenAt.Sub(p.ScheduledAt).Seconds()
+		iv.decode = p.LastTokenAt.Sub(p.FirstTokenAt).Seconds()
+		iv.inference = p.LastTokenAt.Sub(p.ScheduledAt).Seconds()
+	}
+	return iv
+}
+
+// requestDone records a finished request's latencies (model time).
 func (m *simMetrics) requestDone(arrival time.Time, p batching.Progress, decodeLeg bool) {
 	if p.Err != nil {
 		return
@@ -167,28 +186,27 @@ func (m *simMetrics) requestDone(arrival time.Time, p batching.Progress, decodeL
 		}
 	}
 	m.e2e.Observe(p.DoneAt.Sub(arrival).Seconds())
-	if p.ScheduledAt.IsZero() {
+	iv := intervalsOf(p)
+	if !iv.scheduled {
 		return
 	}
-	queue := p.ScheduledAt.Sub(p.SubmittedAt).Seconds()
-	observe(m.queueTime, queue)
+	observe(m.queueTime, iv.queue)
 	// SGLang names a stage by the queue it left: a decode leg waits in the decode queue
 	queueStage := "prefill_waiting"
 	if decodeLeg {
 		queueStage = "decode_waiting"
 	}
-	m.stage(queueStage, queue)
-	if p.FirstTokenAt.IsZero() {
+	m.stage(queueStage, iv.queue)
+	if !iv.firstToken {
 		return
 	}
-	prefill, decode := p.FirstTokenAt.Sub(p.ScheduledAt).Seconds(), p.LastTokenAt.Sub(p.FirstTokenAt).Seconds()
-	m.prefillTime.Observe(prefill)
-	observe(m.decodeTime, decode)
-	observe(m.inferTime, p.LastTokenAt.Sub(p.ScheduledAt).Seconds())
+	m.prefillTime.Observe(iv.prefill)
+	observe(m.decodeTime, iv.decode)
+	observe(m.inferTime, iv.inference)
 	if !decodeLeg { // the KV came from a prefill server: SGLang's decode runs no prefill forward
-		m.stage("prefill_forward", prefill)
+		m.stage("prefill_forward", iv.prefill)
 	}
-	m.stage("decode_loop", decode)
+	m.stage("decode_loop", iv.decode)
 }
 
 func observe(h prometheus.Histogram, v float64) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/trace"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pdgate/pdgate/cmd/sim/batching"
@@ -105,6 +106,8 @@ type Options struct {
 	Logger       logr.Logger        `json:"-"`
 	Clock        batching.Clock     `json:"-"` // default: a ScaledClock at TimeScale
 	ProfileValue *costmodel.Profile `json:"-"` // overrides Profile
+	// Tracer, when set, records vLLM's per-request span (vLLM dialect; tracing.go).
+	Tracer trace.Tracer `json:"-"`
 }
 
 // BindFlags registers the single-instance flags on fs.

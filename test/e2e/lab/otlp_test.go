@@ -14,11 +14,13 @@ import (
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	scproxy "github.com/pdgate/pdgate/cmd/sidecar/proxy"
+	simserver "github.com/pdgate/pdgate/cmd/sim/server"
 	"github.com/pdgate/pdgate/internal/otlpreceiver"
 )
 
 // `pdgate lab --otlp`: the lab's own OTLP gRPC receiver gets the spans of every request the
-// workload sent, from the gateway, the EPP and the sidecar, joined in one trace per request;
+// workload sent, from the gateway, the EPP, the sidecar and the engine, joined in one trace
+// per request;
 // they are in the run directory's span file once the lab has stopped, and `pdgate lab spans`
 // prints their phase timelines.
 func TestLabOTLPReceiver(t *testing.T) {
@@ -42,6 +44,7 @@ func TestLabOTLPReceiver(t *testing.T) {
 	}
 	defer f.Close()
 	traces := map[string]map[string]otlpreceiver.Span{} // trace -> span name -> span
+	var engine []otlpreceiver.Span
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 4<<20)
 	for sc.Scan() {
@@ -53,6 +56,9 @@ func TestLabOTLPReceiver(t *testing.T) {
 			traces[sp.TraceID] = map[string]otlpreceiver.Span{}
 		}
 		traces[sp.TraceID][sp.Name] = sp
+		if sp.Name == simserver.SpanEngineRequest {
+			engine = append(engine, sp)
+		}
 	}
 	// Every request the gateway served (the workload's and the lab's warm-up) is one trace:
 	// the gateway's root span, the EPP's request span under it, the sidecar's under the EPP's,
@@ -73,6 +79,19 @@ func TestLabOTLPReceiver(t *testing.T) {
 	}
 	if joined < requests {
 		t.Fatalf("%d traces joined gateway, EPP and sidecar, want at least %d (traces: %d)", joined, requests, len(traces))
+	}
+	// The vLLM simulators' own request spans hang under the sidecar's leg that sent them.
+	underLeg := 0
+	for _, e := range engine {
+		by := traces[e.TraceID]
+		for _, leg := range []string{scproxy.SpanPrefill, scproxy.SpanDecode} {
+			if l, ok := by[leg]; ok && l.SpanID == e.Parent && e.Service == "pdgate/sim" && e.Attrs[simserver.AttrTimeInPrefill] != "" {
+				underLeg++
+			}
+		}
+	}
+	if underLeg < requests {
+		t.Errorf("%d engine spans under a sidecar leg, want at least one per request (%d); engine spans: %d", underLeg, requests, len(engine))
 	}
 
 	out, err := exec.Command(filepath.Join(bin, "pdgate"), "lab", "spans", "3", "--run-dir", runDir).CombinedOutput()
