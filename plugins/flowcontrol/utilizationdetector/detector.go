@@ -22,6 +22,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/flowcontrol/saturationdetector/utilization"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
@@ -91,11 +92,17 @@ type Detector struct {
 	*utilization.Detector
 	staleAfter  time.Duration
 	ignoreStale bool
+	queue       float64
+	kv          float64
+	// now, when set (UseClock: bench sim's virtual clock), is the clock metrics' age is taken
+	// on; GIE's detector reads the wall clock, against which every virtual-time scrape is stale.
+	now func() time.Time
 }
 
 var (
 	_ fwkfc.SaturationDetector = (*Detector)(nil)
 	_ fwksched.Filter          = (*Detector)(nil)
+	_ contract.Clocked         = (*Detector)(nil)
 )
 
 // Factory builds the detector.
@@ -113,12 +120,19 @@ func New(ctx context.Context, name string, p Parameters) *Detector {
 		MetricsStalenessThreshold: p.MetricsStalenessThreshold.Duration,
 		Headroom:                  p.Headroom,
 	}, log.FromContext(ctx))
-	return &Detector{Detector: inner, staleAfter: p.MetricsStalenessThreshold.Duration, ignoreStale: p.StalenessPolicy == PolicyIgnore}
+	return &Detector{Detector: inner, staleAfter: p.MetricsStalenessThreshold.Duration, ignoreStale: p.StalenessPolicy == PolicyIgnore,
+		queue: float64(p.QueueDepthThreshold), kv: p.KVCacheUtilThreshold}
 }
+
+// UseClock implements contract.Clocked: Saturation takes metrics' age on now.
+func (d *Detector) UseClock(now func() time.Time) { d.now = now }
 
 // Saturation is GIE's pool mean. Under the ignore policy the mean is GIE's over the fresh
 // endpoints only, and 0.0 when every endpoint is stale; an empty list still reads 1.0.
 func (d *Detector) Saturation(ctx context.Context, candidates []fwkdl.Endpoint) float64 {
+	if d.now != nil {
+		return d.saturationAt(d.now(), candidates)
+	}
 	if !d.ignoreStale || len(candidates) == 0 {
 		return d.Detector.Saturation(ctx, candidates)
 	}
@@ -132,4 +146,29 @@ func (d *Detector) Saturation(ctx context.Context, candidates []fwkdl.Endpoint) 
 		return 0
 	}
 	return d.Detector.Saturation(ctx, fresh)
+}
+
+// saturationAt is the same pool mean with metrics' age taken at now: each endpoint scores the
+// larger of waiting/queueDepthThreshold and kv/kvCacheUtilThreshold, a stale one 1.0 (or, under
+// the ignore policy, nothing); an empty pool, 1.0.
+func (d *Detector) saturationAt(now time.Time, candidates []fwkdl.Endpoint) float64 {
+	if len(candidates) == 0 {
+		return 1.0
+	}
+	sum, n := 0.0, 0
+	for _, ep := range candidates {
+		m := ep.GetMetrics()
+		if m == nil || now.Sub(m.UpdateTime) > d.staleAfter {
+			if !d.ignoreStale {
+				sum, n = sum+1, n+1
+			}
+			continue
+		}
+		sum += max(float64(m.WaitingQueueSize)/d.queue, m.KVCacheUsagePercent/d.kv)
+		n++
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }

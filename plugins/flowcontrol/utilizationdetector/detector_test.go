@@ -125,3 +125,45 @@ func TestDefaultIsGIEsDetector(t *testing.T) {
 		t.Fatalf("filter kept %s, GIE's %s", a, b)
 	}
 }
+
+// TestUseClock: on bench sim's virtual clock, metrics scraped a moment ago on that clock are
+// fresh (the wall clock calls them months old and the pool saturated), and the same formula
+// and policies apply as on the wall clock.
+func TestUseClock(t *testing.T) {
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spec := func(name string, waiting int, kv float64, age time.Duration) eptest.Spec {
+		m := &fwkdl.Metrics{WaitingQueueSize: waiting, KVCacheUsagePercent: kv, UpdateTime: at.Add(-age)}
+		return eptest.Spec{Name: name, Metrics: m}
+	}
+	tests := []struct {
+		name              string
+		eps               []eptest.Spec
+		saturated, ignore float64
+	}{
+		{name: "fresh on the virtual clock", eps: []eptest.Spec{spec("a", 5, 0, 10*time.Millisecond), spec("b", 0, 0.4, 0)}, saturated: 0.75, ignore: 0.75},
+		{name: "stale on the virtual clock", eps: []eptest.Spec{spec("a", 0, 0, 0), spec("old", 0, 0, time.Second)}, saturated: 0.5, ignore: 0},
+		{name: "empty pool", saturated: 1, ignore: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := make([]fwkdl.Endpoint, len(tt.eps))
+			for i, s := range tt.eps {
+				eps[i] = eptest.Data(s)
+			}
+			for policy, want := range map[string]float64{PolicySaturated: tt.saturated, PolicyIgnore: tt.ignore} {
+				p := DefaultParameters()
+				p.StalenessPolicy = policy
+				d := New(context.Background(), "d", p)
+				if len(eps) > 0 && policy == PolicySaturated {
+					if got := d.Saturation(context.Background(), eps); got != 1 {
+						t.Fatalf("wall clock: saturation %v, want 1 (every virtual-time scrape stale)", got)
+					}
+				}
+				d.UseClock(func() time.Time { return at })
+				if got := d.Saturation(context.Background(), eps); got < want-1e-9 || got > want+1e-9 {
+					t.Errorf("%s: saturation %v, want %v", policy, got, want)
+				}
+			}
+		})
+	}
+}

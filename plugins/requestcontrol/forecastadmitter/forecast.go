@@ -14,8 +14,14 @@ type Pod struct {
 	// Scraped is the engine's last scraped running + waiting requests: a floor on the decode
 	// batch when other routers (or requests the ledger never saw) send it work.
 	Scraped int
-	// KVCapacity is the engine's KV cache in tokens (0 = unknown: the cost profile's).
+	// Waiting is the scraped waiting queue: an engine that queues already makes a new request
+	// wait for sequences to end, which no cost profile forecasts.
+	Waiting int
+	// KVCapacity is the engine's KV cache in tokens (0 = unknown: the cost profile's);
+	// KVUsage the scraped share of it in use, a floor on the leases' estimate (the leases know
+	// prompts, not how long the outputs they hold will grow).
 	KVCapacity int
+	KVUsage    float64
 }
 
 // Kind is what a pod can do for a request.
@@ -35,6 +41,9 @@ type Demand struct {
 	PromptTokens int
 	OutputTokens int  // max_tokens, else the profile's mean output
 	DecodeOnly   bool // the decider keeps it on its decode pod (no prefill leg)
+	// LeasedOutput is the mean output budget of the sequences the pods already decode (the
+	// leases hold their prompts only); 0 = the profile's meanOutputTokens.
+	LeasedOutput float64
 }
 
 // Forecast is the best placement's forecast.
@@ -49,6 +58,8 @@ type Forecast struct {
 	// Serving is the number of pods that could decode the request (0: nothing is serving);
 	// Room the number of them whose KV cache holds it now (the forecast is theirs).
 	Serving, Room int
+	// Output is the request's output budget the forecast used (max_tokens, else the mean).
+	Output int
 }
 
 // Predict forecasts the request on every placement the pods offer and returns the one that
@@ -59,6 +70,9 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 	if d.OutputTokens <= 0 {
 		d.OutputTokens = c.MeanOutputTokens
 	}
+	if !(d.LeasedOutput > 0) {
+		d.LeasedOutput = float64(c.MeanOutputTokens)
+	}
 	remoteWait, remote := math.Inf(1), false
 	if !d.DecodeOnly {
 		for _, p := range pods {
@@ -68,7 +82,7 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 		}
 	}
 	prefill := c.prefillMs(d.PromptTokens)
-	var best Forecast
+	best := Forecast{Output: d.OutputTokens}
 	bestScore := math.Inf(1)
 	for _, p := range pods {
 		if p.Kind != KindDecode && p.Kind != KindCombined {
@@ -81,7 +95,7 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 		best.Room++
 		batch := max(p.Leases.DecodeSlots, p.Scraped) + 1
 		// resident KV: the prompts held, each sequence half-way through its output on average
-		kv := p.Leases.DecodeTokens + float64(batch-1)*float64(c.MeanOutputTokens)/2 + float64(d.PromptTokens) + float64(d.OutputTokens)/2
+		kv := p.Leases.DecodeTokens + float64(batch-1)*d.LeasedOutput/2 + float64(d.PromptTokens) + float64(d.OutputTokens)/2
 		step := c.stepMs(batch, kv)
 		var wait, ttftMs float64
 		if remote && p.Kind == KindDecode {
@@ -101,10 +115,14 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 	return best
 }
 
-// fits reports whether the pod's KV cache holds the request's prompt and output next to the
-// sequences it decodes (each with the mean output reserved, as an engine that admits a
-// sequence only with room for its output does).
+// fits reports whether the pod takes the request at once: its engine queues nothing, and its
+// KV cache holds the request's prompt and output next to what it holds (the leased prompts
+// with the mean output budget reserved each, as an engine that admits a sequence only with room for
+// its output does, or the scraped usage when that is more).
 func (c Cost) fits(p Pod, d Demand) bool {
+	if p.Waiting > 0 {
+		return false
+	}
 	capacity := p.KVCapacity
 	if capacity <= 0 {
 		capacity = c.KVCapacityTokens
@@ -112,16 +130,20 @@ func (c Cost) fits(p Pod, d Demand) bool {
 	if capacity <= 0 {
 		return true
 	}
-	held := p.Leases.DecodeTokens + float64(p.Leases.DecodeSlots)*float64(c.MeanOutputTokens)
+	held := math.Max(p.Leases.DecodeTokens+float64(p.Leases.DecodeSlots)*d.LeasedOutput, p.KVUsage*float64(capacity))
 	return held+float64(d.PromptTokens+d.OutputTokens) <= float64(capacity)
 }
 
-// queuedMs is the prefill work leased to a pod, in engine time: each leg's step overhead,
-// and its tokens (less the ledger's per-leg request cost, which stands for that overhead in
-// token units) at the linear rate.
+// queuedMs is the prefill work leased to a pod, in engine time: its legs taken as of the mean
+// leg's length (the ledger's per-leg requestCost, which stands for the step overhead in token
+// units, taken off), each with its chunks' step overheads and its attention term.
 func (c Cost) queuedMs(l tokenload.Leases, requestCost float64) float64 {
-	tokens := math.Max(0, l.PrefillTokens-float64(l.PrefillLegs)*requestCost)
-	return float64(l.PrefillLegs)*c.Prefill.OverheadMs + tokens*c.Prefill.LinearMsPerToken
+	if l.PrefillLegs <= 0 {
+		// tokens with no leg count: a ledger that does not count legs; the linear rate only
+		return l.PrefillTokens * c.Prefill.LinearMsPerToken
+	}
+	perLeg := math.Max(0, l.PrefillTokens/float64(l.PrefillLegs)-requestCost)
+	return float64(l.PrefillLegs) * c.prefillMs(int(math.Round(perLeg)))
 }
 
 // prefillMs is a lone prompt's prefill: one step overhead per chunk, the linear and the causal

@@ -14,7 +14,8 @@ func TestPredict(t *testing.T) {
 	const ttft, tpot = time.Second, 50 * time.Millisecond
 	idleP := Pod{Kind: KindPrefill}
 	idleD := Pod{Kind: KindDecode}
-	// 40,000 prompt tokens in one leg queued: 5 + 40,000 × 0.032 = 1,285 ms of prefill ahead
+	// one 40,000-token leg queued: 20 chunks × 5 + 40,000 × 0.032 + 6.5e-7 × 40,000² = 2,420 ms
+	// of prefill ahead
 	busyP := Pod{Kind: KindPrefill, Leases: tokenload.Leases{PrefillTokens: 40160, PrefillLegs: 1}}
 	// 900 sequences batched: 6.8 + 0.05 × 901 + KV ≥ 52 ms a step
 	fullBatch := Pod{Kind: KindDecode, Leases: tokenload.Leases{DecodeSlots: 900, DecodeTokens: 100}}
@@ -32,7 +33,7 @@ func TestPredict(t *testing.T) {
 		{name: "idle pool: prefill + transfer + first step", pods: []Pod{idleP, idleD}, d: req, wantMet: true,
 			wantTTFTms: 37.65 + 4.62 + 6.9096, wantTPOTms: 6.9096, wantServing: 1, wantRm: 1},
 		{name: "prefill queue ahead outlasts the TTFT", pods: []Pod{busyP, idleD}, d: req,
-			wantTTFTms: 1285 + 37.65 + 4.62 + 6.9096, wantServing: 1, wantRm: 1},
+			wantTTFTms: 2420 + 37.65 + 4.62 + 6.9096, wantServing: 1, wantRm: 1},
 		{name: "the least busy prefill pod is the placement", pods: []Pod{busyP, idleP, idleD}, d: req, wantMet: true,
 			wantTTFTms: 37.65 + 4.62 + 6.9096, wantServing: 1, wantRm: 1},
 		{name: "decode-only request skips the prefill queue", pods: []Pod{busyP, idleD},
@@ -46,12 +47,25 @@ func TestPredict(t *testing.T) {
 		{name: "no KV room: no placement", pods: []Pod{idleP, noKV}, d: req, wantServing: 1},
 		{name: "the scraped KV capacity overrides the profile's", pods: []Pod{idleP, {Kind: KindDecode, KVCapacity: 1000}}, d: req,
 			wantServing: 1},
+		{name: "the scraped KV usage is a floor on the leases'", pods: []Pod{idleP, {Kind: KindDecode, KVUsage: 0.999}}, d: req,
+			wantServing: 1},
+		{name: "an engine that queues takes no request at once", pods: []Pod{idleP, {Kind: KindDecode, Waiting: 1}}, d: req,
+			wantServing: 1},
+		{name: "leased sequences reserve the profile's mean output",
+			pods: []Pod{idleP, {Kind: KindDecode, Leases: tokenload.Leases{DecodeSlots: 100, DecodeTokens: 100000}}}, d: req,
+			wantMet: true, wantServing: 1, wantRm: 1},
+		{name: "long outputs of the leased sequences fill the KV cache",
+			pods: []Pod{idleP, {Kind: KindDecode, Leases: tokenload.Leases{DecodeSlots: 100, DecodeTokens: 100000}}},
+			d: Demand{PromptTokens: 1000, OutputTokens: 128, LeasedOutput: 3000}, wantServing: 1},
 		{name: "nothing decodes: nothing serving", pods: []Pod{idleP, {Kind: KindNone}}, d: req},
 		{name: "no prefill tier: the decode pod prefills", pods: []Pod{idleD}, d: req, wantMet: true,
 			wantTTFTms: 37.65 + 6.9096, wantServing: 1, wantRm: 1},
+		{name: "queued legs are costed at their mean length",
+			pods: []Pod{{Kind: KindPrefill, Leases: tokenload.Leases{PrefillTokens: 2 * 1160, PrefillLegs: 2}}, idleD}, d: req, wantMet: true,
+			wantTTFTms: 2*37.65 + 37.65 + 4.62 + 6.9096, wantServing: 1, wantRm: 1},
 		{name: "combined pod: its own prefill queue, no transfer",
 			pods: []Pod{idleP, {Kind: KindCombined, Leases: tokenload.Leases{PrefillTokens: 1160, PrefillLegs: 1}}}, d: req, wantMet: true,
-			wantTTFTms: 5 + 32 + 37.65 + 6.9096, wantServing: 1, wantRm: 1},
+			wantTTFTms: 37.65 + 37.65 + 6.9096, wantServing: 1, wantRm: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

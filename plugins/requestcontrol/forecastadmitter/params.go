@@ -73,7 +73,7 @@ func DefaultCost() Cost {
 // DefaultParameters: a 1 s TTFT and 50 ms TPOT (pd-ratio-advisor's and recommended's
 // prefillBackedUp targets), the H100 profile.
 func DefaultParameters() Parameters {
-	return Parameters{LedgerRef: tokenload.PluginType, TTFT: "1s", TPOT: "50ms", Headroom: 1, Cost: DefaultCost()}
+	return Parameters{LedgerRef: tokenload.PluginType, TTFT: "1s", TPOT: "50ms", Headroom: 0.8, Cost: DefaultCost()}
 }
 
 // ParseParameters decodes strictly, defaults and validates.

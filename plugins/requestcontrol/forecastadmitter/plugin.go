@@ -60,6 +60,9 @@ type Admitter struct {
 	leases  tokenload.LeaseReader
 	reqCost float64
 	stages  []contract.StageClassifier
+	// outMean is the mean output budget of recently admitted requests (max_tokens, else the
+	// profile's mean), an exponential average: what the sequences the leases hold will grow to.
+	outMean float64
 	// scratch buffers for one request's candidates (AdmitRequest holds mu)
 	keys []tokenload.PodKey
 	got  []tokenload.Leases
@@ -84,7 +87,8 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 	return a, nil
 }
 
-// New builds the admitter with its own metrics; SetLedger or ResolveReferences gives it leases.
+// New builds the admitter from parameters ParseParameters returned, with its own metrics;
+// SetLedger or ResolveReferences gives it leases.
 func New(name string, p Parameters) *Admitter {
 	return &Admitter{tn: pluginkit.TypedName(Type, name), p: p, m: newMetrics()}
 }
@@ -136,9 +140,11 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 		return answer(http.StatusServiceUnavailable, CauseNoCapacity, ReasonNoEndpoints, "no endpoint can decode the request")
 	case f.Met:
 		a.m.decided(class, decisionAdmitted)
+		a.admitted(f)
 		return nil
 	case !refuse:
 		a.m.decided(class, decisionAdmittedOverForecast)
+		a.admitted(f)
 		return nil
 	}
 	reason, cause := ReasonSaturated, CauseForecastMiss
@@ -155,39 +161,35 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 	return answer(http.StatusTooManyRequests, cause, reason, msg)
 }
 
+// outputWeight is the weight of each admitted request in the mean output budget (about the
+// last 64 requests).
+const outputWeight = 1.0 / 64
+
+// admitted folds an admitted request's output budget into the mean.
+func (a *Admitter) admitted(f Forecast) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.outMean == 0 {
+		a.outMean = float64(f.Output)
+		return
+	}
+	a.outMean += outputWeight * (float64(f.Output) - a.outMean)
+}
+
 // forecast reads every candidate's leases and predicts the request on them.
 func (a *Admitter) forecast(req *fwksched.LLMRequest, eps []fwksched.Endpoint, ttft, tpot time.Duration) Forecast {
 	d := Demand{PromptTokens: podmodel.PromptTokens(req), OutputTokens: podmodel.RequestHints(req).MaxTokens,
 		DecodeOnly: a.decodeOnly(req)}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	d.LeasedOutput = a.outMean
 	a.keys, a.pods = a.keys[:0], a.pods[:0]
 	for _, ep := range eps {
-		md := ep.GetMetadata()
-		if md == nil {
-			continue
-		}
-		p := Pod{Kind: kindOf(md.Labels)}
-		if m := ep.GetMetrics(); m != nil {
-			p.Scraped, p.KVCapacity = m.RunningRequestsSize+m.WaitingQueueSize, m.KvCacheMaxTokenCapacity
-		}
-		name := md.PodName
-		if name == "" {
-			name = md.NamespacedName.Name
-		}
-		a.keys = append(a.keys, tokenload.PodKey(md.NamespacedName.Namespace+"/"+name))
-		a.pods = append(a.pods, p)
-	}
-	if a.leases != nil {
-		if cap(a.got) < len(a.keys) {
-			a.got = make([]tokenload.Leases, len(a.keys))
-		}
-		a.got = a.got[:len(a.keys)]
-		a.leases.Leases(a.keys, a.got)
-		for i := range a.pods {
-			a.pods[i].Leases = a.got[i]
+		if ep.GetMetadata() != nil {
+			a.add(ep)
 		}
 	}
+	a.readLeases()
 	return a.p.Cost.Predict(a.pods, d, scale(ttft, a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
 }
 

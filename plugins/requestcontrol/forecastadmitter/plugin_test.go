@@ -37,7 +37,7 @@ func request(priority int, headers map[string]string) *fwksched.LLMRequest {
 
 func TestAdmitRequest(t *testing.T) {
 	pool := []fwksched.Endpoint{ep("p", "prefill"), ep("d", "decode")}
-	// 1,300 ms of prefill queued on the only prefill pod
+	// 2.4 s of prefill queued on the only prefill pod
 	backedUp := fakeLeases{"ns/p": {PrefillTokens: 40160 + 160, PrefillLegs: 1}}
 	tests := []struct {
 		name     string
@@ -58,7 +58,7 @@ func TestAdmitRequest(t *testing.T) {
 		{name: "shedCritical refuses critical too", params: `{"shedCritical": true}`, leases: backedUp, eps: pool,
 			status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
 		{name: "the request's own TTFT objective loosens the gate", leases: backedUp, eps: pool, priority: -1,
-			headers: map[string]string{HeaderSLOTTFT: "2000"}, decision: decisionAdmitted},
+			headers: map[string]string{HeaderSLOTTFT: "4000"}, decision: decisionAdmitted},
 		{name: "the request's own TPOT objective tightens it", leases: fakeLeases{}, eps: pool, priority: -1,
 			headers: map[string]string{HeaderSLOTPOT: "5"}, status: http.StatusTooManyRequests, reason: ReasonSaturated,
 			decision: ReasonSaturated},
@@ -140,5 +140,42 @@ func TestParameters(t *testing.T) {
 				t.Fatalf("err %v, want one naming %s and %q", err, Type, tc.want)
 			}
 		})
+	}
+}
+
+// TestOutputBudgetFollowsAdmittedRequests: after a run of long-output requests the leased
+// sequences are taken to reserve long outputs, so a decode pod the profile's mean would fit is
+// full.
+func TestOutputBudgetFollowsAdmittedRequests(t *testing.T) {
+	pool := []fwksched.Endpoint{ep("p", "prefill"), ep("d", "decode")}
+	// 100 leased sequences, 150,000 prompt tokens: with 128-token outputs ~163k of 400k held
+	leases := fakeLeases{"ns/d": {DecodeSlots: 100, DecodeTokens: 150000}}
+	long := func() *fwksched.LLMRequest {
+		r := request(-1, nil)
+		r.Body.Payload = fwksched.PayloadMap{"max_tokens": float64(3000)}
+		return r
+	}
+	p, err := ParseParameters("fa", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := New("fa", p)
+	a.SetLedger(fakeLeases{}, 160)
+	if err := a.AdmitRequest(context.Background(), request(-1, nil), pool); err != nil {
+		t.Fatalf("idle pool refused: %v", err)
+	}
+	a.SetLedger(leases, 160)
+	if err := a.AdmitRequest(context.Background(), request(-1, nil), pool); err != nil {
+		t.Fatalf("short outputs so far: refused %v", err)
+	}
+	a.SetLedger(fakeLeases{}, 160)
+	for range 200 {
+		if err := a.AdmitRequest(context.Background(), long(), pool); err != nil {
+			t.Fatalf("idle pool refused: %v", err)
+		}
+	}
+	a.SetLedger(leases, 160)
+	if _, ok := contract.AnswerOf(a.AdmitRequest(context.Background(), request(-1, nil), pool)); !ok {
+		t.Fatal("after 200 requests of 3,000-token outputs the leased sequences fill the KV cache: want a refusal")
 	}
 }

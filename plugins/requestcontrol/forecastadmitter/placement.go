@@ -1,0 +1,127 @@
+package forecastadmitter
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+)
+
+// The placement check. Admission forecasts the best placement, but the scheduler scores by its
+// own policy and may pick another: a decode pod whose KV cache is full (the engine then queues
+// the request until sequences end) or a prefill pod with a longer queue. So once the pods are
+// picked (PreRequest, before anything is dispatched) the forecast is taken again on the pick,
+// and a refusable request whose pick misses its objective is answered as at admission. The
+// pick's own ledger charges are already in the leases and are taken out first; the answer ends
+// the request, and the request path's end-of-stream hooks release them.
+
+var _ fwkrc.PreRequest = (*Admitter)(nil)
+
+// PreRequest implements fwkrc.PreRequest.
+func (a *Admitter) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res *fwksched.SchedulingResult) {
+	if req == nil || res == nil || (req.Objectives.Priority >= 0 && !a.p.ShedCritical) {
+		return
+	}
+	decode, prefill := picks(res)
+	if decode == nil {
+		return
+	}
+	ttft, tpot := a.objective(req.Headers)
+	d := Demand{PromptTokens: podmodel.PromptTokens(req), OutputTokens: podmodel.RequestHints(req).MaxTokens}
+	pods := []fwksched.Endpoint{decode}
+	if prefill != nil {
+		pods = append(pods, prefill)
+	} else {
+		d.DecodeOnly = true
+	}
+	a.mu.Lock()
+	a.keys, a.pods = a.keys[:0], a.pods[:0]
+	for _, ep := range pods {
+		a.add(ep)
+	}
+	a.readLeases()
+	d.LeasedOutput = a.outMean
+	// this request's own charges: one decode slot with its prompt, one prefill leg
+	own := &a.pods[0].Leases
+	own.DecodeSlots, own.DecodeTokens = max(own.DecodeSlots-1, 0), math.Max(own.DecodeTokens-float64(d.PromptTokens), 0)
+	if prefill != nil {
+		p := &a.pods[1].Leases
+		p.PrefillTokens = math.Max(p.PrefillTokens-a.reqCost-float64(d.PromptTokens), 0)
+		p.PrefillLegs = max(p.PrefillLegs-1, 0)
+		a.pods[0].Kind, a.pods[1].Kind = KindDecode, KindPrefill
+	}
+	f := a.p.Cost.Predict(a.pods, d, scale(ttft, a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
+	a.mu.Unlock()
+	if f.Met {
+		return
+	}
+	class := classSheddable
+	if req.Objectives.Priority >= 0 {
+		class = classCritical
+	}
+	a.m.decided(class, decisionPickMissed)
+	msg := fmt.Sprintf("%s: the scheduler's placement misses the objective (TTFT %v, TPOT %v): forecast TTFT %v, TPOT %v, KV room %v",
+		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), f.TPOT.Round(10*time.Microsecond), f.Room > 0)
+	contract.Record(ctx, answer(http.StatusTooManyRequests, CauseForecastMiss, ReasonSaturated, msg))
+}
+
+// picks are the scheduling result's decode pick (the primary profile's) and prefill pick (a
+// prefill-tier pod of another profile), nil when absent.
+func picks(res *fwksched.SchedulingResult) (decode, prefill fwksched.Endpoint) {
+	for name, pr := range res.ProfileResults {
+		if pr == nil || len(pr.TargetEndpoints) == 0 || pr.TargetEndpoints[0] == nil {
+			continue
+		}
+		ep := pr.TargetEndpoints[0]
+		md := ep.GetMetadata()
+		if md == nil {
+			continue
+		}
+		switch {
+		case name == res.PrimaryProfileName:
+			decode = ep
+		case kindOf(md.Labels) == KindPrefill:
+			prefill = ep
+		}
+	}
+	return decode, prefill
+}
+
+// add appends an endpoint's key and scraped view to the scratch buffers (a.mu held).
+func (a *Admitter) add(ep fwksched.Endpoint) {
+	md := ep.GetMetadata()
+	p := Pod{Kind: kindOf(md.Labels)}
+	if m := ep.GetMetrics(); m != nil {
+		p.Scraped, p.Waiting = m.RunningRequestsSize+m.WaitingQueueSize, m.WaitingQueueSize
+		p.KVCapacity, p.KVUsage = m.KvCacheMaxTokenCapacity, m.KVCacheUsagePercent
+	}
+	name := md.PodName
+	if name == "" {
+		name = md.NamespacedName.Name
+	}
+	a.keys = append(a.keys, tokenload.PodKey(md.NamespacedName.Namespace+"/"+name))
+	a.pods = append(a.pods, p)
+}
+
+// readLeases fills the scratch pods' leases from the ledger (a.mu held).
+func (a *Admitter) readLeases() {
+	if a.leases == nil {
+		return
+	}
+	if cap(a.got) < len(a.keys) {
+		a.got = make([]tokenload.Leases, len(a.keys))
+	}
+	a.got = a.got[:len(a.keys)]
+	a.leases.Leases(a.keys, a.got)
+	for i := range a.pods {
+		a.pods[i].Leases = a.got[i]
+	}
+}

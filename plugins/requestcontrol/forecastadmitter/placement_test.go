@@ -1,0 +1,62 @@
+package forecastadmitter
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
+)
+
+// TestPlacementCheck: once the scheduler picked, a refusable request whose pick misses the
+// objective is answered 429 (its own charges, already in the leases, do not count against it).
+func TestPlacementCheck(t *testing.T) {
+	p, d := ep("p", "prefill"), ep("d", "decode")
+	result := func(prefill bool) *fwksched.SchedulingResult {
+		r := &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
+			"decode": {TargetEndpoints: []fwksched.Endpoint{d}}}}
+		if prefill {
+			r.ProfileResults["prefill"] = &fwksched.ProfileRunResult{TargetEndpoints: []fwksched.Endpoint{p}}
+		}
+		return r
+	}
+	// the request's own charges: ~1,000 prompt tokens on both pods
+	own := fakeLeases{"ns/p": {PrefillTokens: 1160, PrefillLegs: 1}, "ns/d": {DecodeSlots: 1, DecodeTokens: 1000}}
+	tests := []struct {
+		name     string
+		leases   fakeLeases
+		priority int
+		prefill  bool
+		want     bool // refused
+	}{
+		{name: "only its own charges: kept", leases: own, priority: -1, prefill: true},
+		{name: "picked prefill pod backed up: refused", priority: -1, prefill: true, want: true,
+			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
+		{name: "picked decode pod's KV full: refused", priority: -1, prefill: true, want: true,
+			leases: fakeLeases{"ns/p": own["ns/p"], "ns/d": {DecodeSlots: 300, DecodeTokens: 399000}}},
+		{name: "decode-only pick on a pod with room: kept", leases: fakeLeases{"ns/d": own["ns/d"]}, priority: -1},
+		{name: "critical: never refused here", priority: 0, prefill: true,
+			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			params, err := ParseParameters("fa", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := New("fa", params)
+			a.SetLedger(tc.leases, 160)
+			ctx := contract.WithAnswerSlot(context.Background())
+			a.PreRequest(ctx, request(tc.priority, nil), result(tc.prefill))
+			ans := contract.Recorded(ctx)
+			if (ans != nil) != tc.want {
+				t.Fatalf("answer %v, want refused=%v", ans, tc.want)
+			}
+			if ans != nil && ans.Status != http.StatusTooManyRequests {
+				t.Fatalf("status %d, want 429", ans.Status)
+			}
+		})
+	}
+}
