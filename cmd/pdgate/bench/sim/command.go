@@ -141,6 +141,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	cmd.AddCommand(NewPrefixCommand())
 	cmd.AddCommand(NewAdvisorCommand())
 	cmd.AddCommand(NewCompatCommand())
+	cmd.AddCommand(NewOverloadCommand())
 	return cmd
 }
 
