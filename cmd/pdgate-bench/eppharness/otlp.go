@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // OTLPReceiver is the shared OTLP/gRPC trace endpoint in its counting mode: what a traced

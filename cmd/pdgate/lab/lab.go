@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // Options configures `pdgate lab`.

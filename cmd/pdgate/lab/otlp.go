@@ -11,10 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
-// With Options.OTLP the lab runs a real OTLP/gRPC trace receiver (internal/otlpreceiver) in
+// With Options.OTLP the lab runs a real OTLP/gRPC trace receiver (cmd/pdgate/lab/otlpreceiver) in
 // its own process and points every process that traces (the EPPs, the sidecars, the gateways,
 // the simulators) at it with the standard OTEL_* variables, so a lab request's phase timeline can be read
 // without installing a collector. Every span received is one JSON line in SpansFile.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // RequestTimeline is one request's phase timeline, read back from the lab's span file: the

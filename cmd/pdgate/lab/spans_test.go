@@ -11,7 +11,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
 	simserver "github.com/pdgate/pdgate/cmd/sim/server"
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 func TestReadTimelines(t *testing.T) {

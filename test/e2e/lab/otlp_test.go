@@ -15,7 +15,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	scproxy "github.com/pdgate/pdgate/cmd/sidecar/proxy"
 	simserver "github.com/pdgate/pdgate/cmd/sim/server"
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // `pdgate lab --otlp`: the lab's own OTLP gRPC receiver gets the spans of every request the

@@ -3,7 +3,7 @@ package otel
 import (
 	"testing"
 
-	"github.com/pdgate/pdgate/internal/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // span is one span as the OTLP receiver got it.
