@@ -212,7 +212,7 @@ func RunOverload(ctx context.Context, o OverloadOptions) error {
 	}
 	d.Runs = runs
 	d.WallSeconds = time.Since(start).Seconds()
-	md, err := writeOverloadReport(dir, d)
+	md, err := writeOverloadReport(dir, d, start)
 	if err != nil {
 		return err
 	}

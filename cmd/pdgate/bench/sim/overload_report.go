@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pdgate/pdgate/cmd/pdgate/bench/report"
 )
@@ -13,9 +14,10 @@ import (
 const overloadGoal = 1.0
 
 // writeOverloadReport writes overload.md and overload.json.
-func writeOverloadReport(dir string, d *OverloadData) (string, error) {
+func writeOverloadReport(dir string, d *OverloadData, started time.Time) (string, error) {
 	o := d.Options
 	rep := report.New("overload", "Admission under overload: saturation gate vs forecast-admitter (pdgate bench sim overload)")
+	rep.Started = started.UTC()
 	rep.Data = d
 	var phases []string
 	for i, p := range o.Phases {
