@@ -22,6 +22,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/internal/commalist"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
+	"github.com/pdgate/pdgate/plugins/requestcontrol/forecastadmitter"
 )
 
 // The two admissions `bench sim overload` compares.
@@ -41,8 +42,9 @@ type OverloadOptions struct {
 	Root, Out string
 	Pods      int
 	Shape     string
-	// Config is the EndpointPickerConfig both admissions route with; the forecast run adds
-	// forecast-admitter to it (with the SLO's targets and the engines' cost profile).
+	// Config is the EndpointPickerConfig both admissions route with: the gate run without any
+	// forecast-admitter it lists, the forecast run with one (the SLO's targets and the engines'
+	// cost profile).
 	Config string
 	Seeds  []int64
 	// Load is the bursts' offered load as a multiple of each phase's capacity estimate; each
@@ -172,8 +174,7 @@ func RunOverload(ctx context.Context, o OverloadOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	gate := Options{Root: o.Root}.path(o.Config)
-	forecast, err := writeForecastConfig(gate, dir, o, prof)
+	gate, forecast, err := writeAdmissionConfigs(Options{Root: o.Root}.path(o.Config), dir, o, prof)
 	if err != nil {
 		return err
 	}
@@ -326,29 +327,47 @@ func (s sheddable) Next() (Arrival, bool) {
 	return a, true
 }
 
-// writeForecastConfig is the gate's EndpointPickerConfig with forecast-admitter added: the
-// SLO's targets and the engines' own cost profile.
-func writeForecastConfig(gate, dir string, o OverloadOptions, prof *costmodel.Profile) (string, error) {
-	raw, err := os.ReadFile(gate)
+// writeAdmissionConfigs writes the two EndpointPickerConfigs compared: the config without any
+// forecast-admitter (the saturation gate decides), and with one whose targets are the SLO's and
+// whose cost profile is the engines' own.
+func writeAdmissionConfigs(base, dir string, o OverloadOptions, prof *costmodel.Profile) (gate, forecast string, err error) {
+	raw, err := os.ReadFile(base)
 	if err != nil {
-		return "", fmt.Errorf("--config: %w", err)
+		return "", "", fmt.Errorf("--config: %w", err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		return "", fmt.Errorf("--config %s: %w", gate, err)
+		return "", "", fmt.Errorf("--config %s: %w", base, err)
+	}
+	listed, _ := cfg["plugins"].([]any)
+	plugins := make([]any, 0, len(listed)+1)
+	for _, p := range listed {
+		if m, ok := p.(map[string]any); ok && m["type"] == forecastadmitter.Type {
+			continue
+		}
+		plugins = append(plugins, p)
+	}
+	write := func(name string) (string, error) {
+		out, err := yaml.Marshal(cfg)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			return "", fmt.Errorf("%s: %w", name, err)
+		}
+		return path, nil
+	}
+	cfg["plugins"] = plugins
+	if gate, err = write("gate-epp.yaml"); err != nil {
+		return "", "", err
 	}
 	cost := map[string]any{"chunkedPrefillTokens": prof.ChunkedPrefillTokens, "kvCapacityTokens": prof.KVCapacityTokens,
 		"meanOutputTokens": prof.MeanOutputTokens, "prefill": prof.Prefill, "decode": prof.Decode, "kvTransfer": prof.KVTransfer}
-	plugins, _ := cfg["plugins"].([]any)
-	cfg["plugins"] = append(plugins, map[string]any{"type": "forecast-admitter", "parameters": map[string]any{
+	cfg["plugins"] = append(plugins, map[string]any{"type": forecastadmitter.Type, "parameters": map[string]any{
 		"ttft": o.SLO.TTFT.String(), "tpot": o.SLO.TPOT.String(), "headroom": o.Headroom, "cost": cost}})
-	out, err := yaml.Marshal(cfg)
-	if err != nil {
-		return "", fmt.Errorf("forecast config: %w", err)
+	if forecast, err = write("forecast-epp.yaml"); err != nil {
+		return "", "", err
 	}
-	path := filepath.Join(dir, "forecast-epp.yaml")
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		return "", fmt.Errorf("forecast config: %w", err)
-	}
-	return path, nil
+	return gate, forecast, nil
 }

@@ -71,8 +71,10 @@ func TestOverloadComparesGateAndForecast(t *testing.T) {
 	if f.Admitted >= g.Admitted || f.MissPct >= g.MissPct {
 		t.Fatalf("forecast admitted %d (missed %.1f %%), gate %d (%.1f %%): want fewer admitted, fewer missing; %+v", f.Admitted, f.MissPct, g.Admitted, g.MissPct, rep.Data.Runs)
 	}
-	cfg, err := os.ReadFile(filepath.Join(o.Out, "forecast-epp.yaml"))
-	if err != nil || !strings.Contains(string(cfg), "forecast-admitter") {
-		t.Fatalf("forecast config: %v\n%s", err, cfg)
+	for file, want := range map[string]bool{"gate-epp.yaml": false, "forecast-epp.yaml": true} {
+		cfg, err := os.ReadFile(filepath.Join(o.Out, file))
+		if err != nil || strings.Contains(string(cfg), "forecast-admitter") != want {
+			t.Fatalf("%s: %v, want forecast-admitter listed: %v\n%s", file, err, want, cfg)
+		}
 	}
 }
