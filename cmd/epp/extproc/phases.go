@@ -114,17 +114,19 @@ func (x *exchange) recordDecision(scheduled bool) {
 		return
 	}
 	tr := x.s.opts.Tracer
-	telemetry.RecordWith(t.ctx, tr, SpanQueue, queue, queuePhaseAttr)
+	// Both phases are known only once they ended: RecordEnded hands them over as ended spans.
+	telemetry.RecordEnded(t.ctx, tr, SpanQueue, queue, queueAttrs)
 	if scheduled {
-		telemetry.RecordWith(t.ctx, tr, SpanOrchestration, sched, trace.WithAttributes(schedPhaseAttr,
-			attribute.String("target_model", x.targetModel), attribute.Int("request_prio", x.priority)))
+		telemetry.RecordEnded(t.ctx, tr, SpanOrchestration, sched, []attribute.KeyValue{schedPhaseAttr,
+			attribute.String("target_model", x.targetModel), attribute.Int("request_prio", x.priority)})
 		telemetry.Inject(t.ctx, x.setHeaderFold)
 	}
 }
 
-// The phase attributes, built once: every allocation a span adds is paid per request.
+// The phase attributes, built once: every allocation a span adds is paid per request. The
+// spans only read them.
 var (
-	queuePhaseAttr = trace.WithAttributes(attribute.String(AttrPhase, PhaseQueue))
+	queueAttrs     = []attribute.KeyValue{attribute.String(AttrPhase, PhaseQueue)}
 	schedPhaseAttr = attribute.String(AttrPhase, PhaseScheduling)
 )
 

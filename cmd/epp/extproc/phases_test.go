@@ -26,10 +26,23 @@ import (
 
 // A traced request continues the gateway's traceparent with GIE's span names, times the
 // queue and scheduling phases under them, and hands upstream a traceparent whose parent is
-// the EPP's gateway.request span (GIE's EPP injected its trace headers the same way).
+// the EPP's gateway.request span (GIE's EPP injected its trace headers the same way): with the
+// EPP's tracer (the phases handed over as ended spans) and with a plain SDK tracer.
 func TestRequestSpans(t *testing.T) {
-	rec := telemetrytest.New()
-	f := start(t, &fixture{opts: Options{Tracer: rec.Tracer}})
+	for _, ended := range []bool{true, false} {
+		t.Run(map[bool]string{true: "ended spans", false: "sdk spans"}[ended], func(t *testing.T) {
+			rec := telemetrytest.New()
+			var tr trace.Tracer = rec.Tracer
+			if ended {
+				tr = telemetry.NewTracer(rec.Tracer, rec.Processor())
+			}
+			checkRequestSpans(t, rec, tr)
+		})
+	}
+}
+
+func checkRequestSpans(t *testing.T, rec *telemetrytest.Recorder, tr trace.Tracer) {
+	f := start(t, &fixture{opts: Options{Tracer: tr}})
 	r := f.run(t, map[string]string{"traceparent": telemetrytest.ClientTraceparent}, completion)
 	if err := r.stream.CloseSend(); err != nil {
 		t.Fatal(err)
@@ -45,11 +58,26 @@ func TestRequestSpans(t *testing.T) {
 	if req == nil || req.Parent().SpanID().String() != telemetrytest.ClientSpanID || req.SpanKind() != trace.SpanKindServer {
 		t.Fatalf("gateway.request %v does not continue the gateway's traceparent", req)
 	}
-	for name, parent := range map[string]string{SpanQueue: SpanRequest, SpanOrchestration: SpanRequest} {
+	for name, phase := range map[string]string{SpanQueue: PhaseQueue, SpanOrchestration: PhaseScheduling} {
 		s := spans[name]
-		if s == nil || s.Parent().SpanID() != spans[parent].SpanContext().SpanID() {
-			t.Fatalf("%s missing or not under %s", name, parent)
+		if s == nil || s.Parent().SpanID() != req.SpanContext().SpanID() || s.SpanContext().TraceID() != req.SpanContext().TraceID() {
+			t.Fatalf("%s missing or not under %s", name, SpanRequest)
 		}
+		if !s.SpanContext().IsSampled() || !s.SpanContext().SpanID().IsValid() || s.SpanContext().SpanID() == req.SpanContext().SpanID() {
+			t.Errorf("%s: span context %v, want a sampled one of its own", name, s.SpanContext())
+		}
+		if s.Resource() != req.Resource() || s.InstrumentationScope() != req.InstrumentationScope() || s.SpanKind() != trace.SpanKindInternal {
+			t.Errorf("%s: resource, scope or kind differ from the request span's", name)
+		}
+		if got := attrs(s)[AttrPhase]; got != phase {
+			t.Errorf("%s: %s = %q, want %q", name, AttrPhase, got, phase)
+		}
+		if s.EndTime().Before(s.StartTime()) || s.StartTime().Before(req.StartTime()) {
+			t.Errorf("%s: [%v, %v] is not a phase inside the request [%v, ...]", name, s.StartTime(), s.EndTime(), req.StartTime())
+		}
+	}
+	if a := attrs(spans[SpanOrchestration]); a["target_model"] == "" || a["request_prio"] == "" {
+		t.Errorf("%s attributes %v, want target_model and request_prio", SpanOrchestration, a)
 	}
 	if !spans[SpanOrchestration].StartTime().Equal(spans[SpanQueue].EndTime()) {
 		t.Error("scheduling does not start where the queue phase ended")
@@ -61,6 +89,15 @@ func TestRequestSpans(t *testing.T) {
 	if sc.SpanID() != req.SpanContext().SpanID() || sc.TraceID() != req.SpanContext().TraceID() {
 		t.Errorf("upstream traceparent %q, want gateway.request %s", r.set["traceparent"], req.SpanContext().SpanID())
 	}
+}
+
+// attrs is a span's attributes as strings by key.
+func attrs(s sdktrace.ReadOnlySpan) map[string]string {
+	out := map[string]string{}
+	for _, a := range s.Attributes() {
+		out[string(a.Key)] = a.Value.Emit()
+	}
+	return out
 }
 
 // Tracing off costs the request path no allocation: no tracer call, no context.

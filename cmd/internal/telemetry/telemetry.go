@@ -77,8 +77,9 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 	}
 	// The SDK's default sampler reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
 	// (parentbased_always_on when unset). Batcher, not the SDK's batch processor: see its doc.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewBatcher(exp, bc)), sdktrace.WithResource(res))
-	return &Tracing{tp: tp, tracer: tp.Tracer(scope)}, nil
+	b := NewBatcher(exp, bc)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res))
+	return &Tracing{tp: tp, tracer: NewTracer(tp.Tracer(scope), b)}, nil
 }
 
 // Tracer is the process's tracer, nil when tracing is off: callers guard every span with a

@@ -30,6 +30,9 @@ func New() *Recorder {
 	return &Recorder{Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test"), rec: rec}
 }
 
+// Processor is the span processor behind Tracer, which records what it is handed.
+func (r *Recorder) Processor() sdktrace.SpanProcessor { return r.rec }
+
 // Ended returns the ended spans by name (the last of a name wins).
 func (r *Recorder) Ended() map[string]sdktrace.ReadOnlySpan {
 	out := map[string]sdktrace.ReadOnlySpan{}
