@@ -56,7 +56,7 @@ func TestPredict(t *testing.T) {
 			wantMet: true, wantServing: 1, wantRm: 1},
 		{name: "long outputs of the leased sequences fill the KV cache",
 			pods: []Pod{idleP, {Kind: KindDecode, Leases: tokenload.Leases{DecodeSlots: 100, DecodeTokens: 100000}}},
-			d: Demand{PromptTokens: 1000, OutputTokens: 128, LeasedOutput: 3000}, wantServing: 1},
+			d:    Demand{PromptTokens: 1000, OutputTokens: 128, LeasedOutput: 3000}, wantServing: 1},
 		{name: "nothing decodes: nothing serving", pods: []Pod{idleP, {Kind: KindNone}}, d: req},
 		{name: "no prefill tier: the decode pod prefills", pods: []Pod{idleD}, d: req, wantMet: true,
 			wantTTFTms: 37.65 + 6.9096, wantServing: 1, wantRm: 1},

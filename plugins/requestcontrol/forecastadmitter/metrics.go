@@ -11,11 +11,11 @@ import (
 // Request classes and the decisions that are not refusals (a refusal's decision is its llm-d
 // drop reason).
 const (
-	classCritical                = "critical"
-	classSheddable               = "sheddable"
-	decisionAdmitted             = "admitted"
-	decisionAdmittedOverForecast = "admitted_over_forecast"
-	decisionPickMissed           = "rejected-saturated-pick"
+	classCritical            = "critical"
+	classSheddable           = "sheddable"
+	decisionAdmitted         = "admitted"
+	decisionAdmittedCritical = "admitted_critical"
+	decisionPickMissed       = "rejected-saturated-pick"
 )
 
 type metrics struct {
@@ -27,7 +27,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pdgate_forecast_admission_decisions_total",
-			Help: "Requests forecast-admitter decided, by class (critical: priority >= 0, sheddable: < 0) and decision (admitted; admitted_over_forecast: a critical request admitted though no placement meets its objective; rejected-saturated-pick: refused once the scheduler's pick missed the objective; else llm-d's drop reason).",
+			Help: "Requests forecast-admitter decided, by class (critical: priority >= 0, sheddable: < 0) and decision (admitted; admitted_critical: a critical request, admitted without a forecast unless shedCritical; rejected-saturated-pick: refused once the scheduler's pick missed the objective; else llm-d's drop reason).",
 		}, []string{"class", "decision"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pdgate_forecast_admission_ttft_seconds",

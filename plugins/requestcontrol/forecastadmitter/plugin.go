@@ -130,20 +130,26 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 	if req.Objectives.Priority >= 0 {
 		class = classCritical
 	}
+	if class == classCritical && !a.p.ShedCritical {
+		// never refused: no forecast (the request path's cost stays that of the gate, which
+		// skips critical requests too); its output budget still joins the leased outputs' mean
+		out := podmodel.RequestHints(req).MaxTokens
+		if out <= 0 {
+			out = a.p.Cost.MeanOutputTokens
+		}
+		a.m.decided(class, decisionAdmittedCritical)
+		a.admitted(Forecast{Output: out})
+		return nil
+	}
 	ttft, tpot := a.objective(req.Headers)
 	f := a.forecast(req, eps, ttft, tpot)
 	a.m.observe(f)
-	refuse := class == classSheddable || a.p.ShedCritical
 	switch {
 	case f.Serving == 0:
 		a.m.decided(class, ReasonNoEndpoints)
 		return answer(http.StatusServiceUnavailable, CauseNoCapacity, ReasonNoEndpoints, "no endpoint can decode the request")
 	case f.Met:
 		a.m.decided(class, decisionAdmitted)
-		a.admitted(f)
-		return nil
-	case !refuse:
-		a.m.decided(class, decisionAdmittedOverForecast)
 		a.admitted(f)
 		return nil
 	}

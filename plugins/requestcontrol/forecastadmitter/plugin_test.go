@@ -53,8 +53,8 @@ func TestAdmitRequest(t *testing.T) {
 		{name: "idle pool admits", leases: fakeLeases{}, eps: pool, priority: -1, decision: decisionAdmitted},
 		{name: "sheddable, prefill queue past the TTFT: 429", leases: backedUp, eps: pool, priority: -1,
 			status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
-		{name: "critical is admitted over the forecast", leases: backedUp, eps: pool, priority: 0,
-			decision: decisionAdmittedOverForecast},
+		{name: "critical is admitted without a forecast", leases: backedUp, eps: pool, priority: 0,
+			decision: decisionAdmittedCritical},
 		{name: "shedCritical refuses critical too", params: `{"shedCritical": true}`, leases: backedUp, eps: pool,
 			status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
 		{name: "the request's own TTFT objective loosens the gate", leases: backedUp, eps: pool, priority: -1,
@@ -72,7 +72,7 @@ func TestAdmitRequest(t *testing.T) {
 			reason: ReasonSaturated, decision: ReasonSaturated},
 		{name: "headroom takes a share of the target", params: `{"ttft": "60ms", "headroom": 0.5}`, leases: fakeLeases{},
 			eps: pool, priority: -1, status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
-		{name: "nothing decodes: 503", leases: fakeLeases{}, eps: []fwksched.Endpoint{ep("p", "prefill")}, priority: 0,
+		{name: "nothing decodes: 503", leases: fakeLeases{}, eps: []fwksched.Endpoint{ep("p", "prefill")}, priority: -1,
 			status: http.StatusServiceUnavailable, reason: ReasonNoEndpoints, decision: ReasonNoEndpoints},
 	}
 	for _, tc := range tests {
