@@ -187,56 +187,22 @@ func isTerminal(w io.Writer) bool {
 }
 
 func newTracesCommand() *cobra.Command {
-	subnet, dir := "127.0.10", ""
-	cmd := &cobra.Command{
-		Use:   "traces [N]",
-		Short: "Show the last N decision traces the running lab's EPP logged (default 10)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			n := 10
-			if len(args) == 1 {
-				v, err := strconv.Atoi(args[0])
-				if err != nil || v < 1 {
-					return fmt.Errorf("argument N: want a positive integer, got %q", args[0])
-				}
-				n = v
-			}
-			if dir == "" {
-				dir = RunDir(subnet)
-			}
+	return newRunDirCommand("traces [N]", "Show the last N decision traces the running lab's EPP logged (default 10)",
+		func(out io.Writer, dir string, n int) error {
 			lines, err := LastTraces(filepath.Join(dir, "epp.log"), n)
 			if err != nil {
 				return err
 			}
 			for _, l := range lines {
-				fmt.Fprintln(cmd.OutOrStdout(), FormatTrace(l))
+				fmt.Fprintln(out, FormatTrace(l))
 			}
 			return nil
-		},
-	}
-	cmd.Flags().StringVar(&subnet, "subnet", subnet, "subnet of the lab to read")
-	cmd.Flags().StringVar(&dir, "run-dir", "", "run directory of the lab (default from --subnet)")
-	return cmd
+		})
 }
 
 func newSpansCommand() *cobra.Command {
-	subnet, dir := "127.0.10", ""
-	cmd := &cobra.Command{
-		Use:   "spans [N]",
-		Short: "Show the phase timeline of the last N requests of a lab started with --otlp (default 10)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			n := 10
-			if len(args) == 1 {
-				v, err := strconv.Atoi(args[0])
-				if err != nil || v < 1 {
-					return fmt.Errorf("argument N: want a positive integer, got %q", args[0])
-				}
-				n = v
-			}
-			if dir == "" {
-				dir = RunDir(subnet)
-			}
+	return newRunDirCommand("spans [N]", "Show the phase timeline of the last N requests of a lab started with --otlp (default 10)",
+		func(out io.Writer, dir string, n int) error {
 			tls, err := ReadTimelines(filepath.Join(dir, SpansFile))
 			if err != nil {
 				return err
@@ -245,9 +211,33 @@ func newSpansCommand() *cobra.Command {
 				return fmt.Errorf("no request spans in %s yet: send a request through the lab's gateway", filepath.Join(dir, SpansFile))
 			}
 			for _, t := range tls[max(0, len(tls)-n):] {
-				fmt.Fprint(cmd.OutOrStdout(), t.String())
+				fmt.Fprint(out, t.String())
 			}
 			return nil
+		})
+}
+
+// newRunDirCommand is a subcommand that shows the last N (default 10) of something in a lab's
+// run directory, found from --run-dir or --subnet.
+func newRunDirCommand(use, short string, show func(out io.Writer, dir string, n int) error) *cobra.Command {
+	subnet, dir := "127.0.10", ""
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n := 10
+			if len(args) == 1 {
+				v, err := strconv.Atoi(args[0])
+				if err != nil || v < 1 {
+					return fmt.Errorf("argument N: want a positive integer, got %q", args[0])
+				}
+				n = v
+			}
+			if dir == "" {
+				dir = RunDir(subnet)
+			}
+			return show(cmd.OutOrStdout(), dir, n)
 		},
 	}
 	cmd.Flags().StringVar(&subnet, "subnet", subnet, "subnet of the lab to read")

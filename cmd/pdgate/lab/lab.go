@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
+	"github.com/pdgate/pdgate/cmd/pdgate/loadgen"
 )
 
 // Options configures `pdgate lab`.

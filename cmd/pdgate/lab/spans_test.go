@@ -10,8 +10,8 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
-	simserver "github.com/pdgate/pdgate/cmd/sim/server"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
+	simserver "github.com/pdgate/pdgate/cmd/sim/server"
 )
 
 func TestReadTimelines(t *testing.T) {

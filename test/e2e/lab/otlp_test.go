@@ -13,9 +13,9 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	gwproxy "github.com/pdgate/pdgate/cmd/gateway/proxy"
 	"github.com/pdgate/pdgate/cmd/pdgate/lab"
+	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 	scproxy "github.com/pdgate/pdgate/cmd/sidecar/proxy"
 	simserver "github.com/pdgate/pdgate/cmd/sim/server"
-	"github.com/pdgate/pdgate/cmd/pdgate/lab/otlpreceiver"
 )
 
 // `pdgate lab --otlp`: the lab's own OTLP gRPC receiver gets the spans of every request the
