@@ -22,8 +22,11 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/internal/commalist"
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
-	"github.com/pdgate/pdgate/plugins/requestcontrol/forecastadmitter"
 )
+
+// forecastAdmitterType is the forecast admission plugin's type as configs name it; the bench
+// edits configs, and binaries reach plugins only through their configs (hack/pluginimports).
+const forecastAdmitterType = "forecast-admitter"
 
 // The two admissions `bench sim overload` compares.
 const (
@@ -342,7 +345,7 @@ func writeAdmissionConfigs(base, dir string, o OverloadOptions, prof *costmodel.
 	listed, _ := cfg["plugins"].([]any)
 	plugins := make([]any, 0, len(listed)+1)
 	for _, p := range listed {
-		if m, ok := p.(map[string]any); ok && m["type"] == forecastadmitter.Type {
+		if m, ok := p.(map[string]any); ok && m["type"] == forecastAdmitterType {
 			continue
 		}
 		plugins = append(plugins, p)
@@ -364,7 +367,7 @@ func writeAdmissionConfigs(base, dir string, o OverloadOptions, prof *costmodel.
 	}
 	cost := map[string]any{"chunkedPrefillTokens": prof.ChunkedPrefillTokens, "kvCapacityTokens": prof.KVCapacityTokens,
 		"meanOutputTokens": prof.MeanOutputTokens, "prefill": prof.Prefill, "decode": prof.Decode, "kvTransfer": prof.KVTransfer}
-	cfg["plugins"] = append(plugins, map[string]any{"type": forecastadmitter.Type, "parameters": map[string]any{
+	cfg["plugins"] = append(plugins, map[string]any{"type": forecastAdmitterType, "parameters": map[string]any{
 		"ttft": o.SLO.TTFT.String(), "tpot": o.SLO.TPOT.String(), "headroom": o.Headroom, "cost": cost}})
 	if forecast, err = write("forecast-epp.yaml"); err != nil {
 		return "", "", err
