@@ -41,10 +41,7 @@ func TestSaturationByPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eps := make([]fwkdl.Endpoint, len(tt.eps))
-			for i, s := range tt.eps {
-				eps[i] = eptest.Data(s)
-			}
+			eps := dataEndpoints(tt.eps)
 			for policy, want := range map[string]float64{PolicySaturated: tt.saturated, PolicyIgnore: tt.ignore} {
 				p := DefaultParameters()
 				p.StalenessPolicy = policy
@@ -146,10 +143,7 @@ func TestUseClock(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eps := make([]fwkdl.Endpoint, len(tt.eps))
-			for i, s := range tt.eps {
-				eps[i] = eptest.Data(s)
-			}
+			eps := dataEndpoints(tt.eps)
 			for policy, want := range map[string]float64{PolicySaturated: tt.saturated, PolicyIgnore: tt.ignore} {
 				p := DefaultParameters()
 				p.StalenessPolicy = policy
@@ -166,4 +160,13 @@ func TestUseClock(t *testing.T) {
 			}
 		})
 	}
+}
+
+// dataEndpoints builds the data-layer endpoints the detector reads from specs.
+func dataEndpoints(specs []eptest.Spec) []fwkdl.Endpoint {
+	eps := make([]fwkdl.Endpoint, len(specs))
+	for i, s := range specs {
+		eps[i] = eptest.Data(s)
+	}
+	return eps
 }
