@@ -53,8 +53,8 @@ func init() {
 
 // timeline is one request's phase boundaries and, when tracing is on, its request span.
 type timeline struct {
-	ctx      context.Context // carries span; nil when tracing is off
-	span     trace.Span
+	ctx      context.Context // carries span's context; nil when tracing is off
+	span     telemetry.Span
 	admitted time.Time
 	decided  time.Time
 	// admissionWait is the time spent in admission alone, inside the queue phase.
@@ -62,15 +62,17 @@ type timeline struct {
 }
 
 // startRequestSpan opens gateway.request as a child of the client's (or the gateway's)
-// traceparent, at the moment the request headers arrived.
+// traceparent, at the moment the request headers arrived. With the EPP's tracer the span is a
+// value recorded when it ends (telemetry.StartSpan), not the SDK's live span: the SDK's cost
+// 13k instructions a request, and its conversion at export most of the rest.
 func (x *exchange) startRequestSpan(ctx context.Context) {
 	tr := x.s.opts.Tracer
 	if tr == nil {
 		return
 	}
 	parent := telemetry.Extract(ctx, x.header)
-	x.tl.ctx, x.tl.span = tr.Start(parent, SpanRequest, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithTimestamp(x.received), trace.WithAttributes(attribute.String("pdgate.request_id", x.requestID)))
+	x.tl.ctx, x.tl.span = telemetry.StartSpan(parent, tr, SpanRequest, trace.SpanKindServer, x.received,
+		[]attribute.KeyValue{attribute.String("pdgate.request_id", x.requestID)})
 }
 
 // header is a request header by case-insensitive name.
@@ -132,13 +134,14 @@ var (
 
 // endRequestSpan ends gateway.request when the stream ends.
 func (x *exchange) endRequestSpan() {
-	if x.tl.span == nil {
+	if x.tl.ctx == nil {
 		return
 	}
+	code := codes.Unset
 	if x.errCode != "" {
-		x.tl.span.SetStatus(codes.Error, x.errCode)
+		code = codes.Error
 	}
-	x.tl.span.End()
+	x.tl.span.End(time.Now(), code, x.errCode)
 }
 
 // serverTiming is the EPP's phases as a Server-Timing value, ahead of what the upstream

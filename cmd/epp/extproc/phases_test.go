@@ -4,18 +4,24 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
 
 	"github.com/pdgate/pdgate/cmd/internal/telemetry"
@@ -27,21 +33,37 @@ import (
 // A traced request continues the gateway's traceparent with GIE's span names, times the
 // queue and scheduling phases under them, and hands upstream a traceparent whose parent is
 // the EPP's gateway.request span (GIE's EPP injected its trace headers the same way): with the
-// EPP's tracer (the phases handed over as ended spans) and with a plain SDK tracer.
+// EPP's tracer (its spans recorded by pdgate and exported over OTLP gRPC to a TraceService in
+// the process) and with a plain SDK tracer.
 func TestRequestSpans(t *testing.T) {
-	for _, ended := range []bool{true, false} {
-		t.Run(map[bool]string{true: "ended spans", false: "sdk spans"}[ended], func(t *testing.T) {
-			rec := telemetrytest.New()
-			var tr trace.Tracer = rec.Tracer
-			if ended {
-				tr = telemetry.NewTracer(rec.Tracer, rec.Processor())
+	t.Run("epp tracer over otlp", func(t *testing.T) {
+		col := &captureTraces{}
+		tracing, err := telemetry.NewTracing(context.Background(), otlpClient(t, col), telemetry.DefaultBatchConfig,
+			sdktrace.ParentBased(sdktrace.AlwaysSample()), resource.Default(), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tracing.Close(time.Second) })
+		checkRequestSpans(t, tracing.Tracer(), func() map[string]spanView {
+			if err := tracing.ForceFlush(context.Background()); err != nil {
+				t.Fatal(err)
 			}
-			checkRequestSpans(t, rec, tr)
+			return col.spans()
 		})
-	}
+	})
+	t.Run("sdk spans", func(t *testing.T) {
+		rec := telemetrytest.New()
+		checkRequestSpans(t, rec.Tracer, func() map[string]spanView {
+			out := map[string]spanView{}
+			for name, s := range rec.Ended() {
+				out[name] = sdkView(s)
+			}
+			return out
+		})
+	})
 }
 
-func checkRequestSpans(t *testing.T, rec *telemetrytest.Recorder, tr trace.Tracer) {
+func checkRequestSpans(t *testing.T, tr trace.Tracer, ended func() map[string]spanView) {
 	f := start(t, &fixture{opts: Options{Tracer: tr}})
 	r := f.run(t, map[string]string{"traceparent": telemetrytest.ClientTraceparent}, completion)
 	if err := r.stream.CloseSend(); err != nil {
@@ -50,54 +72,115 @@ func checkRequestSpans(t *testing.T, rec *telemetrytest.Recorder, tr trace.Trace
 	if _, err := r.stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("stream end: %v", err)
 	}
-	spans := rec.Ended()
-	for deadline := time.Now().Add(5 * time.Second); spans[SpanRequest] == nil && time.Now().Before(deadline); spans = rec.Ended() {
+	spans := ended()
+	for deadline := time.Now().Add(5 * time.Second); spans[SpanRequest].name == "" && time.Now().Before(deadline); spans = ended() {
 		time.Sleep(5 * time.Millisecond) // the span ends when Process returns
 	}
 	req := spans[SpanRequest]
-	if req == nil || req.Parent().SpanID().String() != telemetrytest.ClientSpanID || req.SpanKind() != trace.SpanKindServer {
-		t.Fatalf("gateway.request %v does not continue the gateway's traceparent", req)
+	if req.name == "" || req.parent.String() != telemetrytest.ClientSpanID || req.traceID.String() != telemetrytest.ClientTraceID ||
+		req.kind != trace.SpanKindServer || !req.sampled {
+		t.Fatalf("gateway.request %+v does not continue the gateway's traceparent", req)
+	}
+	if req.attrs["pdgate.request_id"] == "" {
+		t.Errorf("gateway.request attributes %v, want pdgate.request_id", req.attrs)
 	}
 	for name, phase := range map[string]string{SpanQueue: PhaseQueue, SpanOrchestration: PhaseScheduling} {
 		s := spans[name]
-		if s == nil || s.Parent().SpanID() != req.SpanContext().SpanID() || s.SpanContext().TraceID() != req.SpanContext().TraceID() {
+		if s.name == "" || s.parent != req.spanID || s.traceID != req.traceID {
 			t.Fatalf("%s missing or not under %s", name, SpanRequest)
 		}
-		if !s.SpanContext().IsSampled() || !s.SpanContext().SpanID().IsValid() || s.SpanContext().SpanID() == req.SpanContext().SpanID() {
-			t.Errorf("%s: span context %v, want a sampled one of its own", name, s.SpanContext())
+		if !s.sampled || !s.spanID.IsValid() || s.spanID == req.spanID {
+			t.Errorf("%s: span %s sampled %v, want a sampled one of its own", name, s.spanID, s.sampled)
 		}
-		if s.Resource() != req.Resource() || s.InstrumentationScope() != req.InstrumentationScope() || s.SpanKind() != trace.SpanKindInternal {
+		if s.origin != req.origin || s.kind != trace.SpanKindInternal {
 			t.Errorf("%s: resource, scope or kind differ from the request span's", name)
 		}
-		if got := attrs(s)[AttrPhase]; got != phase {
+		if got := s.attrs[AttrPhase]; got != phase {
 			t.Errorf("%s: %s = %q, want %q", name, AttrPhase, got, phase)
 		}
-		if s.EndTime().Before(s.StartTime()) || s.StartTime().Before(req.StartTime()) {
-			t.Errorf("%s: [%v, %v] is not a phase inside the request [%v, ...]", name, s.StartTime(), s.EndTime(), req.StartTime())
+		if s.end.Before(s.start) || s.start.Before(req.start) || req.end.Before(s.end) {
+			t.Errorf("%s: [%v, %v] is not a phase inside the request [%v, %v]", name, s.start, s.end, req.start, req.end)
 		}
 	}
-	if a := attrs(spans[SpanOrchestration]); a["target_model"] == "" || a["request_prio"] == "" {
+	if a := spans[SpanOrchestration].attrs; a["target_model"] == "" || a["request_prio"] == "" {
 		t.Errorf("%s attributes %v, want target_model and request_prio", SpanOrchestration, a)
 	}
-	if !spans[SpanOrchestration].StartTime().Equal(spans[SpanQueue].EndTime()) {
+	if !spans[SpanOrchestration].start.Equal(spans[SpanQueue].end) {
 		t.Error("scheduling does not start where the queue phase ended")
 	}
 	if len(spans) != 3 {
 		t.Errorf("spans %v, want 3: request, queue, orchestration", spans)
 	}
 	sc := telemetrytest.SpanContext(r.set["traceparent"])
-	if sc.SpanID() != req.SpanContext().SpanID() || sc.TraceID() != req.SpanContext().TraceID() {
-		t.Errorf("upstream traceparent %q, want gateway.request %s", r.set["traceparent"], req.SpanContext().SpanID())
+	if sc.SpanID() != req.spanID || sc.TraceID() != req.traceID || !sc.IsSampled() {
+		t.Errorf("upstream traceparent %q, want gateway.request %s, sampled", r.set["traceparent"], req.spanID)
 	}
 }
 
-// attrs is a span's attributes as strings by key.
-func attrs(s sdktrace.ReadOnlySpan) map[string]string {
-	out := map[string]string{}
+// spanView is what the test reads of a span, from the SDK's spans and from OTLP alike.
+type spanView struct {
+	name           string
+	traceID        trace.TraceID
+	spanID, parent trace.SpanID
+	kind           trace.SpanKind
+	sampled        bool
+	start, end     time.Time
+	attrs          map[string]string
+	origin         string // the resource and instrumentation scope
+}
+
+func sdkView(s sdktrace.ReadOnlySpan) spanView {
+	v := spanView{name: s.Name(), traceID: s.SpanContext().TraceID(), spanID: s.SpanContext().SpanID(), parent: s.Parent().SpanID(),
+		kind: s.SpanKind(), sampled: s.SpanContext().IsSampled(), start: s.StartTime(), end: s.EndTime(),
+		attrs: map[string]string{}, origin: s.Resource().String() + "/" + s.InstrumentationScope().Name}
 	for _, a := range s.Attributes() {
-		out[string(a.Key)] = a.Value.Emit()
+		v.attrs[string(a.Key)] = a.Value.Emit()
 	}
-	return out
+	return v
+}
+
+// captureTraces is an OTLP TraceService that keeps the spans of every export. The generated
+// interface requires the Unimplemented embed; Export, its only RPC, is implemented.
+type captureTraces struct {
+	coltrace.UnimplementedTraceServiceServer
+	mu  sync.Mutex
+	got map[string]spanView
+}
+
+func (c *captureTraces) Export(_ context.Context, req *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.got == nil {
+		c.got = map[string]spanView{}
+	}
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				v := spanView{name: s.Name, traceID: trace.TraceID(s.TraceId), spanID: trace.SpanID(s.SpanId),
+					kind: trace.SpanKind(s.Kind), sampled: s.Flags&uint32(trace.FlagsSampled) != 0,
+					start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano)),
+					attrs: map[string]string{}, origin: rs.Resource.String() + "/" + ss.Scope.GetName()}
+				if len(s.ParentSpanId) == 8 {
+					v.parent = trace.SpanID(s.ParentSpanId)
+				}
+				for _, a := range s.Attributes {
+					if sv, ok := a.Value.Value.(*commonpb.AnyValue_StringValue); ok {
+						v.attrs[a.Key] = sv.StringValue
+					} else {
+						v.attrs[a.Key] = strconv.FormatInt(a.Value.GetIntValue(), 10)
+					}
+				}
+				c.got[s.Name] = v
+			}
+		}
+	}
+	return &coltrace.ExportTraceServiceResponse{}, nil
+}
+
+func (c *captureTraces) spans() map[string]spanView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.got)
 }
 
 // Tracing off costs the request path no allocation: no tracer call, no context.
@@ -117,19 +200,29 @@ func TestTimelineOffAllocatesNothing(t *testing.T) {
 
 // BenchmarkTracing is the request path's cost (request phase over in-memory gRPC, client
 // included) with tracing off and on (every request sampled, exported over OTLP gRPC to a real
-// TraceService in the process), on with the EPP's span processor (telemetry.Batcher) and with
-// the SDK's batch span processor it replaced (on-sdk-batcher): what --tracing costs the EPP per
-// request, measured in the same run. Under callgrind (GOMAXPROCS=1) the difference of two
-// -benchtime counts gives instructions per request.
+// TraceService in the process): on with the EPP's tracer (its spans recorded by pdgate and
+// batched by telemetry.Batcher, as bin/epp runs), and on-sdk with the SDK's tracer and batch
+// span processor: what --tracing costs the EPP per request, measured in the same run. Under
+// callgrind (GOMAXPROCS=1) the difference of two -benchtime counts gives instructions per
+// request.
 func BenchmarkTracing(b *testing.B) {
-	for _, name := range []string{"off", "on", "on-sdk-batcher"} {
+	for _, name := range []string{"off", "on", "on-sdk"} {
 		var opts Options
-		if name != "off" {
-			var proc sdktrace.SpanProcessor = telemetry.NewBatcher(otlpExporter(b), telemetry.DefaultBatchConfig)
-			if name == "on-sdk-batcher" {
-				proc = sdktrace.NewBatchSpanProcessor(otlpExporter(b))
+		switch name {
+		case "on":
+			tracing, err := telemetry.NewTracing(context.Background(), otlpClient(b, discardTraces{}), telemetry.DefaultBatchConfig,
+				sdktrace.ParentBased(sdktrace.AlwaysSample()), resource.Default(), "bench")
+			if err != nil {
+				b.Fatal(err)
 			}
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(proc))
+			b.Cleanup(func() { _ = tracing.Close(time.Second) })
+			opts.Tracer = tracing.Tracer()
+		case "on-sdk":
+			exp, err := otlptrace.New(context.Background(), otlpClient(b, discardTraces{}))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
 			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 			opts.Tracer = tp.Tracer("bench")
 		}
@@ -148,22 +241,18 @@ func BenchmarkTracing(b *testing.B) {
 	}
 }
 
-// otlpExporter is the OTLP gRPC exporter the EPP uses, sending to a TraceService in the
-// process that takes every export and keeps nothing.
-func otlpExporter(b *testing.B) sdktrace.SpanExporter {
+// otlpClient is the OTLP gRPC client the EPP uses, sending to srv, a TraceService in the
+// process.
+func otlpClient(tb testing.TB, srv coltrace.TraceServiceServer) otlptrace.Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	coltrace.RegisterTraceServiceServer(srv, discardTraces{})
-	go func() { _ = srv.Serve(l) }()
-	b.Cleanup(srv.Stop)
-	exp, err := otlptracegrpc.New(context.Background(), otlptracegrpc.WithEndpoint(l.Addr().String()), otlptracegrpc.WithInsecure())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return exp
+	gs := grpc.NewServer()
+	coltrace.RegisterTraceServiceServer(gs, srv)
+	go func() { _ = gs.Serve(l) }()
+	tb.Cleanup(gs.Stop)
+	return otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(l.Addr().String()), otlptracegrpc.WithInsecure())
 }
 
 // discardTraces is an OTLP TraceService that accepts every export. The generated interface
@@ -205,5 +294,27 @@ func TestServerTiming(t *testing.T) {
 		if asked && !want.MatchString(got) || !asked && got != "" {
 			t.Errorf("asked %v: Server-Timing set to %q", asked, got)
 		}
+	}
+}
+
+// With the EPP's tracer a traced request's three spans cost the request path 9 allocations
+// (the extracted and the request span's contexts, the attribute slices, the traceparent sent
+// upstream); the SDK's tracer made 35 (each span's state, options, snapshot and context).
+func TestTimelineTracedAllocations(t *testing.T) {
+	tracing, err := telemetry.NewTracing(context.Background(), otlpClient(t, discardTraces{}), telemetry.DefaultBatchConfig,
+		sdktrace.ParentBased(sdktrace.AlwaysSample()), resource.Default(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tracing.Close(time.Second) })
+	x := &exchange{s: &Server{opts: Options{Tracer: tracing.Tracer()}},
+		headers: map[string]string{"traceparent": telemetrytest.ClientTraceparent}, received: time.Now()}
+	x.tl.admitted, x.tl.decided = time.Now(), time.Now()
+	if n := testing.AllocsPerRun(100, func() {
+		x.startRequestSpan(context.Background())
+		x.recordDecision(true)
+		x.endRequestSpan()
+	}); n > 9 {
+		t.Fatalf("%v allocations per traced request, want at most 9", n)
 	}
 }

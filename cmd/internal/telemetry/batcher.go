@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 )
 
 // The batch settings the SDK's batch span processor reads, honoured with the same meaning and
@@ -85,12 +86,19 @@ func positiveEnv(getenv func(string) string, name string) (int, error) {
 // once per span (three times per EPP request); here the export goroutine wakes once per
 // ScheduleDelay, or once a batch is full, so a span's hand-over costs the request path a lock
 // and an append.
+//
+// Besides the SDK's spans it queues the spans a Tracer records itself (records) and converts
+// those to OTLP directly (otlpBatch), handing them to the exporter's client (up), not to the
+// exporter: the exporter's conversion of an SDK span, through its snapshot, was most of what
+// a traced EPP request cost.
 type Batcher struct {
 	exp sdktrace.SpanExporter
+	up  Uploader
 	cfg BatchConfig
 
 	mu      sync.Mutex
 	queue   []sdktrace.ReadOnlySpan
+	recs    []record
 	dropped int
 	stopped bool
 
@@ -103,16 +111,24 @@ type Batcher struct {
 
 var _ sdktrace.SpanProcessor = (*Batcher)(nil)
 
-// NewBatcher starts a Batcher exporting to exp. End it with Shutdown.
-func NewBatcher(exp sdktrace.SpanExporter, cfg BatchConfig) *Batcher {
-	b := newBatcher(exp, cfg)
+// Uploader sends spans already in OTLP form: the OTLP exporters' client
+// (otlptrace.Client, e.g. otlptracegrpc.NewClient), the one behind exp.
+type Uploader interface {
+	UploadTraces(ctx context.Context, spans []*tracepb.ResourceSpans) error
+}
+
+// NewBatcher starts a Batcher exporting the SDK's spans to exp and the Tracer's own spans
+// through up, which must be exp's client (exp's Shutdown stops it). End it with Shutdown.
+func NewBatcher(exp sdktrace.SpanExporter, up Uploader, cfg BatchConfig) *Batcher {
+	b := newBatcher(exp, up, cfg)
 	go b.run()
 	return b
 }
 
 // newBatcher is a Batcher without its export goroutine.
-func newBatcher(exp sdktrace.SpanExporter, cfg BatchConfig) *Batcher {
-	return &Batcher{exp: exp, cfg: cfg, queue: make([]sdktrace.ReadOnlySpan, 0, cfg.MaxExportBatchSize),
+func newBatcher(exp sdktrace.SpanExporter, up Uploader, cfg BatchConfig) *Batcher {
+	return &Batcher{exp: exp, up: up, cfg: cfg, queue: make([]sdktrace.ReadOnlySpan, 0, cfg.MaxExportBatchSize),
+		recs: make([]record, 0, cfg.MaxExportBatchSize),
 		full: make(chan struct{}, 1), flushes: make(chan chan error), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -126,17 +142,41 @@ func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 		return
 	}
 	b.mu.Lock()
-	if b.stopped {
-		b.mu.Unlock()
-		return
-	}
-	if len(b.queue) >= b.cfg.MaxQueueSize {
-		b.dropped++
+	if !b.admit() {
 		b.mu.Unlock()
 		return
 	}
 	b.queue = append(b.queue, s)
-	n := len(b.queue)
+	b.queued()
+}
+
+// onEndRecord queues a sampled span a Tracer recorded, as OnEnd queues the SDK's.
+func (b *Batcher) onEndRecord(r record) {
+	b.mu.Lock()
+	if !b.admit() {
+		b.mu.Unlock()
+		return
+	}
+	b.recs = append(b.recs, r)
+	b.queued()
+}
+
+// admit tells, under b.mu, whether one more span may be queued, counting the one dropped when
+// the queue is full; on false the caller unlocks.
+func (b *Batcher) admit() bool {
+	if b.stopped {
+		return false
+	}
+	if len(b.queue)+len(b.recs) >= b.cfg.MaxQueueSize {
+		b.dropped++
+		return false
+	}
+	return true
+}
+
+// queued unlocks b.mu after a span was queued and signals a full batch.
+func (b *Batcher) queued() {
+	n := len(b.queue) + len(b.recs)
 	b.mu.Unlock()
 	if n == b.cfg.MaxExportBatchSize {
 		select {
@@ -152,46 +192,69 @@ func (b *Batcher) run() {
 	defer close(b.done)
 	tick := time.NewTicker(b.cfg.ScheduleDelay)
 	defer tick.Stop()
-	var batch []sdktrace.ReadOnlySpan
+	var sp spare
 	for {
 		select {
 		case <-tick.C:
-			batch = b.export(context.Background(), batch)
+			b.export(context.Background(), &sp)
 		case <-b.full:
-			batch = b.export(context.Background(), batch)
+			b.export(context.Background(), &sp)
 		case reply := <-b.flushes:
-			batch = b.export(context.Background(), batch)
+			b.export(context.Background(), &sp)
 			reply <- nil
 		case <-b.stop:
-			b.export(context.Background(), batch)
+			b.export(context.Background(), &sp)
 			return
 		}
 	}
 }
 
-// export takes the queue, leaving spare (emptied) in its place so that the two slices take
-// turns and a steady flow allocates none, and exports it in batches of MaxExportBatchSize. It
-// returns the emptied slice for the next turn. Errors go to the OpenTelemetry error handler,
-// as the SDK's processor reports them: a collector that is down must not stop the EPP.
-func (b *Batcher) export(ctx context.Context, spare []sdktrace.ReadOnlySpan) []sdktrace.ReadOnlySpan {
+// spare is what the export goroutine keeps between exports: the emptied queues that take
+// turns with the Batcher's, and the OTLP messages it rebuilds for each batch of records.
+type spare struct {
+	queue []sdktrace.ReadOnlySpan
+	recs  []record
+	otlp  otlpBatch
+}
+
+// export takes the queues, leaving the spare (emptied) ones in their place so that the two
+// pairs take turns and a steady flow allocates none, and exports them in batches of
+// MaxExportBatchSize: the SDK's spans through the exporter, the records through the
+// exporter's client. Errors go to the OpenTelemetry error handler, as the SDK's processor
+// reports them: a collector that is down must not stop the EPP.
+func (b *Batcher) export(ctx context.Context, sp *spare) {
 	b.mu.Lock()
-	batch, dropped := b.queue, b.dropped
-	b.queue, b.dropped = spare[:0], 0
+	queue, recs, dropped := b.queue, b.recs, b.dropped
+	b.queue, b.recs, b.dropped = sp.queue[:0], sp.recs[:0], 0
 	b.mu.Unlock()
 	if dropped > 0 {
 		otel.Handle(fmt.Errorf("trace export: %d spans dropped, the queue of %d was full", dropped, b.cfg.MaxQueueSize))
 	}
-	for rest := batch; len(rest) > 0; {
+	for rest := queue; len(rest) > 0; {
 		n := min(len(rest), b.cfg.MaxExportBatchSize)
-		ectx, cancel := context.WithTimeout(ctx, b.cfg.ExportTimeout)
-		if err := b.exp.ExportSpans(ectx, rest[:n]); err != nil {
-			otel.Handle(fmt.Errorf("exporting %d spans: %w", n, err))
-		}
-		cancel()
+		b.call(ctx, n, func(ctx context.Context) error { return b.exp.ExportSpans(ctx, rest[:n]) })
 		rest = rest[n:]
 	}
-	clear(batch) // the exported spans must not stay reachable from the spare slice
-	return batch[:0]
+	for rest := recs; len(rest) > 0; {
+		n := min(len(rest), b.cfg.MaxExportBatchSize)
+		msgs := sp.otlp.build(rest[:n])
+		b.call(ctx, n, func(ctx context.Context) error { return b.up.UploadTraces(ctx, msgs) })
+		rest = rest[n:]
+	}
+	// The exported spans must not stay reachable from the spare slices. (The OTLP messages
+	// keep the last batch's strings until the next one: at most a batch of them.)
+	clear(queue)
+	clear(recs)
+	sp.queue, sp.recs = queue[:0], recs[:0]
+}
+
+// call runs one export call of n spans under the export timeout.
+func (b *Batcher) call(ctx context.Context, n int, export func(context.Context) error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ExportTimeout)
+	defer cancel()
+	if err := export(ctx); err != nil {
+		otel.Handle(fmt.Errorf("exporting %d spans: %w", n, err))
+	}
 }
 
 // ForceFlush implements sdktrace.SpanProcessor: it exports every span ended so far.

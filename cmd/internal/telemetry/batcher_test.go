@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestBatchConfigFromEnv(t *testing.T) {
@@ -105,7 +107,7 @@ func (e *exporter) waitSpans(t *testing.T, n int) {
 }
 
 func newTracer(t *testing.T, cfg BatchConfig, exp *exporter, sampler sdktrace.Sampler) (trace.Tracer, *Batcher) {
-	b := NewBatcher(exp, cfg)
+	b := NewBatcher(exp, &uploader{}, cfg)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithSampler(sampler))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tp.Tracer("test"), b
@@ -163,20 +165,29 @@ func TestBatcherExports(t *testing.T) {
 // slice and the spare one take turns.
 func TestBatcherExportsInBatches(t *testing.T) {
 	exp := &exporter{}
-	b := newBatcher(exp, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 100, MaxExportBatchSize: 40})
+	up := &uploader{}
+	b := newBatcher(exp, up, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 200, MaxExportBatchSize: 40})
 	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b)).Tracer("test")
 	endSpans(tr, 90)
-	queued := b.queue
-	spare := b.export(context.Background(), make([]sdktrace.ReadOnlySpan, 0, 8))
+	for range 50 {
+		b.onEndRecord(record{origin: &origin{}, name: "r"})
+	}
+	queued, recs := b.queue, b.recs
+	sp := spare{queue: make([]sdktrace.ReadOnlySpan, 0, 8), recs: make([]record, 0, 9)}
+	b.export(context.Background(), &sp)
 	if got := exp.sizes(); !equalInts(got, []int{40, 40, 10}) {
 		t.Fatalf("exports %v, want [40 40 10]", got)
 	}
-	if len(spare) != 0 || cap(spare) != cap(queued) || len(b.queue) != 0 || cap(b.queue) != 8 {
-		t.Fatalf("after an export: spare len %d cap %d (queue's cap was %d), queue len %d cap %d; want the two slices swapped",
-			len(spare), cap(spare), cap(queued), len(b.queue), cap(b.queue))
+	if got := up.sizes(); !equalInts(got, []int{40, 10}) {
+		t.Fatalf("uploads %v, want [40 10]", got)
 	}
-	if queued[:cap(queued)][0] != nil {
-		t.Fatal("an exported span is still reachable from the spare slice")
+	if len(sp.queue) != 0 || cap(sp.queue) != cap(queued) || len(b.queue) != 0 || cap(b.queue) != 8 ||
+		len(sp.recs) != 0 || cap(sp.recs) != cap(recs) || len(b.recs) != 0 || cap(b.recs) != 9 {
+		t.Fatalf("after an export: spare len %d cap %d (queue's cap was %d), queue len %d cap %d; want the slices swapped",
+			len(sp.queue), cap(sp.queue), cap(queued), len(b.queue), cap(b.queue))
+	}
+	if queued[:cap(queued)][0] != nil || recs[:cap(recs)][0].origin != nil {
+		t.Fatal("an exported span is still reachable from a spare slice")
 	}
 }
 
@@ -238,7 +249,7 @@ func TestBatcherDropsAndReports(t *testing.T) {
 // Shutdown exports what is queued, shuts the exporter down, and ignores later spans.
 func TestBatcherShutdown(t *testing.T) {
 	exp := &exporter{}
-	b := NewBatcher(exp, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 100, MaxExportBatchSize: 50})
+	b := NewBatcher(exp, &uploader{}, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 100, MaxExportBatchSize: 50})
 	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b)).Tracer("test")
 	endSpans(tr, 5)
 	if err := b.Shutdown(context.Background()); err != nil {
@@ -259,7 +270,7 @@ func TestBatcherShutdown(t *testing.T) {
 // Handing an ended span over allocates nothing: the request path pays a lock and an append.
 func TestBatcherOnEndAllocatesNothing(t *testing.T) {
 	exp := &exporter{}
-	b := NewBatcher(exp, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 1000, MaxExportBatchSize: 1000})
+	b := NewBatcher(exp, &uploader{}, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 1000, MaxExportBatchSize: 1000})
 	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b))
 	_, s := tp.Tracer("test").Start(context.Background(), "s")
@@ -267,5 +278,88 @@ func TestBatcherOnEndAllocatesNothing(t *testing.T) {
 	ro := s.(sdktrace.ReadOnlySpan)
 	if n := testing.AllocsPerRun(200, func() { b.OnEnd(ro) }); n != 0 {
 		t.Fatalf("%v allocations per span handed over, want 0", n)
+	}
+	r := record{origin: &origin{}, name: "r"}
+	if n := testing.AllocsPerRun(200, func() { b.onEndRecord(r) }); n != 0 {
+		t.Fatalf("%v allocations per record handed over, want 0", n)
+	}
+}
+
+// The full-batch signal and the queue limit count the SDK's spans and the records together.
+func TestBatcherQueueCountsRecords(t *testing.T) {
+	exp, up := &exporter{}, &uploader{}
+	b := NewBatcher(exp, up, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 6, MaxExportBatchSize: 6})
+	t.Cleanup(func() { _ = b.Shutdown(context.Background()) })
+	tr := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b)).Tracer("test")
+	endSpans(tr, 3)
+	for range 3 {
+		b.onEndRecord(record{origin: &origin{}, name: "r"}) // the sixth span fills the batch
+	}
+	exp.waitSpans(t, 3)
+	up.waitSpans(t, 3)
+}
+
+// uploader records the spans it is sent, in OTLP form.
+type uploader struct {
+	mu      sync.Mutex
+	batches [][]*tracepb.ResourceSpans
+}
+
+func (u *uploader) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cp := make([]*tracepb.ResourceSpans, len(rs))
+	for i, r := range rs {
+		cp[i] = proto.Clone(r).(*tracepb.ResourceSpans) // the Batcher reuses its messages
+	}
+	u.batches = append(u.batches, cp)
+	return nil
+}
+
+// sizes is the number of spans in each upload so far.
+func (u *uploader) sizes() []int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []int
+	for _, b := range u.batches {
+		n := 0
+		for _, rs := range b {
+			for _, ss := range rs.ScopeSpans {
+				n += len(ss.Spans)
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// spans is every span uploaded so far.
+func (u *uploader) spans() []*tracepb.Span {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var out []*tracepb.Span
+	for _, b := range u.batches {
+		for _, rs := range b {
+			for _, ss := range rs.ScopeSpans {
+				out = append(out, ss.Spans...)
+			}
+		}
+	}
+	return out
+}
+
+func (u *uploader) waitSpans(t *testing.T, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		got := 0
+		for _, s := range u.sizes() {
+			got += s
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d spans uploaded, want %d", got, n)
+		}
 	}
 }

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -60,11 +62,9 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 	if err != nil {
 		return nil, fmt.Errorf("reading the span batch settings: %w", err)
 	}
-	// The exporter reads the endpoint, its scheme (http:// means plaintext), headers,
-	// timeout and compression from the environment itself.
-	exp, err := otlptracegrpc.New(ctx)
+	sampler, err := SamplerFromEnv(os.Getenv)
 	if err != nil {
-		return nil, fmt.Errorf("creating the OTLP gRPC trace exporter: %w", err)
+		return nil, fmt.Errorf("reading the trace sampler: %w", err)
 	}
 	// Later detectors win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default.
 	res, err := resource.New(ctx,
@@ -75,11 +75,35 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 	if err != nil {
 		return nil, fmt.Errorf("building the trace resource: %w", err)
 	}
-	// The SDK's default sampler reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
-	// (parentbased_always_on when unset). Batcher, not the SDK's batch processor: see its doc.
-	b := NewBatcher(exp, bc)
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res))
-	return &Tracing{tp: tp, tracer: NewTracer(tp.Tracer(scope), b)}, nil
+	// The client reads the endpoint, its scheme (http:// means plaintext), headers, timeout
+	// and compression from the environment itself.
+	return NewTracing(ctx, otlptracegrpc.NewClient(), bc, sampler, res, scope)
+}
+
+// NewTracing is tracing on, exporting through client: the SDK's spans through the OTLP
+// exporter built on it, the Tracer's own spans (StartSpan, RecordEnded) through it directly,
+// both batched by one Batcher. One sampler serves the provider and the Tracer, so that both
+// decide alike. scope is the tracer's instrumentation scope name.
+func NewTracing(ctx context.Context, client otlptrace.Client, bc BatchConfig, sampler sdktrace.Sampler,
+	res *resource.Resource, scope string) (*Tracing, error) {
+	exp, err := otlptrace.New(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("creating the OTLP trace exporter: %w", err)
+	}
+	b := NewBatcher(exp, client, bc)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
+	return &Tracing{tp: tp, tracer: NewTracer(tp.Tracer(scope), b, sampler, res, instrumentation.Scope{Name: scope})}, nil
+}
+
+// ForceFlush exports every span ended so far; a no-op when tracing is off.
+func (t *Tracing) ForceFlush(ctx context.Context) error {
+	if t == nil || t.tp == nil {
+		return nil
+	}
+	if err := t.tp.ForceFlush(ctx); err != nil {
+		return fmt.Errorf("flushing spans: %w", err)
+	}
+	return nil
 }
 
 // Tracer is the process's tracer, nil when tracing is off: callers guard every span with a

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,15 @@ func TestServerTiming(t *testing.T) {
 	)
 	if want := "a;dur=1.500, b;dur=2000.000"; got != want {
 		t.Fatalf("ServerTiming = %q, want %q", got, want)
+	}
+}
+
+// A sampler the SDK would replace by its default stops the start, naming the variable.
+func TestStartRejectsMalformedSampler(t *testing.T) {
+	t.Setenv(EnvEndpoint, "http://127.0.0.1:1")
+	t.Setenv(EnvTracesSampler, "traceidratio")
+	t.Setenv(EnvTracesSamplerArg, "2")
+	if _, err := Start(context.Background(), true, "svc", "scope"); err == nil || !strings.Contains(err.Error(), EnvTracesSamplerArg) {
+		t.Fatalf("err %v, want one naming %s", err, EnvTracesSamplerArg)
 	}
 }
