@@ -37,12 +37,15 @@ type PrefillCharge struct {
 	TTL       time.Duration // 0 = never force-released
 }
 
-// DecodeCharge describes one decode charge: the prompt tokens the decode pod receives.
+// DecodeCharge describes one decode charge: the prompt tokens the decode pod receives and,
+// when the charger knows it, the sequence's output budget (max_tokens; 0 = unknown; pd-token-ledger
+// records it when the request is scheduled).
 type DecodeCharge struct {
-	RequestID string
-	Pod       PodKey
-	Tokens    float64
-	TTL       time.Duration
+	RequestID    string
+	Pod          PodKey
+	Tokens       float64
+	OutputTokens float64
+	TTL          time.Duration
 }
 
 // Tx is the view of the ledger inside Atomically: reads and charges under one lock.
@@ -119,11 +122,20 @@ type Leases struct {
 	DecodeSlots int
 	// DecodeTokens are those charges' prompt KV tokens.
 	DecodeTokens float64
+	// DecodeBudgeted of the slots carry their sequence's output budget, which sum to
+	// DecodeOutputTokens: the KV those sequences grow by over their decode. Output lengths are
+	// skewed and long sequences stay longest, so the sequences a pod holds have longer budgets
+	// than the requests admitted lately; a forecast that takes the admitted mean for them
+	// underestimates the KV they hold. Slots without a budget (no max_tokens) take the mean.
+	DecodeBudgeted     int
+	DecodeOutputTokens float64
 }
 
 // LeaseReader is implemented by a ledger that exposes its leases (pd-token-ledger's): an
 // admission forecast reads every candidate's leases under one lock.
 type LeaseReader interface {
-	// Leases fills out[i] with the leases of pods[i] (zero for a pod the ledger does not know).
-	Leases(pods []PodKey, out []Leases)
+	// Leases fills out[i] with the leases of pods[i] (zero for a pod the ledger does not know),
+	// leaving out the charges of request exclude ("" = none): a request forecast again on its
+	// own pick, whose charges are already in the ledger.
+	Leases(pods []PodKey, out []Leases, exclude string)
 }

@@ -18,8 +18,8 @@ type Pod struct {
 	// wait for sequences to end, which no cost profile forecasts.
 	Waiting int
 	// KVCapacity is the engine's KV cache in tokens (0 = unknown: the cost profile's);
-	// KVUsage the scraped share of it in use, a floor on the leases' estimate (the leases know
-	// prompts, not how long the outputs they hold will grow).
+	// KVUsage the scraped share of it in use, a floor on the leases' estimate (sequences the
+	// ledger never saw, budgets it does not know).
 	KVCapacity int
 	KVUsage    float64
 }
@@ -41,8 +41,8 @@ type Demand struct {
 	PromptTokens int
 	OutputTokens int  // max_tokens, else the profile's mean output
 	DecodeOnly   bool // the decider keeps it on its decode pod (no prefill leg)
-	// LeasedOutput is the mean output budget of the sequences the pods already decode (the
-	// leases hold their prompts only); 0 = the profile's meanOutputTokens.
+	// LeasedOutput is the output budget a held sequence whose lease carries none is taken to
+	// have (the mean of recently admitted requests); 0 = the profile's meanOutputTokens.
 	LeasedOutput float64
 }
 
@@ -94,8 +94,9 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 		}
 		best.Room++
 		batch := max(p.Leases.DecodeSlots, p.Scraped) + 1
-		// resident KV: the prompts held, each sequence half-way through its output on average
-		kv := p.Leases.DecodeTokens + float64(batch-1)*d.LeasedOutput/2 + float64(d.PromptTokens) + float64(d.OutputTokens)/2
+		// resident KV: the prompts held, each sequence half-way through its own output budget
+		// on average
+		kv := p.Leases.DecodeTokens + outputs(p.Leases, batch-1, d.LeasedOutput)/2 + float64(d.PromptTokens) + float64(d.OutputTokens)/2
 		step := c.stepMs(batch, kv)
 		var wait, ttftMs float64
 		if remote && p.Kind == KindDecode {
@@ -117,8 +118,8 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 
 // fits reports whether the pod takes the request at once: its engine queues nothing, and its
 // KV cache holds the request's prompt and output next to what it holds (the leased prompts
-// with the mean output budget reserved each, as an engine that admits a sequence only with room for
-// its output does, or the scraped usage when that is more).
+// with each sequence's output budget reserved, as an engine that admits a sequence only with
+// room for its output does, or the scraped usage when that is more).
 func (c Cost) fits(p Pod, d Demand) bool {
 	if p.Waiting > 0 {
 		return false
@@ -130,8 +131,14 @@ func (c Cost) fits(p Pod, d Demand) bool {
 	if capacity <= 0 {
 		return true
 	}
-	held := math.Max(p.Leases.DecodeTokens+float64(p.Leases.DecodeSlots)*d.LeasedOutput, p.KVUsage*float64(capacity))
+	held := math.Max(p.Leases.DecodeTokens+outputs(p.Leases, p.Leases.DecodeSlots, d.LeasedOutput), p.KVUsage*float64(capacity))
 	return held+float64(d.PromptTokens+d.OutputTokens) <= float64(capacity)
+}
+
+// outputs is the output budget of n held sequences: the leases' own budgets, and the mean for
+// each sequence whose lease carries none (or that only the scraped batch shows).
+func outputs(l tokenload.Leases, n int, mean float64) float64 {
+	return l.DecodeOutputTokens + float64(max(n-l.DecodeBudgeted, 0))*mean
 }
 
 // queuedMs is the prefill work leased to a pod, in engine time: its legs taken as of the mean

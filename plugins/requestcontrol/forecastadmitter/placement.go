@@ -3,7 +3,6 @@ package forecastadmitter
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"time"
 
@@ -20,8 +19,8 @@ import (
 // the request until sequences end) or a prefill pod with a longer queue. So once the pods are
 // picked (PreRequest, before anything is dispatched) the forecast is taken again on the pick,
 // and a refusable request whose pick misses its objective is answered as at admission. The
-// pick's own ledger charges are already in the leases and are taken out first; the answer ends
-// the request, and the request path's end-of-stream hooks release them.
+// pick's own ledger charges are already in the ledger, which leaves them out of the leases it
+// reads; the answer ends the request, and the request path's end-of-stream hooks release them.
 
 var _ fwkrc.PreRequest = (*Admitter)(nil)
 
@@ -47,15 +46,10 @@ func (a *Admitter) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res
 	for _, ep := range pods {
 		a.add(ep)
 	}
-	a.readLeases()
+	// the pick's own charges (a decode slot, a prefill leg) are left out by the ledger
+	a.readLeases(req.RequestId)
 	d.LeasedOutput = a.outMean
-	// this request's own charges: one decode slot with its prompt, one prefill leg
-	own := &a.pods[0].Leases
-	own.DecodeSlots, own.DecodeTokens = max(own.DecodeSlots-1, 0), math.Max(own.DecodeTokens-float64(d.PromptTokens), 0)
 	if prefill != nil {
-		p := &a.pods[1].Leases
-		p.PrefillTokens = math.Max(p.PrefillTokens-a.reqCost-float64(d.PromptTokens), 0)
-		p.PrefillLegs = max(p.PrefillLegs-1, 0)
 		a.pods[0].Kind, a.pods[1].Kind = KindDecode, KindPrefill
 	}
 	f := a.p.Cost.Predict(a.pods, d, scale(ttft, a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
@@ -111,8 +105,9 @@ func (a *Admitter) add(ep fwksched.Endpoint) {
 	a.pods = append(a.pods, p)
 }
 
-// readLeases fills the scratch pods' leases from the ledger (a.mu held).
-func (a *Admitter) readLeases() {
+// readLeases fills the scratch pods' leases from the ledger, less request exclude's own charges
+// (a.mu held).
+func (a *Admitter) readLeases(exclude string) {
 	if a.leases == nil {
 		return
 	}
@@ -120,7 +115,7 @@ func (a *Admitter) readLeases() {
 		a.got = make([]tokenload.Leases, len(a.keys))
 	}
 	a.got = a.got[:len(a.keys)]
-	a.leases.Leases(a.keys, a.got)
+	a.leases.Leases(a.keys, a.got, exclude)
 	for i := range a.pods {
 		a.pods[i].Leases = a.got[i]
 	}

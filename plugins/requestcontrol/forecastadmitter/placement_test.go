@@ -8,10 +8,11 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 // TestPlacementCheck: once the scheduler picked, a refusable request whose pick misses the
-// objective is answered 429 (its own charges, already in the leases, do not count against it).
+// objective is answered 429; the leases it reads are the ledger's less its own charges.
 func TestPlacementCheck(t *testing.T) {
 	p, d := ep("p", "prefill"), ep("d", "decode")
 	result := func(prefill bool) *fwksched.SchedulingResult {
@@ -22,7 +23,7 @@ func TestPlacementCheck(t *testing.T) {
 		}
 		return r
 	}
-	// the request's own charges: ~1,000 prompt tokens on both pods
+	// another request's charges: ~1,000 prompt tokens on both pods
 	own := fakeLeases{"ns/p": {PrefillTokens: 1160, PrefillLegs: 1}, "ns/d": {DecodeSlots: 1, DecodeTokens: 1000}}
 	tests := []struct {
 		name     string
@@ -31,7 +32,7 @@ func TestPlacementCheck(t *testing.T) {
 		prefill  bool
 		want     bool // refused
 	}{
-		{name: "only its own charges: kept", leases: own, priority: -1, prefill: true},
+		{name: "one request ahead: kept", leases: own, priority: -1, prefill: true},
 		{name: "picked prefill pod backed up: refused", priority: -1, prefill: true, want: true,
 			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
 		{name: "picked decode pod's KV full: refused", priority: -1, prefill: true, want: true,
@@ -47,7 +48,7 @@ func TestPlacementCheck(t *testing.T) {
 				t.Fatal(err)
 			}
 			a := New("fa", params)
-			a.SetLedger(tc.leases, 160)
+			a.SetLedger(excluding{t: t, leases: tc.leases, id: "r"}, 160)
 			ctx := contract.WithAnswerSlot(context.Background())
 			a.PreRequest(ctx, request(tc.priority, nil), result(tc.prefill))
 			ans := contract.Recorded(ctx)
@@ -59,4 +60,19 @@ func TestPlacementCheck(t *testing.T) {
 			}
 		})
 	}
+}
+
+// excluding is a ledger that checks that the placement check leaves its request's own charges
+// out of the leases it reads.
+type excluding struct {
+	t      *testing.T
+	leases fakeLeases
+	id     string
+}
+
+func (e excluding) Leases(pods []tokenload.PodKey, out []tokenload.Leases, exclude string) {
+	if exclude != e.id {
+		e.t.Errorf("leases read leaving out %q, want the request's own %q", exclude, e.id)
+	}
+	e.leases.Leases(pods, out, exclude)
 }

@@ -195,7 +195,7 @@ func (a *Admitter) forecast(req *fwksched.LLMRequest, eps []fwksched.Endpoint, t
 			a.add(ep)
 		}
 	}
-	a.readLeases()
+	a.readLeases("")
 	return a.p.Cost.Predict(a.pods, d, scale(ttft, a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
 }
 

@@ -19,7 +19,7 @@ import (
 // fakeLeases is a ledger's leases by pod key.
 type fakeLeases map[tokenload.PodKey]tokenload.Leases
 
-func (f fakeLeases) Leases(pods []tokenload.PodKey, out []tokenload.Leases) {
+func (f fakeLeases) Leases(pods []tokenload.PodKey, out []tokenload.Leases, _ string) {
 	for i, k := range pods {
 		out[i] = f[k]
 	}

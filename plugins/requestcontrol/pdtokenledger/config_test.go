@@ -163,3 +163,22 @@ func FuzzParseSharedValue(f *testing.F) {
 		}
 	})
 }
+
+func TestSharedBudgetRoundTrip(t *testing.T) {
+	cases := []struct {
+		output   float64
+		budgeted int
+	}{{0, 0}, {9000, 2}, {4e9, 100000}}
+	for _, c := range cases {
+		v := FormatSharedBudget(c.output, c.budgeted)
+		out, n, err := ParseSharedBudget(v)
+		if err != nil || out != c.output || n != c.budgeted {
+			t.Fatalf("%q -> %v %v %v", v, out, n, err)
+		}
+	}
+	for _, bad := range []string{"", "1", "a,1", "1,b", "-1,1", "1,-1", "NaN,1", "1,1,1", "1,1.5"} {
+		if _, _, err := ParseSharedBudget(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}

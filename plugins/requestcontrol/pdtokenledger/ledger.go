@@ -48,6 +48,8 @@ type podState struct {
 	decTokens        float64
 	decN             int
 	decSumRel        float64 // Σ decode charge times, seconds since the tracker epoch
+	decOut           float64 // Σ output budgets of the open decode charges that carry one
+	decOutN          int     // how many carry one
 	encN             int     // open encode leases: requests this pod is encoding
 	lastWrite        time.Time
 	gActive, gKV, gD gaugeSetter
@@ -69,6 +71,7 @@ type prefillPart struct {
 type decodePart struct {
 	pod    tokenload.PodKey
 	tokens float64
+	out    float64 // output budget, 0 = unknown
 	at     time.Time
 	atRel  float64
 	ttl    time.Duration
@@ -87,6 +90,7 @@ type encodePart struct {
 type reqEntry struct {
 	created   time.Time
 	confirmed bool
+	output    float64 // the request's output budget once recorded (a later decode charge carries it)
 	prefill   *prefillPart
 	decode    *decodePart
 	encode    *encodePart
@@ -104,9 +108,11 @@ type rateSample struct {
 
 // remoteAgg is the sum of the other live replicas' decode charges on one pod (Redis clock).
 type remoteAgg struct {
-	tokens  float64
-	charges float64
-	sumAt   float64 // Σ charge times, Unix seconds on the Redis clock
+	tokens   float64
+	charges  float64
+	sumAt    float64 // Σ charge times, Unix seconds on the Redis clock
+	output   float64 // Σ output budgets of the charges that carry one
+	budgeted float64 // how many carry one
 }
 
 // Tracker is the token-load ledger. It implements Ledger.
@@ -299,6 +305,10 @@ func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool,
 		ps.decN--
 		ps.decTokens = settle(ps.decTokens-dp.tokens, ps.decN)
 		ps.decSumRel = settle(ps.decSumRel-dp.atRel, ps.decN)
+		if dp.out > 0 {
+			ps.decOutN--
+			ps.decOut = settle(ps.decOut-dp.out, ps.decOutN)
+		}
 		ps.gD.Set(ps.decTokens)
 		ps.gSlots.Set(float64(ps.decN))
 		changed = true
@@ -428,10 +438,16 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	e := t.entry(c.RequestID, x.now)
 	if e.decode != nil && e.decode.open {
 		t.log.Info("Request charged twice for decode; releasing the earlier charge", "requestID", c.RequestID, "pod", e.decode.pod)
+		output := e.output
 		t.releaseLocked(c.RequestID, e, false, false, true, x.now)
 		e = t.entry(c.RequestID, x.now)
+		e.output = output
 	}
-	e.decode = &decodePart{pod: c.Pod, tokens: c.Tokens, at: x.now, atRel: x.nowRel, ttl: c.TTL, open: true}
+	out := e.output
+	if validTokens(c.OutputTokens) && c.OutputTokens > 0 {
+		out = c.OutputTokens
+	}
+	e.decode = &decodePart{pod: c.Pod, tokens: c.Tokens, out: out, at: x.now, atRel: x.nowRel, ttl: c.TTL, open: true}
 	ps := t.pod(c.Pod, x.now)
 	if ps.gSlots == nil { // only decode pods export the series
 		ns, name := splitPod(c.Pod)
@@ -440,6 +456,10 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	ps.decTokens += c.Tokens
 	ps.decN++
 	ps.decSumRel += x.nowRel
+	if out > 0 {
+		ps.decOut += out
+		ps.decOutN++
+	}
 	ps.gD.Set(ps.decTokens)
 	ps.gSlots.Set(float64(ps.decN))
 	x.decodeChanged = true

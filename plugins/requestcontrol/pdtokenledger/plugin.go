@@ -16,6 +16,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -144,7 +145,8 @@ type clockFunc func() time.Time
 func (f clockFunc) Now() time.Time { return f() }
 
 // PreRequest runs only for requests that were scheduled; it exempts their charges from the
-// unconfirmed sweep and leases encode work to the encoders the encode profile picked.
+// unconfirmed sweep, leases encode work to the encoders the encode profile picked and records
+// the request's output budget (max_tokens) on its decode charge.
 func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, res *fwksched.SchedulingResult) {
 	p.start()
 	if req == nil {
@@ -163,6 +165,9 @@ func (p *Plugin) PreRequest(_ context.Context, req *fwksched.LLMRequest, res *fw
 		}
 	}
 	t.Confirm(req.RequestId)
+	// the decode scorers charge prompts only; the output budget, read from the body here, is
+	// what the sequence's KV grows to (admission forecasts read it from the leases)
+	t.RecordOutputBudget(req.RequestId, podmodel.RequestHints(req).MaxTokens)
 }
 
 // ReleasePrefillActive implements contract.PrefillReleaser: the sidecar reported that the

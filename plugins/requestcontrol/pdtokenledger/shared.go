@@ -92,7 +92,13 @@ func (t *Tracker) enableSharing() *sharedLedger {
 }
 
 func (s *sharedLedger) podKey(k tokenload.PodKey) string { return s.p.KeyPrefix + string(k) }
-func (s *sharedLedger) replicasKey() string              { return s.p.KeyPrefix + "replicas" }
+
+// budgetKey holds a pod's output budgets, one field per replica, apart from the pod's hash:
+// that hash keeps AIBrix's three-field value, which AIBrix gateways sharing the Redis parse.
+func (s *sharedLedger) budgetKey(k tokenload.PodKey) string {
+	return s.p.KeyPrefix + "budget:" + string(k)
+}
+func (s *sharedLedger) replicasKey() string { return s.p.KeyPrefix + "replicas" }
 
 // run syncs on every local change and at least every SyncIntervalMS until ctx ends.
 func (s *sharedLedger) run(ctx context.Context) {
@@ -112,8 +118,8 @@ func (s *sharedLedger) run(ctx context.Context) {
 }
 
 type ownValue struct {
-	pod   tokenload.PodKey
-	value string
+	pod           tokenload.PodKey
+	value, budget string
 }
 
 // snapshot collects what to publish and which pods to read, under the ledger lock.
@@ -128,7 +134,8 @@ func (s *sharedLedger) snapshot() (own []ownValue, zero []tokenload.PodKey, read
 		if ps.decN > 0 {
 			n := float64(ps.decN)
 			sumAt := ps.decSumRel + n*epochUnix + n*offset
-			own = append(own, ownValue{pod: k, value: FormatSharedValue(ps.decTokens, ps.decN, sumAt)})
+			own = append(own, ownValue{pod: k, value: FormatSharedValue(ps.decTokens, ps.decN, sumAt),
+				budget: FormatSharedBudget(ps.decOut, ps.decOutN)})
 			seen[k] = true
 		}
 	}
@@ -162,17 +169,23 @@ func (s *sharedLedger) sync(ctx context.Context) {
 	for _, o := range own {
 		pipe.HSet(ctx, s.podKey(o.pod), s.id, o.value)
 		pipe.PExpire(ctx, s.podKey(o.pod), keyTTL)
+		pipe.HSet(ctx, s.budgetKey(o.pod), s.id, o.budget)
+		pipe.PExpire(ctx, s.budgetKey(o.pod), keyTTL)
 	}
 	for _, k := range zero {
 		pipe.HDel(ctx, s.podKey(k), s.id)
+		pipe.HDel(ctx, s.budgetKey(k), s.id)
 	}
 	for k, fields := range s.dead {
 		pipe.HDel(ctx, s.podKey(k), fields...)
+		pipe.HDel(ctx, s.budgetKey(k), fields...)
 	}
 	liveCmd := pipe.ZRangeByScore(ctx, s.replicasKey(), &redis.ZRangeBy{Min: strconv.FormatFloat(cutoff, 'f', 0, 64), Max: "+inf"})
 	reads := make([]*redis.MapStringStringCmd, len(read))
+	budgets := make([]*redis.MapStringStringCmd, len(read))
 	for i, k := range read {
 		reads[i] = pipe.HGetAll(ctx, s.podKey(k))
+		budgets[i] = pipe.HGetAll(ctx, s.budgetKey(k))
 	}
 	_, err := pipe.Exec(ctx)
 	after := time.Now()
@@ -222,6 +235,14 @@ func (s *sharedLedger) sync(ctx context.Context) {
 			agg.tokens += max(0, tokens)
 			agg.charges += float64(charges)
 			agg.sumAt += sumAt
+			// a replica of an earlier release (or an AIBrix gateway) writes no budgets: its
+			// charges take the mean output budget
+			if bv, ok := budgets[i].Val()[field]; ok {
+				if out, n, berr := ParseSharedBudget(bv); berr == nil && n <= charges {
+					agg.output += out
+					agg.budgeted += float64(n)
+				}
+			}
 		}
 		if agg.charges > 0 {
 			remote[k] = agg
@@ -270,6 +291,7 @@ func (s *sharedLedger) withdraw() {
 	pipe := s.client.Pipeline()
 	for k := range s.published {
 		pipe.HDel(ctx, s.podKey(k), s.id)
+		pipe.HDel(ctx, s.budgetKey(k), s.id)
 	}
 	pipe.ZRem(ctx, s.replicasKey(), s.id)
 	_, _ = pipe.Exec(ctx)
@@ -297,4 +319,25 @@ func ParseSharedValue(v string) (tokens float64, charges int, sumAt float64, err
 		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad sumat", v)
 	}
 	return tokens, charges, sumAt, nil
+}
+
+// FormatSharedBudget renders a replica's output budgets on one pod: "<output>,<budgeted>"
+// (Σ output budgets of the open decode charges that carry one, and how many carry one).
+func FormatSharedBudget(output float64, budgeted int) string {
+	return strconv.FormatFloat(output, 'f', -1, 64) + "," + strconv.Itoa(budgeted)
+}
+
+// ParseSharedBudget parses FormatSharedBudget's format.
+func ParseSharedBudget(v string) (output float64, budgeted int, err error) {
+	parts := strings.Split(v, ",")
+	if len(parts) != 2 {
+		return 0, 0, fmt.Errorf("shared ledger budget %q: want <output>,<budgeted>", v)
+	}
+	if output, err = strconv.ParseFloat(parts[0], 64); err != nil || !validTokens(output) {
+		return 0, 0, fmt.Errorf("shared ledger budget %q: bad output", v)
+	}
+	if budgeted, err = strconv.Atoi(parts[1]); err != nil || budgeted < 0 {
+		return 0, 0, fmt.Errorf("shared ledger budget %q: bad budgeted", v)
+	}
+	return output, budgeted, nil
 }

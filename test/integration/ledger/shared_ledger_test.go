@@ -84,6 +84,14 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 		t.Fatalf("A picked %s on an empty ledger, want %s (first wins ties)", got, podA)
 	}
 	testsupport.Eventually(t, syncWait, "B sees A's 50000 tokens on decode-0", func() bool { return decodeScore(b, podA) == 50000 })
+	// A's output budget for it (recorded once scheduled) reaches B's leases, which an admission
+	// forecast reads.
+	a.RecordOutputBudget("long", 2000)
+	testsupport.Eventually(t, syncWait, "B's leases carry A's output budget on decode-0", func() bool {
+		got := make([]tokenload.Leases, 1)
+		b.Leases([]tokenload.PodKey{podA}, got, "")
+		return got[0] == tokenload.Leases{DecodeSlots: 1, DecodeTokens: 50000, DecodeBudgeted: 1, DecodeOutputTokens: 2000}
+	})
 	got, scores := pick(b, "short-b1", 100)
 	if got != podB {
 		t.Fatalf("B picked %s with scores %v, want %s (steered by A's charge)", got, scores, podB)

@@ -206,9 +206,13 @@ func RunOverload(ctx context.Context, o OverloadOptions) error {
 			printf("seed %d %s: FAILED: %v\n", j.seed, j.admission, err)
 			return r, err
 		}
-		all := r.Phases[len(r.Phases)-1]
-		printf("seed %d %-8s admitted %5d of %5d, missed SLO %6.2f %% of admitted, goodput %.3f req/s per GPU  (wall %.0f s)\n",
-			j.seed, j.admission, all.Admitted, all.Sent, all.MissPct, all.Goodput, r.Wall)
+		// one line per phase, then the whole run: the goal holds per phase, not only on average
+		var b strings.Builder
+		for _, c := range r.Phases {
+			fmt.Fprintf(&b, "seed %d %-8s %-10s admitted %5d of %5d, missed SLO %6.2f %% of admitted (late TTFT %d, TPOT %d), goodput %.3f req/s per GPU\n",
+				j.seed, j.admission, c.Phase, c.Admitted, c.Sent, c.MissPct, c.LateTTFT, c.LateTPOT, c.Goodput)
+		}
+		printf("%s", b.String())
 		return r, nil
 	})
 	if ctx.Err() != nil {

@@ -57,8 +57,13 @@ func writeOverloadReport(dir string, d *OverloadData, started time.Time) (string
 			verdict = append(verdict, fmt.Sprintf("seed %d: a run failed", seed))
 			continue
 		}
+		// the goal holds in each phase: a run's average hides a phase that misses
+		worst := OverloadCell{}
 		for i := range g.Phases {
 			gc, fc := g.Phases[i], f.Phases[i]
+			if fc.MissPct >= worst.MissPct {
+				worst = fc
+			}
 			row := []string{fmt.Sprint(seed), gc.Phase}
 			for _, c := range []OverloadCell{gc, fc} {
 				row = append(row, fmt.Sprintf("%d / %d", c.Admitted, c.Sent), report.F(c.MissPct, 2), report.F(c.Goodput, 3))
@@ -70,14 +75,14 @@ func writeOverloadReport(dir string, d *OverloadData, started time.Time) (string
 			row = append(row, report.F(ratio, 3))
 			t.Rows = append(t.Rows, row)
 			if i == len(g.Phases)-1 {
-				met := fc.MissPct < overloadGoal && fc.Goodput >= gc.Goodput
+				met := worst.MissPct < overloadGoal && fc.Goodput >= gc.Goodput
 				allMet = allMet && met
-				verdict = append(verdict, fmt.Sprintf("seed %d: forecast missed %.2f %% of admitted (gate %.2f %%), goodput %.3f vs gate %.3f: %s",
-					seed, fc.MissPct, gc.MissPct, fc.Goodput, gc.Goodput, metWord(met)))
+				verdict = append(verdict, fmt.Sprintf("seed %d: forecast missed %.2f %% of admitted (gate %.2f %%), at most %.2f %% in a phase (%s), goodput %.3f vs gate %.3f: %s",
+					seed, fc.MissPct, gc.MissPct, worst.MissPct, worst.Phase, fc.Goodput, gc.Goodput, metWord(met)))
 			}
 		}
 	}
-	verdict = append(verdict, fmt.Sprintf("goal (forecast: < %.0f %% of admitted miss the SLO, goodput not below the gate's, every seed): %s",
+	verdict = append(verdict, fmt.Sprintf("goal (forecast: < %.0f %% of admitted miss the SLO in every phase, goodput not below the gate's, every seed): %s",
 		overloadGoal, metWord(allMet)))
 	rep.Add(report.Section{Title: "Results", Text: "- " + strings.Join(verdict, "\n- "), Tables: []report.Table{t}})
 	return rep.Write(dir)

@@ -78,3 +78,47 @@ func TestOverloadComparesGateAndForecast(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloadVerdictPerPhase: the goal is judged in every phase; a run whose average is under
+// it while one phase is over does not meet it.
+func TestOverloadVerdictPerPhase(t *testing.T) {
+	cell := func(phase string, miss, goodput float64) OverloadCell {
+		return OverloadCell{Phase: phase, MissPct: miss, Goodput: goodput}
+	}
+	gate := []OverloadCell{cell("code", 80, 0.5), cell("reasoning", 8, 1.9), cell("all", 56, 1.2)}
+	tests := []struct {
+		name     string
+		forecast []OverloadCell
+		want     string
+		met      bool
+	}{
+		{name: "every phase under 1 %", want: "at most 0.90 % in a phase (reasoning)", met: true,
+			forecast: []OverloadCell{cell("code", 0.2, 2.3), cell("reasoning", 0.9, 2.0), cell("all", 0.5, 2.2)}},
+		{name: "one phase over, the run's average under", want: "at most 1.40 % in a phase (reasoning)",
+			forecast: []OverloadCell{cell("code", 0.1, 2.3), cell("reasoning", 1.4, 2.0), cell("all", 0.7, 2.2)}},
+		{name: "goodput below the gate's", want: "goodput 0.700 vs gate 1.200",
+			forecast: []OverloadCell{cell("code", 0.1, 0.4), cell("reasoning", 0.2, 1.0), cell("all", 0.1, 0.7)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := OverloadDefaults()
+			d := &OverloadData{Options: o, PhaseRates: []float64{6, 2.8}, Runs: []OverloadRun{
+				{Seed: 1, Admission: AdmissionGate, Phases: gate}, {Seed: 1, Admission: AdmissionForecast, Phases: tc.forecast}}}
+			dir := t.TempDir()
+			md, err := writeOverloadReport(dir, d, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(md)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(raw), tc.want) {
+				t.Fatalf("report lacks %q:\n%s", tc.want, raw)
+			}
+			if verdict := "every seed): " + metWord(tc.met); !strings.Contains(string(raw), verdict) {
+				t.Fatalf("report lacks %q:\n%s", verdict, raw)
+			}
+		})
+	}
+}
