@@ -37,7 +37,7 @@ func held(x *index, s serverID, prompts ...[]blockHash) [][]blockHash {
 	for _, p := range prompts {
 		var h []blockHash
 		for _, b := range p {
-			if x.words[0][b].held != 0 {
+			if x.words[0].get(b).held != 0 {
 				h = append(h, b)
 			}
 		}
@@ -96,9 +96,9 @@ func TestIndexWeights(t *testing.T) {
 	x.add(make([]blockHash, 0), s, 0)
 	l := x.servers[s]
 	l.clock.push(clockEntry{hash: 1, weight: 200})
-	x.words[0][1] = slotBits{held: 1}
+	*x.words[0].ref(1) = slotBits{held: 1}
 	l.clock.push(clockEntry{hash: 2, weight: 200})
-	x.words[0][2] = slotBits{held: 1}
+	*x.words[0].ref(2) = slotBits{held: 1}
 	for l.clock.over() {
 		evictOldest(l.clock, x.words[0], 1)
 	}
@@ -106,7 +106,7 @@ func TestIndexWeights(t *testing.T) {
 		t.Fatalf("held %v used %d, want [2] 200", got, l.clock.used)
 	}
 	l.clock.push(clockEntry{hash: 3, weight: 900})
-	x.words[0][3] = slotBits{held: 1}
+	*x.words[0].ref(3) = slotBits{held: 1}
 	for l.clock.over() {
 		evictOldest(l.clock, x.words[0], 1)
 	}
@@ -125,11 +125,11 @@ func TestIndexRemovePod(t *testing.T) {
 	if got := x.matchLongestPrefix([]blockHash{1, 2, 3}); len(got) != 1 || got[b] != 2 {
 		t.Fatalf("after removing a: %v, want only b with 2", got)
 	}
-	if len(x.words[0]) != 2 {
-		t.Fatalf("%d entries left, want 2 (b's)", len(x.words[0]))
+	if x.words[0].len() != 2 {
+		t.Fatalf("%d entries left, want 2 (b's)", x.words[0].len())
 	}
 	x.removePod(b)
-	if len(x.words[0]) != 0 || x.size() != 0 {
+	if x.words[0].len() != 0 || x.size() != 0 {
 		t.Fatalf("entries left after removing every pod: %v", x.words[0])
 	}
 }

@@ -16,13 +16,13 @@ type serverID = k8stypes.NamespacedName
 // server's blocks (capacity: the server's GPU block count or the configured default) evicted
 // oldest first, second chance for blocks given again (clock.go).
 //
-// Each tracked server owns a slot; the block → servers map is one map per 64 slots whose
-// value holds two bitmasks, so recording a new block allocates no per-block set and a lookup
-// is one map access per 64 servers (GIE keeps a map of servers per block: at 220 KB prompts,
-// hundreds of small maps made and dropped per request).
+// Each tracked server owns a slot; the block → servers map is one table per 64 slots
+// (table.go) whose value holds two bitmasks, so recording a new block allocates no per-block
+// set and a lookup is one table access per 64 servers (GIE keeps a map of servers per block:
+// at 220 KB prompts, hundreds of small maps made and dropped per request).
 type index struct {
 	mu          sync.RWMutex
-	words       []map[blockHash]slotBits // words[w] bit b: slot 64w+b
+	words       []*blockTable // words[w] bit b: slot 64w+b
 	servers     map[serverID]*serverBlocks
 	bySlot      []serverID // slot → server (zero value: free)
 	free        []int      // released slots, reused first
@@ -107,16 +107,12 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	held, pops := l.clock.n, 0
 	for k := len(order) - 1; k >= 0; k-- {
 		h := hashes[order[k][0]]
-		e := word[h]
+		e := word.ref(h)
 		if e.held&bit != 0 {
-			if e.given&bit == 0 {
-				e.given |= bit
-				word[h] = e
-			}
+			e.given |= bit
 			continue
 		}
 		e.held |= bit
-		word[h] = e
 		l.clock.push(clockEntry{hash: h, weight: int32(order[k][1])})
 		for l.clock.over() {
 			evictOldest(l.clock, word, bit)
@@ -129,28 +125,26 @@ func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
 	// As in GIE, the record takes the blocks first and then every block names s, so a prompt
 	// longer than the capacity leaves its early blocks naming s though the record dropped them.
 	for _, r := range order {
-		if e := word[hashes[r[0]]]; e.held&bit == 0 {
-			e.held |= bit
-			word[hashes[r[0]]] = e
-		}
+		word.ref(hashes[r[0]]).held |= bit
 	}
 }
 
 // evictOldest drops the server's oldest block, or gives it its second chance: a block given
 // again since it was recorded moves to the newest end instead, once.
-func evictOldest(c *blockClock, word map[blockHash]slotBits, bit uint64) {
+func evictOldest(c *blockClock, word *blockTable, bit uint64) {
 	old := c.pop()
-	e := word[old.hash]
+	i := word.lookup(old.hash)
+	if i == -1 {
+		return
+	}
+	e := word.at(i)
 	if e.given&bit != 0 {
 		e.given &^= bit
-		word[old.hash] = e
 		c.push(old)
 		return
 	}
 	if e.held &^= bit; e.held == 0 && e.given == 0 {
-		delete(word, old.hash)
-	} else {
-		word[old.hash] = e
+		word.delAt(i)
 	}
 }
 
@@ -164,7 +158,7 @@ func (x *index) track(s serverID, c int) *serverBlocks {
 		x.bySlot = append(x.bySlot, s)
 	}
 	for len(x.words) <= slot/64 {
-		x.words = append(x.words, map[blockHash]slotBits{})
+		x.words = append(x.words, newBlockTable())
 	}
 	l := &serverBlocks{slot: slot, clock: newBlockClock(c)}
 	x.servers[s] = l
@@ -181,7 +175,7 @@ func (x *index) matchLongestPrefix(hashes []blockHash) map[serverID]int {
 	credit := func(h blockHash, n int) bool {
 		held := false
 		for w, word := range x.words {
-			m := word[h].held
+			m := word.get(h).held
 			held = held || m != 0
 			for ; m != 0; m &= m - 1 {
 				counts[64*w+bits.TrailingZeros64(m)] += n
@@ -220,11 +214,13 @@ func (x *index) removePod(s serverID) {
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
 	l.clock.each(func(old clockEntry) {
-		e := word[old.hash]
+		i := word.lookup(old.hash)
+		if i == -1 {
+			return
+		}
+		e := word.at(i)
 		if e.held, e.given = e.held&^bit, e.given&^bit; e.held == 0 && e.given == 0 {
-			delete(word, old.hash)
-		} else {
-			word[old.hash] = e
+			word.delAt(i)
 		}
 	})
 	l.clock.reset()
