@@ -60,7 +60,10 @@ var (
 
 // Plugin is aibrix-pd-pair.
 type Plugin struct {
-	tn       fwkplugin.TypedName
+	tn fwkplugin.TypedName
+	// name is tn.String(), built once: Filter names the plugin in traces and logs on every
+	// request, and TypedName.String concatenates a new string each time.
+	name     string
 	params   Params
 	selector *Selector
 	handle   fwkplugin.Handle
@@ -101,7 +104,8 @@ func New(name string, p Params, handle fwkplugin.Handle, planner *bucketplanner.
 		}
 	}
 	m, _ := newPairMetrics(prometheus.NewRegistry()) // a fresh registry cannot conflict; Factory passes the EPP's
-	pl := &Plugin{tn: fwkplugin.TypedName{Type: Type, Name: name}, params: p, handle: handle, log: logger, m: m}
+	tn := fwkplugin.TypedName{Type: Type, Name: name}
+	pl := &Plugin{tn: tn, name: tn.String(), params: p, handle: handle, log: logger, m: m}
 	pl.selector = NewSelector(NewTracker(time.Duration(p.TrackerTTLSeconds)*time.Second, nil),
 		prefillpolicy.NewPrefixTable(p.Knobs.PrefixCacheBlockSize, p.PrefixTableCapacity), pl.ledger, planner, seed)
 	pl.selector.Warn = func(s string) { logger.Info("aibrix-pd-pair warning", "detail", s) }
@@ -144,7 +148,7 @@ func header(req *fwksched.LLMRequest, name string) string {
 // unknown strategy) and passes the candidates through unchanged, charging nothing.
 func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
 	trace := decisiontrace.FromCycleState(cs)
-	name := p.tn.String()
+	name := p.name
 	if req == nil || len(eps) == 0 {
 		return eps
 	}
@@ -262,7 +266,7 @@ func findEndpoint(eps []fwksched.Endpoint, pod podmodel.Pod) fwksched.Endpoint {
 
 func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trace *decisiontrace.Trace, logger logr.Logger,
 	eps []fwksched.Endpoint, d Decision, strategy string) []fwksched.Endpoint {
-	name := p.tn.String()
+	name := p.name
 	st := &PairState{Decision: d, Decode: findEndpoint(eps, d.Decode)}
 	if d.Prefill != nil {
 		st.Prefill = findEndpoint(eps, *d.Prefill)
