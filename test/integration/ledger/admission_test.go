@@ -1,0 +1,277 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
+	"github.com/pdgate/pdgate/test/testsupport/redistest"
+)
+
+// admissionConfig is recommended's admission on a small fleet: pd-token-ledger shared through
+// Redis, aibrix-pd-pair's token_load picks, forecast-admitter with its default (H100) cost
+// profile, and the body parsed into a map so that max_tokens reaches the ledger. Every test
+// request is critical (no InferenceObjective in standalone mode), so shedCritical lets the
+// forecast refuse them as it refuses sheddable ones.
+const admissionConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: metrics-data-source
+- type: core-metrics-extractor
+- type: aibrix-engine-metrics-extractor
+- type: pd-token-ledger
+  parameters:
+    requestCost: 160
+    kvWeight: 0.001
+    redis: {address: "%s", replicaID: "%s", syncIntervalMs: 50, livenessTTLSeconds: 2, timeoutMs: 50}
+- type: aibrix-pd-pair
+  parameters:
+    ledgerRef: pd-token-ledger
+    prefillScorePolicy: token_load
+    decodeScorePolicy: token_load
+- type: forecast-admitter
+  parameters:
+    ttft: 1s
+    tpot: 50ms
+    shedCritical: true
+    cost: {kvCapacityTokens: 16000}   # the fake engines' 1,000 blocks of 16 tokens
+- type: aibrix-pd-prefill-filter
+- type: max-score-picker
+- type: disagg-profile-handler
+  parameters:
+    deciders:
+      prefill: aibrix-pd-pair
+- type: pdgate-openai-parser
+  parameters:
+    payload: map
+schedulingProfiles:
+- name: decode
+  plugins:
+  - pluginRef: aibrix-pd-pair
+  - pluginRef: max-score-picker
+- name: prefill
+  plugins:
+  - pluginRef: aibrix-pd-prefill-filter
+  - pluginRef: max-score-picker
+dataLayer:
+  sources:
+  - pluginRef: metrics-data-source
+    extractors:
+    - pluginRef: core-metrics-extractor
+    - pluginRef: aibrix-engine-metrics-extractor
+`
+
+// The offered requests: a ~50-token prompt with 700 tokens of output budget. The fake engines
+// have 16,000 tokens of KV cache, 10 % in use: each decode pod takes 20 such sequences (their
+// prompts and budgets reserved), the fleet of two 40. The TTFT and TPOT forecasts stay far
+// inside the objective at that load, so the KV cache is what admission guards.
+const (
+	offeredMaxTokens = 700
+	fleetSequences   = 40
+)
+
+func admissionBody() string {
+	b, _ := json.Marshal(map[string]any{"model": "m", "prompt": strings.Repeat("abcd", 50), "max_tokens": offeredMaxTokens})
+	return string(b)
+}
+
+func startAdmissionEPP(t *testing.T, name, redisAddr string, pods map[string]fakePod) *eppProc {
+	t.Helper()
+	dir := t.TempDir()
+	var eps strings.Builder
+	eps.WriteString("endpoints:\n")
+	byAddr := map[string]string{}
+	for _, p := range pods {
+		fmt.Fprintf(&eps, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {role-name: %s, roleset-name: rs, model.aibrix.ai/engine: vllm, model.aibrix.ai/name: m}\n",
+			p.name, p.port, p.role)
+		byAddr["127.0.0.1:"+strconv.Itoa(p.port)] = p.name
+	}
+	epsPath, cfgPath := filepath.Join(dir, "endpoints.yaml"), filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(epsPath, []byte(eps.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(admissionConfig, redisAddr, name)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testsupport.StartProc(t, eppBin(), nil, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
+		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "admission-it")
+	t.Cleanup(func() { p.Stop(syscall.SIGINT, 20*time.Second) })
+	client, murl := eppclient.DialStarted(t, p.Output, p.Exited(), 60*time.Second)
+	return &eppProc{name: name, client: client, proc: p, byAddr: byAddr, metrics: murl}
+}
+
+// answer is one request's outcome: forwarded to a decode pod, or refused with a status and
+// llm-d's drop reason. Anything else (a transport error, a forward with no pick, a refusal
+// without a reason) is a lost request.
+type answer struct {
+	forwarded bool
+	status    int
+	reason    string
+}
+
+// offer sends one request and holds it in flight (the ledger keeps its leases) until release.
+func (e *eppProc) offer(t *testing.T, holder *held) answer {
+	t.Helper()
+	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
+	rt, _, closeFn, err := eppclient.Open(e.client, "/v1/completions", map[string]string{"x-request-id": id}, []byte(admissionBody()), 5*time.Minute)
+	holder.add(closeFn)
+	if err != nil {
+		t.Fatalf("%s: request %s lost: %v", e.name, id, err)
+	}
+	if rt.Immediate == nil {
+		v, ok := rt.Header("x-gateway-destination-endpoint")
+		if !ok || e.byAddr[v] == "" {
+			t.Fatalf("%s: request %s forwarded with no decode pick", e.name, id)
+		}
+		return answer{forwarded: true}
+	}
+	a := answer{status: rt.Status()}
+	for _, h := range rt.Immediate.GetHeaders().GetSetHeaders() {
+		if strings.EqualFold(h.GetHeader().GetKey(), "x-llm-d-request-dropped-reason") {
+			a.reason = extprocclient.HeaderValue(h.GetHeader())
+		}
+	}
+	if a.reason == "" {
+		t.Fatalf("%s: request %s answered %d without a drop reason: %s", e.name, id, a.status, rt.Immediate.GetBody())
+	}
+	return a
+}
+
+// held is the set of streams in flight; release ends them all (their leases are released).
+type held struct{ closers []func() }
+
+func (h *held) add(f func()) { h.closers = append(h.closers, f) }
+
+func (h *held) release() {
+	for _, c := range h.closers {
+		c()
+	}
+	h.closers = nil
+}
+
+// sharedSlots is the decode charges of every replica in Redis over the decode pods.
+func sharedSlots(t *testing.T, rc *redis.Client) int {
+	t.Helper()
+	n := 0
+	for _, pod := range []string{"decode-0", "decode-1"} {
+		fields, err := rc.HGetAll(context.Background(), "pdgate:dtl:default/"+pod).Result()
+		if err != nil {
+			t.Fatalf("redis: %v", err)
+		}
+		for _, v := range fields {
+			if parts := strings.Split(v, ","); len(parts) == 3 {
+				c, _ := strconv.Atoi(parts[1])
+				n += c
+			}
+		}
+	}
+	return n
+}
+
+// synced waits until Redis holds admitted decode charges and then until e has synced twice more
+// (its cache is refreshed after the publish): the condition, not the clock, decides when the
+// next request may read the other replica's leases.
+func (e *eppProc) synced(t *testing.T, rc *redis.Client, admitted int) {
+	t.Helper()
+	testsupport.Eventually(t, 30*time.Second, fmt.Sprintf("%d decode charges in Redis", admitted), func() bool { return sharedSlots(t, rc) == admitted })
+	const ok = `pdgate_token_load_shared_syncs_total{result="ok"}`
+	base := e.scrape(t)[ok]
+	e.eventuallyMetric(t, ok, func(v float64) bool { return v >= base+2 })
+}
+
+// TestTwoEPPReplicasAdmitAsOne runs forecast admission on two real EPP processes sharing one
+// ledger through a real redis-server. At twice the fleet's capacity, one EPP admits what the
+// fleet holds; two EPPs taking turns admit within 10 % of it, because each forecasts on the
+// other's leases. Killing Redis mid-run loses no request (each one is forwarded or refused with
+// a reason), both replicas say they are degraded, and each falls back to its own leases.
+func TestTwoEPPReplicasAdmitAsOne(t *testing.T) {
+	port := testsupport.FreePort(t)
+	srv := redistest.Start(t, port)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, DisableIdentity: true})
+	defer rc.Close()
+	pods := startPods(t, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
+	a := startAdmissionEPP(t, "epp-a", srv.Addr, pods)
+	b := startAdmissionEPP(t, "epp-b", srv.Addr, pods)
+	for _, e := range []*eppProc{a, b} {
+		// admitted once the engines' KV capacity is scraped (the first scrape may lag the start)
+		testsupport.Eventually(t, 30*time.Second, e.name+" admits", func() bool {
+			var h held
+			defer h.release()
+			return e.offer(t, &h).forwarded
+		})
+	}
+	const offered = 2 * fleetSequences
+
+	// One EPP at twice the fleet's capacity.
+	var one held
+	admittedOne := 0
+	for i := 0; i < offered; i++ {
+		if r := a.offer(t, &one); r.forwarded {
+			admittedOne++
+		} else if r.status != 429 || r.reason != "rejected-saturated" {
+			t.Fatalf("one EPP: refused with %d %q, want 429 rejected-saturated", r.status, r.reason)
+		}
+	}
+	one.release()
+	testsupport.Eventually(t, 30*time.Second, "one EPP's leases released", func() bool { return sharedSlots(t, rc) == 0 })
+	if admittedOne < fleetSequences/2 || admittedOne >= offered {
+		t.Fatalf("one EPP admitted %d of %d: want the fleet's capacity (~%d), some refused", admittedOne, offered, fleetSequences)
+	}
+
+	// Two EPPs taking turns on the same load, each reading the other's leases.
+	var two held
+	defer two.release()
+	admittedTwo := 0
+	for i := 0; i < offered; i++ {
+		e, other := a, b
+		if i%2 == 1 {
+			e, other = b, a
+		}
+		if r := e.offer(t, &two); r.forwarded {
+			admittedTwo++
+			other.synced(t, rc, admittedTwo)
+		}
+	}
+	t.Logf("admitted at %d offered: one EPP %d, two EPPs %d (%+.1f %%)", offered, admittedOne, admittedTwo,
+		100*float64(admittedTwo-admittedOne)/float64(admittedOne))
+	if d := admittedTwo - admittedOne; 10*d > admittedOne || -10*d > admittedOne {
+		t.Fatalf("two EPPs admitted %d, one EPP %d: want within 10 %%", admittedTwo, admittedOne)
+	}
+
+	// Redis dies mid-run, the two replicas' leases still in flight: every further request is
+	// answered, the replicas say they are degraded and admit on their own leases only.
+	const degraded, fallbacks = "pdgate_token_load_shared_degraded", "pdgate_token_load_shared_fallbacks_total"
+	srv.Kill()
+	answered, admittedDegraded := 0, 0
+	for _, e := range []*eppProc{a, b} {
+		e.eventuallyMetric(t, degraded, func(v float64) bool { return v == 1 })
+		e.eventuallyMetric(t, fallbacks, func(v float64) bool { return v >= 1 })
+	}
+	for i := 0; i < offered; i++ {
+		e := []*eppProc{a, b}[i%2]
+		r := e.offer(t, &two)
+		answered++
+		if r.forwarded {
+			admittedDegraded++
+		} else if r.status != 429 {
+			t.Fatalf("Redis down: refused with %d %q, want 429", r.status, r.reason)
+		}
+	}
+	t.Logf("Redis killed: %d of %d more requests answered, %d of them admitted on local leases", answered, offered, admittedDegraded)
+	// each replica holds about half the fleet's sequences and now sees only those
+	if admittedDegraded == 0 {
+		t.Fatalf("degraded replicas admitted nothing more: they still read leases from the dead Redis")
+	}
+}
