@@ -1,11 +1,15 @@
 package aibrixpdpair
 
 import (
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/prefillpolicy"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -33,6 +37,23 @@ func TestPromptCharsWithoutTheText(t *testing.T) {
 			}
 			if got := in.promptText(); got != podmodel.PromptText(tc.body) {
 				t.Fatalf("promptText = %q, want %q", got, podmodel.PromptText(tc.body))
+			}
+		})
+	}
+}
+
+// TestConductorScoresThePromptLength: conductor is the prefill policy that reads the prompt's
+// length (its unmatched tokens' prefill time), so its score grows with the prompt.
+func TestConductorScoresThePromptLength(t *testing.T) {
+	pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillConductor, pdknobs.DecodeLeastRequest
+	})
+	for _, n := range []int{0, 400, 40000} {
+		t.Run(fmt.Sprint(n, " characters"), func(t *testing.T) {
+			d, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptText: strings.Repeat("x", n)})
+			if want := prefillpolicy.PrefillCostMs(float64(n)); err != nil || math.Abs(d.PrefillScore-want) > 1e-9 {
+				t.Fatalf("prefill score %g (%v), want %g", d.PrefillScore, err, want)
 			}
 		})
 	}

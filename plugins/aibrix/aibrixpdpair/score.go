@@ -37,7 +37,12 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 	if kvWeight == 0 {
 		kvWeight = defs.KVWeight
 	}
-	total := in.promptChars()
+	total := 0
+	if k.PrefillScorePolicy == pdknobs.PrefillConductor {
+		// Only conductor reads the prompt's length, and counting the characters of a long
+		// prompt is a pass over all of it inside the ledger's critical section.
+		total = in.promptChars()
+	}
 	out := map[string]scored{}
 	maxP := 1.0
 	for i, p := range prefill {
