@@ -65,10 +65,11 @@ type otlpBatch struct {
 }
 
 // grow returns s with room for n elements, reusing its memory when it has the room; the old
-// messages are not copied (they are rebuilt, and a message must not be copied).
+// messages are not copied (they are rebuilt, and a message must not be copied). It at least
+// doubles, so that batches of growing size do not allocate each time.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]T, n)
+		return make([]T, n, max(n, 2*cap(s), 64))
 	}
 	return s[:n]
 }
@@ -101,9 +102,12 @@ func (o *otlpBatch) build(recs []record) []*tracepb.ResourceSpans {
 			flags |= uint32(tracepb.SpanFlags_SPAN_FLAGS_CONTEXT_IS_REMOTE_MASK)
 		}
 		// trace.SpanKind and OTLP's SpanKind number the kinds alike (unspecified 0 ... consumer 5).
-		o.spans[i] = tracepb.Span{TraceId: ids[:16], SpanId: ids[16:24], TraceState: r.sc.TraceState().String(),
+		o.spans[i] = tracepb.Span{TraceId: ids[:16], SpanId: ids[16:24],
 			Status: &o.status[i], StartTimeUnixNano: unixNano(r.start), EndTimeUnixNano: unixNano(r.end),
 			Kind: tracepb.Span_SpanKind(r.kind), Name: r.name, Flags: flags}
+		if ts := r.sc.TraceState(); ts.Len() > 0 {
+			o.spans[i].TraceState = ts.String()
+		}
 		if r.parent.IsValid() {
 			copy(ids[24:], r.parent[:])
 			o.spans[i].ParentSpanId = ids[24:]
