@@ -86,6 +86,47 @@ type CompatRun struct {
 	CompatibleGoodput float64 `json:"compatibleGoodput"`
 	TTFT              Dist    `json:"ttft"`
 	TPOT              Dist    `json:"tpot"`
+	// Phases split the run at the rollout: before it, during it, after it (by arrival).
+	Phases [3]CompatPhase `json:"phases"`
+}
+
+// CompatPhase is goodput over the requests that arrived in one phase of the run.
+type CompatPhase struct {
+	Sent int `json:"sent"`
+	// Goodput counts only requests served by a compatible pair (or with no prefill leg);
+	// IfHarmless counts every served request, as if mispairs worked.
+	Goodput    float64 `json:"goodput"`
+	IfHarmless float64 `json:"ifHarmless"`
+}
+
+// compatPhaseNames name CompatRun.Phases.
+var compatPhaseNames = [3]string{"before the rollout", "during it", "after it"}
+
+// phaseOf is the phase of an arrival at fraction f of the run's span. By time, not by arrival
+// number: the trace's arrivals are not stationary (the Azure trace has a burst at 35-60 % of
+// its span), so the rollout and the burst overlap by time only.
+func (o CompatOptions) phaseOf(f float64) int {
+	switch {
+	case f < o.RolloutStart:
+		return 0
+	case f < o.RolloutEnd:
+		return 1
+	}
+	return 2
+}
+
+// timedSource remembers when each arrival came: at[k] is the arrival the simulation numbers k+1.
+type timedSource struct {
+	Source
+	at []time.Duration
+}
+
+func (t *timedSource) Next() (Arrival, bool) {
+	a, ok := t.Source.Next()
+	if ok {
+		t.at = append(t.at, a.At)
+	}
+	return a, ok
 }
 
 // CompatReport is what `bench sim compat` writes to compat.json.
@@ -208,6 +249,9 @@ func RunCompat(ctx context.Context, o CompatOptions) (*CompatReport, error) {
 		met[k] = m
 		fmt.Fprintf(o.Stdout, "%-34s incompatible pairs %6d of %d  goodput %.3f (%.3f if mispairs were harmless; %.3f of the compatibly served)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  failed %v\n",
 			run.Name, run.IncompatiblePairs, run.Sent, run.Goodput, run.GoodputIfHarmless, run.CompatibleGoodput, run.TTFT.P50, run.TTFT.P99, run.TPOT.P50, run.TPOT.P99, run.Failed)
+		for i, ph := range run.Phases {
+			fmt.Fprintf(o.Stdout, "    %-20s %5d sent  goodput %.3f (%.3f if mispairs were harmless)\n", compatPhaseNames[i], ph.Sent, ph.Goodput, ph.IfHarmless)
+		}
 		rep.Runs = append(rep.Runs, run)
 	}
 	rep.Same = pairedGoodput(met[0], met[1])
@@ -236,10 +280,11 @@ func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRo
 	if labelled {
 		name = "labels shown (pairing checked)"
 	}
-	src, err := NewAzureSource(rows, rate, o.Seed, o.Requests, 0)
+	azure, err := NewAzureSource(rows, rate, o.Seed, o.Requests, 0)
 	if err != nil {
 		return CompatRun{}, nil, err
 	}
+	src := &timedSource{Source: azure}
 	// The revision-b pods exist from the start but join the EPP's pool only as the rollout
 	// reaches them (a surge: each joins as its revision-a twin leaves).
 	pods := append(CompatFleet(o.Pods, prof.Model, "a", labelled), compatFleetAt(o.Pods, o.Pods, prof.Model, "b", labelled)...)
@@ -259,15 +304,31 @@ func compatRun(o CompatOptions, prof *costmodel.Profile, rows []workload.AzureRo
 		GoodputIfHarmless: res.Goodput(o.SLO), TTFT: res.Summary.TTFT, TPOT: res.Summary.TPOT}
 	good := 0
 	met = map[int]bool{}
+	phase := func(id int) int { return o.phaseOf(float64(src.at[id-1]) / float64(span)) }
+	var phaseGood, phaseHarmless [3]int
 	for i, k := range res.kinds {
+		ph, ok := phase(res.ids[i]), res.good(i, o.SLO)
+		if ok {
+			phaseHarmless[ph]++
+		}
 		if k == kindIncompatible {
 			run.IncompatiblePairs++
 			continue
 		}
 		run.Served++
-		met[res.ids[i]] = res.good(i, o.SLO)
-		if met[res.ids[i]] {
+		met[res.ids[i]] = ok
+		if ok {
 			good++
+			phaseGood[ph]++
+		}
+	}
+	for id := range src.at {
+		run.Phases[phase(id+1)].Sent++
+	}
+	for i := range run.Phases {
+		if n := run.Phases[i].Sent; n > 0 {
+			run.Phases[i].Goodput = float64(phaseGood[i]) / float64(n)
+			run.Phases[i].IfHarmless = float64(phaseHarmless[i]) / float64(n)
 		}
 	}
 	if res.sent > 0 {

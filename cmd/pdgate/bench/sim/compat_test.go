@@ -1,6 +1,7 @@
 package simbench
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -37,6 +38,20 @@ func TestCompatRunsCountIncompatiblePairs(t *testing.T) {
 		if run.Sent != o.Requests || run.Served+run.IncompatiblePairs+failed != run.Sent {
 			t.Fatalf("%s: sent %d served %d incompatible %d failed %v", run.Name, run.Sent, run.Served, run.IncompatiblePairs, run.Failed)
 		}
+		sent, good := 0, 0.0
+		for _, ph := range run.Phases {
+			sent += ph.Sent
+			good += ph.Goodput * float64(ph.Sent)
+			if ph.Goodput > ph.IfHarmless {
+				t.Errorf("%s: phase goodput %.3f above its if-harmless %.3f", run.Name, ph.Goodput, ph.IfHarmless)
+			}
+		}
+		if sent != run.Sent || math.Abs(good-run.Goodput*float64(run.Sent)) > 1e-6 {
+			t.Errorf("%s: phases hold %d requests and %.1f good ones, the run %d and %.1f", run.Name, sent, good, run.Sent, run.Goodput*float64(run.Sent))
+		}
+		if run.Phases[0].Sent == 0 || run.Phases[1].Sent == 0 || run.Phases[2].Sent == 0 {
+			t.Errorf("%s: a phase without arrivals: %+v", run.Name, run.Phases)
+		}
 		if run.Replaced != o.Pods {
 			t.Errorf("%s: %d pods rolled, want %d", run.Name, run.Replaced, o.Pods)
 		}
@@ -51,6 +66,19 @@ func TestCompatRunsCountIncompatiblePairs(t *testing.T) {
 	for id := range met[0] {
 		if _, ok := met[1][id]; !ok {
 			t.Fatalf("request %d served compatibly unchecked but not checked", id)
+		}
+	}
+}
+
+// Phases split by the arrival's time in the run, at the rollout's start and end.
+func TestCompatPhaseOf(t *testing.T) {
+	o := CompatOptions{RolloutStart: 0.25, RolloutEnd: 0.75}
+	for _, tc := range []struct {
+		f    float64
+		want int
+	}{{0, 0}, {0.2499, 0}, {0.25, 1}, {0.5, 1}, {0.7499, 1}, {0.75, 2}, {1, 2}} {
+		if got := o.phaseOf(tc.f); got != tc.want {
+			t.Errorf("phaseOf(%g) = %d, want %d", tc.f, got, tc.want)
 		}
 	}
 }
