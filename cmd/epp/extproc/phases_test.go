@@ -241,8 +241,8 @@ func BenchmarkTracing(b *testing.B) {
 	}
 }
 
-// otlpClient is the OTLP gRPC client the EPP uses, sending to srv, a TraceService in the
-// process.
+// otlpClient is the OTLP gRPC client the EPP uses, its request encoder included, sending to
+// srv, a TraceService in the process that decodes with the standard codec.
 func otlpClient(tb testing.TB, srv coltrace.TraceServiceServer) otlptrace.Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -252,7 +252,7 @@ func otlpClient(tb testing.TB, srv coltrace.TraceServiceServer) otlptrace.Client
 	coltrace.RegisterTraceServiceServer(gs, srv)
 	go func() { _ = gs.Serve(l) }()
 	tb.Cleanup(gs.Stop)
-	return otlptracegrpc.NewClient(otlptracegrpc.WithEndpoint(l.Addr().String()), otlptracegrpc.WithInsecure())
+	return telemetry.NewOTLPClient(otlptracegrpc.WithEndpoint(l.Addr().String()), otlptracegrpc.WithInsecure())
 }
 
 // discardTraces is an OTLP TraceService that accepts every export. The generated interface

@@ -75,9 +75,14 @@ func Start(ctx context.Context, on bool, service, scope string) (*Tracing, error
 	if err != nil {
 		return nil, fmt.Errorf("building the trace resource: %w", err)
 	}
-	// The client reads the endpoint, its scheme (http:// means plaintext), headers, timeout
-	// and compression from the environment itself.
-	return NewTracing(ctx, otlptracegrpc.NewClient(), bc, sampler, res, scope)
+	return NewTracing(ctx, NewOTLPClient(), bc, sampler, res, scope)
+}
+
+// NewOTLPClient is the OTLP gRPC trace client with pdgate's encoder of export requests
+// (exportCodec); opts are otlptracegrpc's, after the environment: the client reads the
+// endpoint, its scheme (http:// means plaintext), headers, timeout and compression itself.
+func NewOTLPClient(opts ...otlptracegrpc.Option) otlptrace.Client {
+	return otlptracegrpc.NewClient(append([]otlptracegrpc.Option{otlptracegrpc.WithDialOption(exporterDialOptions()...)}, opts...)...)
 }
 
 // NewTracing is tracing on, exporting through client: the SDK's spans through the OTLP
