@@ -52,3 +52,66 @@ func TestPacker(t *testing.T) {
 		})
 	}
 }
+
+// TestGrow: grow keeps the tokens, guarantees the room asked for, reuses the slice when it
+// has that room and copies it otherwise (never sharing the old array, which the caller may
+// still publish). Under -race, checkptr checks the view of the builder's buffer as tokens.
+func TestGrow(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		len, cap, n   int
+		wantSameArray bool
+	}{
+		{"nil, one token", 0, 0, 1, false},
+		{"nil, a large prompt", 0, 0, 55_000, false},
+		{"room enough", 3, 10, 7, true},
+		{"one short", 3, 10, 8, false},
+		{"full, small", 5, 5, 1, false},
+		{"full, large", 60_000, 60_000, 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var old []uint32
+			if tc.cap > 0 {
+				old = make([]uint32, tc.len, tc.cap)
+				for i := range old {
+					old[i] = uint32(i*2654435761) | 1
+				}
+			}
+			before := slices.Clone(old)
+			got := grow(old, tc.n)
+			if !slices.Equal(got, before) || len(got) != tc.len {
+				t.Fatalf("grow changed the tokens: len %d, want %d", len(got), tc.len)
+			}
+			if cap(got)-len(got) < tc.n {
+				t.Fatalf("room %d, want >= %d", cap(got)-len(got), tc.n)
+			}
+			if same := tc.cap > 0 && &got[:1][0] == &old[:1][0]; same != tc.wantSameArray {
+				t.Fatalf("same array: %v, want %v", same, tc.wantSameArray)
+			}
+			if got = append(got, 42); got[tc.len] != 42 { // the room is usable, and writing it leaves the old array alone
+				t.Fatal("append lost its token")
+			}
+			if tc.cap > 0 && !tc.wantSameArray && !slices.Equal(old, before) {
+				t.Fatal("the old array changed")
+			}
+		})
+	}
+}
+
+// TestPackedText: the bytes tokens were packed from, each message's padding included.
+func TestPackedText(t *testing.T) {
+	if !TextInOrder() {
+		t.Skip("tokens do not hold their text in order on a big-endian machine")
+	}
+	var p Packer
+	p.ChatMessage("user", "hello")
+	p.ChatMessage("assistant", "hi")
+	p.Flush()
+	text, ok := PackedText(p.Tokens)
+	if want := "userhello\x00\x00\x00assistanthi\x00"; !ok || text != want {
+		t.Fatalf("PackedText = %q, %v; want %q", text, ok, want)
+	}
+	if text, ok := PackedText(nil); !ok || text != "" {
+		t.Fatalf("PackedText(nil) = %q, %v", text, ok)
+	}
+}
