@@ -114,10 +114,10 @@ func Estimate(request *fwksched.LLMRequest, p EstimateParams) *fwksched.Tokenize
 	case b.ChatCompletions != nil:
 		if len(b.ChatCompletions.Tools) > 0 {
 			js, _ := json.Marshal(b.ChatCompletions.Tools)
-			e.grow(len(js) + chatTextBytes(b.ChatCompletions.Messages))
+			e.grow(len(js) + chatBytesBound(b.ChatCompletions.Messages))
 			e.bytes(js)
 		} else {
-			e.grow(chatTextBytes(b.ChatCompletions.Messages))
+			e.grow(chatBytesBound(b.ChatCompletions.Messages))
 		}
 		for _, m := range b.ChatCompletions.Messages {
 			e.pk.ChatMessage(m.Role, m.Content.Raw)
@@ -179,6 +179,17 @@ func chatTextBytes(msgs []fwksched.Message) int {
 		}
 	}
 	return n
+}
+
+// chatBytesBound bounds the bytes the chat messages' text fills, padding included: each
+// message starts on a token boundary, so up to 3 bytes pad whatever precedes it (the tools
+// JSON or the previous message). Reserving the text alone let the last messages' padding
+// outgrow the slice and copy the whole prompt once more.
+func chatBytesBound(msgs []fwksched.Message) int {
+	if n := chatTextBytes(msgs); n > 0 {
+		return n + (BytesPerToken-1)*(len(msgs)+1)
+	}
+	return 0
 }
 
 func (e *estimator) grow(n int) { e.pk.Grow(n) }

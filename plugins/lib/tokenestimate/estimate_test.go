@@ -6,10 +6,17 @@ import (
 	"encoding/json"
 	"image"
 	"image/png"
+	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func chatReq(t *testing.T, body string, headers map[string]string) *fwksched.LLMRequest {
@@ -134,4 +141,85 @@ func FuzzEstimateChat(f *testing.F) {
 		}
 		_ = strings.TrimSpace(body)
 	})
+}
+
+// TestEstimatePaddingAllocatesNothing: messages whose text leaves a token unfinished pad it
+// (up to 3 bytes each); that padding must fit the slice Estimate reserved, or the last
+// messages copy the whole prompt into a larger one. A chat of odd-length messages allocates
+// as often as one of the same messages rounded to whole tokens.
+func TestEstimatePaddingAllocatesNothing(t *testing.T) {
+	chatOf := func(lens []int) *fwksched.LLMRequest {
+		var msgs []fwksched.Message
+		for _, n := range lens {
+			msgs = append(msgs, msg("u", strings.Repeat("z", n-len("u"))))
+		}
+		return chat(msgs...)
+	}
+	for _, lens := range [][]int{
+		{8185, 5, 5, 5, 5, 5},
+		{24570, 5, 5, 5, 5, 5},
+		{10010, 10015, 10010, 10015, 10010, 10015, 10010, 10015, 7},
+		{1, 2, 3, 5, 6, 7, 9, 10, 11, 13, 14, 15, 17, 18, 19, 21, 22, 23},
+	} {
+		aligned := make([]int, len(lens))
+		for i, n := range lens {
+			aligned[i] = (n + 3) &^ 3
+		}
+		odd, even := chatOf(lens), chatOf(aligned)
+		got := testing.AllocsPerRun(20, func() { Estimate(odd, EstimateParams{}) })
+		want := testing.AllocsPerRun(20, func() { Estimate(even, EstimateParams{}) })
+		if got != want {
+			t.Errorf("message lengths %v: %.0f allocations, %.0f with whole tokens", lens, got, want)
+		}
+	}
+}
+
+// BenchmarkEstimate220KB: the whole estimate of a 220 KB chat prompt (the EPP bench's large
+// body, no session), as Estimate reserves its token slice now (not cleared: every token is
+// written right after) against a baseline in the same run that reserves it with slices.Grow,
+// which clears it first. Both pack the same messages into a slice of the same size; blocks of
+// 16 calls alternate so that the collector and the page faults of the shared heap fall on both.
+func BenchmarkEstimate220KB(b *testing.B) {
+	req := chat(msg("system", "You are a helpful assistant."), msg("user", strings.Repeat("a long document to summarise, ", 220_000/30)))
+	msgs := req.Body.ChatCompletions.Messages
+	cleared := func() *fwksched.TokenizedPrompt {
+		pk := bytetokens.Packer{Tokens: slices.Grow([]uint32(nil), chatBytesBound(msgs)/BytesPerToken+1)}
+		for _, m := range msgs {
+			pk.ChatMessage(m.Role, m.Content.Raw)
+		}
+		pk.Flush()
+		return &fwksched.TokenizedPrompt{TokenIDs: pk.Tokens}
+	}
+	if !reflect.DeepEqual(cleared(), Estimate(req, EstimateParams{})) {
+		b.Fatal("the baseline packs other tokens")
+	}
+	const block = 16
+	var now, base time.Duration
+	var nowBytes, baseBytes uint64
+	var m0, m1 runtime.MemStats
+	calls := 0
+	for b.Loop() {
+		runtime.ReadMemStats(&m0)
+		start := testsupport.ProcessCPU()
+		for range block {
+			Estimate(req, EstimateParams{})
+		}
+		now += testsupport.ProcessCPU() - start
+		runtime.ReadMemStats(&m1)
+		nowBytes += m1.TotalAlloc - m0.TotalAlloc
+		start = testsupport.ProcessCPU()
+		for range block {
+			cleared()
+		}
+		base += testsupport.ProcessCPU() - start
+		runtime.ReadMemStats(&m0)
+		baseBytes += m0.TotalAlloc - m1.TotalAlloc
+		calls += block
+	}
+	b.ReportMetric(float64(now.Nanoseconds())/float64(calls), "cpu-ns/estimate")
+	b.ReportMetric(float64(base.Nanoseconds())/float64(calls), "baseline-cpu-ns/estimate")
+	b.ReportMetric(float64(nowBytes)/float64(calls), "B/estimate")
+	b.ReportMetric(float64(base)/float64(max(now, 1)), "x-baseline-CPU")
+	b.Logf("220 KB chat: estimate %.1f µs, %d B; cleared baseline %.1f µs, %d B; %.2fx", float64(now.Microseconds())/float64(calls), nowBytes/uint64(calls),
+		float64(base.Microseconds())/float64(calls), baseBytes/uint64(calls), float64(base)/float64(max(now, 1)))
 }

@@ -3,6 +3,7 @@ package tokenestimate
 import (
 	"container/list"
 	"sync"
+	"unsafe"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -12,14 +13,18 @@ import (
 // SessionCache lets a follow-up turn of a chat session pack only its new messages. A chat
 // client resends the whole conversation every turn, so a 50,000-token history is packed
 // again for each short question; most of that cost is allocating and filling a new token
-// slice as long as the prompt. The cache keeps, per session, the previous request's messages
-// and its token slice with room to grow. A request whose leading messages are exactly the
-// session's previous ones (compared as strings, which costs a memory compare, not a pack)
-// appends the tokens of its new messages after them in place.
+// slice as long as the prompt. The cache keeps, per session, the previous request's token
+// slice with room to grow and each message's text length. A request whose leading messages
+// pack to exactly the session's tokens appends the tokens of its new messages after them in
+// place.
 //
-// The tokens are those of Estimate, token for token: a message starts on a token boundary
+// The proof is a memory compare of each leading message's role and content with the bytes
+// its tokens were packed from (bytetokens.PackedText), lengths included, so the tokens are
+// those of Estimate, token for token: a message starts on a token boundary
 // (plugins/wire/bytetokens), so the tokens of a conversation's first k messages do not depend
-// on what follows. Only text chat requests take the fast path (no tools, every message a
+// on what follows. Comparing with the tokens rather than with the previous request's strings
+// keeps no request text alive (a decoded body's strings may pin the whole body) and halves
+// what a session holds. Only text chat requests take the fast path (no tools, every message a
 // plain string); anything else, a new session, a changed history, or a session another
 // request extended meanwhile is estimated whole and becomes the session's entry.
 //
@@ -38,17 +43,18 @@ type session struct {
 	key   string
 	model string
 	// mu guards the fields below and the tokens' spare capacity.
-	mu       sync.Mutex
-	roles    []string
-	contents []string
-	tokens   []uint32 // the last request's tokens; cap beyond len is this session's to fill
-	size     int      // the entry's bytes: its tokens' capacity and its message texts
+	mu sync.Mutex
+	// lens are the last request's messages' text lengths (role plus content bytes); message i
+	// fills the next ceil(lens[i]/4) tokens.
+	lens   []int
+	tokens []uint32 // the last request's tokens; cap beyond len is this session's to fill
+	size   int      // the entry's bytes: its tokens' and lens' capacity
 	// accounted is the size the cache counted for it (guarded by the cache's mu).
 	accounted int
 }
 
 // NewSessionCache returns a cache holding at most maxBytes of sessions (their token slices'
-// capacity and message texts); the least recently used sessions are dropped beyond it.
+// capacity); the least recently used sessions are dropped beyond it.
 func NewSessionCache(maxBytes int) *SessionCache {
 	return &SessionCache{maxBytes: maxBytes, order: list.New(), byKey: map[string]*list.Element{}}
 }
@@ -56,13 +62,15 @@ func NewSessionCache(maxBytes int) *SessionCache {
 // Estimate returns Estimate(request, p), packing only the messages after the session's
 // previous request when it can. An empty key (no session) is Estimate.
 func (c *SessionCache) Estimate(request *fwksched.LLMRequest, p EstimateParams, key string) *fwksched.TokenizedPrompt {
-	if c == nil || key == "" || !plainChat(request) {
+	if c == nil || key == "" || !plainChat(request) || !bytetokens.TextInOrder() {
 		return Estimate(request, p)
 	}
 	msgs := request.Body.ChatCompletions.Messages
 	if s := c.get(key); s != nil && s.model == request.TargetModel {
-		if tp := s.extend(msgs); tp != nil {
-			c.resize(s)
+		if tp, grew := s.extend(msgs); tp != nil {
+			if grew {
+				c.resize(s)
+			}
 			return tp
 		}
 	}
@@ -94,7 +102,7 @@ func plainChat(request *fwksched.LLMRequest) bool {
 // a plain chat request).
 func (s *session) fill(msgs []fwksched.Message) *fwksched.TokenizedPrompt {
 	var pk bytetokens.Packer
-	pk.Grow(headroom(chatTextBytes(msgs)))
+	pk.Grow(headroom(chatBytesBound(msgs)))
 	for _, m := range msgs {
 		pk.ChatMessage(m.Role, m.Content.Raw)
 	}
@@ -106,42 +114,56 @@ func (s *session) fill(msgs []fwksched.Message) *fwksched.TokenizedPrompt {
 }
 
 // extend packs the messages after the session's previous ones in place; nil when msgs does
-// not start with them, adds nothing, or the session moved on.
-func (s *session) extend(msgs []fwksched.Message) *fwksched.TokenizedPrompt {
+// not start with them, adds nothing, or the session moved on. grew reports that the session's
+// size changed.
+func (s *session) extend(msgs []fwksched.Message) (tp *fwksched.TokenizedPrompt, grew bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := len(s.roles)
-	if len(msgs) <= k {
-		return nil
-	}
-	for i := 0; i < k; i++ {
-		if msgs[i].Role != s.roles[i] || msgs[i].Content.Raw != s.contents[i] {
-			return nil
-		}
+	k := len(s.lens)
+	if len(msgs) <= k || !s.packs(msgs[:k]) {
+		return nil, false
 	}
 	pk := bytetokens.Packer{Tokens: s.tokens}
-	if n := chatTextBytes(msgs[k:]); cap(s.tokens)-len(s.tokens) < n/bytetokens.BytesPerToken+len(msgs) {
-		pk.Grow(headroom(chatTextBytes(msgs))) // one copy now, then in place again
+	if n := chatBytesBound(msgs[k:]); cap(s.tokens)-len(s.tokens) < n/bytetokens.BytesPerToken+1 {
+		// One copy now to the whole prompt plus headroom, then in place again.
+		pk.Grow(headroom(len(s.tokens)*bytetokens.BytesPerToken+n) - len(s.tokens)*bytetokens.BytesPerToken)
 	}
 	for _, m := range msgs[k:] {
 		pk.ChatMessage(m.Role, m.Content.Raw)
 	}
 	pk.Flush()
+	size := s.size
 	s.record(msgs, k, pk.Tokens)
-	return published(pk.Tokens)
+	return published(pk.Tokens), s.size != size
+}
+
+// packs reports whether msgs pack to exactly the session's tokens: each message's text has
+// the recorded length and equals the bytes its tokens were packed from (a memory compare that
+// stops at the first difference). msgs has len(s.lens) messages.
+func (s *session) packs(msgs []fwksched.Message) bool {
+	text, ok := bytetokens.PackedText(s.tokens)
+	if !ok {
+		return false
+	}
+	off := 0
+	for i, m := range msgs {
+		n, r := s.lens[i], len(m.Role)
+		if r+len(m.Content.Raw) != n || text[off:off+r] != m.Role || text[off+r:off+n] != m.Content.Raw {
+			return false
+		}
+		off += (n + bytetokens.BytesPerToken - 1) &^ (bytetokens.BytesPerToken - 1)
+	}
+	return off == len(text)
 }
 
 // record makes msgs and tokens the session's last request; msgs[:k] are already recorded.
-// The roles and contents are copied into slices of the session's own (their strings are the
-// request's), so a later request's messages never alias them.
 func (s *session) record(msgs []fwksched.Message, k int, tokens []uint32) {
-	s.roles, s.contents = s.roles[:k:k], s.contents[:k:k]
+	s.lens = s.lens[:k]
 	for _, m := range msgs[k:] {
-		s.roles = append(s.roles, m.Role)
-		s.contents = append(s.contents, m.Content.Raw)
+		s.lens = append(s.lens, len(m.Role)+len(m.Content.Raw))
 	}
 	s.tokens = tokens
-	s.size = cap(tokens)*4 + chatTextBytes(msgs)
+	s.size = cap(tokens)*bytetokens.BytesPerToken + cap(s.lens)*int(unsafe.Sizeof(0))
 }
 
 // headroom sizes a session's token slice: the prompt plus a quarter, at least 4 KiB of text,
