@@ -129,7 +129,7 @@ type SessionCacheParams struct {
 	// Headers carry the session ID, tried in order (default x-session-id, llm-d's and
 	// AIBrix's session header).
 	Headers []string `json:"headers,omitempty"`
-	// MaxBytes bounds the sessions held (token slices and message texts; default 64 MiB);
+	// MaxBytes bounds the sessions held (token slices and per-message lengths; default 64 MiB);
 	// 0 turns the cache off.
 	MaxBytes *int `json:"maxBytes,omitempty"`
 }
