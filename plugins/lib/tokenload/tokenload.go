@@ -112,7 +112,8 @@ func Lookup(h fwkplugin.HandlePlugins, name string) (Provider, error) {
 // Leases is what one pod has been given and not yet finished, as a forecast reads it.
 type Leases struct {
 	// PrefillTokens are the open prefill active parts (request cost + new tokens): the prefill
-	// work queued on the pod or being done.
+	// work queued on the pod or being done, this replica's and the other live replicas'
+	// (shared ledger).
 	PrefillTokens float64
 	// PrefillLegs is how many prefill legs those parts are (each carries the ledger's
 	// requestCost, which a forecast counts as the step overhead instead).

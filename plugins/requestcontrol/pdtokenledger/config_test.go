@@ -164,6 +164,24 @@ func FuzzParseSharedValue(f *testing.F) {
 	})
 }
 
+func TestSharedPrefillRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		tokens float64
+		legs   int
+	}{{0, 0}, {8160.5, 2}, {1e9, 5000}} {
+		v := FormatSharedPrefill(c.tokens, c.legs)
+		tokens, legs, err := ParseSharedPrefill(v)
+		if err != nil || tokens != c.tokens || legs != c.legs {
+			t.Fatalf("%q -> %v %v %v", v, tokens, legs, err)
+		}
+	}
+	for _, bad := range []string{"", "1", "a,1", "1,b", "-1,1", "1,-1", "Inf,1", "1,1,1"} {
+		if _, _, err := ParseSharedPrefill(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
 func TestSharedBudgetRoundTrip(t *testing.T) {
 	cases := []struct {
 		output   float64

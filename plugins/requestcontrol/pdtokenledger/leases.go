@@ -7,8 +7,9 @@ import (
 )
 
 // Leases implements tokenload.LeaseReader: every pod's open prefill active parts and decode
-// charges (with the other live replicas' shared ones), read under one lock, less the charges of
-// request exclude.
+// charges (with the other live replicas' shared ones, prefill included: only the forecast adds
+// those, the prefill scores stay local), read under one lock, less the charges of request
+// exclude.
 func (t *Tracker) Leases(pods []tokenload.PodKey, out []tokenload.Leases, exclude string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -33,6 +34,8 @@ func (t *Tracker) Leases(pods []tokenload.PodKey, out []tokenload.Leases, exclud
 				l.DecodeTokens += rem.tokens
 				l.DecodeBudgeted += int(math.Round(rem.budgeted))
 				l.DecodeOutputTokens += rem.output
+				l.PrefillTokens += rem.prefillTokens
+				l.PrefillLegs += int(math.Round(rem.prefillLegs))
 			}
 		}
 		out[i] = l

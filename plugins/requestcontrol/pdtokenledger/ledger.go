@@ -113,6 +113,9 @@ type remoteAgg struct {
 	sumAt    float64 // Σ charge times, Unix seconds on the Redis clock
 	output   float64 // Σ output budgets of the charges that carry one
 	budgeted float64 // how many carry one
+	// the open prefill active parts (prefill work queued or running), which only admission
+	// forecasts read: the prefill scores stay local, as in AIBrix
+	prefillTokens, prefillLegs float64
 }
 
 // Tracker is the token-load ledger. It implements Ledger.
@@ -219,7 +222,7 @@ func (t *Tracker) Atomically(fn func(tx tokenload.Tx)) {
 		defer t.mu.Unlock()
 		fn(x)
 	}()
-	if x.decodeChanged && t.notify != nil {
+	if x.sharedChanged && t.notify != nil {
 		t.notify()
 	}
 }
@@ -276,13 +279,15 @@ func (t *Tracker) release(id string, active, kv, decode bool) {
 	}
 }
 
-// releaseLocked closes the named parts of e and reports whether the decode ledger changed.
+// releaseLocked closes the named parts of e and reports whether a shared lease (a decode charge or a
+// prefill active part) changed.
 // The encode part goes with the active one: every release that ends the prefill leg (the
 // callback, the response headers, the end of stream) comes after the encoders answered.
 func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool, now time.Time) bool {
 	if en := e.encode; active && en != nil && en.open {
 		t.releaseEncodeLocked(en, now)
 	}
+	changed := false
 	if pp := e.prefill; pp != nil {
 		ps := t.pod(pp.pod, now)
 		if active && pp.active {
@@ -290,6 +295,7 @@ func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool,
 			ps.activeN--
 			ps.active = settle(ps.active-pp.tokens, ps.activeN)
 			ps.gActive.Set(ps.active)
+			changed = true // the shared prefill lease
 		}
 		if kv && pp.kv {
 			pp.kv = false
@@ -298,7 +304,6 @@ func (t *Tracker) releaseLocked(id string, e *reqEntry, active, kv, decode bool,
 			ps.gKV.Set(ps.kv)
 		}
 	}
-	changed := false
 	if dp := e.decode; decode && dp != nil && dp.open {
 		dp.open = false
 		ps := t.pod(dp.pod, now)
@@ -346,7 +351,7 @@ type tx struct {
 	nowRel        float64
 	meanRate      float64
 	meanDone      bool
-	decodeChanged bool
+	sharedChanged bool
 }
 
 func (x *tx) Prefill(pod tokenload.PodKey) tokenload.PrefillLoad {
@@ -427,6 +432,7 @@ func (x *tx) ChargePrefill(c tokenload.PrefillCharge) {
 	ps.kvN++
 	ps.gActive.Set(ps.active)
 	ps.gKV.Set(ps.kv)
+	x.sharedChanged = true
 }
 
 func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
@@ -462,7 +468,7 @@ func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	}
 	ps.gD.Set(ps.decTokens)
 	ps.gSlots.Set(float64(ps.decN))
-	x.decodeChanged = true
+	x.sharedChanged = true
 }
 
 // releaseEncodeLocked closes an open encode part.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,7 @@ type sharedLedger struct {
 
 	// owned by the sync goroutine
 	published map[tokenload.PodKey]bool     // pods whose field this replica has written
+	prefills  map[tokenload.PodKey]bool     // pods whose prefill field this replica has written
 	dead      map[tokenload.PodKey][]string // fields of dead replicas to delete on the next sync
 	lastWarn  time.Time
 
@@ -72,7 +74,7 @@ func (t *Tracker) enableSharing() *sharedLedger {
 	timeout := time.Duration(p.TimeoutMS) * time.Millisecond
 	s := &sharedLedger{
 		t: t, p: p, id: p.ReplicaID, trigger: make(chan struct{}, 1),
-		published: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{},
+		published: map[tokenload.PodKey]bool{}, prefills: map[tokenload.PodKey]bool{}, dead: map[tokenload.PodKey][]string{},
 		client: redis.NewClient(&redis.Options{
 			Addr: p.Address, DB: p.DB, Password: p.password, Protocol: 2, DisableIdentity: true,
 			DialTimeout: timeout, ReadTimeout: timeout, WriteTimeout: timeout, PoolTimeout: timeout,
@@ -92,6 +94,12 @@ func (t *Tracker) enableSharing() *sharedLedger {
 }
 
 func (s *sharedLedger) podKey(k tokenload.PodKey) string { return s.p.KeyPrefix + string(k) }
+
+// prefillKey holds a pod's open prefill active parts, one field per replica: the prefill work
+// each replica has queued there, which admission forecasts add up.
+func (s *sharedLedger) prefillKey(k tokenload.PodKey) string {
+	return s.p.KeyPrefix + "prefill:" + string(k)
+}
 
 // budgetKey holds a pod's output budgets, one field per replica, apart from the pod's hash:
 // that hash keeps AIBrix's three-field value, which AIBrix gateways sharing the Redis parse.
@@ -122,38 +130,56 @@ type ownValue struct {
 	value, budget string
 }
 
+// syncPlan is what one sync publishes, deletes and reads.
+type syncPlan struct {
+	own, ownPrefill   []ownValue         // this replica's non-zero pods
+	zero, zeroPrefill []tokenload.PodKey // pods it published before and holds nothing on now
+	read              []tokenload.PodKey // pods whose other replicas' shares it reads
+	offset            float64
+}
+
 // snapshot collects what to publish and which pods to read, under the ledger lock.
-func (s *sharedLedger) snapshot() (own []ownValue, zero []tokenload.PodKey, read []tokenload.PodKey, offset float64) {
+func (s *sharedLedger) snapshot() syncPlan {
 	t := s.t
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	offset = t.redisOffset
+	pl := syncPlan{offset: t.redisOffset}
 	epochUnix := float64(t.epoch.UnixNano()) / 1e9
-	seen := map[tokenload.PodKey]bool{}
+	seen, seenPrefill := map[tokenload.PodKey]bool{}, map[tokenload.PodKey]bool{}
 	for k, ps := range t.pods {
 		if ps.decN > 0 {
 			n := float64(ps.decN)
-			sumAt := ps.decSumRel + n*epochUnix + n*offset
-			own = append(own, ownValue{pod: k, value: FormatSharedValue(ps.decTokens, ps.decN, sumAt),
+			sumAt := ps.decSumRel + n*epochUnix + n*pl.offset
+			pl.own = append(pl.own, ownValue{pod: k, value: FormatSharedValue(ps.decTokens, ps.decN, sumAt),
 				budget: FormatSharedBudget(ps.decOut, ps.decOutN)})
 			seen[k] = true
+		}
+		if ps.activeN > 0 {
+			pl.ownPrefill = append(pl.ownPrefill, ownValue{pod: k, value: FormatSharedPrefill(ps.active, ps.activeN)})
+			seenPrefill[k] = true
 		}
 	}
 	for k := range s.published {
 		if !seen[k] {
-			zero = append(zero, k)
+			pl.zero = append(pl.zero, k)
+		}
+	}
+	for k := range s.prefills {
+		if !seenPrefill[k] {
+			pl.zeroPrefill = append(pl.zeroPrefill, k)
 		}
 	}
 	for k := range t.interest {
-		read = append(read, k)
+		pl.read = append(pl.read, k)
 	}
-	return own, zero, read, offset
+	return pl
 }
 
 // sync is one pipelined round trip: TIME, heartbeat, publish, prune, read live replicas and
 // the interesting pods' hashes.
 func (s *sharedLedger) sync(ctx context.Context) {
-	own, zero, read, offset := s.snapshot()
+	pl := s.snapshot()
+	own, zero, read, offset := pl.own, pl.zero, pl.read, pl.offset
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.p.TimeoutMS)*time.Millisecond)
 	defer cancel()
 	before := time.Now()
@@ -172,20 +198,30 @@ func (s *sharedLedger) sync(ctx context.Context) {
 		pipe.HSet(ctx, s.budgetKey(o.pod), s.id, o.budget)
 		pipe.PExpire(ctx, s.budgetKey(o.pod), keyTTL)
 	}
+	for _, o := range pl.ownPrefill {
+		pipe.HSet(ctx, s.prefillKey(o.pod), s.id, o.value)
+		pipe.PExpire(ctx, s.prefillKey(o.pod), keyTTL)
+	}
 	for _, k := range zero {
 		pipe.HDel(ctx, s.podKey(k), s.id)
 		pipe.HDel(ctx, s.budgetKey(k), s.id)
 	}
+	for _, k := range pl.zeroPrefill {
+		pipe.HDel(ctx, s.prefillKey(k), s.id)
+	}
 	for k, fields := range s.dead {
 		pipe.HDel(ctx, s.podKey(k), fields...)
 		pipe.HDel(ctx, s.budgetKey(k), fields...)
+		pipe.HDel(ctx, s.prefillKey(k), fields...)
 	}
 	liveCmd := pipe.ZRangeByScore(ctx, s.replicasKey(), &redis.ZRangeBy{Min: strconv.FormatFloat(cutoff, 'f', 0, 64), Max: "+inf"})
 	reads := make([]*redis.MapStringStringCmd, len(read))
 	budgets := make([]*redis.MapStringStringCmd, len(read))
+	prefills := make([]*redis.MapStringStringCmd, len(read))
 	for i, k := range read {
 		reads[i] = pipe.HGetAll(ctx, s.podKey(k))
 		budgets[i] = pipe.HGetAll(ctx, s.budgetKey(k))
+		prefills[i] = pipe.HGetAll(ctx, s.prefillKey(k))
 	}
 	_, err := pipe.Exec(ctx)
 	after := time.Now()
@@ -202,6 +238,12 @@ func (s *sharedLedger) sync(ctx context.Context) {
 	}
 	for _, k := range zero {
 		delete(s.published, k)
+	}
+	for _, o := range pl.ownPrefill {
+		s.prefills[o.pod] = true
+	}
+	for _, k := range pl.zeroPrefill {
+		delete(s.prefills, k)
 	}
 	clear(s.dead)
 
@@ -244,7 +286,8 @@ func (s *sharedLedger) sync(ctx context.Context) {
 				}
 			}
 		}
-		if agg.charges > 0 {
+		s.addPrefills(k, prefills[i].Val(), live, &agg, replicas)
+		if agg.charges > 0 || agg.prefillLegs > 0 {
 			remote[k] = agg
 		}
 	}
@@ -293,51 +336,35 @@ func (s *sharedLedger) withdraw() {
 		pipe.HDel(ctx, s.podKey(k), s.id)
 		pipe.HDel(ctx, s.budgetKey(k), s.id)
 	}
+	for k := range s.prefills {
+		pipe.HDel(ctx, s.prefillKey(k), s.id)
+	}
 	pipe.ZRem(ctx, s.replicasKey(), s.id)
 	_, _ = pipe.Exec(ctx)
 }
 
-// FormatSharedValue renders a replica's decode state of one pod: "<tokens>,<charges>,<sumat>"
-// (sumat: Σ charge times in Unix seconds on the Redis clock).
-func FormatSharedValue(tokens float64, charges int, sumAt float64) string {
-	return strconv.FormatFloat(tokens, 'f', -1, 64) + "," + strconv.Itoa(charges) + "," + strconv.FormatFloat(sumAt, 'f', 3, 64)
-}
-
-// ParseSharedValue parses FormatSharedValue's format.
-func ParseSharedValue(v string) (tokens float64, charges int, sumAt float64, err error) {
-	parts := strings.Split(v, ",")
-	if len(parts) != 3 {
-		return 0, 0, 0, fmt.Errorf("shared ledger value %q: want <tokens>,<charges>,<sumat>", v)
+// addPrefills adds the other live replicas' prefill fields of pod k to agg; a dead replica's
+// field is deleted on the next sync, with its decode fields.
+func (s *sharedLedger) addPrefills(k tokenload.PodKey, fields map[string]string, live map[string]bool, agg *remoteAgg, replicas map[string]bool) {
+	for field, v := range fields {
+		if field == s.id {
+			continue
+		}
+		if !live[field] {
+			if !slices.Contains(s.dead[k], field) {
+				s.dead[k] = append(s.dead[k], field)
+			}
+			continue
+		}
+		tokens, legs, err := ParseSharedPrefill(v)
+		if err != nil {
+			s.t.log.V(1).Info("Ignoring malformed shared ledger field", "key", s.prefillKey(k), "field", field, "err", err)
+			continue
+		}
+		if legs > 0 {
+			replicas[field] = true
+			agg.prefillTokens += tokens
+			agg.prefillLegs += float64(legs)
+		}
 	}
-	if tokens, err = strconv.ParseFloat(parts[0], 64); err != nil || !validTokens(tokens) {
-		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad tokens", v)
-	}
-	if charges, err = strconv.Atoi(parts[1]); err != nil || charges < 0 {
-		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad charges", v)
-	}
-	if sumAt, err = strconv.ParseFloat(parts[2], 64); err != nil || !validTokens(sumAt) {
-		return 0, 0, 0, fmt.Errorf("shared ledger value %q: bad sumat", v)
-	}
-	return tokens, charges, sumAt, nil
-}
-
-// FormatSharedBudget renders a replica's output budgets on one pod: "<output>,<budgeted>"
-// (Σ output budgets of the open decode charges that carry one, and how many carry one).
-func FormatSharedBudget(output float64, budgeted int) string {
-	return strconv.FormatFloat(output, 'f', -1, 64) + "," + strconv.Itoa(budgeted)
-}
-
-// ParseSharedBudget parses FormatSharedBudget's format.
-func ParseSharedBudget(v string) (output float64, budgeted int, err error) {
-	parts := strings.Split(v, ",")
-	if len(parts) != 2 {
-		return 0, 0, fmt.Errorf("shared ledger budget %q: want <output>,<budgeted>", v)
-	}
-	if output, err = strconv.ParseFloat(parts[0], 64); err != nil || !validTokens(output) {
-		return 0, 0, fmt.Errorf("shared ledger budget %q: bad output", v)
-	}
-	if budgeted, err = strconv.Atoi(parts[1]); err != nil || budgeted < 0 {
-		return 0, 0, fmt.Errorf("shared ledger budget %q: bad budgeted", v)
-	}
-	return output, budgeted, nil
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -43,10 +46,10 @@ plugins:
     decodeScorePolicy: token_load
 - type: forecast-admitter
   parameters:
-    ttft: 1s
+    ttft: %s
     tpot: 50ms
     shedCritical: true
-    cost: {kvCapacityTokens: 16000}   # the fake engines' 1,000 blocks of 16 tokens
+    cost: {kvCapacityTokens: %d}   # the fake engines' blocks of 16 tokens
 - type: aibrix-pd-prefill-filter
 - type: max-score-picker
 - type: disagg-profile-handler
@@ -73,21 +76,54 @@ dataLayer:
     - pluginRef: aibrix-engine-metrics-extractor
 `
 
-// The offered requests: a ~50-token prompt with 700 tokens of output budget. The fake engines
-// have 16,000 tokens of KV cache, 10 % in use: each decode pod takes 20 such sequences (their
-// prompts and budgets reserved), the fleet of two 40. The TTFT and TPOT forecasts stay far
-// inside the objective at that load, so the KV cache is what admission guards.
-const (
-	offeredMaxTokens = 700
-	fleetSequences   = 40
-)
-
-func admissionBody() string {
-	b, _ := json.Marshal(map[string]any{"model": "m", "prompt": strings.Repeat("abcd", 50), "max_tokens": offeredMaxTokens})
-	return string(b)
+// bound is what limits a fleet's admissions in one scenario: the requests offered, the engines'
+// KV cache and the TTFT objective.
+type bound struct {
+	promptChars, maxTokens int
+	kvBlocks               int // the fake engines' KV cache, in 16-token blocks (10 % in use)
+	ttft                   string
+	fleet                  int // about what the fleet holds
 }
 
-func startAdmissionEPP(t *testing.T, name, redisAddr string, pods map[string]fakePod) *eppProc {
+var (
+	// KV-bound: a ~50-token prompt with 700 tokens of output budget, 16,000 tokens of KV per
+	// decode pod: each takes about 20 sequences (prompts and budgets reserved), the fleet 40.
+	// The TTFT and TPOT forecasts stay far inside the objective at that load.
+	kvBound = bound{promptChars: 200, maxTokens: 700, kvBlocks: 1000, ttft: "1s", fleet: 40}
+	// Prefill-bound: ~4,000-token prompts held in the prefill queue (the fake engines never
+	// answer, so no prefill leg ends): about 50 legs fit an 8 s TTFT (10 s with headroom 0.8) on
+	// the one prefill pod, while the decode pods' 1.6M tokens of KV hold them all.
+	prefillBound = bound{promptChars: 16000, maxTokens: 16, kvBlocks: 100000, ttft: "10s", fleet: 50}
+)
+
+func (b bound) body() string {
+	raw, _ := json.Marshal(map[string]any{"model": "m", "prompt": strings.Repeat("abcd", b.promptChars/4), "max_tokens": b.maxTokens})
+	return string(raw)
+}
+
+// startEngines serves each pod's vLLM metrics with kvBlocks of KV cache.
+func startEngines(t *testing.T, kvBlocks int, names map[string]string) map[string]fakePod {
+	t.Helper()
+	pods := map[string]fakePod{}
+	for name, role := range names {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			page := &strings.Builder{}
+			testsupport.WriteVLLMMetrics(page, 0, 0)
+			_, _ = io.WriteString(w, strings.Replace(page.String(), `num_gpu_blocks="1000"`, fmt.Sprintf(`num_gpu_blocks="%d"`, kvBlocks), 1))
+		})
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		pods[name] = fakePod{name: name, role: role, port: l.Addr().(*net.TCPAddr).Port}
+	}
+	return pods
+}
+
+func startAdmissionEPP(t *testing.T, name, redisAddr string, b bound, pods map[string]fakePod) *eppProc {
 	t.Helper()
 	dir := t.TempDir()
 	var eps strings.Builder
@@ -102,7 +138,7 @@ func startAdmissionEPP(t *testing.T, name, redisAddr string, pods map[string]fak
 	if err := os.WriteFile(epsPath, []byte(eps.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(admissionConfig, redisAddr, name)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(admissionConfig, redisAddr, name, b.ttft, 16*b.kvBlocks)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := testsupport.StartProc(t, eppBin(), nil, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
@@ -122,10 +158,10 @@ type answer struct {
 }
 
 // offer sends one request and holds it in flight (the ledger keeps its leases) until release.
-func (e *eppProc) offer(t *testing.T, holder *held) answer {
+func (e *eppProc) offer(t *testing.T, holder *held, body string) answer {
 	t.Helper()
 	id := fmt.Sprintf("%s-%d", e.name, e.seq.Add(1))
-	rt, _, closeFn, err := eppclient.Open(e.client, "/v1/completions", map[string]string{"x-request-id": id}, []byte(admissionBody()), 5*time.Minute)
+	rt, _, closeFn, err := eppclient.Open(e.client, "/v1/completions", map[string]string{"x-request-id": id}, []byte(body), 5*time.Minute)
 	holder.add(closeFn)
 	if err != nil {
 		t.Fatalf("%s: request %s lost: %v", e.name, id, err)
@@ -165,8 +201,8 @@ func (h *held) release() {
 func sharedSlots(t *testing.T, rc *redis.Client) int {
 	t.Helper()
 	n := 0
-	for _, pod := range []string{"decode-0", "decode-1"} {
-		fields, err := rc.HGetAll(context.Background(), "pdgate:dtl:default/"+pod).Result()
+	for _, key := range []string{"pdgate:dtl:default/decode-0", "pdgate:dtl:default/decode-1"} {
+		fields, err := rc.HGetAll(context.Background(), key).Result()
 		if err != nil {
 			t.Fatalf("redis: %v", err)
 		}
@@ -192,33 +228,46 @@ func (e *eppProc) synced(t *testing.T, rc *redis.Client, admitted int) {
 }
 
 // TestTwoEPPReplicasAdmitAsOne runs forecast admission on two real EPP processes sharing one
-// ledger through a real redis-server. At twice the fleet's capacity, one EPP admits what the
-// fleet holds; two EPPs taking turns admit within 10 % of it, because each forecasts on the
-// other's leases. Killing Redis mid-run loses no request (each one is forwarded or refused with
-// a reason), both replicas say they are degraded, and each falls back to its own leases.
+// ledger through a real redis-server, on a fleet whose decode KV cache binds (the shared decode
+// leases) and on one whose prefill queue binds (the shared prefill leases). At twice the fleet's
+// capacity, one EPP admits what the fleet holds; two EPPs taking turns admit within 10 % of it,
+// because each forecasts on the other's leases. Killing Redis mid-run loses no request (each one
+// is forwarded or refused with a reason), both replicas say they are degraded, and each falls
+// back to its own leases.
 func TestTwoEPPReplicasAdmitAsOne(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    bound
+	}{{"decode KV binds", kvBound}, {"prefill queue binds", prefillBound}} {
+		t.Run(tc.name, func(t *testing.T) { admitAsOne(t, tc.b) })
+	}
+}
+
+func admitAsOne(t *testing.T, b bound) {
 	port := testsupport.FreePort(t)
 	srv := redistest.Start(t, port)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, DisableIdentity: true})
 	defer rc.Close()
-	pods := startPods(t, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
-	a := startAdmissionEPP(t, "epp-a", srv.Addr, pods)
-	b := startAdmissionEPP(t, "epp-b", srv.Addr, pods)
-	for _, e := range []*eppProc{a, b} {
+	pods := startEngines(t, b.kvBlocks, map[string]string{"prefill-0": "prefill", "decode-0": "decode", "decode-1": "decode"})
+	a := startAdmissionEPP(t, "epp-a", srv.Addr, b, pods)
+	bb := startAdmissionEPP(t, "epp-b", srv.Addr, b, pods)
+	body := b.body()
+	for _, e := range []*eppProc{a, bb} {
 		// admitted once the engines' KV capacity is scraped (the first scrape may lag the start)
 		testsupport.Eventually(t, 30*time.Second, e.name+" admits", func() bool {
 			var h held
 			defer h.release()
-			return e.offer(t, &h).forwarded
+			return e.offer(t, &h, body).forwarded
 		})
 	}
-	const offered = 2 * fleetSequences
+	testsupport.Eventually(t, 30*time.Second, "warm-up leases released", func() bool { return sharedSlots(t, rc) == 0 })
+	offered := 2 * b.fleet
 
 	// One EPP at twice the fleet's capacity.
 	var one held
 	admittedOne := 0
 	for i := 0; i < offered; i++ {
-		if r := a.offer(t, &one); r.forwarded {
+		if r := a.offer(t, &one, body); r.forwarded {
 			admittedOne++
 		} else if r.status != 429 || r.reason != "rejected-saturated" {
 			t.Fatalf("one EPP: refused with %d %q, want 429 rejected-saturated", r.status, r.reason)
@@ -226,8 +275,8 @@ func TestTwoEPPReplicasAdmitAsOne(t *testing.T) {
 	}
 	one.release()
 	testsupport.Eventually(t, 30*time.Second, "one EPP's leases released", func() bool { return sharedSlots(t, rc) == 0 })
-	if admittedOne < fleetSequences/2 || admittedOne >= offered {
-		t.Fatalf("one EPP admitted %d of %d: want the fleet's capacity (~%d), some refused", admittedOne, offered, fleetSequences)
+	if admittedOne < b.fleet/2 || admittedOne >= offered {
+		t.Fatalf("one EPP admitted %d of %d: want the fleet's capacity (~%d), some refused", admittedOne, offered, b.fleet)
 	}
 
 	// Two EPPs taking turns on the same load, each reading the other's leases.
@@ -235,11 +284,11 @@ func TestTwoEPPReplicasAdmitAsOne(t *testing.T) {
 	defer two.release()
 	admittedTwo := 0
 	for i := 0; i < offered; i++ {
-		e, other := a, b
+		e, other := a, bb
 		if i%2 == 1 {
-			e, other = b, a
+			e, other = bb, a
 		}
-		if r := e.offer(t, &two); r.forwarded {
+		if r := e.offer(t, &two, body); r.forwarded {
 			admittedTwo++
 			other.synced(t, rc, admittedTwo)
 		}
@@ -254,23 +303,21 @@ func TestTwoEPPReplicasAdmitAsOne(t *testing.T) {
 	// answered, the replicas say they are degraded and admit on their own leases only.
 	const degraded, fallbacks = "pdgate_token_load_shared_degraded", "pdgate_token_load_shared_fallbacks_total"
 	srv.Kill()
-	answered, admittedDegraded := 0, 0
-	for _, e := range []*eppProc{a, b} {
+	for _, e := range []*eppProc{a, bb} {
 		e.eventuallyMetric(t, degraded, func(v float64) bool { return v == 1 })
 		e.eventuallyMetric(t, fallbacks, func(v float64) bool { return v >= 1 })
 	}
+	admittedDegraded := 0
 	for i := 0; i < offered; i++ {
-		e := []*eppProc{a, b}[i%2]
-		r := e.offer(t, &two)
-		answered++
+		r := []*eppProc{a, bb}[i%2].offer(t, &two, body)
 		if r.forwarded {
 			admittedDegraded++
 		} else if r.status != 429 {
 			t.Fatalf("Redis down: refused with %d %q, want 429", r.status, r.reason)
 		}
 	}
-	t.Logf("Redis killed: %d of %d more requests answered, %d of them admitted on local leases", answered, offered, admittedDegraded)
-	// each replica holds about half the fleet's sequences and now sees only those
+	t.Logf("Redis killed: %d more requests all answered, %d of them admitted on local leases", offered, admittedDegraded)
+	// each replica holds about half the fleet's leases and now sees only those
 	if admittedDegraded == 0 {
 		t.Fatalf("degraded replicas admitted nothing more: they still read leases from the dead Redis")
 	}

@@ -92,6 +92,28 @@ func TestSharedDecodeLedgerAcrossReplicas(t *testing.T) {
 		b.Leases([]tokenload.PodKey{podA}, got, "")
 		return got[0] == tokenload.Leases{DecodeSlots: 1, DecodeTokens: 50000, DecodeBudgeted: 1, DecodeOutputTokens: 2000}
 	})
+	// A's prefill work queued on a prefill pod reaches B's leases too (not its prefill scores),
+	// and leaves with the prefill leg.
+	const prefillPod = tokenload.PodKey("default/prefill-0")
+	a.Atomically(func(tx tokenload.Tx) {
+		tx.ChargePrefill(tokenload.PrefillCharge{RequestID: "queued", Pod: prefillPod, Tokens: 8160, TTL: time.Hour})
+	})
+	prefillLeases := func() tokenload.Leases {
+		got := make([]tokenload.Leases, 1)
+		b.Leases([]tokenload.PodKey{prefillPod}, got, "")
+		return got[0]
+	}
+	testsupport.Eventually(t, syncWait, "B's leases carry A's queued prefill", func() bool {
+		return prefillLeases() == tokenload.Leases{PrefillTokens: 8160, PrefillLegs: 1}
+	})
+	var ownScore tokenload.PrefillLoad
+	b.Atomically(func(tx tokenload.Tx) { ownScore = tx.Prefill(prefillPod) })
+	if ownScore != (tokenload.PrefillLoad{}) {
+		t.Fatalf("B's prefill score %+v, want its local ledger only (empty)", ownScore)
+	}
+	a.ReleasePrefillActive("queued")
+	testsupport.Eventually(t, syncWait, "B sees A's prefill leg end", func() bool { return prefillLeases() == tokenload.Leases{} })
+	a.ReleaseAll("queued")
 	got, scores := pick(b, "short-b1", 100)
 	if got != podB {
 		t.Fatalf("B picked %s with scores %v, want %s (steered by A's charge)", got, scores, podB)
