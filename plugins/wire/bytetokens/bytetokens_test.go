@@ -115,3 +115,20 @@ func TestPackedText(t *testing.T) {
 		t.Fatalf("PackedText(nil) = %q, %v", text, ok)
 	}
 }
+
+// TestPackerGrowsAmortized: packing many short messages without a Grow reallocates the
+// slice a logarithmic number of times, as append would, not once per message.
+func TestPackerGrowsAmortized(t *testing.T) {
+	var p Packer
+	arrays := 0
+	var last *uint32
+	for range 10_000 {
+		p.ChatMessage("user", "a short turn")
+		if first := &p.Tokens[0]; first != last {
+			arrays, last = arrays+1, first
+		}
+	}
+	if arrays > 40 {
+		t.Fatalf("%d arrays for 10,000 messages (%d tokens)", arrays, len(p.Tokens))
+	}
+}
