@@ -3,6 +3,7 @@ package telemetry
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -45,19 +46,59 @@ func (c exportCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if !ok || !encodable(req) {
 		return c.std.Marshal(v)
 	}
-	size := 0
-	for _, rs := range req.ResourceSpans {
-		size += sizeField(1, sizeResourceSpans(rs))
-	}
+	e := encoders.Get().(*wireEncoder)
+	defer encoders.Put(e)
+	size := e.sizeRequest(req)
 	pool := mem.DefaultBufferPool()
 	buf := pool.Get(size)
-	b := appendExportRequest((*buf)[:0], req)
+	b := e.appendRequest((*buf)[:0], req)
 	if len(b) != size {
 		pool.Put(buf)
 		return nil, fmt.Errorf("encoding an OTLP export request: wrote %d bytes, sized %d", len(b), size)
 	}
 	*buf = b
 	return mem.BufferSlice{mem.NewBuffer(buf, pool)}, nil
+}
+
+var encoders = sync.Pool{New: func() any { return &wireEncoder{} }}
+
+// wireEncoder keeps, between its sizing pass and its writing pass over a request, the sizes
+// of the resource spans, scope spans and spans in the order both passes visit them: every
+// nested message is written after its length, and sizing each again at each level above it
+// cost more than the writing.
+type wireEncoder struct {
+	sizes []int
+	next  int
+}
+
+// reserve holds the place of the size of the message the sizing pass visits now.
+func (e *wireEncoder) reserve() int {
+	e.sizes = append(e.sizes, 0)
+	return len(e.sizes) - 1
+}
+
+// take is the size of the message visited now by the writing pass.
+func (e *wireEncoder) take() int {
+	n := e.sizes[e.next]
+	e.next++
+	return n
+}
+
+func (e *wireEncoder) sizeRequest(req *coltracepb.ExportTraceServiceRequest) int {
+	e.sizes, e.next = e.sizes[:0], 0
+	n := 0
+	for _, rs := range req.ResourceSpans {
+		n += sizeField(1, e.sizeResourceSpans(rs))
+	}
+	return n
+}
+
+func (e *wireEncoder) appendRequest(b []byte, req *coltracepb.ExportTraceServiceRequest) []byte {
+	for _, rs := range req.ResourceSpans {
+		b = appendMsg(b, 1, e.take())
+		b = e.appendResourceSpans(b, rs)
+	}
+	return b
 }
 
 // encodable tells whether the encoder writes every field req sets: the dictionary fields of
@@ -195,34 +236,29 @@ func appendMsg(b []byte, num protowire.Number, size int) []byte {
 	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(size))
 }
 
-func appendExportRequest(b []byte, req *coltracepb.ExportTraceServiceRequest) []byte {
-	for _, rs := range req.ResourceSpans {
-		b = appendMsg(b, 1, sizeResourceSpans(rs))
-		b = appendResourceSpans(b, rs)
-	}
-	return b
-}
-
-func sizeResourceSpans(rs *tracepb.ResourceSpans) int {
+func (e *wireEncoder) sizeResourceSpans(rs *tracepb.ResourceSpans) int {
+	i := e.reserve()
 	n := 0
 	if rs.Resource != nil {
 		n += sizeField(1, sizeResource(rs.Resource))
 	}
 	for _, ss := range rs.ScopeSpans {
-		n += sizeField(2, sizeScopeSpans(ss))
+		n += sizeField(2, e.sizeScopeSpans(ss))
 	}
-	return n + sizeString(3, rs.SchemaUrl)
+	n += sizeString(3, rs.SchemaUrl)
+	e.sizes[i] = n
+	return n
 }
 
-func appendResourceSpans(b []byte, rs *tracepb.ResourceSpans) []byte {
+func (e *wireEncoder) appendResourceSpans(b []byte, rs *tracepb.ResourceSpans) []byte {
 	if rs.Resource != nil {
 		b = appendMsg(b, 1, sizeResource(rs.Resource))
 		b = appendKVs(b, 1, rs.Resource.Attributes)
 		b = appendVarint(b, 2, uint64(rs.Resource.DroppedAttributesCount))
 	}
 	for _, ss := range rs.ScopeSpans {
-		b = appendMsg(b, 2, sizeScopeSpans(ss))
-		b = appendScopeSpans(b, ss)
+		b = appendMsg(b, 2, e.take())
+		b = e.appendScopeSpans(b, ss)
 	}
 	return appendString(b, 3, rs.SchemaUrl)
 }
@@ -231,18 +267,23 @@ func sizeResource(r *resourcepb.Resource) int {
 	return sizeKVs(1, r.Attributes) + sizeVarint(2, uint64(r.DroppedAttributesCount))
 }
 
-func sizeScopeSpans(ss *tracepb.ScopeSpans) int {
+func (e *wireEncoder) sizeScopeSpans(ss *tracepb.ScopeSpans) int {
+	i := e.reserve()
 	n := 0
 	if ss.Scope != nil {
 		n += sizeField(1, sizeScope(ss.Scope))
 	}
 	for _, s := range ss.Spans {
-		n += sizeField(2, sizeSpan(s))
+		j := e.reserve()
+		e.sizes[j] = sizeSpan(s)
+		n += sizeField(2, e.sizes[j])
 	}
-	return n + sizeString(3, ss.SchemaUrl)
+	n += sizeString(3, ss.SchemaUrl)
+	e.sizes[i] = n
+	return n
 }
 
-func appendScopeSpans(b []byte, ss *tracepb.ScopeSpans) []byte {
+func (e *wireEncoder) appendScopeSpans(b []byte, ss *tracepb.ScopeSpans) []byte {
 	if sc := ss.Scope; sc != nil {
 		b = appendMsg(b, 1, sizeScope(sc))
 		b = appendString(b, 1, sc.Name)
@@ -251,7 +292,7 @@ func appendScopeSpans(b []byte, ss *tracepb.ScopeSpans) []byte {
 		b = appendVarint(b, 4, uint64(sc.DroppedAttributesCount))
 	}
 	for _, s := range ss.Spans {
-		b = appendMsg(b, 2, sizeSpan(s))
+		b = appendMsg(b, 2, e.take())
 		b = appendSpan(b, s)
 	}
 	return appendString(b, 3, ss.SchemaUrl)
