@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -87,6 +88,8 @@ func FuzzScanner(f *testing.F) {
 	}
 	f.Add(`"\ud800\udc00\udbff\udfff\ud800x\udc00"`)
 	f.Add(`[1,-0,0.5e+3,"a\"b\\"]`)
+	// Strings long enough for strLong, with escapes, an escaped quote and a bad byte to mutate.
+	f.Add(`{"content":"` + strings.Repeat(`a line of a prompt\n`, 20) + `\"x\" \u00e9` + "\xff" + `"}`)
 	f.Fuzz(func(t *testing.T, in string) {
 		s := scanner{b: []byte(in)}
 		s.ws()

@@ -71,6 +71,9 @@ func (s *scanner) str() (start, end int, plain bool, ok bool) {
 	b := s.b
 	start = s.i
 	j := s.i + 1
+	if q := bytes.IndexByte(b[j:], '"'); q >= longString {
+		return s.strLong()
+	}
 	var high uint8
 	var highWord uint64
 	for {
@@ -117,6 +120,79 @@ func (s *scanner) str() (start, end int, plain bool, ok bool) {
 			return 0, 0, false, s.fail()
 		}
 	}
+}
+
+// longString is the distance to the next quote from which str hands a string to strLong.
+const longString = 256
+
+// strLong is str for a long string (a prompt): a pass that stops at every escape costs more
+// than one that does not, when escapes are sparse ("\n" every line of a document). It finds
+// the closing quote and the escapes with the runtime's vector byte search, validating each
+// escape as str does, then checks the whole span for control and high bytes a word at a time
+// without stopping.
+func (s *scanner) strLong() (start, end int, plain bool, ok bool) {
+	b := s.b
+	start = s.i
+	j := start + 1
+	escaped := false
+	for {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return 0, 0, false, s.fail()
+		}
+		q += j
+		// The escapes before q; one of them may swallow the quote at q (\") and move j past it.
+		for j < q {
+			k := bytes.IndexByte(b[j:q], '\\')
+			if k < 0 {
+				j = q
+				break
+			}
+			k += j
+			escaped = true
+			if k+1 >= len(b) {
+				return 0, 0, false, s.fail()
+			}
+			switch b[k+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j = k + 2
+			case 'u':
+				if k+6 > len(b) || !isHex(b[k+2]) || !isHex(b[k+3]) || !isHex(b[k+4]) || !isHex(b[k+5]) {
+					return 0, 0, false, s.fail()
+				}
+				j = k + 6
+			default:
+				return 0, 0, false, s.fail()
+			}
+		}
+		if j == q {
+			break // q is the closing quote
+		}
+	}
+	ctl, high := spanClass(b[start+1 : j])
+	if ctl {
+		return 0, 0, false, s.fail()
+	}
+	s.i = j + 1
+	s.ascii = !high
+	return start, j + 1, !high && !escaped, true
+}
+
+// spanClass reports whether p holds a control byte (< 0x20) and whether it holds a byte >= 0x80.
+func spanClass(p []byte) (ctl, high bool) {
+	const lsb, msb = 0x0101010101010101, 0x8080808080808080
+	var c, h uint64
+	for ; len(p) >= 32; p = p[32:] {
+		w0, w1 := binary.LittleEndian.Uint64(p[0:8]), binary.LittleEndian.Uint64(p[8:16])
+		w2, w3 := binary.LittleEndian.Uint64(p[16:24]), binary.LittleEndian.Uint64(p[24:32])
+		c |= (w0-lsb*0x20)&^w0 | (w1-lsb*0x20)&^w1 | (w2-lsb*0x20)&^w2 | (w3-lsb*0x20)&^w3
+		h |= w0 | w1 | w2 | w3
+	}
+	for _, b := range p {
+		ctl = ctl || b < 0x20
+		high = high || b >= 0x80
+	}
+	return ctl || c&msb != 0, high || h&msb != 0
 }
 
 func isHex(c byte) bool {

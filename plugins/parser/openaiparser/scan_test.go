@@ -9,38 +9,43 @@ import (
 
 // TestScannerStringsAtEveryOffset puts each byte class the word-at-a-time loops must notice
 // (quote, backslash escapes, control bytes, UTF-8 and invalid bytes) at every position of a
-// string longer than two words, and compares validity and the decoded text with encoding/json.
+// string longer than two words, short and long (strLong's path), with and without bytes after
+// it, and compares validity and the decoded text with encoding/json.
 func TestScannerStringsAtEveryOffset(t *testing.T) {
 	inserts := []string{`\"`, `\\`, `\/`, `\n`, `\u00e9`, `\ud83d\ude00`, `\ud800`, "\x01", "\x1f", "\x7f", "é", "\xff", "\xe2\x82", `\x`, `\u12`, `"`,
 		`\n` + "\xff", "é" + `\t`, "\xe2" + `\u00e9`}
-	for _, ins := range inserts {
-		for pos := 0; pos <= 20; pos++ {
-			inner := []byte("abcdefghijklmnopqrstuvwx")[:pos]
-			inner = append(inner, ins...)
-			inner = append(inner, "ABCDEFGHIJKLMNOPQRST"...)
-			doc := append(append([]byte(`"`), inner...), '"')
-			s := scanner{b: doc}
-			start, end, plain, ok := s.str()
-			ok = ok && end == len(doc)
-			if ok != json.Valid(doc) {
-				t.Fatalf("%q at %d: scanner valid=%v, encoding/json %v", ins, pos, ok, !ok)
-			}
-			if !ok {
-				continue
-			}
-			var want string
-			if err := json.Unmarshal(doc, &want); err != nil {
-				t.Fatal(err)
-			}
-			if got := unquote(doc[start:end], plain); got != want {
-				t.Fatalf("%q at %d: unquote %q, want %q", ins, pos, got, want)
-			}
-			// The scanner's ASCII note lets unquote skip its UTF-8 check: it must be exact.
-			if ascii := !strings.ContainsFunc(string(inner), func(r rune) bool { return r >= 0x80 }); s.ascii != ascii {
-				t.Fatalf("%q at %d: scanner ascii=%v, want %v", ins, pos, s.ascii, ascii)
-			}
-			if got := unquoteText(doc[start:end], plain, s.ascii); got != want {
-				t.Fatalf("%q at %d: unquoteText %q, want %q", ins, pos, got, want)
+	heads := []string{"", "", strings.Repeat(`a line of a long prompt\n`, 12), strings.Repeat("plain words ", 30)}
+	tails := []string{"ABCDEFGHIJKLMNOPQRST", "", "ABCDEFGHIJKLMNOPQRST", ""}
+	for v, head := range heads {
+		for _, ins := range append(inserts, `\`, `\\\`, `\u`) {
+			for pos := 0; pos <= 20; pos++ {
+				inner := append([]byte(head), "abcdefghijklmnopqrstuvwx"[:pos]...)
+				inner = append(inner, ins...)
+				inner = append(inner, tails[v]...)
+				doc := append(append([]byte(`"`), inner...), '"')
+				s := scanner{b: doc}
+				start, end, plain, ok := s.str()
+				ok = ok && end == len(doc)
+				if ok != json.Valid(doc) {
+					t.Fatalf("%q at %d (head %d): scanner valid=%v, encoding/json %v", ins, pos, v, ok, !ok)
+				}
+				if !ok {
+					continue
+				}
+				var want string
+				if err := json.Unmarshal(doc, &want); err != nil {
+					t.Fatal(err)
+				}
+				if got := unquote(doc[start:end], plain); got != want {
+					t.Fatalf("%q at %d: unquote %q, want %q", ins, pos, got, want)
+				}
+				// The scanner's ASCII note lets unquote skip its UTF-8 check: it must be exact.
+				if ascii := !strings.ContainsFunc(string(inner), func(r rune) bool { return r >= 0x80 }); s.ascii != ascii {
+					t.Fatalf("%q at %d: scanner ascii=%v, want %v", ins, pos, s.ascii, ascii)
+				}
+				if got := unquoteText(doc[start:end], plain, s.ascii); got != want {
+					t.Fatalf("%q at %d: unquoteText %q, want %q", ins, pos, got, want)
+				}
 			}
 		}
 	}
@@ -85,5 +90,29 @@ func TestUnquoteSharesOnlyLongStrings(t *testing.T) {
 				t.Fatalf("shares the body: %v, want %v", shared, tc.shared)
 			}
 		})
+	}
+}
+
+// BenchmarkStrPrompt scans and decodes a 220 KB prompt string shaped as pdgate-bench epp's
+// (words, a line break every 12 words: an escape every ~70 bytes).
+func BenchmarkStrPrompt(b *testing.B) {
+	words := strings.Fields("the of and to in is that for on with as by this data model request prefill decode cache")
+	var sb strings.Builder
+	for i := 1; sb.Len() < 220<<10; i++ {
+		sb.WriteString(words[i%len(words)])
+		if i%12 == 0 {
+			sb.WriteString("\n")
+		} else {
+			sb.WriteByte(' ')
+		}
+	}
+	doc, _ := json.Marshal(sb.String())
+	b.ReportAllocs()
+	for b.Loop() {
+		s := scanner{b: doc}
+		start, end, plain, ok := s.str()
+		if !ok || len(unquoteText(doc[start:end], plain, s.ascii)) != sb.Len() {
+			b.Fatal("scan failed")
+		}
 	}
 }
