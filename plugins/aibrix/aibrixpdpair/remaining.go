@@ -58,9 +58,9 @@ type RemainingWork struct {
 // it. Once every prefill pod's queue plus the prompt would take longer than the TTFT target,
 // the request misses its SLO there anyway, and a decode pod with spare steps is the faster
 // place. So a pair's local side is also allowed when:
-//   - the least prefill wait over the candidate pairs, (queue + uncached tokens) divided by
-//     PrefillTokensPerSecond, exceeds TTFT: the threshold follows from the SLO and the
-//     engine's throughput, not from a token constant;
+//   - the prefill wait, (queue + uncached tokens) divided by PrefillTokensPerSecond, exceeds
+//     TTFT: the least over the candidate pairs, or the pair's own with Scope "pair". The
+//     threshold follows from the SLO and the engine's throughput, not from a token constant;
 //   - the decode pod has slack: its ledger load is at most the candidates' mean;
 //   - the tokens it would compute are at most MaxLocalTokens.
 type PrefillBackedUp struct {
@@ -81,7 +81,22 @@ type PrefillBackedUp struct {
 	// leave the decode pod within; the pod's slack is then measured against it instead of
 	// against the candidates' mean load (see tpotSlack). Empty: the mean-load test.
 	TPOT string `json:"tpot,omitempty"`
+	// Scope is whose prefill wait decides that the pool is backed up: "fleet" (default), the
+	// least wait over every candidate pair, so a decode pod prefills only when no prefill pod
+	// anywhere meets the target; or "pair", the pair's own prefill pod, the best one its decode
+	// pod can hand KV from. They differ only where a decode pod cannot pair with every prefill
+	// pod: AIBrix rolesets, and handoff classes (compat.go). There "fleet" keeps a decode pod
+	// from prefilling while a prefill pod it cannot use has room, and the requests crowd onto
+	// the pairs whose prefill pods keep up; "pair" lets the decode pods of a backed-up class
+	// take their own prompts (bench sim compat, rolling revision change: docs/benchmarks.md).
+	Scope string `json:"scope,omitempty"`
 }
+
+// Scopes of PrefillBackedUp.
+const (
+	BackedUpScopeFleet = "fleet"
+	BackedUpScopePair  = "pair"
+)
 
 // Defaults of PrefillBackedUp.
 const (
@@ -103,6 +118,11 @@ func (b *PrefillBackedUp) validate() error {
 		if d, err := time.ParseDuration(b.TPOT); err != nil || d <= 0 {
 			return fmt.Errorf("parameter remainingWork.prefillBackedUp.tpot=%q: must be a positive duration such as \"50ms\", or unset", b.TPOT)
 		}
+	}
+	switch b.Scope {
+	case "", BackedUpScopeFleet, BackedUpScopePair:
+	default:
+		return fmt.Errorf("parameter remainingWork.prefillBackedUp.scope=%q: must be %q (default) or %q", b.Scope, BackedUpScopeFleet, BackedUpScopePair)
 	}
 	return nil
 }
@@ -213,7 +233,7 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 		// only when the prefill pool is backed up past the TTFT target and this decode pod
 		// has slack.
 		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && computeWeight*ud < rc.remote
-		if !rc.local && backedUp && ud <= maxBackedUp && in.RemainingWork.PrefillBackedUp.hasSlack(dd, meanD, ud) {
+		if !rc.local && backedUp(pp, up) && ud <= maxBackedUp && in.RemainingWork.PrefillBackedUp.hasSlack(dd, meanD, ud) {
 			rc.local, rc.backedUp, reuse = true, true, true
 		}
 		minU = math.Min(minU, up)
@@ -238,12 +258,14 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 	return out, maxCost
 }
 
-// prefillBackedUp reports whether even the least prefill wait over the candidate pairs, queue
-// plus uncached prompt, exceeds b's TTFT budget; with it the local bound and the candidates'
-// mean decode load, the slack a local prefill needs. b nil: never.
-func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (bool, float64, float64) {
+// prefillBackedUp returns the test of whether a pair's prefill side is backed up past b's TTFT
+// budget (its argument: the pair's prefill score and the prompt tokens that pod does not hold)
+// by b's scope: the least prefill wait over the candidate pairs, queue plus uncached prompt, for
+// "fleet", the pair's own for "pair". With it, the local bound and the candidates' mean decode
+// load, the slack a local prefill needs. b nil: never backed up.
+func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (func(scored, float64) bool, float64, float64) {
 	if b == nil || len(names) == 0 {
-		return false, 0, 0
+		return func(scored, float64) bool { return false }, 0, 0
 	}
 	budget, maxLocal := b.budget()
 	least, meanD := math.Inf(1), 0.0
@@ -251,7 +273,11 @@ func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[st
 		least = math.Min(least, pScores[name].score+uncached(pScores[name].pod))
 		meanD += dScores[name].score / float64(len(names))
 	}
-	return least > budget, maxLocal, meanD
+	if b.Scope == BackedUpScopePair {
+		return func(pp scored, up float64) bool { return pp.score+up > budget }, maxLocal, meanD
+	}
+	fleet := least > budget
+	return func(scored, float64) bool { return fleet }, maxLocal, meanD
 }
 
 // hasSlack is the decode side's test for a backed-up local prefill of tokens: the TPOT test

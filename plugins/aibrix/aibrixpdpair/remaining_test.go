@@ -121,6 +121,11 @@ func TestPrefillBackedUp(t *testing.T) {
 	backedUp := func(maxLocal int) *RemainingWork {
 		return &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, MaxLocalTokens: maxLocal}}
 	}
+	scoped := func(scope string) *RemainingWork {
+		rw := backedUp(0)
+		rw.PrefillBackedUp.Scope = scope
+		return rw
+	}
 	tests := []struct {
 		name        string
 		rw          *RemainingWork
@@ -139,6 +144,12 @@ func TestPrefillBackedUp(t *testing.T) {
 			map[string]float64{"ns/a-p": 9000, "ns/b-p": 30000}, map[string]float64{"ns/a-d": 50000, "ns/b-d": 1000}, true, "ns/b-d"},
 		{"a prompt larger than maxLocalTokens still goes remote", backedUp(4000),
 			map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, nil, false, "ns/b-d"},
+		{"fleet scope: b's prefill pod meets the target, so a's decode pod waits on a's backed-up one", scoped(BackedUpScopeFleet),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, false, "ns/a-d"},
+		{"pair scope: a's decode pod, which can only pair with a's backed-up prefill pod, prefills itself", scoped(BackedUpScopePair),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, true, "ns/a-d"},
+		{"pair scope: a pair whose prefill pod keeps up disaggregates", scoped(BackedUpScopePair),
+			map[string]float64{"ns/a-p": 3000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, false, "ns/a-d"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -175,6 +186,8 @@ func TestRemainingWorkParams(t *testing.T) {
 		{"load-conditional with a negative bound", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","maxLocalTokens":-5}}}`, "prefillBackedUp.maxLocalTokens"},
 		{"load-conditional with a TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"50ms"}}}`, ""},
 		{"load-conditional with a bad TPOT target", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","tpot":"fast"}}}`, "remainingWork.prefillBackedUp.tpot"},
+		{"load-conditional per pair", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","scope":"pair"}}}`, ""},
+		{"load-conditional with an unknown scope", `{"prefillScorePolicy":"token_load","remainingWork":{"prefillBackedUp":{"ttft":"1s","scope":"pool"}}}`, "remainingWork.prefillBackedUp.scope"},
 		{"a policy whose scores are not tokens", `{"prefillScorePolicy":"least_request","remainingWork":{}}`, "needs prefillScorePolicy"},
 	}
 	for _, tt := range tests {
