@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,49 +99,15 @@ func (b bound) body() string {
 
 // startEngines serves each pod's vLLM metrics with kvBlocks of KV cache.
 func startEngines(t *testing.T, kvBlocks int, names map[string]string) map[string]fakePod {
-	t.Helper()
-	pods := map[string]fakePod{}
-	for name, role := range names {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			page := &strings.Builder{}
-			testsupport.WriteVLLMMetrics(page, 0, 0)
-			_, _ = io.WriteString(w, strings.Replace(page.String(), `num_gpu_blocks="1000"`, fmt.Sprintf(`num_gpu_blocks="%d"`, kvBlocks), 1))
-		})
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(l) }()
-		t.Cleanup(func() { _ = srv.Close() })
-		pods[name] = fakePod{name: name, role: role, port: l.Addr().(*net.TCPAddr).Port}
-	}
-	return pods
+	return servePods(t, names, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		page := &strings.Builder{}
+		testsupport.WriteVLLMMetrics(page, 0, 0)
+		_, _ = io.WriteString(w, strings.Replace(page.String(), `num_gpu_blocks="1000"`, fmt.Sprintf(`num_gpu_blocks="%d"`, kvBlocks), 1))
+	}))
 }
 
 func startAdmissionEPP(t *testing.T, name, redisAddr string, b bound, pods map[string]fakePod) *eppProc {
-	t.Helper()
-	dir := t.TempDir()
-	var eps strings.Builder
-	eps.WriteString("endpoints:\n")
-	byAddr := map[string]string{}
-	for _, p := range pods {
-		fmt.Fprintf(&eps, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {role-name: %s, roleset-name: rs, model.aibrix.ai/engine: vllm, model.aibrix.ai/name: m}\n",
-			p.name, p.port, p.role)
-		byAddr["127.0.0.1:"+strconv.Itoa(p.port)] = p.name
-	}
-	epsPath, cfgPath := filepath.Join(dir, "endpoints.yaml"), filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(epsPath, []byte(eps.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(admissionConfig, redisAddr, name, b.ttft, 16*b.kvBlocks)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := testsupport.StartProc(t, eppBin(), nil, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
-		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "admission-it")
-	t.Cleanup(func() { p.Stop(syscall.SIGINT, 20*time.Second) })
-	client, murl := eppclient.DialStarted(t, p.Output, p.Exited(), 60*time.Second)
-	return &eppProc{name: name, client: client, proc: p, byAddr: byAddr, metrics: murl}
+	return startEPPWith(t, name, fmt.Sprintf(admissionConfig, redisAddr, name, b.ttft, 16*b.kvBlocks), "admission-it", pods)
 }
 
 // answer is one request's outcome: forwarded to a decode pod, or refused with a status and

@@ -28,6 +28,11 @@ type fakePod struct {
 
 // startPods serves metrics for each pod on its own loopback port.
 func startPods(t *testing.T, names map[string]string) map[string]fakePod {
+	return servePods(t, names, testsupport.DrainingVLLMMetrics(0))
+}
+
+// servePods serves h for each pod (name → role) on its own loopback port.
+func servePods(t *testing.T, names map[string]string, h http.Handler) map[string]fakePod {
 	t.Helper()
 	pods := map[string]fakePod{}
 	for name, role := range names {
@@ -35,7 +40,7 @@ func startPods(t *testing.T, names map[string]string) map[string]fakePod {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := &http.Server{Handler: testsupport.DrainingVLLMMetrics(0), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()
 		t.Cleanup(func() { _ = srv.Close() })
 		pods[name] = fakePod{name: name, role: role, port: l.Addr().(*net.TCPAddr).Port}
@@ -91,6 +96,11 @@ type eppProc struct {
 }
 
 func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod) *eppProc {
+	return startEPPWith(t, name, fmt.Sprintf(eppConfig, redisAddr, name), "ledger-it", pods)
+}
+
+// startEPPWith starts a real EPP in standalone mode on config, with pods as its endpoints.
+func startEPPWith(t *testing.T, name, config, pool string, pods map[string]fakePod) *eppProc {
 	t.Helper()
 	dir := t.TempDir()
 	var eps strings.Builder
@@ -105,11 +115,11 @@ func startEPPProc(t *testing.T, name, redisAddr string, pods map[string]fakePod)
 	if err := os.WriteFile(epsPath, []byte(eps.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(eppConfig, redisAddr, name)), 0o600); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := testsupport.StartProc(t, eppBin(), nil, "--endpoints-file", epsPath, "--config-file", cfgPath, "--secure-serving=false",
-		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", "ledger-it")
+		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--pool-name", pool)
 	t.Cleanup(func() { p.Stop(syscall.SIGINT, 20*time.Second) }) // a replica leaves the shared ledger as in production
 	client, murl := eppclient.DialStarted(t, p.Output, p.Exited(), 60*time.Second)
 	return &eppProc{name: name, client: client, proc: p, byAddr: byAddr, metrics: murl}
