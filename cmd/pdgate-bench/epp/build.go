@@ -257,8 +257,8 @@ func tracingSection(res *Results) *report.Section {
 	return &report.Section{Title: "Tracing on against off",
 		Text: "A `" + TracedSuffix + "` config is the same EPP and config with tracing on: `--tracing=true`, " +
 			"`OTEL_TRACES_SAMPLER=parentbased_always_on` (the bench sends no traceparent, so every request " +
-			"is a sampled root: the worst case; `--trace-sample-ratio` below 1 samples that fraction instead) and the SDK's batch processor (512-span batches, " +
-			"exporting every 1 s rather than 5 s) over OTLP gRPC to a real TraceService in the bench process. Each traced phase " +
+			"is a sampled root: the worst case; `--trace-sample-ratio` below 1 samples that fraction instead) and the EPP's own batching span processor (telemetry.Batcher: " +
+			"OTEL_BSP_* settings, 512-span batches, exporting every 1 s rather than 5 s) over OTLP gRPC to a real TraceService in the bench process. Each traced phase " +
 			"ends only once the receiver has got nothing for 1.5 s, so every span's export counts in the phase " +
 			"that made it; net CPU removes the idle scraping of that wait as of any other. Spans per request is " +
 			"what the receiver got ÷ the requests sent.",
