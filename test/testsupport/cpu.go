@@ -5,6 +5,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ProcessCPU is the process's user plus system CPU time so far (GC workers included): what
@@ -16,6 +18,19 @@ func ProcessCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ThreadCPU is the CPU time of the calling OS thread (the caller locks its goroutine to it):
+// the work of the code under test, its own page faults and the collection assists it pays, but
+// not the collector's or the scavenger's background threads, whose work lands on whatever is
+// being timed when they run. CLOCK_THREAD_CPUTIME_ID, not getrusage(RUSAGE_THREAD): the
+// latter is only as fresh as the last scheduler tick (milliseconds). 0 where it cannot be read.
+func ThreadCPU() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(ts.Nano())
 }
 
 // LoopCPU runs op under b.Loop and reports the process CPU time per op as "cpu-ns/op" (the

@@ -16,6 +16,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/wire/bytetokens"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func chatReq(t *testing.T, body string, headers map[string]string) *fwksched.LLMRequest {
@@ -180,7 +181,7 @@ func TestEstimatePaddingAllocatesNothing(t *testing.T) {
 // 16 calls alternate so that the collector falls on both. The heap holds 64 MiB live, as an EPP
 // holds its caches: in a heap of a few MB the scavenger returns every freed slice to the OS,
 // and each call's cost is then the page faults of its fresh 220 KB, whoever clears it. Times
-// are the benchmark thread's CPU (threadCPU).
+// are the benchmark thread's CPU (testsupport.ThreadCPU).
 func BenchmarkEstimate220KB(b *testing.B) {
 	req := chat(msg("system", "You are a helpful assistant."), msg("user", strings.Repeat("a long document to summarise, ", 220_000/30)))
 	msgs := req.Body.ChatCompletions.Messages
@@ -208,18 +209,18 @@ func BenchmarkEstimate220KB(b *testing.B) {
 	calls := 0
 	for b.Loop() {
 		runtime.ReadMemStats(&m0)
-		start := threadCPU()
+		start := testsupport.ThreadCPU()
 		for range block {
 			Estimate(req, EstimateParams{})
 		}
-		now += threadCPU() - start
+		now += testsupport.ThreadCPU() - start
 		runtime.ReadMemStats(&m1)
 		nowBytes += m1.TotalAlloc - m0.TotalAlloc
-		start = threadCPU()
+		start = testsupport.ThreadCPU()
 		for range block {
 			cleared()
 		}
-		base += threadCPU() - start
+		base += testsupport.ThreadCPU() - start
 		runtime.ReadMemStats(&m0)
 		baseBytes += m0.TotalAlloc - m1.TotalAlloc
 		calls += block

@@ -233,20 +233,20 @@ func BenchmarkFollowUpEstimate(b *testing.B) {
 	var whole, cached, wholeProc, cachedProc time.Duration
 	var ratios []float64
 	pass := func() (w, s, wp, sp time.Duration) {
-		t, p := threadCPU(), testsupport.ProcessCPU()
+		t, p := testsupport.ThreadCPU(), testsupport.ProcessCPU()
 		for range rounds * sessions {
 			Estimate(req, EstimateParams{})
 		}
-		w, wp = threadCPU()-t, testsupport.ProcessCPU()-p
+		w, wp = testsupport.ThreadCPU()-t, testsupport.ProcessCPU()-p
 		for range rounds {
 			for i := range sessions {
 				rewind(c, keys[i], len(history))
 			}
-			t, p = threadCPU(), testsupport.ProcessCPU()
+			t, p = testsupport.ThreadCPU(), testsupport.ProcessCPU()
 			for i := range sessions {
 				c.Estimate(req, EstimateParams{}, keys[i])
 			}
-			s, sp = s+threadCPU()-t, sp+testsupport.ProcessCPU()-p
+			s, sp = s+testsupport.ThreadCPU()-t, sp+testsupport.ProcessCPU()-p
 		}
 		return w, s, wp, sp
 	}
