@@ -173,6 +173,17 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	}
 	scrapes := func() int64 { return g.ms.ScrapesOf(hosts...) }
 	window, slices := o.idleWindow()
+	// Each metered window starts right after a full collection, uncounted (collect.go).
+	collect := func(what string) error {
+		if err := collectGarbage(ctx, http.DefaultClient, e.MetricsAddr); err != nil {
+			return fmt.Errorf("before %s: %w", what, err)
+		}
+		return nil
+	}
+	if err := collect("the idle window"); err != nil {
+		cr.Error = err.Error()
+		return cr
+	}
 	if cr.Idle, err = MeasureIdle(ctx, meter, scrapes, window, slices, sleepCtx); err != nil {
 		cr.Error = err.Error()
 		return cr
@@ -202,6 +213,10 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 				phase = fmt.Sprintf("run%d", r)
 			}
 			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase), Settle: settle, Scrapes: scrapes}
+			if err := collect(fmt.Sprintf("the load at %d B", size)); err != nil {
+				cr.Error = err.Error()
+				return cr
+			}
 			var profiled <-chan error
 			if o.CPUProfile > 0 && i == len(o.Sizes)-1 && r == 0 {
 				name := fmt.Sprintf("%s-%s.pprof", c.Name, strings.ReplaceAll(sizeLabel(size), " ", ""))

@@ -14,8 +14,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
+	"time"
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -154,13 +156,7 @@ func Run(ctx context.Context, o Options) error {
 	h := health.NewServer()
 	h.SetServingStatus("", healthPb.HealthCheckResponse_SERVING)
 	healthPb.RegisterHealthServer(hs, h)
-	page := metricsPage(o.Endpoints)
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, page)
-	})
-	ms := &http.Server{Handler: mux}
+	ms := &http.Server{Handler: metricsMux(o.Endpoints), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 3)
 	go func() { errc <- gs.Serve(gl) }()
 	go func() { errc <- hs.Serve(hl) }()
@@ -176,6 +172,20 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("floor: %w", err)
 	}
 	return nil
+}
+
+// metricsMux serves the metrics page and Go's heap profile: pdgate-bench epp asks every EPP
+// it meters for a full collection before each metered window (/debug/pprof/heap?gc=1), the
+// floor included.
+func metricsMux(endpoints []string) http.Handler {
+	page := metricsPage(endpoints)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = io.WriteString(w, page)
+	})
+	mux.Handle("/debug/pprof/heap", pprof.Handler("heap"))
+	return mux
 }
 
 // metricsPage lists GIE's per-pod queue gauge once per endpoint, at 0.

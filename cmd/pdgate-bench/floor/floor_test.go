@@ -3,6 +3,9 @@ package floor
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +63,22 @@ func TestMetricsPageListsEveryEndpoint(t *testing.T) {
 	page := metricsPage([]string{"127.0.0.2:8000", "127.0.0.3:8000"})
 	if n := strings.Count(page, "inference_pool_per_pod_queue_size{"); n != 2 {
 		t.Fatalf("%d series:\n%s", n, page)
+	}
+}
+
+// The bench asks the floor, like every EPP, for a full collection before each metered window.
+func TestMetricsPortRunsACollectionOnRequest(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rec := httptest.NewRecorder()
+	metricsMux([]string{"127.0.0.2:8000"}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/debug/pprof/heap?gc=1", nil))
+	runtime.ReadMemStats(&after)
+	if rec.Code != http.StatusOK || after.NumForcedGC <= before.NumForcedGC {
+		t.Fatalf("status %d, forced collections %d -> %d", rec.Code, before.NumForcedGC, after.NumForcedGC)
+	}
+	rec = httptest.NewRecorder()
+	metricsMux([]string{"127.0.0.2:8000"}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "inference_pool_per_pod_queue_size{") {
+		t.Fatalf("metrics page: %q", rec.Body.String())
 	}
 }
