@@ -21,12 +21,13 @@ type ActuatorConfig struct {
 	Delay time.Duration
 	// Every is how often the actuator reads the advice.
 	Every time.Duration
-	// Band is the smallest change of the split acted on, in GPUs (0: 1); Dwell the shortest
-	// time between a move one way and a move the other. The advisor stabilises each role on
-	// its own, but a split follows the ratio of two roles, which can turn when they move in
-	// turn.
-	Band  int
-	Dwell time.Duration
+	// Band is the smallest change of the split acted on, in GPUs (0: 1). Window is the
+	// advisor's measurement window: a move the other way waits until the last move is done
+	// (its pods serve, the pods it took away have drained) and the advisor has measured the
+	// resulting fleet for a window (reversalGate). The advisor stabilises each role on its
+	// own, but a split follows the ratio of two roles, which can turn when they move in turn.
+	Band   int
+	Window time.Duration
 }
 
 // ScaleEvent is one change of the actuator's target split.
@@ -52,8 +53,7 @@ type actuator struct {
 	provisioning map[string][]*provision
 	target       map[string]int
 	events       []ScaleEvent
-	lastDir      int
-	lastChange   time.Time
+	gate         reversalGate
 	// usedSeconds integrates the GPUs held (serving, draining, provisioning) over time
 	usedSeconds float64
 	usedMark    time.Time
@@ -69,7 +69,7 @@ func newActuator(s *Sim, cfg ActuatorConfig) (*actuator, error) {
 		return nil, errors.New("actuator: the EndpointPickerConfig has no replica advisor (add a pd-ratio-advisor plugin)")
 	}
 	a := &actuator{s: s, cfg: cfg, active: map[string][]*pod{}, provisioning: map[string][]*provision{},
-		target: map[string]int{}}
+		target: map[string]int{}, gate: reversalGate{band: cfg.Band, window: cfg.Window}}
 	for _, p := range s.pods {
 		if p.spec.Role != RolePrefill && p.spec.Role != RoleDecode {
 			return nil, fmt.Errorf("actuator: pod %s has role %s; the actuator scales P/D fleets", p.spec.Name, p.spec.Role)
@@ -114,9 +114,10 @@ func (a *actuator) tick() {
 		}
 	}
 	a.draining = kept
+	a.gate.observe(now, a.settled())
 	if want, reasons, ok := a.advice(); ok {
 		tp, td := splitBudget(a.cfg.Budget, want[RolePrefill], want[RoleDecode])
-		if a.move(now, tp-a.target[RolePrefill]) {
+		if a.gate.allow(now, tp-a.target[RolePrefill]) {
 			a.target[RolePrefill], a.target[RoleDecode] = tp, td
 			a.events = append(a.events, ScaleEvent{AtSeconds: now.Sub(a.s.start).Seconds(), Prefill: tp, Decode: td, Reasons: reasons})
 		}
@@ -136,19 +137,17 @@ func (a *actuator) tick() {
 	}
 }
 
-// move reports whether a change of the prefill target by delta is acted on (and records it).
-func (a *actuator) move(now time.Time, delta int) bool {
-	if delta == 0 || max(delta, -delta) < max(a.cfg.Band, 1) {
+// settled reports whether the fleet is at its target: every role serves its target and no
+// GPU is held by a draining pod.
+func (a *actuator) settled() bool {
+	if len(a.draining) > 0 {
 		return false
 	}
-	dir := 1
-	if delta < 0 {
-		dir = -1
+	for _, role := range []string{RolePrefill, RoleDecode} {
+		if len(a.provisioning[role]) > 0 || len(a.active[role]) != a.target[role] {
+			return false
+		}
 	}
-	if a.lastDir != 0 && dir != a.lastDir && now.Sub(a.lastChange) < a.cfg.Dwell {
-		return false
-	}
-	a.lastDir, a.lastChange = dir, now
 	return true
 }
 

@@ -366,7 +366,7 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 		Scrape: o.Scrape, Seed: seed, PrefillRelease: true}
 	if cell == AdvisorCell {
 		cfg.Actuator = &ActuatorConfig{Budget: o.Pods, Delay: o.Provision, Every: o.ActEvery,
-			Band: max(1, o.Pods/32), Dwell: o.Dwell}
+			Band: max(1, o.Pods/32), Window: o.Window}
 	}
 	s, err := New(cfg)
 	if err != nil {

@@ -118,7 +118,7 @@ func TestActuatorFollowsTheAdvisor(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := New(Config{Profile: prof, Pods: pdFleet(4, 4, prof.Model), EPPConfig: cfgPath, Source: src, Seed: 1, PrefillRelease: true,
-		Actuator: &ActuatorConfig{Budget: budget, Delay: 5 * time.Second, Every: 5 * time.Second, Band: 1, Dwell: o.Dwell}})
+		Actuator: &ActuatorConfig{Budget: budget, Delay: 5 * time.Second, Every: 5 * time.Second, Band: 1, Window: o.Window}})
 	if err != nil {
 		t.Fatal(err)
 	}
