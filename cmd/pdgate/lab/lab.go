@@ -64,6 +64,9 @@ type Lab struct {
 	// endpoints is the standalone EPP's endpoints file ("" in Kubernetes mode).
 	endpoints string
 	routers   int // routers started by StartRouter
+	// RouterMetrics is the metrics address (host:port, /metrics) of each EPP that
+	// StartRouter started, in order: a test reads a replica's own state there.
+	RouterMetrics []string
 	// Kubeconfig is the local API server's admin kubeconfig (Kubernetes mode).
 	Kubeconfig string
 	// PrometheusURL is the lab's Prometheus ("" when Options.Prometheus is unset).
@@ -212,6 +215,7 @@ func (l *Lab) StartRouter(ctx context.Context) (string, error) {
 		}
 	}
 	l.procs = append(l.procs, procs...)
+	l.RouterMetrics = append(l.RouterMetrics, "127.0.0.1:"+strconv.Itoa(r.metricsPort))
 	if err := l.addEPPScrapeTarget("127.0.0.1:" + strconv.Itoa(r.metricsPort)); err != nil {
 		return "", err
 	}
