@@ -56,14 +56,7 @@ func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Distributi
 func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
 	k := s.knobs
 	if req != nil {
-		var pods []podmodel.Pod
-		for _, ep := range eps {
-			pods = append(pods, podmodel.FromEndpoint(ep))
-		}
-		_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], podmodel.AutoHints{MaxTokens: -1})
-		if kk, err := k.ForProfile(prof, nil); err == nil {
-			k = kk
-		}
+		k = k.ForRequest(podmodel.ModelConfigOfEndpoints(eps), req.Headers[protocol.HeaderConfigProfile])
 	}
 	cands := make([]decodepolicy.Candidate, len(eps))
 	for i, ep := range eps {
@@ -77,10 +70,5 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 	for _, r := range results {
 		raw[r.Index] = r.Score
 	}
-	norm := decodepolicy.Normalize(raw)
-	out := make(map[fwksched.Endpoint]float64, len(eps))
-	for i, ep := range eps {
-		out[ep] = norm[i]
-	}
-	return out
+	return decodepolicy.NormalizeFor(eps, raw)
 }

@@ -83,10 +83,7 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 	}
 	prompt := ""
 	if req != nil {
-		_, prof := podmodel.ModelConfigOf(pods).Resolve(req.Headers[protocol.HeaderConfigProfile], podmodel.AutoHints{MaxTokens: -1})
-		if kk, err := k.ForProfile(prof, nil); err == nil {
-			k = kk
-		}
+		k = k.ForRequest(podmodel.ModelConfigOf(pods), req.Headers[protocol.HeaderConfigProfile])
 		if req.Body != nil {
 			prompt = podmodel.PromptText(req.Body)
 		}
@@ -109,10 +106,5 @@ func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.
 		c := prefillpolicy.Candidate{Key: pods[i].Key, Count: counts[i], MatchPct: MatchPercent(ep), Metrics: engineattr.Get(ep)}
 		raw[i] = prefillpolicy.Score(k.PrefillScorePolicy, c, maxCount, prefillpolicy.Tokens(prompt), k)
 	}
-	norm := decodepolicy.Normalize(raw)
-	out := make(map[fwksched.Endpoint]float64, len(eps))
-	for i, ep := range eps {
-		out[ep] = norm[i]
-	}
-	return out
+	return decodepolicy.NormalizeFor(eps, raw)
 }

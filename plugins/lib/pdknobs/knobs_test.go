@@ -135,6 +135,41 @@ func TestForProfile(t *testing.T) {
 	}
 }
 
+// ForRequest resolves the header against the model config and keeps the plugin's knobs
+// wherever ForProfile would have nothing to apply or would fail.
+func TestForRequest(t *testing.T) {
+	base := Defaults()
+	cfg, err := podmodel.ParseConfig(`{"defaultProfile":"lr","profiles":{
+	  "lr":{"routingConfig":{"decodeScorePolicy":"least_request"}},
+	  "cond":{"routingConfig":{"decodeScorePolicy":"conductor","prefixCache":{"standardDeviationFactor":3}}},
+	  "bad":{"routingConfig":{"decodeScorePolicy":"nope"}}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, header string
+		cfg          *podmodel.ModelConfig
+		want         Knobs
+	}{
+		{name: "named profile", header: "cond", cfg: cfg, want: func() Knobs {
+			k := base
+			k.DecodeScorePolicy, k.PrefixCacheStandardDeviationFactor = DecodeConductor, 3
+			return k
+		}()},
+		{name: "no header: the default profile", cfg: cfg, want: func() Knobs { k := base; k.DecodeScorePolicy = DecodeLeastRequest; return k }()},
+		{name: "auto: the default profile", header: podmodel.ProfileAuto, cfg: cfg, want: func() Knobs { k := base; k.DecodeScorePolicy = DecodeLeastRequest; return k }()},
+		{name: "refused override keeps the plugin's knobs", header: "bad", cfg: cfg, want: base},
+		{name: "no model config", header: "cond", want: base},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := base.ForRequest(tt.cfg, tt.header); got != tt.want {
+				t.Fatalf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func FuzzForProfile(f *testing.F) {
 	f.Add(`{"profiles":{"default":{"routingConfig":{"pd":{"minMatchPct":50,"decodeScoreRatioThreshold":"x"}}}}}`)
 	f.Add(`{"profiles":{"default":{"routingConfig":{"decodeScorePolicy":"conductor","bucketServeMode":"rps"}}}}`)

@@ -32,6 +32,19 @@ func warnOnce(warn func(string), msg string) {
 	}
 }
 
+// ForRequest is ForProfile for the llm-d-style AIBrix scorers: the profile the request's
+// config-profile header names (or, empty or "auto", the model's default) in cfg, the model
+// config of the candidates. A profile that does not resolve, or one ForProfile refuses (an
+// unknown decode policy), keeps k: a scorer cannot fail the request, so it scores with the
+// plugin's knobs rather than none. aibrix-pd-pair, which can fail it, calls ForProfile.
+func (k Knobs) ForRequest(cfg *podmodel.ModelConfig, header string) Knobs {
+	_, prof := cfg.Resolve(header, podmodel.AutoHints{MaxTokens: -1})
+	if kk, err := k.ForProfile(prof, nil); err == nil {
+		return kk
+	}
+	return k
+}
+
 // ForProfile returns the knobs for one request whose model profile resolved to prof (nil: no
 // profile). Flat routingConfig fields and routingConfig.pd.<field> override the plugin's
 // values; an unset or invalid pd field keeps the plugin value with a once-per-value warning;

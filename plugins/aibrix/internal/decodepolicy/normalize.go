@@ -29,3 +29,14 @@ func Normalize(raw []float64) []float64 {
 	}
 	return out
 }
+
+// NormalizeFor is what an AIBrix scorer returns to GIE: Normalize(raw), each score keyed by
+// the endpoint it belongs to (raw[i] is eps[i]'s). Generic so this package needs no GIE types.
+func NormalizeFor[E comparable](eps []E, raw []float64) map[E]float64 {
+	norm := Normalize(raw)
+	out := make(map[E]float64, len(eps))
+	for i, ep := range eps {
+		out[ep] = norm[i]
+	}
+	return out
+}

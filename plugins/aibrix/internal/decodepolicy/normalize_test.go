@@ -28,3 +28,20 @@ func TestNormalize(t *testing.T) {
 		}
 	}
 }
+
+// NormalizeFor keys each normalized score by its own endpoint, whatever the endpoints' order.
+func TestNormalizeFor(t *testing.T) {
+	got := NormalizeFor([]string{"c", "a", "b"}, []float64{2, 1, math.NaN()})
+	want := map[string]float64{"c": 0, "a": 1, "b": 0}
+	if len(got) != len(want) {
+		t.Fatalf("NormalizeFor = %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || g != w {
+			t.Fatalf("NormalizeFor = %v, want %v", got, want)
+		}
+	}
+	if got := NormalizeFor([]string{}, nil); len(got) != 0 {
+		t.Fatalf("no endpoints: %v", got)
+	}
+}
