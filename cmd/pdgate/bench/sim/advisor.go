@@ -36,7 +36,10 @@ type AdvisorOptions struct {
 	// Ratios are the static prefill:decode ratios compared ("1:2"); Static=false leaves them out.
 	Ratios []string
 	Static bool
-	Seeds  []int64
+	// Advised=false leaves the advisor-driven fleet out (static ratios only: the same runs
+	// as an earlier invocation's, which is deterministic).
+	Advised bool
+	Seeds   []int64
 	// Loads are offered loads, fractions of each phase's capacity estimate.
 	Loads  []float64
 	Phases []string
@@ -58,7 +61,7 @@ type AdvisorOptions struct {
 
 // AdvisorDefaults are the settings: 64 GPUs, 10-minute phases, three seeds.
 func AdvisorDefaults() AdvisorOptions {
-	return AdvisorOptions{Root: ".", Out: "bench-results/advisor", Pods: 64, Static: true,
+	return AdvisorOptions{Root: ".", Out: "bench-results/advisor", Pods: 64, Static: true, Advised: true,
 		Ratios: []string{"1:3", "1:2", "1:1", "2:1", "3:1"}, Seeds: []int64{1, 2, 3}, Loads: []float64{0.5, 0.7, 0.9, 1.1},
 		Phases: DefaultShiftPhases, ShiftEvery: 10 * time.Minute, Provision: time.Minute, ActEvery: 10 * time.Second,
 		Window: time.Minute, Interval: 10 * time.Second, Dwell: 2 * time.Minute,
@@ -101,6 +104,7 @@ goodput per GPU at >= 90 % attainment and the actuator's scale-direction changes
 	f.IntVar(&o.Pods, "pods", o.Pods, "GPU budget of every fleet (prefill and decode pods together)")
 	f.StringVar(&ratios, "ratios", strings.Join(o.Ratios, ","), "static prefill:decode ratios compared with the advisor-driven fleet")
 	f.BoolVar(&o.Static, "static", o.Static, "run the static ratios (false: the advisor-driven fleet only)")
+	f.BoolVar(&o.Advised, "advised", o.Advised, "run the advisor-driven fleet (false: the static ratios only)")
 	f.StringVar(&seeds, "seeds", "1,2,3", "seeds (workload and EPP)")
 	f.StringVar(&loads, "loads", "0.5,0.7,0.9,1.1", "offered loads as fractions of each phase's capacity estimate")
 	f.StringVar(&phases, "phases", strings.Join(o.Phases, ","), "the shifting workload's phases, in order: azure-conv, code, reasoning, mooncake, sessions, rag")
@@ -138,6 +142,9 @@ func parseSeeds(s string) ([]int64, error) {
 // Validate checks the options; errors name the flag.
 func (o AdvisorOptions) Validate() error {
 	var errs []error
+	if !o.Static && !o.Advised {
+		errs = append(errs, errors.New("--static=false and --advised=false leave no fleet to run"))
+	}
 	if o.Pods < 2 {
 		errs = append(errs, fmt.Errorf("--pods must be >= 2, got %d", o.Pods))
 	}
@@ -248,9 +255,12 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 		return err
 	}
 	d := &AdvisorData{Options: o, Profile: prof.Name, Phases: phases, Config: cfgPath}
-	cells := []string{AdvisorCell}
+	var cells []string
 	if o.Static {
-		cells = append(o.Ratios, cells...)
+		cells = append(cells, o.Ratios...)
+	}
+	if o.Advised {
+		cells = append(cells, AdvisorCell)
 	}
 	type job struct {
 		cell string
@@ -444,7 +454,7 @@ func buildAdvisorReport(d *AdvisorData, cells []string) *report.Report {
 		t.Rows = append(t.Rows, append(row, report.F(means[c], 2)))
 	}
 	sec := report.Section{Title: "Goodput", Tables: []report.Table{t}}
-	if len(cells) > 1 {
+	if len(cells) > 1 && o.Advised {
 		var static []float64
 		for _, c := range cells {
 			if c != AdvisorCell {

@@ -189,6 +189,7 @@ func TestAdvisorOptionsValidate(t *testing.T) {
 	}{
 		{name: "defaults", edit: func(*AdvisorOptions) {}},
 		{name: "pods", edit: func(o *AdvisorOptions) { o.Pods = 1 }, want: "--pods"},
+		{name: "no fleet", edit: func(o *AdvisorOptions) { o.Static, o.Advised = false, false }, want: "--advised=false"},
 		{name: "ratio", edit: func(o *AdvisorOptions) { o.Ratios = []string{"1:x"} }, want: "--ratios"},
 		{name: "no seeds", edit: func(o *AdvisorOptions) { o.Seeds = nil }, want: "--seeds"},
 		{name: "phase length", edit: func(o *AdvisorOptions) { o.ShiftEvery = 0 }, want: "--shift-every"},
