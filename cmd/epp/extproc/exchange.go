@@ -87,7 +87,8 @@ type exchange struct {
 }
 
 func newExchange(s *Server, srv extProcPb.ExternalProcessor_ProcessServer, logger logr.Logger) *exchange {
-	return &exchange{s: s, srv: srv, logger: logger, headers: map[string]string{}}
+	headers := map[string]string{}
+	return &exchange{s: s, srv: srv, logger: logger, headers: headers, tl: timeline{carrier: traceCarrier{headers: headers}}}
 }
 
 // handle processes one message from the gateway.
@@ -126,6 +127,9 @@ func (x *exchange) onRequestHeaders(ctx context.Context, h *extProcPb.HttpHeader
 		}
 		val := envoy.GetHeaderValue(hv)
 		x.headers[key] = val
+		if x.tl.carrier.read(key, lower, val) {
+			continue
+		}
 		switch lower {
 		case reqcommon.RequestIdHeaderKey:
 			x.requestID = val

@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -185,9 +186,7 @@ func (c *captureTraces) spans() map[string]spanView {
 
 // Tracing off costs the request path no allocation: no tracer call, no context.
 func TestTimelineOffAllocatesNothing(t *testing.T) {
-	x := &exchange{s: &Server{}, headers: map[string]string{"traceparent": telemetrytest.ClientTraceparent},
-		received: time.Now()}
-	x.tl.admitted, x.tl.decided = time.Now(), time.Now()
+	x := readHeaders(&Server{}, map[string]string{"traceparent": telemetrytest.ClientTraceparent})
 	ctx := context.Background()
 	if n := testing.AllocsPerRun(100, func() {
 		x.startRequestSpan(ctx)
@@ -204,7 +203,8 @@ func TestTimelineOffAllocatesNothing(t *testing.T) {
 // batched by telemetry.Batcher, as bin/epp runs), and on-sdk with the SDK's tracer and batch
 // span processor: what --tracing costs the EPP per request, measured in the same run. Under
 // callgrind (GOMAXPROCS=1) the difference of two -benchtime counts gives instructions per
-// request.
+// request. Each runs at 1 KB and 16 KB bodies: nothing tracing does reads the body, so what it
+// adds must be the same at both.
 func BenchmarkTracing(b *testing.B) {
 	for _, name := range []string{"off", "on", "on-sdk"} {
 		var opts Options
@@ -226,19 +226,29 @@ func BenchmarkTracing(b *testing.B) {
 			b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 			opts.Tracer = tp.Tracer("bench")
 		}
-		b.Run(name, func(b *testing.B) {
-			f := start(b, &fixture{opts: opts})
-			hdr := map[string]string{"traceparent": telemetrytest.ClientTraceparent}
-			b.ReportAllocs()
-			cpu0 := testsupport.ProcessCPU()
-			for b.Loop() {
-				r := f.run(b, hdr, completion)
-				_ = r.stream.CloseSend()
-				_, _ = r.stream.Recv()
-			}
-			b.ReportMetric(float64((testsupport.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
-		})
+		for _, size := range []int{1 << 10, 16 << 10} {
+			body := completionOf(size)
+			b.Run(fmt.Sprintf("%s/%dKB", name, size>>10), func(b *testing.B) {
+				f := start(b, &fixture{opts: opts})
+				hdr := map[string]string{"traceparent": telemetrytest.ClientTraceparent}
+				b.ReportAllocs()
+				cpu0 := testsupport.ProcessCPU()
+				for b.Loop() {
+					r := f.run(b, hdr, body)
+					_ = r.stream.CloseSend()
+					_, _ = r.stream.Recv()
+				}
+				b.ReportMetric(float64((testsupport.ProcessCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+			})
+		}
 	}
+}
+
+// completionOf is a completion request of about size bytes: the bench's body sizes, so that a
+// cost of tracing that grew with the body would show between them.
+func completionOf(size int) string {
+	const head, tail = `{"model":"m","prompt":"`, `","max_tokens":3}`
+	return head + strings.Repeat("hello world ", max(1, (size-len(head)-len(tail))/12)) + tail
 }
 
 // otlpClient is the OTLP gRPC client the EPP uses, its request encoder included, sending to
@@ -307,9 +317,7 @@ func TestTimelineTracedAllocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tracing.Close(time.Second) })
-	x := &exchange{s: &Server{opts: Options{Tracer: tracing.Tracer()}},
-		headers: map[string]string{"traceparent": telemetrytest.ClientTraceparent}, received: time.Now()}
-	x.tl.admitted, x.tl.decided = time.Now(), time.Now()
+	x := readHeaders(&Server{opts: Options{Tracer: tracing.Tracer()}}, map[string]string{"traceparent": telemetrytest.ClientTraceparent})
 	if n := testing.AllocsPerRun(100, func() {
 		x.startRequestSpan(context.Background())
 		x.recordDecision(true)
