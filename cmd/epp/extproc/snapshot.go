@@ -2,6 +2,8 @@ package extproc
 
 import (
 	"fmt"
+	"slices"
+	"sync"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -12,27 +14,118 @@ import (
 // the metrics of every endpoint on every request. Both are published copy-on-write: the
 // datastore, the metrics extractors and the endpoints file store a new value
 // (UpdateMetadata / UpdateMetrics) and never change one in place, and no plugin writes them.
-// So the snapshot shares them and copies only the attributes, which PrepareData plugins write
-// per request.
+// So the snapshot shares them, and its attributes are snapshotAttributes: what the endpoint
+// carried when the request began, and what PrepareData plugins write for this request.
 type snapshotEndpoint struct {
 	*fwkdl.EndpointMetadata
 	*fwkdl.Metrics
-	fwkdl.AttributeMap
+	snapshotAttributes
 }
 
 var _ fwksched.Endpoint = (*snapshotEndpoint)(nil)
 
 func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
-	attrs := ep.GetAttributes()
-	if attrs == nil {
-		attrs = fwkdl.NewAttributes()
+	e := &snapshotEndpoint{EndpointMetadata: ep.GetMetadata(), Metrics: ep.GetMetrics()}
+	// Keys of an empty map allocate nothing; the endpoint's own attributes (data-layer
+	// extractors') are copied once, as GIE's Clone does, only when there are some.
+	if live := ep.GetAttributes(); live != nil && len(live.Keys()) > 0 {
+		e.frozen = live.Clone()
 	}
-	return &snapshotEndpoint{EndpointMetadata: ep.GetMetadata(), Metrics: ep.GetMetrics(), AttributeMap: attrs.Clone()}
+	return e
+}
+
+// snapshotAttributes is a request's AttributeMap over one endpoint. GIE's Attributes is a
+// sync.Map, and cloning one per endpoint per request, then storing each plugin's value in it,
+// allocated a map root and an entry node per endpoint and key on every request (a tenth of the
+// request path's allocations at 16 endpoints). A request writes a handful of keys, from one
+// goroutine at a time (PrepareData, then the scheduler), so its own values are a short slice
+// under a mutex (a PrepareData plugin that outlived its timeout may still write while the
+// scheduler reads). The endpoint's attributes at the request's start, when it had any, are a
+// frozen GIE copy no one writes, shared by this map's clones.
+type snapshotAttributes struct {
+	frozen fwkdl.AttributeMap // nil: the endpoint carried none
+	mu     sync.Mutex
+	own    []snapshotAttr
+}
+
+type snapshotAttr struct {
+	key   string
+	value fwkdl.Cloneable
+}
+
+var _ fwkdl.AttributeMap = (*snapshotAttributes)(nil)
+
+// Put stores value under key for this request; a nil value is ignored, as GIE's map does.
+func (a *snapshotAttributes) Put(key string, value fwkdl.Cloneable) {
+	if value == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range a.own {
+		if a.own[i].key == key {
+			a.own[i].value = value
+			return
+		}
+	}
+	if a.own == nil {
+		a.own = make([]snapshotAttr, 0, 4) // room for a few plugins' keys in one allocation
+	}
+	a.own = append(a.own, snapshotAttr{key, value})
+}
+
+// Get returns a clone of the value under key, as GIE's map does: a caller may change what it
+// got without changing what the next one reads.
+func (a *snapshotAttributes) Get(key string) (fwkdl.Cloneable, bool) {
+	if v, ok := a.ownValue(key); ok {
+		return v.Clone(), true
+	}
+	if a.frozen != nil {
+		return a.frozen.Get(key)
+	}
+	return nil, false
+}
+
+func (a *snapshotAttributes) ownValue(key string) (fwkdl.Cloneable, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, kv := range a.own {
+		if kv.key == key {
+			return kv.value, true
+		}
+	}
+	return nil, false
+}
+
+// Keys lists every key once: this request's, then the endpoint's it did not replace.
+func (a *snapshotAttributes) Keys() []string {
+	a.mu.Lock()
+	keys := make([]string, 0, len(a.own))
+	for _, kv := range a.own {
+		keys = append(keys, kv.key)
+	}
+	a.mu.Unlock()
+	if a.frozen == nil {
+		return keys
+	}
+	for _, k := range a.frozen.Keys() {
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Clone copies the map; the values are shared, as GIE's Clone shares them.
+func (a *snapshotAttributes) Clone() fwkdl.AttributeMap {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return &snapshotAttributes{frozen: a.frozen, own: slices.Clone(a.own)}
 }
 
 func (e *snapshotEndpoint) GetMetadata() *fwkdl.EndpointMetadata { return e.EndpointMetadata }
 func (e *snapshotEndpoint) GetMetrics() *fwkdl.Metrics           { return e.Metrics }
-func (e *snapshotEndpoint) Clone() fwkdl.AttributeMap            { return e.AttributeMap.Clone() }
+func (e *snapshotEndpoint) Clone() fwkdl.AttributeMap            { return e.snapshotAttributes.Clone() }
 
 // String prints the metadata and metrics (GIE's endpoint prints its three pointers).
 func (e *snapshotEndpoint) String() string {

@@ -1,7 +1,10 @@
 package extproc
 
 import (
+	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -42,5 +45,85 @@ func TestSnapshotEndpoint(t *testing.T) {
 	}
 	if (*snapshotEndpoint)(nil).String() != "<nil>" {
 		t.Fatal("nil endpoint string")
+	}
+}
+
+// TestSnapshotAttributes checks the request's attribute map against what GIE's Attributes
+// (the map each snapshot cloned before) does for the same calls.
+func TestSnapshotAttributes(t *testing.T) {
+	live := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{})
+	live.GetAttributes().Put("endpoint", attrprefix.NewPrefixCacheMatchInfo(1, 2, 3))
+	live.GetAttributes().Put("replaced", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
+	snap := newSnapshotEndpoint(live)
+	gie := live.GetAttributes().Clone()
+	for _, m := range []fwkdl.AttributeMap{snap, gie} {
+		m.Put("request", attrprefix.NewPrefixCacheMatchInfo(4, 5, 6))
+		m.Put("replaced", attrprefix.NewPrefixCacheMatchInfo(7, 8, 9))
+		m.Put("nil", nil)
+	}
+	live.GetAttributes().Put("later", attrprefix.NewPrefixCacheMatchInfo(0, 0, 1))
+	keys := func(m fwkdl.AttributeMap) []string { k := m.Keys(); slices.Sort(k); return k }
+	if got, want := keys(snap), keys(gie); !slices.Equal(got, want) {
+		t.Fatalf("keys %v, GIE's clone %v", got, want)
+	}
+	for _, k := range []string{"endpoint", "request", "replaced", "nil", "later"} {
+		got, ok := snap.Get(k)
+		want, wantOK := gie.Get(k)
+		if ok != wantOK || (ok && *got.(*attrprefix.PrefixCacheMatchInfo) != *want.(*attrprefix.PrefixCacheMatchInfo)) {
+			t.Fatalf("%s: %v %v, GIE's clone %v %v", k, got, ok, want, wantOK)
+		}
+	}
+	stored := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
+	snap.Put("request", stored)
+	if got, _ := snap.Get("request"); got == stored {
+		t.Fatal("Get returned the stored value itself, not a clone")
+	}
+	clone := snap.Clone()
+	clone.Put("clone-only", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
+	if _, ok := snap.Get("clone-only"); ok {
+		t.Fatal("a clone's Put reached the map it was cloned from")
+	}
+	if _, ok := clone.Get("endpoint"); !ok {
+		t.Fatal("the clone lost the endpoint's attribute")
+	}
+	if _, ok := live.GetAttributes().Get("request"); ok {
+		t.Fatal("a request's attribute reached the live endpoint")
+	}
+}
+
+// A PrepareData plugin that outlived its timeout may still write while the scheduler reads.
+func TestSnapshotAttributesConcurrentPutAndGet(t *testing.T) {
+	snap := newSnapshotEndpoint(fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{}))
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				snap.Put(fmt.Sprintf("k%d", (w+i)%8), attrprefix.NewPrefixCacheMatchInfo(i, 1, 1))
+				_, _ = snap.Get("k0")
+				_ = snap.Keys()
+				_ = snap.Clone()
+			}
+		}()
+	}
+	wg.Wait()
+	if n := len(snap.Keys()); n != 8 {
+		t.Fatalf("%d keys, want 8", n)
+	}
+}
+
+// A snapshot and a request's value on it cost two allocations (the endpoint with its map, the
+// values' slice); a clone of GIE's sync.Map-backed Attributes cost four or more with the map's
+// root and entry nodes, per endpoint on every request.
+func TestSnapshotEndpointAllocations(t *testing.T) {
+	live := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{})
+	info := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
+	n := testing.AllocsPerRun(100, func() {
+		snap := newSnapshotEndpoint(live)
+		snap.Put(attrprefix.PrefixCacheMatchInfoKey, info)
+	})
+	if n > 2 {
+		t.Fatalf("%v allocations to snapshot an endpoint and put one value, want at most 2", n)
 	}
 }
