@@ -49,7 +49,13 @@ func (s *requestSink) with(kv []any) []any {
 	return append(slices.Clip(s.kv), kv...)
 }
 
+// WithValues with nothing to add returns the sink itself: controller-runtime's
+// log.FromContext calls it on every call, with no values from most callers, and a plugin that
+// fetches its logger per request would otherwise allocate a sink each time.
 func (s *requestSink) WithValues(kv ...any) logr.LogSink {
+	if len(kv) == 0 {
+		return s
+	}
 	return &requestSink{base: s.base, kv: s.with(kv)}
 }
 

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/zapr"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // jsonLogger is the EPP's logger shape (zap's JSON encoder behind zapr) writing into buf.
@@ -74,4 +76,19 @@ func TestRequestValuesAllocations(t *testing.T) {
 		t.Fatalf("withRequestValues: %v allocations, WithValues %v", lazy, eager)
 	}
 	t.Logf("withRequestValues %v allocations, WithValues %v", lazy, eager)
+}
+
+// controller-runtime's log.FromContext calls WithValues with no values on every call; a
+// plugin fetching its logger per request must not make a sink each time, and the lines must
+// still carry the request's values.
+func TestRequestLoggerFromContextAllocatesNothing(t *testing.T) {
+	var buf bytes.Buffer
+	ctx := logr.NewContext(context.Background(), withRequestValues(jsonLogger(&buf, 0), "x-request-id", "req-1"))
+	if n := testing.AllocsPerRun(100, func() { _ = crlog.FromContext(ctx) }); n != 0 {
+		t.Fatalf("log.FromContext: %v allocations per call", n)
+	}
+	crlog.FromContext(ctx).Info("line")
+	if !strings.Contains(buf.String(), `"x-request-id":"req-1"`) {
+		t.Fatalf("line lost the request's values: %s", buf.String())
+	}
 }
