@@ -1,8 +1,6 @@
 package randompicker
 
 import (
-	"context"
-	"fmt"
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/framework/pickerkit"
@@ -26,19 +24,8 @@ func TestPick(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := Kind.New("p", tt.max, pickerkit.NewRand(3, true))
-			counts := map[string]int{}
-			for range n {
-				got := eptest.Names(p.Pick(context.Background(), nil, eptest.Scored(tt.scores...)))
-				if len(got) != tt.want {
-					t.Fatalf("picked %v, want %d endpoints", got, tt.want)
-				}
-				for _, g := range got {
-					counts[g]++
-				}
-			}
 			want := float64(tt.want) / float64(len(tt.scores))
-			for i := range tt.scores {
-				got := float64(counts[fmt.Sprintf("pod%d", i)]) / n
+			for i, got := range eptest.PickRates(t, p, tt.scores, n, tt.want) {
 				if got < want-0.02 || got > want+0.02 {
 					t.Errorf("pod%d picked in %.3f of runs, want %.3f ± 0.02", i, got, want)
 				}
