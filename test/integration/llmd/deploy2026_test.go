@@ -4,10 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
@@ -45,12 +42,6 @@ var llmdDeploy202608 = map[string]struct {
 	"soft-reflective-ceiling-epp-config.yaml": {handler: "single-profile-handler", gates: []string{"flowControl"}, types: []string{"soft-reflective-ceiling-policy"}},
 }
 
-// pendingElsewhere are types another issue registers (issue 23: precise prefix caching);
-// a file using one is skipped, with the reason, until that type is registered.
-var pendingElsewhere = map[string]string{
-	"precise-prefix-cache-producer": "issue 23",
-}
-
 // TestLLMDDeployConfigs2026_08 builds every file through cmd/epp/core.New, the one
 // constructor bin/epp, pdgate validate and the benchmarks use.
 func TestLLMDDeployConfigs2026_08(t *testing.T) {
@@ -70,11 +61,6 @@ func TestLLMDDeployConfigs2026_08(t *testing.T) {
 			data, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
-			}
-			for typ, owner := range pendingElsewhere {
-				if strings.Contains(string(data), "type: "+typ) && fwkplugin.Registry[typ] == nil {
-					t.Skipf("%s is registered by %s, not yet", typ, owner)
-				}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
