@@ -21,7 +21,8 @@ type ActuatorConfig struct {
 	Delay time.Duration
 	// Every is how often the actuator reads the advice.
 	Every time.Duration
-	// Band is the smallest change of the split acted on, in GPUs (0: 1). Window is the
+	// Band is the smallest change of the split acted on, in GPUs (0: 1); a change must also
+	// exceed what one replica of the advice moves the split by (adviceResolution). Window is the
 	// advisor's measurement window: a move the other way waits until the last move is done
 	// (its pods serve, the pods it took away have drained) and the advisor has measured the
 	// resulting fleet for a window (reversalGate). The advisor stabilises each role on its
@@ -117,7 +118,8 @@ func (a *actuator) tick() {
 	a.gate.observe(now, a.settled())
 	if want, reasons, ok := a.advice(); ok {
 		tp, td := splitBudget(a.cfg.Budget, want[RolePrefill], want[RoleDecode])
-		if a.gate.allow(now, tp-a.target[RolePrefill]) {
+		res := adviceResolution(a.cfg.Budget, want[RolePrefill], want[RoleDecode])
+		if a.gate.allow(now, tp-a.target[RolePrefill], res) {
 			a.target[RolePrefill], a.target[RoleDecode] = tp, td
 			a.events = append(a.events, ScaleEvent{AtSeconds: now.Sub(a.s.start).Seconds(), Prefill: tp, Decode: td, Reasons: reasons})
 		}

@@ -34,9 +34,10 @@ func (g *reversalGate) observe(now time.Time, settled bool) {
 }
 
 // allow reports whether a change of the prefill target by delta GPUs is acted on, and records
-// it as the last move when it is.
-func (g *reversalGate) allow(now time.Time, delta int) bool {
-	if max(delta, -delta) < max(g.band, 1) {
+// it as the last move when it is. resolution is what one replica of the advice moves the split
+// by (adviceResolution): a change no larger than that is within the advice's rounding.
+func (g *reversalGate) allow(now time.Time, delta, resolution int) bool {
+	if size := max(delta, -delta); size < max(g.band, 1) || size <= resolution {
 		return false
 	}
 	dir := 1
@@ -48,4 +49,20 @@ func (g *reversalGate) allow(now time.Time, delta int) bool {
 	}
 	g.dir, g.inFlight = dir, true
 	return true
+}
+
+// adviceResolution is the most the split of budget moves when the advice for one role (prefill
+// p, decode d replicas) moves by one replica. The advisor rounds each role's need up to whole
+// replicas, so a need of 3.4 prefill replicas is advised as 4 and one of 2.9 as 3: the advice
+// cannot tell apart splits closer than this. When the advice is small against the budget (3:2
+// replicas for 16 GPUs) one replica moves the split by several GPUs, and acting on each such
+// step turns the fleet back and forth as a steady need rounds one way and then the other.
+func adviceResolution(budget, p, d int) int {
+	base, _ := splitBudget(budget, p, d)
+	res := 0
+	for _, pd := range [][2]int{{p + 1, d}, {max(p-1, 1), d}, {p, d + 1}, {p, max(d-1, 1)}} {
+		x, _ := splitBudget(budget, pd[0], pd[1])
+		res = max(res, x-base, base-x)
+	}
+	return res
 }

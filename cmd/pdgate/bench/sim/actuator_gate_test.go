@@ -10,15 +10,24 @@ import (
 // (settled). It checks which moves are acted on and how often the acted-on target turns.
 func TestReversalGate(t *testing.T) {
 	type tick struct {
-		advise  int  // advised prefill target
-		settled bool // the fleet is at its last target (nothing provisioning or draining)
+		advise     int  // advised prefill target
+		settled    bool // the fleet is at its last target (nothing provisioning or draining)
+		resolution int  // what one replica of the advice moves the split by
 	}
 	// run repeats the same advice for n ticks, the fleet settled from tick settleAt on
 	// (counted from the run's start; -1: never).
 	run := func(n, advise, settleAt int) []tick {
 		out := make([]tick, n)
 		for i := range out {
-			out[i] = tick{advise, settleAt >= 0 && i >= settleAt}
+			out[i] = tick{advise: advise, settled: settleAt >= 0 && i >= settleAt}
+		}
+		return out
+	}
+	// coarse is run with advice whose one replica moves the split by res GPUs.
+	coarse := func(n, advise, settleAt, res int) []tick {
+		out := run(n, advise, settleAt)
+		for i := range out {
+			out[i].resolution = res
 		}
 		return out
 	}
@@ -54,6 +63,13 @@ func TestReversalGate(t *testing.T) {
 			ticks: concat(run(1, 40, -1), run(5, 40, -1), run(6, 30, 0)), final: 40},
 		{name: "a reversal once the window has measured the new fleet",
 			ticks: concat(run(1, 40, -1), run(5, 40, -1), run(7, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
+		{name: "a move within one replica of coarse advice is rounding, not demand",
+			ticks: coarse(3, 35, 1, 3), final: 32},
+		{name: "a move beyond one replica of coarse advice is followed",
+			ticks: coarse(3, 36, 1, 3), final: 36},
+		{name: "a steady need rounding one way, then the other, never turns the fleet",
+			// a need between two whole replicas, advised as one and then the other
+			ticks: concat(coarse(12, 35, 0, 3), coarse(12, 29, 0, 3), coarse(12, 35, 0, 3)), final: 32},
 		{name: "advice flapping every tick turns the fleet at most once per move, settle and window",
 			flap: &struct{ a, b, n, settle int }{a: 40, b: 24, n: 60, settle: 6}, final: 40, maxTurns: 4},
 	}
@@ -81,7 +97,7 @@ func TestReversalGate(t *testing.T) {
 				}
 				g.observe(now, tk.settled)
 				delta := tk.advise - target
-				if !g.allow(now, delta) {
+				if !g.allow(now, delta, tk.resolution) {
 					continue
 				}
 				d := 1
@@ -97,5 +113,22 @@ func TestReversalGate(t *testing.T) {
 				t.Fatalf("prefill target %d after %d turns, want %d after %d to %d turns", target, turns, tc.final, tc.wantTurnsMin, tc.maxTurns)
 			}
 		})
+	}
+}
+
+func TestAdviceResolution(t *testing.T) {
+	tests := []struct {
+		budget, prefill, decode, want int
+	}{
+		{16, 3, 2, 2},   // 10 prefill GPUs (9.6); 4:2 gives 11, 2:2 and 3:3 give 8, 3:1 gives 12
+		{16, 1, 1, 3},   // 8; 2:1 gives 11 (10.7), 1:2 gives 5
+		{64, 20, 20, 1}, // 32; 21:20 gives 33 (32.8), 19:20 gives 31
+		{64, 5, 35, 1},  // 8; 6:35 gives 9 (9.4), 4:35 gives 7 (6.6), 5:34 and 5:36 give 8
+		{64, 1, 1, 11},  // 32; 2:1 gives 43, 1:2 gives 21
+	}
+	for _, tc := range tests {
+		if got := adviceResolution(tc.budget, tc.prefill, tc.decode); got != tc.want {
+			t.Errorf("adviceResolution(%d, %d, %d) = %d, want %d", tc.budget, tc.prefill, tc.decode, got, tc.want)
+		}
 	}
 }
