@@ -12,7 +12,7 @@ import (
 
 // TestTokensMatchEPPEstimate: the token ids the simulator caches (and reports in KV events)
 // for a request are the ids the EPP's token producer estimates for it, so the precise prefix
-// index's block keys match the engine's blocks (issue 23: chat requests never matched).
+// index's block keys match the engine's blocks (chat requests once never matched).
 func TestTokensMatchEPPEstimate(t *testing.T) {
 	chats := []string{
 		`{"model":"m","messages":[{"role":"user","content":"hello"}]}`,

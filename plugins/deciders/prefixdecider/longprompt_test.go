@@ -13,7 +13,7 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
-// Issue 32: a fully cached long prompt resent with Prefer: if-available to the pod that holds
+// A fully cached long prompt resent with Prefer: if-available to the pod that holds
 // it is forwarded, not answered 412. With GIE's 256-block cap the producer matched 4,096
 // tokens of it and the gate rejected it every time. The producer is the real one (with its
 // defaults), the prompt count the token estimate.

@@ -1,4 +1,4 @@
-// Package labdp runs the lab's data-parallel topologies end to end (issue 24): one simulator
+// Package labdp runs the lab's data-parallel topologies end to end: one simulator
 // process per pod serving several vLLM DP ranks on consecutive ports, the routing sidecar
 // with --data-parallel-size, the EPP and the dev gateway, all real processes from bin/.
 package labdp
