@@ -24,6 +24,7 @@ import (
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 	"github.com/pdgate/pdgate/cmd/internal/telemetry/telemetrytest"
@@ -199,7 +200,8 @@ func TestTimelineOffAllocatesNothing(t *testing.T) {
 
 // BenchmarkTracing is the request path's cost (request phase over in-memory gRPC, client
 // included) with tracing off and on (every request sampled, exported over OTLP gRPC to a real
-// TraceService in the process): on with the EPP's tracer (its spans recorded by pdgate and
+// TraceService in the process, which leaves the spans undecoded: a collector decodes them in its
+// own process): on with the EPP's tracer (its spans recorded by pdgate and
 // batched by telemetry.Batcher, as bin/epp runs), and on-sdk with the SDK's tracer and batch
 // span processor: what --tracing costs the EPP per request, measured in the same run. Under
 // callgrind (GOMAXPROCS=1) the difference of two -benchtime counts gives instructions per
@@ -210,7 +212,8 @@ func BenchmarkTracing(b *testing.B) {
 		var opts Options
 		switch name {
 		case "on":
-			tracing, err := telemetry.NewTracing(context.Background(), otlpClient(b, discardTraces{}), telemetry.DefaultBatchConfig,
+			tracing, err := telemetry.NewTracing(context.Background(),
+				otlpClient(b, discardTraces{}, grpc.ForceServerCodec(undecoded{})), telemetry.DefaultBatchConfig,
 				sdktrace.ParentBased(sdktrace.AlwaysSample()), resource.Default(), "bench")
 			if err != nil {
 				b.Fatal(err)
@@ -218,7 +221,7 @@ func BenchmarkTracing(b *testing.B) {
 			b.Cleanup(func() { _ = tracing.Close(time.Second) })
 			opts.Tracer = tracing.Tracer()
 		case "on-sdk":
-			exp, err := otlptrace.New(context.Background(), otlpClient(b, discardTraces{}))
+			exp, err := otlptrace.New(context.Background(), otlpClient(b, discardTraces{}, grpc.ForceServerCodec(undecoded{})))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -252,13 +255,14 @@ func completionOf(size int) string {
 }
 
 // otlpClient is the OTLP gRPC client the EPP uses, its request encoder included, sending to
-// srv, a TraceService in the process that decodes with the standard codec.
-func otlpClient(tb testing.TB, srv coltrace.TraceServiceServer) otlptrace.Client {
+// srv, a TraceService in the process that decodes with the standard codec, or with opts'
+// codec.
+func otlpClient(tb testing.TB, srv coltrace.TraceServiceServer, opts ...grpc.ServerOption) otlptrace.Client {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(opts...)
 	coltrace.RegisterTraceServiceServer(gs, srv)
 	go func() { _ = gs.Serve(l) }()
 	tb.Cleanup(gs.Stop)
@@ -274,6 +278,15 @@ type discardTraces struct {
 func (discardTraces) Export(context.Context, *coltrace.ExportTraceServiceRequest) (*coltrace.ExportTraceServiceResponse, error) {
 	return &coltrace.ExportTraceServiceResponse{}, nil
 }
+
+// undecoded is a server codec that leaves requests undecoded: with it a TraceService in the
+// benchmark's process costs the process no protobuf decoding of the spans, work the collector
+// does in its own process, not the EPP.
+type undecoded struct{}
+
+func (undecoded) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+func (undecoded) Unmarshal([]byte, any) error   { return nil }
+func (undecoded) Name() string                  { return "proto" }
 
 // A client that asks for a trace where traces are allowed gets the EPP's phases in
 // Server-Timing, ahead of the upstream's (the sidecar's); without the ask it gets nothing.
