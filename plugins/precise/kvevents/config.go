@@ -105,7 +105,9 @@ type KVBlockIndexConfig struct {
 type InMemoryConfig struct {
 	// Size bounds the distinct request keys (llm-d's default 1e8; pdgate's 1<<24).
 	Size FlexInt `json:"size"`
-	// PodCacheSize bounds the endpoints recorded per key (default 10).
+	// PodCacheSize is llm-d's bound on the endpoints recorded per key (default 10): accepted
+	// and validated, not applied. pdgate records every holder, because a prefix the whole
+	// fleet holds would otherwise hide what the other pods hold past it (see Index).
 	PodCacheSize FlexInt `json:"podCacheSize"`
 	// MaxBlocksPerEndpoint (pdgate) bounds the blocks held per endpoint and rank (default
 	// 262144); the least recently stored go first.

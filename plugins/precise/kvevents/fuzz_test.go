@@ -25,7 +25,7 @@ func FuzzHostileStream(f *testing.F) {
 		"token_ids": []any{5, 6}, "block_size": 2, "medium": "CPU"}}, 1}), uint8(1))
 	f.Add(mustMarshal(f, []any{1.0, []any{[]any{"BlockRemoved", []any{1}, "GPU"}, []any{"AllBlocksCleared"}}, 0}), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, src uint8) {
-		ix := NewIndex(IndexConfig{BlockSize: 2, MaxKeys: 64, MaxBlocksPerEndpoint: 32, PodCacheSize: 3}, nil)
+		ix := NewIndex(IndexConfig{BlockSize: 2, MaxKeys: 64, MaxBlocksPerEndpoint: 32}, nil)
 		b, err := kvwire.DecodeBatch(data)
 		if err != nil {
 			return

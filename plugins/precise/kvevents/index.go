@@ -1,6 +1,7 @@
 package kvevents
 
 import (
+	"cmp"
 	"container/list"
 	"maps"
 	"slices"
@@ -37,20 +38,24 @@ type IndexConfig struct {
 	// MaxBlocksPerEndpoint bounds the engine blocks held per source; a source's least
 	// recently stored block is evicted first.
 	MaxBlocksPerEndpoint int
-	// PodCacheSize bounds the sources recorded per request key (llm-d's podCacheSize).
-	PodCacheSize int
 	// TierWeights weight a matched block by the best tier it is held in (lowercase names);
 	// tiers not listed weigh 1.
 	TierWeights map[string]float64
 }
 
-// Index maps request keys to the sources holding them, fed by events. It is safe for
+// Index records, per source, the request keys it holds, fed by events. It is safe for
 // concurrent use: events of one source must be applied in order (one goroutine per source).
+//
+// Every holder of a key is recorded. llm-d's index keeps at most podCacheSize sources per key,
+// and a prefix every pod holds (a shared system prompt) then lists only the first few: every
+// other pod matches nothing past it, however much of the conversation it holds, and precise
+// routing loses the session once the fleet outgrows podCacheSize.
 type Index struct {
 	cfg    IndexConfig
 	keyer  Keyer
 	mu     sync.RWMutex
-	keys   map[uint64][]holder
+	keys   map[uint64][]holder // request key → its holders, by source id
+	nextID uint32
 	srcs   map[SourceKey]*source
 	tiers  []string // bit i of a tier mask = tiers[i]
 	weight []float64
@@ -59,13 +64,15 @@ type Index struct {
 	stats  *Metrics
 }
 
+// holder is one source holding a request key, in tiers (never 0).
 type holder struct {
-	src   *source
+	id    uint32
 	tiers uint16
 }
 
 type source struct {
 	key    SourceKey
+	id     uint32            // the order holders are kept in
 	blocks map[uint64]*block // engine hash → block
 	lru    list.List         // *block, front = most recently stored
 }
@@ -87,9 +94,6 @@ func NewIndex(cfg IndexConfig, m *Metrics) *Index {
 	}
 	if cfg.MaxBlocksPerEndpoint <= 0 {
 		cfg.MaxBlocksPerEndpoint = 1 << 18
-	}
-	if cfg.PodCacheSize <= 0 {
-		cfg.PodCacheSize = 10
 	}
 	return &Index{cfg: cfg, keyer: NewKeyer(cfg.BlockSize, cfg.HashSeed), keys: map[uint64][]holder{},
 		srcs: map[SourceKey]*source{}, loras: map[string]struct{}{}, stats: m}
@@ -125,7 +129,8 @@ func (ix *Index) Apply(src SourceKey, events []kvwire.Event) {
 	defer ix.mu.Unlock()
 	s := ix.srcs[src]
 	if s == nil {
-		s = &source{key: src, blocks: map[uint64]*block{}}
+		ix.nextID++
+		s = &source{key: src, id: ix.nextID, blocks: map[uint64]*block{}}
 		ix.srcs[src] = s
 	}
 	for i := range events {
@@ -294,18 +299,18 @@ func (ix *Index) addTier(s *source, b *block, bit uint16) {
 	b.tiers |= bit
 	for _, k := range b.keys {
 		hs := ix.keys[k]
-		found := false
-		for i := range hs {
-			if hs[i].src == s {
-				hs[i].tiers |= bit
-				found = true
-				break
-			}
+		i, ok := findHolder(hs, s.id)
+		if ok {
+			hs[i].tiers |= bit
+			continue
 		}
-		if !found && len(hs) < ix.cfg.PodCacheSize {
-			ix.keys[k] = append(hs, holder{src: s, tiers: bit})
-		}
+		ix.keys[k] = slices.Insert(hs, i, holder{id: s.id, tiers: bit})
 	}
+}
+
+// findHolder returns where source id is, or would be, in hs (sorted by id).
+func findHolder(hs []holder, id uint32) (int, bool) {
+	return slices.BinarySearchFunc(hs, id, func(h holder, id uint32) int { return cmp.Compare(h.id, id) })
 }
 
 func (ix *Index) remove(s *source, h uint64, bit uint16) {
@@ -320,11 +325,20 @@ func (ix *Index) remove(s *source, h uint64, bit uint16) {
 	}
 	for _, k := range b.keys {
 		hs := ix.keys[k]
-		for i := range hs {
-			if hs[i].src == s {
-				hs[i].tiers &^= bit
+		if i, ok := findHolder(hs, s.id); ok {
+			if hs[i].tiers &^= bit; hs[i].tiers == 0 {
+				ix.unhold(k, hs, i)
 			}
 		}
+	}
+}
+
+// unhold removes holder i of request key k.
+func (ix *Index) unhold(k uint64, hs []holder, i int) {
+	if hs = slices.Delete(hs, i, i+1); len(hs) == 0 {
+		delete(ix.keys, k)
+	} else {
+		ix.keys[k] = hs
 	}
 }
 
@@ -332,17 +346,8 @@ func (ix *Index) remove(s *source, h uint64, bit uint16) {
 func (ix *Index) drop(s *source, b *block) {
 	for _, k := range b.keys {
 		hs := ix.keys[k]
-		for i := range hs {
-			if hs[i].src == s {
-				hs[i] = hs[len(hs)-1]
-				hs = hs[:len(hs)-1]
-				break
-			}
-		}
-		if len(hs) == 0 {
-			delete(ix.keys, k)
-		} else {
-			ix.keys[k] = hs
+		if i, ok := findHolder(hs, s.id); ok {
+			ix.unhold(k, hs, i)
 		}
 	}
 	s.lru.Remove(b.elem)
@@ -384,9 +389,10 @@ func (ix *Index) Namespace(model string) string {
 }
 
 // Lookup returns, per candidate, the longest run of leading keys it holds. Candidates the
-// index has never heard of match nothing. Only the sources holding the first key can match,
-// at most podCacheSize of them, so the cost is one pass over the candidates plus, per key, a
-// scan of at most podCacheSize holders.
+// index has never heard of match nothing. The candidates still matching walk the keys
+// together, sorted by source id like each key's holders: a key is one merge of the two lists,
+// or a binary search per candidate when far fewer candidates than holders are left (a long
+// prefix the whole fleet holds, asked about for a few candidates).
 func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 	out := make([]Match, len(cands))
 	if len(keys) == 0 || len(cands) == 0 {
@@ -394,79 +400,90 @@ func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	first := ix.keys[keys[0]]
-	if len(first) == 0 {
-		return out
-	}
+	// active is a candidate still matching; run counts the blocks matched since its tier mask
+	// last changed (runs of keys share a mask: its best tier is resolved once per run).
 	type active struct {
-		src   *source
-		cands []int
+		id   uint32
+		cand int // index into cands and out
+		mask uint16
+		best int
+		w    float64
+		run  int
 	}
-	acts := make([]active, 0, len(first))
-	for _, h := range first {
-		if h.tiers != 0 {
-			acts = append(acts, active{src: h.src})
-		}
-	}
-	for i, c := range cands {
-		for a := range acts {
-			if acts[a].src.key == c {
-				acts[a].cands = append(acts[a].cands, i)
-				break
+	flush := func(a *active) {
+		if a.run > 0 && a.best >= 0 {
+			m := &out[a.cand]
+			if m.ByTier == nil {
+				m.ByTier = make(map[string]int, 1)
 			}
+			m.ByTier[ix.tiers[a.best]] += a.run
+		}
+		a.run = 0
+	}
+	match := func(a *active, tiers uint16) {
+		if tiers != a.mask {
+			flush(a)
+			a.mask = tiers
+			a.best, a.w = ix.bestTierIndex(tiers)
+		}
+		m := &out[a.cand]
+		m.Blocks++
+		m.Weighted += a.w
+		a.run++
+	}
+	live := make([]active, 0, len(cands))
+	for i, c := range cands {
+		if s := ix.srcs[c]; s != nil {
+			live = append(live, active{id: s.id, cand: i, best: -1})
 		}
 	}
-	live := acts[:0]
-	for _, a := range acts {
-		if len(a.cands) > 0 {
-			live = append(live, a)
-		}
-	}
+	slices.SortFunc(live, func(a, b active) int { return cmp.Compare(a.id, b.id) })
 	for _, k := range keys {
 		if len(live) == 0 {
 			break
 		}
 		hs := ix.keys[k]
-		next := live[:0]
+		next := live[:0] // overwrites only entries already read
+		j := 0
 		for _, a := range live {
-			var tiers uint16
-			for _, h := range hs {
-				if h.src == a.src {
-					tiers = h.tiers
-					break
+			var i int
+			var ok bool
+			if len(live)*8 < len(hs) {
+				i, ok = findHolder(hs, a.id)
+			} else {
+				for j < len(hs) && hs[j].id < a.id {
+					j++
 				}
+				i, ok = j, j < len(hs) && hs[j].id == a.id
 			}
-			if tiers == 0 {
+			if !ok {
+				flush(&a)
 				continue
 			}
+			match(&a, hs[i].tiers)
 			next = append(next, a)
-			tier, w := ix.bestTier(tiers)
-			for _, i := range a.cands {
-				out[i].Blocks++
-				out[i].Weighted += w
-				if out[i].ByTier == nil {
-					out[i].ByTier = map[string]int{}
-				}
-				out[i].ByTier[tier]++
-			}
 		}
 		live = next
+	}
+	for i := range live {
+		flush(&live[i])
 	}
 	return out
 }
 
-// bestTier returns the highest-weighted tier of a mask and its weight.
-func (ix *Index) bestTier(mask uint16) (string, float64) {
-	name, w := "", -1.0
+// bestTierIndex returns the index of the highest-weighted tier of a mask and its weight (-1
+// and 0 for an empty mask).
+func (ix *Index) bestTierIndex(mask uint16) (int, float64) {
+	best, w := -1, -1.0
 	for i := range ix.tiers {
 		if mask&(1<<i) != 0 && ix.weight[i] > w {
-			name, w = ix.tiers[i], ix.weight[i]
+			best, w = i, ix.weight[i]
 		}
 	}
-	if w < 0 {
-		return "", 0
+	if best < 0 {
+		return -1, 0
 	}
-	return name, w
+	return best, w
 }
 
 // Size reports the blocks and distinct request keys held.

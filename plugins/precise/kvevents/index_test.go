@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"strconv"
 	"testing"
@@ -198,6 +199,44 @@ func TestIndexLookup(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A system prompt every pod holds must not hide what one pod holds past it: with holders
+// bounded per key (llm-d's podCacheSize of 10), the 11th pod to store the shared prefix was
+// never recorded for it, so its own conversation matched nothing at 64 pods.
+func TestIndexSharedPrefixHeldByEveryPod(t *testing.T) {
+	const pods = 64
+	shared := seqTokens(1, 32) // two blocks every pod holds
+	ix := NewIndex(IndexConfig{BlockSize: 16}, nil)
+	cands := make([]SourceKey, pods)
+	for i := range cands {
+		cands[i] = SourceKey{Endpoint: fmt.Sprintf("10.0.1.%d:8000", i)}
+		ix.Apply(cands[i], []kvwire.Event{stored(shared, 16, 100, 0, "GPU")})
+	}
+	// the last pod alone holds a conversation continuing the shared prefix
+	session := append(append([]uint32{}, shared...), seqTokens(1000, 64)...)
+	ix.Apply(cands[pods-1], []kvwire.Event{stored(session[32:], 16, 200, 102, "GPU")})
+
+	keys := ix.Keyer().RequestKeys(nil, "", session, "", 0)
+	got := ix.Lookup(keys, cands)
+	for i, m := range got {
+		want := 2
+		if i == pods-1 {
+			want = 6
+		}
+		if m.Blocks != want {
+			t.Fatalf("pod %d matches %d blocks, want %d", i, m.Blocks, want)
+		}
+	}
+	if _, k := ix.Size(); k != 6 {
+		t.Fatalf("distinct keys %d, want 6", k)
+	}
+	for _, c := range cands[:pods-1] {
+		ix.Forget(c)
+	}
+	if _, k := ix.Size(); k != 6 {
+		t.Fatalf("after forgetting the other pods: %d keys, want the last pod's 6", k)
 	}
 }
 

@@ -135,7 +135,7 @@ func New(ctx context.Context, name string, cfg kvevents.Resolved, started bool) 
 	c := &Core{name: name, cfg: cfg, m: m, known: map[string]endpointRef{}, pool: newPoolView(ctx),
 		watchInterval: DefaultWatchInterval, unreachableAfter: DefaultUnreachableAfter,
 		ix: kvevents.NewIndex(kvevents.IndexConfig{BlockSize: cfg.BlockSize, HashSeed: cfg.HashSeed, MaxKeys: cfg.Size,
-			MaxBlocksPerEndpoint: cfg.MaxBlocksPerEndpoint, PodCacheSize: cfg.PodCacheSize, TierWeights: cfg.TierWeights}, m)}
+			MaxBlocksPerEndpoint: cfg.MaxBlocksPerEndpoint, TierWeights: cfg.TierWeights}, m)}
 	c.log = log.FromContext(ctx).WithValues("plugin", name)
 	c.subs = kvevents.NewSubscribers(ctx, kvevents.SubscriberConfig{TopicFilter: cfg.TopicFilter, ZMQEndpoint: cfg.Central,
 		SocketPort: cfg.SocketPort, Resolve: c.pool.resolve}, c.ix, m, c.log)
