@@ -404,11 +404,11 @@ func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 	// last changed (runs of keys share a mask: its best tier is resolved once per run).
 	type active struct {
 		id   uint32
-		cand int // index into cands and out
 		mask uint16
-		best int
+		best int16
+		cand int32 // index into cands and out
+		run  int32
 		w    float64
-		run  int
 	}
 	flush := func(a *active) {
 		if a.run > 0 && a.best >= 0 {
@@ -416,25 +416,14 @@ func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 			if m.ByTier == nil {
 				m.ByTier = make(map[string]int, 1)
 			}
-			m.ByTier[ix.tiers[a.best]] += a.run
+			m.ByTier[ix.tiers[a.best]] += int(a.run)
 		}
 		a.run = 0
-	}
-	match := func(a *active, tiers uint16) {
-		if tiers != a.mask {
-			flush(a)
-			a.mask = tiers
-			a.best, a.w = ix.bestTierIndex(tiers)
-		}
-		m := &out[a.cand]
-		m.Blocks++
-		m.Weighted += a.w
-		a.run++
 	}
 	live := make([]active, 0, len(cands))
 	for i, c := range cands {
 		if s := ix.srcs[c]; s != nil {
-			live = append(live, active{id: s.id, cand: i, best: -1})
+			live = append(live, active{id: s.id, cand: int32(i), best: -1})
 		}
 	}
 	slices.SortFunc(live, func(a, b active) int { return cmp.Compare(a.id, b.id) })
@@ -443,27 +432,43 @@ func (ix *Index) Lookup(keys []uint64, cands []SourceKey) []Match {
 			break
 		}
 		hs := ix.keys[k]
-		next := live[:0] // overwrites only entries already read
-		j := 0
-		for _, a := range live {
-			var i int
-			var ok bool
-			if len(live)*8 < len(hs) {
-				i, ok = findHolder(hs, a.id)
+		search := len(live)*8 < len(hs)
+		n, j := 0, 0 // live[:n] still match after this key; j walks hs
+		for x := range live {
+			a := &live[x]
+			var tiers uint16
+			if search {
+				if i, ok := findHolder(hs, a.id); ok {
+					tiers = hs[i].tiers
+				}
 			} else {
 				for j < len(hs) && hs[j].id < a.id {
 					j++
 				}
-				i, ok = j, j < len(hs) && hs[j].id == a.id
+				if j < len(hs) && hs[j].id == a.id {
+					tiers = hs[j].tiers
+				}
 			}
-			if !ok {
-				flush(&a)
+			if tiers == 0 {
+				flush(a)
 				continue
 			}
-			match(&a, hs[i].tiers)
-			next = append(next, a)
+			if tiers != a.mask {
+				flush(a)
+				a.mask = tiers
+				best, w := ix.bestTierIndex(tiers)
+				a.best, a.w = int16(best), w
+			}
+			a.run++
+			m := &out[a.cand]
+			m.Blocks++
+			m.Weighted += a.w
+			if n != x {
+				live[n] = *a
+			}
+			n++
 		}
-		live = next
+		live = live[:n]
 	}
 	for i := range live {
 		flush(&live[i])
