@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestPrefillChargeReleasedWhenPrefillReturns (issue 21 item 7): a non-streaming request whose
+// TestPrefillChargeReleasedWhenPrefillReturns: a non-streaming request whose
 // decode takes seconds, on AIBrix's token_load policies (the ledger charges the prefill pod). The EPP (--prefill-release-address, as the lab starts it) hands the
 // sidecar a signed callback; the sidecar calls it when the prefill leg returns, so the prefill
 // pod's active-token charge ends while the decode is still running (its KV charge stays until

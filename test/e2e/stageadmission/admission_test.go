@@ -1,5 +1,5 @@
 // Package stageadmission runs stage-aware admission under a prefill-heavy overload in the
-// lab (issue 24): real simulators, sidecars, the EPP in Kubernetes mode (an InferenceObjective
+// lab: real simulators, sidecars, the EPP in Kubernetes mode (an InferenceObjective
 // makes the traffic sheddable) and the dev gateway.
 package stageadmission
 

@@ -1,4 +1,4 @@
-// Package stageadmission drives the EPP's stage-aware admission (issue 24) through the real
+// Package stageadmission drives the EPP's stage-aware admission through the real
 // EPP assembly over ext_proc: per request, on the P/D stages the request needs.
 package stageadmission
 

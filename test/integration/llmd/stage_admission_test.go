@@ -25,7 +25,7 @@ func TestStageAwareAdmissionSheds429(t *testing.T) {
 		{Name: "decode-0", IP: "127.0.24.3", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: testsupport.VLLMMetrics(0, 1)},
 		{Name: "decode-1", IP: "127.0.24.4", Labels: map[string]string{"llm-d.ai/role": "decode"}, Metrics: testsupport.VLLMMetrics(0, 1)},
 	}
-	e := inprocepp.Start(t, "testdata/issue24/stage-admission.yaml", pods, inprocepp.Options{PoolName: "issue24"})
+	e := inprocepp.Start(t, "testdata/stage-admission/stage-admission.yaml", pods, inprocepp.Options{PoolName: "stage-admission"})
 	e.SetObjective("batch", -1)
 	eps := e.WaitScraped(t, map[string]int{"prefill-0": 6, "prefill-1": 6, "decode-0": 0, "decode-1": 0})
 
@@ -65,7 +65,7 @@ func TestTopologyPairingKeepsKVOnTheHost(t *testing.T) {
 		{Name: "d-a", IP: "127.0.25.3", Labels: host("node-a", "decode"), Metrics: inprocepp.IdleVLLM},
 		{Name: "d-b", IP: "127.0.25.4", Labels: host("node-b", "decode"), Metrics: inprocepp.IdleVLLM},
 	}
-	e := inprocepp.Start(t, "testdata/llmd-deploy-2026-08/pd-topology-epp-config.yaml", pods, inprocepp.Options{PoolName: "issue24-topo"})
+	e := inprocepp.Start(t, "testdata/llmd-deploy-2026-08/pd-topology-epp-config.yaml", pods, inprocepp.Options{PoolName: "stage-admission-topo"})
 	e.WaitScraped(t, map[string]int{"p-a": 0, "p-b": 0, "d-a": 0, "d-b": 0})
 	pair := map[string]string{"127.0.25.3": "127.0.25.1", "127.0.25.4": "127.0.25.2"}
 	seen := map[string]bool{}
