@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"testing"
@@ -365,3 +366,107 @@ func splitHostPort(t *testing.T, addr string) (string, int) {
 }
 
 func putBE(b []byte, v uint64) { binary.BigEndian.PutUint64(b, v) }
+
+// TestIndexLookupMatchesEachSourcesBlocks replays random stores, tier updates, removals and
+// clears over many sources sharing prefixes, and checks every lookup against a walk of each
+// source's own blocks: the sorted holder lists and the merged walk must find exactly what each
+// source holds, for any set of candidates, in any order, duplicates included.
+func TestIndexLookupMatchesEachSourcesBlocks(t *testing.T) {
+	const bs, nSrc = 4, 24
+	rng := rand.New(rand.NewPCG(7, 11))
+	ix := NewIndex(IndexConfig{BlockSize: bs, TierWeights: map[string]float64{"gpu": 1, "cpu": 0.5}}, nil)
+	srcs := make([]SourceKey, nSrc)
+	for i := range srcs {
+		srcs[i] = SourceKey{Endpoint: fmt.Sprintf("10.0.2.%d:8000", i)}
+	}
+	// prompts share a common head and branch: token values from a small alphabet per block
+	prompt := func() []uint32 {
+		n := 1 + rng.IntN(8)
+		out := make([]uint32, 0, n*bs)
+		for b := 0; b < n; b++ {
+			v := uint32(rng.IntN(3))
+			if b == 0 {
+				v = 0
+			}
+			for j := 0; j < bs; j++ {
+				out = append(out, v*100+uint32(b))
+			}
+		}
+		return out
+	}
+	type record struct{ hashes []uint64 }
+	history := make([][]record, nSrc)
+	for step := 0; step < 3000; step++ {
+		i := rng.IntN(nSrc)
+		switch r := rng.IntN(20); {
+		case r < 12: // a whole prompt stored from its root
+			// an engine hashes a block from its parent's hash and its tokens, so the same prefix
+			// stored again (or in another tier) is the same blocks
+			p := prompt()
+			ev := kvwire.Event{Kind: kvwire.KindStored, Tokens: p, BlockSize: bs, Medium: []string{"GPU", "CPU"}[rng.IntN(2)]}
+			var h uint64
+			for b := 0; b < len(p)/bs; b++ {
+				h = h*1_000_003 + uint64(p[b*bs]) + 1
+				ev.Hashes = append(ev.Hashes, h)
+			}
+			ix.Apply(srcs[i], []kvwire.Event{ev})
+			history[i] = append(history[i], record{ev.Hashes})
+		case r < 18 && len(history[i]) > 0: // a block removed in one tier
+			h := history[i][rng.IntN(len(history[i]))]
+			ix.Apply(srcs[i], []kvwire.Event{{Kind: kvwire.KindRemoved, Hashes: []uint64{h.hashes[rng.IntN(len(h.hashes))]},
+				Medium: []string{"GPU", "CPU"}[rng.IntN(2)]}})
+		case r == 19:
+			ix.Apply(srcs[i], []kvwire.Event{{Kind: kvwire.KindCleared}})
+			history[i] = nil
+		}
+		if step%50 != 0 {
+			continue
+		}
+		keys := ix.Keyer().RequestKeys(nil, "", prompt(), "", 0)
+		cands := make([]SourceKey, 1+rng.IntN(2*nSrc))
+		for c := range cands {
+			cands[c] = srcs[rng.IntN(nSrc)]
+		}
+		got := ix.Lookup(keys, cands)
+		for c, src := range cands {
+			want := walkSource(ix, src, keys)
+			if got[c].Blocks != want {
+				t.Fatalf("step %d: %s matches %d blocks, its own blocks hold %d", step, src.Endpoint, got[c].Blocks, want)
+			}
+			n := 0
+			for _, v := range got[c].ByTier {
+				n += v
+			}
+			if n != got[c].Blocks {
+				t.Fatalf("step %d: %s ByTier %v does not add up to %d blocks", step, src.Endpoint, got[c].ByTier, got[c].Blocks)
+			}
+		}
+	}
+}
+
+// walkSource is the longest run of leading keys among the request keys of src's own blocks
+// still held in some tier.
+func walkSource(ix *Index, src SourceKey, keys []uint64) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	s := ix.srcs[src]
+	if s == nil {
+		return 0
+	}
+	held := map[uint64]bool{}
+	for _, b := range s.blocks {
+		if b.tiers != 0 {
+			for _, k := range b.keys {
+				held[k] = true
+			}
+		}
+	}
+	n := 0
+	for _, k := range keys {
+		if !held[k] {
+			break
+		}
+		n++
+	}
+	return n
+}
