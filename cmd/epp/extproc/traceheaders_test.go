@@ -14,6 +14,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 	"github.com/pdgate/pdgate/cmd/internal/telemetry/telemetrytest"
+	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // readHeaders is an exchange whose request headers hdr were read as onRequestHeaders reads
@@ -116,20 +117,10 @@ func BenchmarkTraceContextRead(b *testing.B) {
 
 var sink trace.SpanContext
 
-// foldSearch finds a header by case-insensitive name: an exact hit, else a scan of every
-// header.
+// foldSearch finds a header by case-insensitive name as the request path did before: an
+// exact hit, else a scan of every header (protocol.HeaderValue).
 type foldSearch map[string]string
 
-func (h foldSearch) Get(name string) string {
-	if v, ok := h[name]; ok {
-		return v
-	}
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-func (foldSearch) Set(string, string) {}
-func (foldSearch) Keys() []string     { return nil }
+func (h foldSearch) Get(name string) string { return protocol.HeaderValue(h, name) }
+func (foldSearch) Set(string, string)       {}
+func (foldSearch) Keys() []string           { return nil }
