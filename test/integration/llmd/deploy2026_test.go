@@ -58,16 +58,7 @@ func TestLLMDDeployConfigs2026_08(t *testing.T) {
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			c, err := core.New(ctx, core.Options{Config: data, Validate: true})
-			if err != nil {
-				t.Fatalf("core.New: %v", err)
-			}
+			c := buildConfigFile(t, f)
 			types := map[string]bool{}
 			for _, p := range c.Handle.GetAllPlugins() {
 				types[p.TypedName().Type] = true
@@ -95,4 +86,22 @@ func TestLLMDDeployConfigs2026_08(t *testing.T) {
 			}
 		})
 	}
+}
+
+// buildConfigFile builds one EndpointPickerConfig file through cmd/epp/core.New, the one
+// constructor bin/epp, pdgate validate and the benchmarks use; its plugins run until the test
+// ends.
+func buildConfigFile(t *testing.T, file string) *core.Core {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c, err := core.New(ctx, core.Options{Config: data, Validate: true})
+	if err != nil {
+		t.Fatalf("core.New(%s): %v", file, err)
+	}
+	return c
 }

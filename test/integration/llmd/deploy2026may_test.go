@@ -1,14 +1,11 @@
 package llmd
 
 import (
-	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 
-	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 )
 
@@ -25,16 +22,7 @@ func TestLLMDPreciseConfigs2026_05(t *testing.T) {
 	pluginset.RegisterAll()
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			data, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			c, err := core.New(ctx, core.Options{Config: data, Validate: true})
-			if err != nil {
-				t.Fatalf("core.New: %v", err)
-			}
+			c := buildConfigFile(t, f)
 			scorer := c.Handle.Plugin("precise-prefix-cache-scorer")
 			if scorer == nil {
 				t.Fatal("precise-prefix-cache-scorer not instantiated")
