@@ -41,14 +41,7 @@ func TestSaturationByPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			eps := dataEndpoints(tt.eps)
-			for policy, want := range map[string]float64{PolicySaturated: tt.saturated, PolicyIgnore: tt.ignore} {
-				p := DefaultParameters()
-				p.StalenessPolicy = policy
-				if got := New(context.Background(), "d", p).Saturation(context.Background(), eps); got < want-1e-9 || got > want+1e-9 {
-					t.Errorf("%s: saturation %v, want %v", policy, got, want)
-				}
-			}
+			checkPolicies(t, dataEndpoints(tt.eps), tt.saturated, tt.ignore, nil)
 		})
 	}
 }
@@ -144,21 +137,32 @@ func TestUseClock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			eps := dataEndpoints(tt.eps)
-			for policy, want := range map[string]float64{PolicySaturated: tt.saturated, PolicyIgnore: tt.ignore} {
-				p := DefaultParameters()
-				p.StalenessPolicy = policy
-				d := New(context.Background(), "d", p)
+			checkPolicies(t, eps, tt.saturated, tt.ignore, func(policy string, d *Detector) {
 				if len(eps) > 0 && policy == PolicySaturated {
 					if got := d.Saturation(context.Background(), eps); got != 1 {
 						t.Fatalf("wall clock: saturation %v, want 1 (every virtual-time scrape stale)", got)
 					}
 				}
 				d.UseClock(func() time.Time { return at })
-				if got := d.Saturation(context.Background(), eps); got < want-1e-9 || got > want+1e-9 {
-					t.Errorf("%s: saturation %v, want %v", policy, got, want)
-				}
-			}
+			})
 		})
+	}
+}
+
+// checkPolicies builds a detector under each staleness policy, lets setup adjust it (nil: no
+// change), and checks its saturation of eps against that policy's expected value.
+func checkPolicies(t *testing.T, eps []fwkdl.Endpoint, saturated, ignore float64, setup func(policy string, d *Detector)) {
+	t.Helper()
+	for policy, want := range map[string]float64{PolicySaturated: saturated, PolicyIgnore: ignore} {
+		p := DefaultParameters()
+		p.StalenessPolicy = policy
+		d := New(context.Background(), "d", p)
+		if setup != nil {
+			setup(policy, d)
+		}
+		if got := d.Saturation(context.Background(), eps); got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("%s: saturation %v, want %v", policy, got, want)
+		}
 	}
 }
 
