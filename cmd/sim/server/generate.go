@@ -33,7 +33,7 @@ type exchange struct {
 
 func (in *Instance) handleGenerate(api string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		arrival := in.clock.Now()
+		arrival, wallArrival := in.clock.Now(), time.Now()
 		f, err := in.faultsFor(r)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "bad-request", "BadRequestError", err.Error())
@@ -82,7 +82,7 @@ func (in *Instance) handleGenerate(api string) http.HandlerFunc {
 			}
 			defer in.trackRID(rid, cancel)()
 		}
-		x := &exchange{in: in, w: w, ctx: ctx, req: req, l: l, f: f, arrival: arrival, meta: meta, trace: in.startEngineTrace(r)}
+		x := &exchange{in: in, w: w, ctx: ctx, req: req, l: l, f: f, arrival: arrival, meta: meta, trace: in.startEngineTrace(r, wallArrival)}
 		x.run()
 	}
 }
@@ -117,10 +117,12 @@ func (x *exchange) run() {
 		}
 		in.m.handoffs.WithLabelValues("pulled").Inc()
 		cached = x.arrived(e, prompt)
+		pulled := in.clock.Now()
 		if !in.sleep(x.ctx, prof.KVTransferTime(cached)) {
 			x.fail(x.ctxErr())
 			return
 		}
+		x.trace.transferred(pulled, in.clock.Now())
 	} else {
 		hit := in.cache.Match(hashes) * prof.BlockSize
 		load := 0

@@ -106,7 +106,7 @@ type Options struct {
 	Logger       logr.Logger        `json:"-"`
 	Clock        batching.Clock     `json:"-"` // default: a ScaledClock at TimeScale
 	ProfileValue *costmodel.Profile `json:"-"` // overrides Profile
-	// Tracer, when set, records vLLM's per-request span (vLLM dialect; tracing.go).
+	// Tracer, when set, records each request's engine spans in the dialect's shape (tracing.go).
 	Tracer trace.Tracer `json:"-"`
 }
 
