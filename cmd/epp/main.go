@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,21 +19,11 @@ import (
 
 func main() {
 	logutil.InitSetupLogging()
-	opts := runner.NewOptions()
-	fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-	opts.AddFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == pflag.ErrHelp {
-			return
-		}
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
+	opts, err := runner.ParseArgs(os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		return
 	}
-	if err := opts.Complete(); err != nil {
-		fmt.Fprintln(os.Stderr, "epp:", err)
-		os.Exit(2)
-	}
-	if err := opts.Validate(); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "epp:", err)
 		os.Exit(2)
 	}

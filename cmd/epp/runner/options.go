@@ -106,6 +106,26 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 			"x-pdgate-prefill-release URL and the sidecar calls it when the prefill leg returns, releasing the prefill pod's active-token charge then. Empty disables it.")
 }
 
+// ParseArgs is what bin/epp does with its command line: it registers the flags on a fresh
+// set named epp, parses args, then completes and validates the options. -h returns
+// pflag.ErrHelp; a flag pflag refuses returns pflag's error, which it has already printed with
+// the usage.
+func ParseArgs(args []string) (*Options, error) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := o.Complete(); err != nil {
+		return nil, err
+	}
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
 // Standalone reports whether the endpoints come from a file.
 func (o *Options) Standalone() bool { return o.EndpointsFile != "" }
 

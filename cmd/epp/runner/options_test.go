@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
 
@@ -48,16 +46,7 @@ func TestOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := NewOptions()
-			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Complete()
-			if err == nil {
-				err = o.Validate()
-			}
+			o, err := ParseArgs(tt.args)
 			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
@@ -83,21 +72,12 @@ func TestRefreshIntervalFromAIBrixEnv(t *testing.T) {
 			if tt.env != "" {
 				t.Setenv("AIBRIX_POD_METRIC_REFRESH_INTERVAL_MS", tt.env)
 			}
-			o := NewOptions()
-			fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-			o.AddFlags(fs)
-			if err := fs.Parse(append([]string{"--endpoints-file=x.yaml"}, tt.args...)); err != nil {
-				t.Fatal(err)
-			}
-			if err := o.Complete(); err != nil {
-				t.Fatal(err)
-			}
-			err := o.Validate()
+			o, err := ParseArgs(append([]string{"--endpoints-file=x.yaml"}, tt.args...))
 			if plugintest.WantErr(t, err, tt.wantErr) {
 				return
 			}
-			if err != nil || o.RefreshMetricsInterval != tt.want {
-				t.Fatalf("interval %s err %v, want %s", o.RefreshMetricsInterval, err, tt.want)
+			if o.RefreshMetricsInterval != tt.want {
+				t.Fatalf("interval %s, want %s", o.RefreshMetricsInterval, tt.want)
 			}
 		})
 	}

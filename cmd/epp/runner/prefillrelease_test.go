@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -23,20 +22,11 @@ func TestPrefillReleaseAddressFlag(t *testing.T) {
 		{"--prefill-release-address=10.0.0.9", "--prefill-release-address"},
 		{"--prefill-release-address=:9090", "the host is empty"},
 	} {
-		o := NewOptions()
-		fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-		o.AddFlags(fs)
 		args := []string{"--endpoints-file=x.yaml"}
 		if tt.arg != "" {
 			args = append(args, tt.arg)
 		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		if err := o.Complete(); err != nil {
-			t.Fatal(err)
-		}
-		err := o.Validate()
+		_, err := ParseArgs(args)
 		if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("%q: Validate = %v, want %q", tt.arg, err, tt.wantErr)
 		}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 )
 
@@ -20,17 +18,9 @@ func TestEPPAcceptsRenderedArgs(t *testing.T) {
 			vals := values(t, []string{f})
 			dep := find(t, mustRender(t, name, testNS, vals), "Deployment", name+"-epp")
 			args := stringList(container(t, dep, "containers", "epp")["args"])
-			opts := runner.NewOptions()
-			fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-			opts.AddFlags(fs)
-			if err := fs.Parse(args); err != nil {
+			opts, err := runner.ParseArgs(args)
+			if err != nil {
 				t.Fatalf("epp rejects the chart's args %q: %v", args, err)
-			}
-			if err := opts.Complete(); err != nil {
-				t.Fatalf("epp Complete: %v", err)
-			}
-			if err := opts.Validate(); err != nil {
-				t.Fatalf("epp Validate rejects the chart's args %q: %v", args, err)
 			}
 			if opts.Standalone() || opts.PoolName != name || opts.PoolNamespace != testNS || opts.PoolGroup != "inference.networking.k8s.io" {
 				t.Errorf("epp would watch pool %s/%s (group %s, standalone %v), want %s/%s", opts.PoolNamespace, opts.PoolName, opts.PoolGroup, opts.Standalone(), testNS, name)

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 )
@@ -60,16 +58,8 @@ func TestEPPPrefillReleaseAddress(t *testing.T) {
 				for i, a := range args {
 					expanded[i] = os.Expand(strings.ReplaceAll(a, "$(POD_IP)", "${POD_IP}"), func(string) string { return ip })
 				}
-				opts := runner.NewOptions()
-				fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-				opts.AddFlags(fs)
-				if err := fs.Parse(expanded); err != nil {
-					t.Fatal(err)
-				}
-				if err := opts.Complete(); err != nil {
-					t.Fatal(err)
-				}
-				if err := opts.Validate(); err != nil {
+				opts, err := runner.ParseArgs(expanded)
+				if err != nil {
 					t.Fatalf("%s: %v", ip, err)
 				}
 				if _, err := prefillrelease.New(opts.PrefillReleaseAddress); err != nil {

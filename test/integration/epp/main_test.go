@@ -5,7 +5,6 @@ import (
 	"os"
 	"testing"
 
-	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -24,16 +23,8 @@ func TestMain(m *testing.M) {
 // parseOpts builds options from command-line arguments exactly as bin/epp does.
 func parseOpts(t *testing.T, args ...string) *runner.Options {
 	t.Helper()
-	o := runner.NewOptions()
-	fs := pflag.NewFlagSet("epp", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
+	o, err := runner.ParseArgs(args)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return o
