@@ -106,6 +106,11 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	}
 	dec.Admitted = time.Now()
 	dec.AdmissionWait = dec.Admitted.Sub(admit)
+	if d.cfg.FlowControl && dec.AdmissionWait > 0 {
+		// flow control held the request in its queue: that wait is already part of its TTFT,
+		// which a plugin forecasting the TTFT from now on must count
+		ctx = contract.WithQueueWait(ctx, dec.AdmissionWait)
+	}
 	if d.cfg.Settle != nil {
 		defer d.cfg.Settle(req.RequestId)
 	}

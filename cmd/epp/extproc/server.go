@@ -108,7 +108,8 @@ type Config struct {
 	// was dispatched (after Dispatched) or will not be: it ends admission's reservation.
 	Settle func(requestID string)
 	// FlowControl says Admission is GIE's flow controller: a request it admitted gets llm-d's
-	// HeaderFlowQueueDuration on its response, the time it spent in admission.
+	// HeaderFlowQueueDuration on its response, the time it spent in admission, and the plugin
+	// hooks see that time as contract.QueueWait.
 	FlowControl bool
 }
 

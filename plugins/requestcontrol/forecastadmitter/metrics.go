@@ -31,7 +31,7 @@ func newMetrics() *metrics {
 		}, []string{"class", "decision"}),
 		ttft: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "pdgate_forecast_admission_ttft_seconds",
-			Help:    "The best placement's forecast TTFT (prefill wait + prefill + KV transfer + first decode step) of each request forecast-admitter decided.",
+			Help:    "The best placement's forecast TTFT (time queued in flow control + prefill wait + prefill + KV transfer + first decode step) of each request forecast-admitter decided.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
 		}),
 		tpot: prometheus.NewHistogram(prometheus.HistogramOpts{

@@ -34,6 +34,7 @@ func (a *Admitter) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res
 		return
 	}
 	ttft, tpot := a.objective(req.Headers)
+	waited := contract.QueueWait(ctx)
 	d := Demand{PromptTokens: podmodel.PromptTokens(req), OutputTokens: podmodel.RequestHints(req).MaxTokens}
 	pods := []fwksched.Endpoint{decode}
 	if prefill != nil {
@@ -52,8 +53,9 @@ func (a *Admitter) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res
 	if prefill != nil {
 		a.pods[0].Kind, a.pods[1].Kind = KindDecode, KindPrefill
 	}
-	f := a.p.Cost.Predict(a.pods, d, scale(ttft, a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
+	f := a.p.Cost.Predict(a.pods, d, scale(remaining(ttft, waited), a.p.Headroom), scale(tpot, a.p.Headroom), a.reqCost)
 	a.mu.Unlock()
+	f.TTFT += waited
 	if f.Met {
 		return
 	}
@@ -62,8 +64,8 @@ func (a *Admitter) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res
 		class = classCritical
 	}
 	a.m.decided(class, decisionPickMissed)
-	msg := fmt.Sprintf("%s: the scheduler's placement misses the objective (TTFT %v, TPOT %v): forecast TTFT %v, TPOT %v, KV room %v",
-		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), f.TPOT.Round(10*time.Microsecond), f.Room > 0)
+	msg := fmt.Sprintf("%s: the scheduler's placement misses the objective (TTFT %v, TPOT %v): forecast TTFT %v (queued %v), TPOT %v, KV room %v",
+		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), waited.Round(time.Millisecond), f.TPOT.Round(10*time.Microsecond), f.Room > 0)
 	contract.Record(ctx, answer(http.StatusTooManyRequests, CauseForecastMiss, ReasonSaturated, msg))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -30,13 +31,16 @@ func TestPlacementCheck(t *testing.T) {
 		leases   fakeLeases
 		priority int
 		prefill  bool
-		want     bool // refused
+		queued   time.Duration // time spent in flow control's queue before the hooks ran
+		want     bool          // refused
 	}{
 		{name: "one request ahead: kept", leases: own, priority: -1, prefill: true},
 		{name: "picked prefill pod backed up: refused", priority: -1, prefill: true, want: true,
 			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
 		{name: "picked decode pod's KV full: refused", priority: -1, prefill: true, want: true,
 			leases: fakeLeases{"ns/p": own["ns/p"], "ns/d": {DecodeSlots: 300, DecodeTokens: 399000}}},
+		{name: "one request ahead, but queued in flow control past the TTFT: refused", leases: own, priority: -1,
+			prefill: true, queued: time.Second, want: true},
 		{name: "decode-only pick on a pod with room: kept", leases: fakeLeases{"ns/d": own["ns/d"]}, priority: -1},
 		{name: "critical: never refused here", priority: 0, prefill: true,
 			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
@@ -50,6 +54,9 @@ func TestPlacementCheck(t *testing.T) {
 			a := New("fa", params)
 			a.SetLedger(excluding{t: t, leases: tc.leases, id: "r"}, 160)
 			ctx := contract.WithAnswerSlot(context.Background())
+			if tc.queued > 0 {
+				ctx = contract.WithQueueWait(ctx, tc.queued)
+			}
 			a.PreRequest(ctx, request(tc.priority, nil), result(tc.prefill))
 			ans := contract.Recorded(ctx)
 			if (ans != nil) != tc.want {

@@ -142,7 +142,9 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 		return nil
 	}
 	ttft, tpot := a.objective(req.Headers)
-	f := a.forecast(req, eps, ttft, tpot)
+	waited := contract.QueueWait(ctx)
+	f := a.forecast(req, eps, remaining(ttft, waited), tpot)
+	f.TTFT += waited
 	a.m.observe(f)
 	switch {
 	case f.Serving == 0:
@@ -154,15 +156,16 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 		return nil
 	}
 	reason, cause := ReasonSaturated, CauseForecastMiss
-	if ttl, ok := queueTTL(req.Headers); ok && f.PrefillWait > ttl {
+	if ttl, ok := queueTTL(req.Headers); ok && waited+f.PrefillWait > ttl {
 		reason, cause = ReasonTTLExpired, CauseQueueTTL
 	}
 	a.m.decided(class, reason)
-	msg := fmt.Sprintf("%s: no placement meets the objective (TTFT %v, TPOT %v): best forecast TTFT %v (prefill wait %v), TPOT %v",
-		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), f.PrefillWait.Round(time.Millisecond), f.TPOT.Round(10*time.Microsecond))
+	msg := fmt.Sprintf("%s: no placement meets the objective (TTFT %v, TPOT %v): best forecast TTFT %v (queued %v, prefill wait %v), TPOT %v",
+		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), waited.Round(time.Millisecond), f.PrefillWait.Round(time.Millisecond),
+		f.TPOT.Round(10*time.Microsecond))
 	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
 		l.Info("request refused by forecast", "plugin", a.tn.String(), "requestID", req.RequestId, "reason", reason,
-			"ttftTarget", ttft, "tpotTarget", tpot, "ttft", f.TTFT, "tpot", f.TPOT, "prefillWait", f.PrefillWait)
+			"ttftTarget", ttft, "tpotTarget", tpot, "ttft", f.TTFT, "tpot", f.TPOT, "queued", waited, "prefillWait", f.PrefillWait)
 	}
 	return answer(http.StatusTooManyRequests, cause, reason, msg)
 }
@@ -253,6 +256,15 @@ func kindOf(labels map[string]string) Kind {
 }
 
 func scale(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+
+// remaining is what is left of a TTFT objective once the request has waited in the EPP's
+// admission queue (flow control); the forecast may take its headroom's share of that, since the
+// wait is known and only what follows is forecast. None left leaves a microsecond, which no
+// placement meets (a zero target would leave every placement's score undefined, and the
+// forecast reported without its best placement).
+func remaining(ttft, waited time.Duration) time.Duration {
+	return max(ttft-waited, time.Microsecond)
+}
 
 // answer is the refusal with an OpenAI error body and llm-d's reason header.
 func answer(status int, cause contract.Cause, reason, msg string) *contract.Answer {

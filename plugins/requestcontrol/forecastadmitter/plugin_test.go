@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
@@ -46,7 +47,8 @@ func TestAdmitRequest(t *testing.T) {
 		eps      []fwksched.Endpoint
 		priority int
 		headers  map[string]string
-		status   int // 0 = admitted
+		queued   time.Duration // time spent in flow control's queue before the hooks ran
+		status   int           // 0 = admitted
 		reason   string
 		decision string // the metric's decision label
 	}{
@@ -72,6 +74,18 @@ func TestAdmitRequest(t *testing.T) {
 			reason: ReasonSaturated, decision: ReasonSaturated},
 		{name: "headroom takes a share of the target", params: `{"ttft": "60ms", "headroom": 0.5}`, leases: fakeLeases{},
 			eps: pool, priority: -1, status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
+		{name: "a short wait in flow control's queue still admits", leases: fakeLeases{}, eps: pool, priority: -1,
+			queued: 300 * time.Millisecond, decision: decisionAdmitted},
+		{name: "queued in flow control past the TTFT: 429 on an idle pool", leases: fakeLeases{}, eps: pool, priority: -1,
+			queued: 1200 * time.Millisecond, status: http.StatusTooManyRequests, reason: ReasonSaturated, decision: ReasonSaturated},
+		{name: "the wait and the forecast together past the TTFT: 429", params: `{"ttft": "3500ms"}`, leases: backedUp, eps: pool,
+			priority: -1, queued: 700 * time.Millisecond, status: http.StatusTooManyRequests, reason: ReasonSaturated,
+			decision: ReasonSaturated},
+		{name: "the same backed-up pool without the wait: admitted", params: `{"ttft": "3500ms"}`, leases: backedUp, eps: pool,
+			priority: -1, decision: decisionAdmitted},
+		{name: "the queue TTL counts the wait in flow control too", leases: backedUp, eps: pool, priority: -1,
+			headers: map[string]string{HeaderInferenceTTL: "3s"}, queued: time.Second, status: http.StatusTooManyRequests,
+			reason: ReasonTTLExpired, decision: ReasonTTLExpired},
 		{name: "nothing decodes: 503", leases: fakeLeases{}, eps: []fwksched.Endpoint{ep("p", "prefill")}, priority: -1,
 			status: http.StatusServiceUnavailable, reason: ReasonNoEndpoints, decision: ReasonNoEndpoints},
 	}
@@ -83,7 +97,11 @@ func TestAdmitRequest(t *testing.T) {
 			}
 			a := New("fa", p)
 			a.SetLedger(tc.leases, 160)
-			err = a.AdmitRequest(context.Background(), request(tc.priority, tc.headers), tc.eps)
+			ctx := context.Background()
+			if tc.queued > 0 {
+				ctx = contract.WithQueueWait(ctx, tc.queued)
+			}
+			err = a.AdmitRequest(ctx, request(tc.priority, tc.headers), tc.eps)
 			class := classSheddable
 			if tc.priority >= 0 {
 				class = classCritical
