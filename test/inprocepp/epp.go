@@ -2,7 +2,9 @@
 // sets through GIE's real machinery (test/integration/llmd, test/integration/aibrix): a user's
 // config file loaded through pdgate's plugin set, GIE's data layer scraping one metrics server
 // per pod on its own loopback address, all assembled by the EPP's one constructor
-// (cmd/epp/core) and served by pdgate's request path on a real gRPC listener.
+// (cmd/epp/core) and served by pdgate's request path on a real gRPC listener. RunBinary runs
+// bin/epp's whole assembly instead (cmd/epp/runner: endpoints file or Kubernetes mode, its own
+// servers), for the suites that test what the binary does.
 package inprocepp
 
 import (

@@ -17,12 +17,11 @@ import (
 
 	configPb "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
+	"github.com/pdgate/pdgate/test/inprocepp"
 	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
@@ -66,47 +65,6 @@ func listenPair(t *testing.T) (a, b net.Listener, port int) {
 	}
 	t.Fatal("no common free port on 127.0.0.2 and 127.0.0.3")
 	return nil, nil, 0
-}
-
-// startEPP runs the EPP in-process until the test ends and returns its addresses.
-func startEPP(t *testing.T, o *runner.Options) runner.Addresses {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan runner.Addresses, 1)
-	o.OnListening = func(a runner.Addresses) { addrs <- a }
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("EPP stopped with: %v", err)
-			}
-		case <-time.After(20 * time.Second):
-			t.Error("EPP did not stop within 20s")
-		}
-	})
-	select {
-	case a := <-addrs:
-		return a
-	case err := <-done:
-		t.Fatalf("EPP failed to start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("EPP did not start listening within 60s")
-	}
-	return runner.Addresses{}
-}
-
-func dial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	_, port, _ := net.SplitHostPort(addr)
-	conn, err := grpc.NewClient("127.0.0.1:"+port, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
 }
 
 // dialEPP opens pdgate's ext_proc client (the one the dev gateway uses) on the EPP's gRPC
@@ -219,7 +177,7 @@ func healthStatus(t *testing.T, addr, service string) healthPb.HealthCheckRespon
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	r, err := healthPb.NewHealthClient(dial(t, addr)).Check(ctx, &healthPb.HealthCheckRequest{Service: service})
+	r, err := healthPb.NewHealthClient(inprocepp.Dial(t, addr)).Check(ctx, &healthPb.HealthCheckRequest{Service: service})
 	if err != nil {
 		t.Fatalf("health check: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	giev1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
+	"github.com/pdgate/pdgate/test/inprocepp"
 	"github.com/pdgate/pdgate/test/testsupport/kubetest"
 )
 
@@ -77,7 +78,7 @@ func TestKubernetesModeFollowsPods(t *testing.T) {
 		mo.Metrics.BindAddress = "0"
 		mo.HealthProbeBindAddress = "0"
 	}}
-	addrs := startEPP(t, o)
+	addrs := inprocepp.RunBinary(context.Background(), t, o)
 	epp := dialEPP(t, addrs.GRPC)
 	a := "127.0.0.2:" + strconv.Itoa(port)
 	b := "127.0.0.3:" + strconv.Itoa(port)

@@ -1,12 +1,14 @@
 package epp
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/pdgate/pdgate/test/inprocepp"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -22,7 +24,7 @@ func TestLLMDMetricNames(t *testing.T) {
 	writeFile(t, file, endpointsYAML(port, "a"))
 	o := parseOpts(t, "--endpoints-file", file, "--secure-serving=false", "--grpc-port", "0",
 		"--grpc-health-port", "0", "--metrics-port", "0", "--llm-d-metric-names")
-	addrs := startEPP(t, o)
+	addrs := inprocepp.RunBinary(context.Background(), t, o)
 	epp := dialEPP(t, addrs.GRPC)
 	waitDestination(t, epp, "127.0.0.2:"+strconv.Itoa(port))
 	exchange(t, epp, nil, completion)

@@ -1,6 +1,7 @@
 package epp
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	healthPb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/inprocepp"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -58,7 +60,7 @@ func TestStandaloneHotReloadAndRejection(t *testing.T) {
 	o := parseOpts(t, "--endpoints-file", file, "--endpoints-poll-interval", "100ms",
 		"--secure-serving=false", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0",
 		"--decision-trace", "--max-request-body-bytes", "4096")
-	addrs := startEPP(t, o)
+	addrs := inprocepp.RunBinary(context.Background(), t, o)
 	epp := dialEPP(t, addrs.GRPC)
 	a := "127.0.0.2:" + strconv.Itoa(port)
 	b := "127.0.0.3:" + strconv.Itoa(port)

@@ -7,13 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr/testr"
-	"github.com/spf13/pflag"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
@@ -40,49 +36,13 @@ func startRealEPP(t *testing.T, configPath string, pods []pod) *epp {
 	if err := os.WriteFile(endpointsFile, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := runner.NewOptions()
-	o.AddFlags(pflag.NewFlagSet("epp", pflag.ContinueOnError))
-	o.EndpointsFile = endpointsFile
-	o.ConfigFile = configPath
-	o.GRPCPort, o.GRPCHealthPort, o.MetricsPort = 0, 0, 0
-	o.SecureServing = false
-	o.Tracing = false
-	addrs := make(chan runner.Addresses, 1)
-	o.OnListening = func(a runner.Addresses) { addrs <- a }
-	if err := o.Complete(); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(log.IntoContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 0})))
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("EPP did not stop")
-		}
-	})
-	var a runner.Addresses
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("EPP exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("EPP did not start listening")
-	}
-	_, grpcPort, _ := strings.Cut(a.GRPC, "]:")
-	if grpcPort == "" {
-		grpcPort = a.GRPC[strings.LastIndex(a.GRPC, ":")+1:]
-	}
-	conn, err := grpc.NewClient("127.0.0.1:"+grpcPort, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	o, err := runner.ParseArgs([]string{"--endpoints-file", endpointsFile, "--config-file", configPath,
+		"--grpc-port=0", "--grpc-health-port=0", "--metrics-port=0", "--secure-serving=false", "--tracing=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = conn.Close() })
+	ctx := log.IntoContext(context.Background(), testr.NewWithOptions(t, testr.Options{Verbosity: 0}))
+	conn := inprocepp.Dial(t, inprocepp.RunBinary(ctx, t, o).GRPC)
 	return &epp{EPP: &inprocepp.EPP{Client: extProcPb.NewExternalProcessorClient(conn), Port: port}, port: port}
 }
 
