@@ -109,7 +109,7 @@ func otlpEnv(endpoint string) []string {
 }
 
 // traced adds the OTLP variables to the processes that trace (none without a receiver),
-// the simulators included: a vLLM simulator records vLLM's llm_request span per request.
+// the simulators included: each records its engine's own spans per request.
 func (l *Lab) traced(procs []ProcSpec) {
 	if l.otlpEnv == nil {
 		return

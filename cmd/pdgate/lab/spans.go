@@ -24,8 +24,9 @@ type RequestTimeline struct {
 	Start     time.Time
 	Legs      []Interval
 	Phases    []Interval
-	// Engine are the engines' own request intervals (a vLLM simulator's llm_request span),
-	// one per leg, named by the sidecar phase whose leg carried the request.
+	// Engine are the engines' own request intervals, one per leg, named by the sidecar phase
+	// whose leg carried the request: vLLM's and TensorRT-LLM's llm_request span, SGLang's
+	// bootstrap-room span tree (the simulator records each in its engine's shape).
 	Engine []EngineIntervals
 	// Services are the processes whose spans the trace holds.
 	Services []string
@@ -39,20 +40,41 @@ type Interval struct {
 	D       time.Duration
 }
 
-// vLLM's request span and its interval attributes, as vLLM and the simulator record them
-// (cmd/sim/server/tracing.go; TestEngineSpanNames keeps the two in step without linking the
-// simulator into the CLI).
+// The engines' request spans and their interval attributes, as the engines and the simulator
+// record them (cmd/sim/server/tracing.go and tracing_sglang.go; TestEngineSpanNames keeps the
+// two in step without linking the simulator into the CLI).
 const (
-	spanEngineRequest = "llm_request"
-	attrTimeInQueue   = "gen_ai.latency.time_in_queue"
-	attrTimeInPrefill = "gen_ai.latency.time_in_model_prefill"
-	attrTimeInDecode  = "gen_ai.latency.time_in_model_decode"
+	spanEngineRequest    = "llm_request"
+	attrTimeInQueue      = "gen_ai.latency.time_in_queue"
+	attrTimeInPrefill    = "gen_ai.latency.time_in_model_prefill"
+	attrTimeInDecode     = "gen_ai.latency.time_in_model_decode"
+	attrTimeToFirstToken = "gen_ai.latency.time_to_first_token"
+	attrKVTransferTime   = "gen_ai.latency.kv_cache_transfer_time"
+	sglangRoomPrefix     = "Bootstrap Room 0x"
 )
 
-// EngineIntervals is one engine's llm_request span: its queue and compute inside a leg.
+// EngineIntervals is one engine's split of a leg: vLLM's queue, prefill and decode
+// (time_in_queue, time_in_model_prefill, _decode); TensorRT-LLM's queue (arrival to first
+// scheduled), TTFT and KV transfer; SGLang's stage slices in start order.
 type EngineIntervals struct {
-	Leg                    string
-	Queue, Prefill, Decode time.Duration
+	Leg   string
+	Parts []Interval
+}
+
+// engineIntervals reads an llm_request span's attributes in the order vLLM's and
+// TensorRT-LLM's spans carry them, leaving out the ones the span does not carry.
+func engineIntervals(s otlpreceiver.Span) []Interval {
+	var parts []Interval
+	for _, a := range []struct{ name, key string }{{"queue", attrTimeInQueue}, {"prefill", attrTimeInPrefill},
+		{"decode", attrTimeInDecode}, {"ttft", attrTimeToFirstToken}, {"kv_transfer", attrKVTransferTime}} {
+		if v, ok := s.Attrs[a.key]; ok {
+			if a.name == "ttft" && s.Attrs[attrTimeInPrefill] != "" {
+				continue // vLLM's TTFT is its queue plus prefill
+			}
+			parts = append(parts, Interval{Name: a.name, Service: s.Service, D: seconds(v)})
+		}
+	}
+	return parts
 }
 
 // ReadTimelines groups a span file's spans into the requests the gateway started (traces
@@ -95,10 +117,11 @@ func timeline(traceID string, spans []otlpreceiver.Span) (RequestTimeline, bool)
 		byID[s.SpanID] = s
 	}
 	for _, s := range spans {
-		if s.Name == spanEngineRequest {
-			t.Engine = append(t.Engine, EngineIntervals{Leg: byID[s.Parent].Attrs[extproc.AttrPhase],
-				Queue: seconds(s.Attrs[attrTimeInQueue]), Prefill: seconds(s.Attrs[attrTimeInPrefill]),
-				Decode: seconds(s.Attrs[attrTimeInDecode])})
+		switch {
+		case s.Name == spanEngineRequest:
+			t.Engine = append(t.Engine, EngineIntervals{Leg: byID[s.Parent].Attrs[extproc.AttrPhase], Parts: engineIntervals(s)})
+		case strings.HasPrefix(s.Name, sglangRoomPrefix):
+			t.Engine = append(t.Engine, EngineIntervals{Leg: byID[s.Parent].Attrs[extproc.AttrPhase], Parts: sglangSlices(s, spans, byID)})
 		}
 		services[s.Service] = true
 		if s.Name == gwproxy.SpanRequest && s.Parent == "" {
@@ -161,9 +184,27 @@ func (t RequestTimeline) String() string {
 		if leg == "" {
 			leg = "(leg unknown)"
 		}
-		fmt.Fprintf(&b, "  engine  in %s: queue %s prefill %s decode %s\n", leg, ms(e.Queue), ms(e.Prefill), ms(e.Decode))
+		fmt.Fprintf(&b, "  engine  in %s:", leg)
+		for _, p := range e.Parts {
+			fmt.Fprintf(&b, " %s %s", p.Name, ms(p.D))
+		}
+		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// sglangSlices are the stage slices under an SGLang room span (room, request, thread, slice),
+// in start order.
+func sglangSlices(room otlpreceiver.Span, spans []otlpreceiver.Span, byID map[string]otlpreceiver.Span) []Interval {
+	var out []Interval
+	for _, s := range spans {
+		thread := byID[s.Parent]
+		if req := byID[thread.Parent]; thread.SpanID != "" && req.SpanID != "" && req.Parent == room.SpanID {
+			out = append(out, Interval{Name: s.Name, Service: s.Service, Start: s.Start, D: s.Duration()})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Start.Before(out[j].Start) })
+	return out
 }
 
 // seconds reads a gen_ai.latency.* attribute (seconds, written as text); absent is 0.
