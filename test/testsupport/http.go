@@ -11,6 +11,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // PostJSON posts body (a string or []byte as is, anything else JSON-encoded) to url with the
@@ -86,6 +90,17 @@ func MetricSample(t testing.TB, url, sample string) float64 {
 		}
 	}
 	return 0
+}
+
+// MetricFamilies scrapes the Prometheus text page at url and returns its families by name.
+func MetricFamilies(t testing.TB, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(Scrape(t, url)))
+	if err != nil {
+		t.Fatalf("parsing %s: %v", url, err)
+	}
+	return fams
 }
 
 // Scrape returns the page at url (a Prometheus text page, typically).

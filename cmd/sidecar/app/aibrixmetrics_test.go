@@ -11,11 +11,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestAIBrixFailureCounter drives failing requests through a running sidecar and reads
@@ -94,7 +92,7 @@ func TestAIBrixFailureCounter(t *testing.T) {
 				t.Fatalf("status %d, want %d", resp.StatusCode, tt.wantStatus)
 			}
 
-			family := scrape(t, base+MetricsPath)["gateway_request_model_fail_total"]
+			family := testsupport.MetricFamilies(t, base+MetricsPath)["gateway_request_model_fail_total"]
 			if tt.wantLabels == nil {
 				if family != nil {
 					t.Fatalf("gateway_request_model_fail_total exported without --aibrix-metrics: %v", family)
@@ -122,20 +120,4 @@ func TestAIBrixFailureCounter(t *testing.T) {
 			}
 		})
 	}
-}
-
-// scrape reads a Prometheus text exposition.
-func scrape(t *testing.T, u string) map[string]*dto.MetricFamily {
-	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parse %s: %v", u, err)
-	}
-	return families
 }

@@ -3,32 +3,20 @@ package server
 import (
 	"context"
 	"math"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/pdgate/pdgate/cmd/sim/batching"
+	"github.com/pdgate/pdgate/test/testsupport"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	giemetrics "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/extractor/metrics"
 )
 
 func scrape(t *testing.T, in *Instance) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get("http://" + in.Addr() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fams
+	return testsupport.MetricFamilies(t, "http://"+in.Addr()+"/metrics")
 }
 
 func histSum(t *testing.T, in *Instance, name string) float64 {
