@@ -51,12 +51,15 @@ type AdvisorOptions struct {
 	// The advisor's window, estimate interval and dwell.
 	Window, Interval, Dwell time.Duration
 	SLO                     SLO
-	Policy                  string // the EndpointPickerConfig the fleets route with
-	Profile                 string
-	Azure, Mooncake         string
-	Scrape                  time.Duration
-	Parallel                int
-	Stdout                  io.Writer
+	// Sheddable makes every request sheddable (priority -1, with max_tokens) and sets the
+	// config's forecast-admitter to the SLO, so an overload is shed instead of queued.
+	Sheddable       bool
+	Policy          string // the EndpointPickerConfig the fleets route with
+	Profile         string
+	Azure, Mooncake string
+	Scrape          time.Duration
+	Parallel        int
+	Stdout          io.Writer
 }
 
 // AdvisorDefaults are the settings: 64 GPUs, 10-minute phases, three seeds.
@@ -116,6 +119,7 @@ goodput per GPU at >= 90 % attainment and the actuator's scale-direction changes
 	f.DurationVar(&o.Dwell, "advisor-dwell", o.Dwell, "the advisor's minimum dwell (minDwellSeconds)")
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "TTFT target (attainment, and the advisor's ttftMs)")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "TPOT target (attainment, and the advisor's tpotMs)")
+	f.BoolVar(&o.Sheddable, "sheddable", o.Sheddable, "every request sheddable (priority -1, max_tokens set), forecast-admitter at the SLO's targets: what no placement serves in time is refused (429) and counts as missed")
 	f.StringVar(&o.Policy, "policy-config", o.Policy, "EndpointPickerConfig every fleet routes with (pd-ratio-advisor is added to it)")
 	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
@@ -250,7 +254,7 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	cfgPath, err := writeAdvisorConfig(paths.path(o.Policy), dir, o)
+	cfgPath, err := writeAdvisorConfig(paths.path(o.Policy), dir, o, prof)
 	if err != nil {
 		return err
 	}
@@ -288,8 +292,8 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 		for _, ph := range phases {
 			per = append(per, fmt.Sprintf("%.2f", r.PhaseAttainment[ph.Workload]))
 		}
-		line := fmt.Sprintf("%-8s seed %d load %.2f (%.2f req/s/GPU): attainment %.3f (phases %s)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  %d requests  wall %.0f s",
-			r.Cell, r.Seed, r.Load, r.RatePerGPU, r.Attainment, strings.Join(per, "/"), r.TTFT.P50, r.TTFT.P99, r.TPOT.P50, r.TPOT.P99, r.Requests, r.WallSeconds)
+		line := fmt.Sprintf("%-8s seed %d load %.2f (%.2f req/s/GPU): attainment %.3f (phases %s)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  %d requests, %d not served  wall %.0f s",
+			r.Cell, r.Seed, r.Load, r.RatePerGPU, r.Attainment, strings.Join(per, "/"), r.TTFT.P50, r.TTFT.P99, r.TPOT.P50, r.TPOT.P99, r.Requests, r.Failed, r.WallSeconds)
 		if r.Actuator != nil {
 			line += fmt.Sprintf("  scale events %d, direction changes per phase %v, mean GPUs %.1f", len(r.Actuator.Events), r.DirectionChanges, r.Actuator.MeanGPUs)
 		}
@@ -314,7 +318,7 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 
 // writeAdvisorConfig is the policy's EndpointPickerConfig with pd-ratio-advisor added (every
 // fleet runs it, so routing is the same whether or not the actuator follows it).
-func writeAdvisorConfig(policy, dir string, o AdvisorOptions) (string, error) {
+func writeAdvisorConfig(policy, dir string, o AdvisorOptions, prof *costmodel.Profile) (string, error) {
 	raw, err := os.ReadFile(policy)
 	if err != nil {
 		return "", fmt.Errorf("--policy-config: %w", err)
@@ -324,6 +328,10 @@ func writeAdvisorConfig(policy, dir string, o AdvisorOptions) (string, error) {
 		return "", fmt.Errorf("--policy-config %s: %w", policy, err)
 	}
 	plugins, _ := cfg["plugins"].([]any)
+	if o.Sheddable {
+		// the forecast judges the run's own SLO on the run's own engines
+		plugins = append(withoutForecastAdmitter(plugins), forecastAdmitterPlugin(o.SLO, 0, prof))
+	}
 	cfg["plugins"] = append(plugins, map[string]any{"type": "pd-ratio-advisor", "parameters": map[string]any{
 		"ttftMs": o.SLO.TTFT.Milliseconds(), "tpotMs": o.SLO.TPOT.Milliseconds(),
 		"windowSeconds": int(o.Window.Seconds()), "intervalSeconds": int(o.Interval.Seconds()),
@@ -374,6 +382,9 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 	}
 	cfg := Config{Profile: prof, Pods: pdFleet(np, nd, prof.Model), EPPConfig: cfgPath, Model: prof.Model, Source: src,
 		Scrape: o.Scrape, Seed: seed, PrefillRelease: true}
+	if o.Sheddable {
+		cfg.Source = sheddable{Source: src, maxTokens: true}
+	}
 	if cell == AdvisorCell {
 		cfg.Actuator = &ActuatorConfig{Budget: o.Pods, Delay: o.Provision, Every: o.ActEvery,
 			Band: max(1, o.Pods/32), Window: o.Window}
@@ -381,6 +392,9 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 	s, err := New(cfg)
 	if err != nil {
 		return out, fmt.Errorf("%s: %w", cell, err)
+	}
+	if o.Sheddable {
+		registerSheddable(s)
 	}
 	res, err := s.Run()
 	if err != nil {
@@ -434,7 +448,7 @@ func buildAdvisorReport(d *AdvisorData, cells []string) *report.Report {
 			"The advisor-driven fleet starts at 1:1 and splits its %d GPUs in the advised ratio; a pod provisions in %s, "+
 			"the advisor estimates every %s over %s with a %s dwell. Static fleets use every ratio from the start.",
 			o.Pods, d.Profile, o.Policy, o.ShiftEvery, strings.Join(names, ", "), o.SLO.TTFT, o.SLO.TPOT, o.Loads,
-			o.Pods, o.Provision, o.Interval, o.Window, o.Dwell)})
+			o.Pods, o.Provision, o.Interval, o.Window, o.Dwell) + sheddableNote(o.Sheddable)})
 	t := report.Table{Title: "Goodput per GPU at ≥ 90 % attainment", Columns: []string{"fleet"}}
 	for _, seed := range o.Seeds {
 		t.Columns = append(t.Columns, fmt.Sprintf("seed %d", seed))

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
+
 	"github.com/pdgate/pdgate/cmd/sim/costmodel"
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 )
@@ -115,7 +118,7 @@ func TestActuatorFollowsTheAdvisor(t *testing.T) {
 	}
 	o := AdvisorDefaults()
 	o.Window, o.Interval, o.Dwell = 10*time.Second, 5*time.Second, 15*time.Second
-	cfgPath, err := writeAdvisorConfig(repoFile(o.Policy), t.TempDir(), o)
+	cfgPath, err := writeAdvisorConfig(repoFile(o.Policy), t.TempDir(), o, prof)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,24 +166,69 @@ func TestActuatorFollowsTheAdvisor(t *testing.T) {
 	}
 }
 
+// TestWriteAdvisorConfig: the policy plus pd-ratio-advisor; with --sheddable its
+// forecast-admitter judges the run's SLO on the simulated engines (one, whatever the policy
+// lists), without it the policy's own admission stays as it is.
 func TestWriteAdvisorConfig(t *testing.T) {
-	o := AdvisorDefaults()
-	path, err := writeAdvisorConfig(repoFile(o.Policy), t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"type: pd-ratio-advisor", "ttftMs: 2000", "tpotMs: 50", "minDwellSeconds: 120", "type: aibrix-pd-pair"} {
-		if !strings.Contains(string(b), want) {
-			t.Errorf("config lacks %q:\n%s", want, b)
+	prof := costmodel.Default()
+	for _, tc := range []struct {
+		sheddable bool
+		want      []string
+		admitters int
+	}{
+		{want: []string{"ttft: 1s"}, admitters: 1},
+		{sheddable: true, want: []string{"ttft: 2s", "tpot: 50ms", "kvCapacityTokens: 400000"}, admitters: 1},
+	} {
+		o := AdvisorDefaults()
+		o.Sheddable = tc.sheddable
+		path, err := writeAdvisorConfig(repoFile(o.Policy), t.TempDir(), o, prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range append(tc.want, "type: pd-ratio-advisor", "ttftMs: 2000", "tpotMs: 50", "minDwellSeconds: 120", "type: aibrix-pd-pair") {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("sheddable %v: config lacks %q:\n%s", tc.sheddable, want, b)
+			}
+		}
+		if n := strings.Count(string(b), "type: "+forecastAdmitterType); n != tc.admitters {
+			t.Errorf("sheddable %v: %d forecast-admitters, want %d", tc.sheddable, n, tc.admitters)
 		}
 	}
-	if _, err := writeAdvisorConfig(filepath.Join(t.TempDir(), "none.yaml"), t.TempDir(), o); err == nil {
+	if _, err := writeAdvisorConfig(filepath.Join(t.TempDir(), "none.yaml"), t.TempDir(), AdvisorDefaults(), prof); err == nil {
 		t.Error("a missing policy config was accepted")
 	}
+}
+
+// TestSheddableKeepsTheKind: the advisor run's sheddable requests keep their workload kind
+// (attainment per phase is keyed by it) and carry the sheddable objective and max_tokens.
+func TestSheddableKeepsTheKind(t *testing.T) {
+	src := sheddable{Source: &sliceSource{arrivals: []Arrival{{Kind: WorkloadCode, Output: 64, Body: &fwksched.LLMRequestBody{}}}}, maxTokens: true}
+	a, ok := src.Next()
+	if !ok {
+		t.Fatal("no arrival")
+	}
+	if a.Kind != WorkloadCode || a.Headers[metadata.ObjectiveKey] != sheddableObjective {
+		t.Fatalf("kind %q, objective %q: want %q, %q", a.Kind, a.Headers[metadata.ObjectiveKey], WorkloadCode, sheddableObjective)
+	}
+	if m, _ := a.Body.Payload.(fwksched.PayloadMap); m == nil || m["max_tokens"] != float64(64) {
+		t.Fatalf("payload %v, want max_tokens 64", a.Body.Payload)
+	}
+}
+
+// sliceSource hands out its arrivals in order.
+type sliceSource struct{ arrivals []Arrival }
+
+func (s *sliceSource) Next() (Arrival, bool) {
+	if len(s.arrivals) == 0 {
+		return Arrival{}, false
+	}
+	a := s.arrivals[0]
+	s.arrivals = s.arrivals[1:]
+	return a, true
 }
 
 func TestAdvisorOptionsValidate(t *testing.T) {

@@ -13,9 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/gateway-api-inference-extension/apix/v1alpha2"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
 	"sigs.k8s.io/yaml"
@@ -243,11 +241,7 @@ func overloadRun(o OverloadOptions, prof *costmodel.Profile, phases []ShiftPhase
 	if err != nil {
 		return OverloadRun{}, err
 	}
-	low := -1
-	for _, e := range s.epps {
-		e.core.Datastore.ObjectiveSet(&v1alpha2.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: sheddableObjective, Namespace: "default"},
-			Spec: v1alpha2.InferenceObjectiveSpec{Priority: &low}})
-	}
+	registerSheddable(s)
 	wall := time.Now()
 	res, err := s.Run()
 	if err != nil {
@@ -305,7 +299,8 @@ func (c *OverloadCell) finish(span time.Duration, gpus int) {
 	c.Goodput = float64(c.Good) / span.Seconds() / float64(gpus)
 }
 
-// sheddable names the sheddable objective on every request and marks it with its phase.
+// sheddable names the sheddable objective on every request and, given phases, marks it with
+// its phase (each lasting burst).
 type sheddable struct {
 	Source
 	phases    []ShiftPhase
@@ -324,8 +319,10 @@ func (s sheddable) Next() (Arrival, bool) {
 	}
 	h[metadata.ObjectiveKey] = sheddableObjective
 	a.Headers = h
-	i := min(int(a.At/s.burst), len(s.phases)-1)
-	a.Kind = phaseKind(i, s.phases[i].Workload)
+	if len(s.phases) > 0 {
+		i := min(int(a.At/s.burst), len(s.phases)-1)
+		a.Kind = phaseKind(i, s.phases[i].Workload)
+	}
 	if s.maxTokens && a.Body != nil && a.Body.Payload == nil {
 		body := *a.Body
 		body.Payload = fwksched.PayloadMap{"max_tokens": float64(a.Output)}
@@ -347,13 +344,7 @@ func writeAdmissionConfigs(base, dir string, o OverloadOptions, prof *costmodel.
 		return "", "", fmt.Errorf("--config %s: %w", base, err)
 	}
 	listed, _ := cfg["plugins"].([]any)
-	plugins := make([]any, 0, len(listed)+1)
-	for _, p := range listed {
-		if m, ok := p.(map[string]any); ok && m["type"] == forecastAdmitterType {
-			continue
-		}
-		plugins = append(plugins, p)
-	}
+	plugins := withoutForecastAdmitter(listed)
 	write := func(name string) (string, error) {
 		out, err := yaml.Marshal(cfg)
 		if err != nil {
@@ -369,10 +360,7 @@ func writeAdmissionConfigs(base, dir string, o OverloadOptions, prof *costmodel.
 	if gate, err = write("gate-epp.yaml"); err != nil {
 		return "", "", err
 	}
-	cost := map[string]any{"chunkedPrefillTokens": prof.ChunkedPrefillTokens, "kvCapacityTokens": prof.KVCapacityTokens,
-		"meanOutputTokens": prof.MeanOutputTokens, "prefill": prof.Prefill, "decode": prof.Decode, "kvTransfer": prof.KVTransfer}
-	cfg["plugins"] = append(plugins, map[string]any{"type": forecastAdmitterType, "parameters": map[string]any{
-		"ttft": o.SLO.TTFT.String(), "tpot": o.SLO.TPOT.String(), "headroom": o.Headroom, "cost": cost}})
+	cfg["plugins"] = append(plugins, forecastAdmitterPlugin(o.SLO, o.Headroom, prof))
 	if forecast, err = write("forecast-epp.yaml"); err != nil {
 		return "", "", err
 	}
