@@ -239,10 +239,10 @@ func (b *Batcher) export(ctx context.Context, sp *spare) {
 		n := min(len(rest), b.cfg.MaxExportBatchSize)
 		msgs := sp.otlp.build(rest[:n])
 		b.call(ctx, n, func(ctx context.Context) error { return b.up.UploadTraces(ctx, msgs) })
+		sp.otlp.release()
 		rest = rest[n:]
 	}
-	// The exported spans must not stay reachable from the spare slices. (The OTLP messages
-	// keep the last batch's strings until the next one: at most a batch of them.)
+	// The exported spans must not stay reachable from the spare slices.
 	clear(queue)
 	clear(recs)
 	sp.queue, sp.recs = queue[:0], recs[:0]

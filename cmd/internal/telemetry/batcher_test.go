@@ -189,6 +189,22 @@ func TestBatcherExportsInBatches(t *testing.T) {
 	if queued[:cap(queued)][0] != nil || recs[:cap(recs)][0].origin != nil {
 		t.Fatal("an exported span is still reachable from a spare slice")
 	}
+	// The OTLP messages kept for the next batch hold no pointer: every collection cycle
+	// would follow them again.
+	o := &sp.otlp
+	if len(o.spans) == 0 || cap(o.kvs) == 0 && cap(o.spans) == 0 {
+		t.Fatal("no OTLP messages were built")
+	}
+	for i := range o.spans[:cap(o.spans)] {
+		if s := &o.spans[:cap(o.spans)][i]; s.Name != "" || s.Status != nil || s.TraceId != nil || o.spanPtrs[:cap(o.spanPtrs)][i] != nil {
+			t.Fatalf("span message %d still points at the exported batch: %v", i, s)
+		}
+	}
+	for i := range o.rs[:cap(o.rs)] {
+		if o.rs[:cap(o.rs)][i].ScopeSpans != nil || o.scopes[:cap(o.scopes)][i].Spans != nil || o.rsPtrs[:cap(o.rsPtrs)][i] != nil {
+			t.Fatalf("resource or scope message %d still points at the exported batch", i)
+		}
+	}
 }
 
 func equalInts(a, b []int) bool {

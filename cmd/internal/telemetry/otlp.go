@@ -46,8 +46,12 @@ func iterKeyValues(it attribute.Iterator) []*commonpb.KeyValue {
 
 // otlpBatch converts records to the OTLP messages the exporter's client uploads, with the same
 // fields the SDK's exporter writes for the same span. It is owned by the export goroutine and
-// keeps its messages from one batch to the next: the client marshals a batch before its
-// upload returns, so a steady flow of spans allocates nothing here.
+// keeps its messages' memory from one batch to the next: the client marshals a batch before
+// its upload returns, so a steady flow of spans allocates nothing here. Between batches the
+// messages are zeroed (release): left filled, a batch of them is some twenty pointers a span
+// (the spans' interior pointers and the strings they hold) that every garbage collection
+// cycle of the process follows again until the next batch, and the EPP's request path at
+// 16 KB runs about twice as many cycles a request as at 1 KB.
 type otlpBatch struct {
 	spans    []tracepb.Span
 	spanPtrs []*tracepb.Span
@@ -139,6 +143,23 @@ func (o *otlpBatch) build(recs []record) []*tracepb.ResourceSpans {
 		o.fill(k, org, spans)
 	}
 	return o.rsPtrs
+}
+
+// release zeroes the messages of the last batch, keeping their memory: nothing they pointed to
+// stays reachable from them, and a collection cycle only walks the cleared slots.
+func (o *otlpBatch) release() {
+	clear(o.spans)
+	clear(o.spanPtrs)
+	clear(o.status)
+	clear(o.kvs)
+	clear(o.kvPtrs)
+	clear(o.vals)
+	clear(o.strs)
+	clear(o.ints)
+	clear(o.scopes)
+	clear(o.rs)
+	clear(o.rsPtrs)
+	clear(o.origins)
 }
 
 func (o *otlpBatch) fill(k int, org *origin, spans []*tracepb.Span) {
