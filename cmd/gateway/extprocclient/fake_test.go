@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -93,13 +92,13 @@ func gieLike(mut *extprocv3.HeaderMutation, meta *structpb.Struct) script {
 			if v.RequestBody.GetEndOfStream() {
 				half := len(body) / 2
 				return []*extprocv3.ProcessingResponse{headersReply(mut, meta),
-					streamedReply(body[:half], false), streamedReply(body[half:], true)}, nil
+					extproctest.StreamedRequestBody(body[:half], false), extproctest.StreamedRequestBody(body[half:], true)}, nil
 			}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			return []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: setHeader("x-resp", "1")}}}}}, nil
+				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: extproctest.SetHeaders("x-resp", "1")}}}}}, nil
 		case *extprocv3.ProcessingRequest_ResponseBody:
-			return []*extprocv3.ProcessingResponse{respBodyReply(bytes.ToUpper(v.ResponseBody.GetBody()), v.ResponseBody.GetEndOfStream())}, nil
+			return []*extprocv3.ProcessingResponse{extproctest.StreamedResponseBody(bytes.ToUpper(v.ResponseBody.GetBody()), v.ResponseBody.GetEndOfStream())}, nil
 		}
 		return nil, nil
 	}
@@ -125,28 +124,9 @@ func bodyReply(bm *extprocv3.BodyMutation) *extprocv3.ProcessingResponse {
 		RequestBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: bm}}}}
 }
 
-func streamedReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
-	return bodyReply(&extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
-		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}})
-}
-
-func respBodyReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-		ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-			Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}}}}
-}
-
 func immediate(code typev3.StatusCode, body string, mut *extprocv3.HeaderMutation) *extprocv3.ProcessingResponse {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: code}, Body: []byte(body), Headers: mut}}}
-}
-
-func setHeader(kv ...string) *extprocv3.HeaderMutation {
-	m := &extprocv3.HeaderMutation{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m.SetHeaders = append(m.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])}})
-	}
-	return m
 }
 
 func lbMeta(t *testing.T, fields map[string]any) *structpb.Struct {

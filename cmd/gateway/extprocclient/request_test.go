@@ -12,11 +12,13 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 func TestRoute(t *testing.T) {
 	body := bytes.Repeat([]byte("0123456789"), 5000) // 50 KB: four 16 KiB frames
-	routeMut := setHeader("x-gateway-destination-endpoint", "10.0.0.250:1", "x-prefiller-host-port", "10.0.0.9:8000")
+	routeMut := extproctest.SetHeaders("x-gateway-destination-endpoint", "10.0.0.250:1", "x-prefiller-host-port", "10.0.0.9:8000")
 	routeMut.RemoveHeaders = []string{"X-Gateway-Destination-Endpoint-Subset"}
 	lb := func(t *testing.T) *structpb.Struct {
 		return lbMeta(t, map[string]any{LBNamespace: map[string]any{DestinationHeader: "10.0.0.1:8000, 10.0.0.2:8000"}})
@@ -49,7 +51,9 @@ func TestRoute(t *testing.T) {
 				}
 			}},
 		{name: "header only destination, no body", wantFrame: 0,
-			answer: func(*testing.T) script { return gieLike(setHeader(DestinationHeader, "10.0.0.3:8000"), nil) },
+			answer: func(*testing.T) script {
+				return gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.3:8000"), nil)
+			},
 			check: func(t *testing.T, r *Routing) {
 				if got := r.Destinations(); !reflect.DeepEqual(got, []string{"10.0.0.3:8000"}) || r.DynamicMetadata != nil {
 					t.Errorf("destinations %v, metadata %v", got, r.DynamicMetadata)
@@ -57,7 +61,7 @@ func TestRoute(t *testing.T) {
 			}},
 		{name: "immediate 429 with headers and body", body: body, wantFrame: 4,
 			answer: func(*testing.T) script {
-				return onBodyEnd(immediate(typev3.StatusCode_TooManyRequests, `{"error":"busy"}`, setHeader("retry-after", "1")))
+				return onBodyEnd(immediate(typev3.StatusCode_TooManyRequests, `{"error":"busy"}`, extproctest.SetHeaders("retry-after", "1")))
 			},
 			check: func(t *testing.T, r *Routing) {
 				if r.Status() != 429 || string(r.Immediate.GetBody()) != `{"error":"busy"}` ||
@@ -105,7 +109,7 @@ func TestRoute(t *testing.T) {
 			}},
 		{name: "metadata merges across replies, later keys win", body: []byte("ab"), wantFrame: 1,
 			answer: func(t *testing.T) script {
-				last := streamedReply([]byte("ab"), true)
+				last := extproctest.StreamedRequestBody([]byte("ab"), true)
 				last.DynamicMetadata = lbMeta(t, map[string]any{LBNamespace: map[string]any{"k2": "v2", "k1": "new"}, "other": "x"})
 				return onBodyEnd(headersReply(nil, lbMeta(t, map[string]any{LBNamespace: map[string]any{"k1": "v1", "k3": "v3"}})), last)
 			},
@@ -117,7 +121,7 @@ func TestRoute(t *testing.T) {
 				}
 			}},
 		{name: "body reply before the headers reply", body: []byte("x"), wantFrame: 1,
-			answer:  func(*testing.T) script { return onBodyEnd(streamedReply([]byte("x"), true)) },
+			answer:  func(*testing.T) script { return onBodyEnd(extproctest.StreamedRequestBody([]byte("x"), true)) },
 			wantErr: "before the request headers reply"},
 		{name: "unexpected reply type", body: []byte("x"), wantFrame: 1,
 			answer: func(*testing.T) script {
@@ -226,7 +230,7 @@ func TestOpenWithoutClients(t *testing.T) {
 
 func TestDiscardRequestBody(t *testing.T) {
 	body := bytes.Repeat([]byte("y"), 40<<10)
-	c := start(t, &fakeEPP{answer: gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil)},
+	c := start(t, &fakeEPP{answer: gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)},
 		Options{MessageTimeout: time.Second, DiscardRequestBody: true})
 	ctx := ctxFor(t)
 	s, err := c.Open(ctx)

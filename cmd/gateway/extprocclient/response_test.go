@@ -11,6 +11,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
 // routed opens a stream on a GIE-like fake and completes the request phase.
@@ -31,7 +33,7 @@ func routed(t *testing.T, f *fakeEPP, opts Options) *Stream {
 
 func TestResponsePhase(t *testing.T) {
 	withRespBody := func(reply func(*extprocv3.HttpBody) []*extprocv3.ProcessingResponse) func(*extprocv3.ProcessingRequest, []byte) ([]*extprocv3.ProcessingResponse, error) {
-		gie := gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil)
+		gie := gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)
 		return func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error) {
 			if rb := req.GetResponseBody(); rb != nil {
 				return reply(rb), nil
@@ -46,7 +48,7 @@ func TestResponsePhase(t *testing.T) {
 		want    string
 		wantErr func(error) bool
 	}{
-		{name: "streamed back frame by frame", answer: gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil),
+		{name: "streamed back frame by frame", answer: gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil),
 			body: strings.NewReader("data: hello\n\ndata: [DONE]\n\n"), want: "DATA: HELLO\n\nDATA: [DONE]\n\n"},
 		{name: "whole-body and clear replies are written, then the streamed end",
 			answer: withRespBody(func(rb *extprocv3.HttpBody) []*extprocv3.ProcessingResponse {
@@ -58,7 +60,7 @@ func TestResponsePhase(t *testing.T) {
 						BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: []byte("whole")}}}}}},
 					{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{
 						BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_ClearBody{ClearBody: true}}}}}},
-					respBodyReply([]byte("!"), true),
+					extproctest.StreamedResponseBody([]byte("!"), true),
 				}
 			}),
 			body: strings.NewReader("abc"), want: "whole!"},
@@ -80,7 +82,7 @@ func TestResponsePhase(t *testing.T) {
 				return errors.As(err, &re) && !errors.Is(err, ErrEPP) && strings.Contains(err.Error(), "upstream reset")
 			}},
 		{name: "the bytes read with a failure still reach the client before the reset",
-			answer: gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil),
+			answer: gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil),
 			body:   io.MultiReader(strings.NewReader("data: a\n\n"), &failingRead{data: "data: {\"error\":\"kv\"}\n\n", err: errors.New("unexpected EOF")}),
 			want:   "DATA: A\n\nDATA: {\"ERROR\":\"KV\"}\n\n",
 			wantErr: func(err error) bool {
@@ -127,7 +129,7 @@ func TestResponsePhase(t *testing.T) {
 }
 
 func TestResponseHeadersImmediate(t *testing.T) {
-	gie := gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil)
+	gie := gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)
 	f := &fakeEPP{answer: func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error) {
 		if req.GetResponseHeaders() != nil {
 			return []*extprocv3.ProcessingResponse{immediate(typev3.StatusCode_BadGateway, "no", nil)}, nil
@@ -147,7 +149,7 @@ func TestResponseHeadersImmediate(t *testing.T) {
 // Finish expects the EPP to end the stream once the client half-closes; a stray message is
 // a protocol error.
 func TestFinishWantsTheStreamToEnd(t *testing.T) {
-	gie := gieLike(setHeader(DestinationHeader, "10.0.0.1:8000"), nil)
+	gie := gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)
 	f := &fakeEPP{answer: func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error) {
 		out, err := gie(req, body)
 		if req.GetRequestBody().GetEndOfStream() {

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
@@ -104,9 +103,7 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			f.seen.mu.Unlock()
 			if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
-					HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{
-						{Header: &corev3.HeaderValue{Key: "x-went-into-resp-headers", RawValue: []byte("true")}},
-					}},
+					HeaderMutation: extproctest.SetHeaders("x-went-into-resp-headers", "true"),
 				}},
 			}}); err != nil {
 				return err
@@ -119,7 +116,7 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			if f.rewrite != nil {
 				chunk = f.rewrite(chunk)
 			}
-			if err := srv.Send(streamedBody(false, chunk, v.ResponseBody.GetEndOfStream())); err != nil {
+			if err := srv.Send(extproctest.StreamedResponseBody(chunk, v.ResponseBody.GetEndOfStream())); err != nil {
 				return err
 			}
 		}
@@ -142,10 +139,10 @@ func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, headers m
 	}
 	mut := &extprocv3.HeaderMutation{RemoveHeaders: d.remove}
 	if d.dest != "" {
-		mut.SetHeaders = append(mut.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: DestinationHeader, RawValue: []byte(d.dest)}})
+		mut.SetHeaders = append(mut.SetHeaders, extproctest.SetHeader(DestinationHeader, d.dest))
 	}
 	for k, v := range d.set {
-		mut.SetHeaders = append(mut.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}})
+		mut.SetHeaders = append(mut.SetHeaders, extproctest.SetHeader(k, v))
 	}
 	meta := d.metaDest
 	if meta == "" {
@@ -165,20 +162,10 @@ func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, headers m
 	}
 	// Two frames, as GIE splits large bodies, to exercise reassembly.
 	half := len(body) / 2
-	if err := srv.Send(streamedBody(true, body[:half], false)); err != nil {
+	if err := srv.Send(extproctest.StreamedRequestBody(body[:half], false)); err != nil {
 		return err
 	}
-	return srv.Send(streamedBody(true, body[half:], true))
-}
-
-func streamedBody(request bool, b []byte, eos bool) *extprocv3.ProcessingResponse {
-	br := &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-		Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{Body: b, EndOfStream: eos}},
-	}}}
-	if request {
-		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: br}}
-	}
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+	return srv.Send(extproctest.StreamedRequestBody(body[half:], true))
 }
 
 // startFakeEPP serves f on a loopback port over real gRPC and returns a client.
@@ -190,7 +177,7 @@ func startFakeEPP(t *testing.T, f *fakeEPP) extprocv3.ExternalProcessorClient {
 func immediate(code int, body string, headers map[string]string) *extprocv3.ImmediateResponse {
 	ir := &extprocv3.ImmediateResponse{Status: &typev3.HttpStatus{Code: typev3.StatusCode(code)}, Body: []byte(body), Headers: &extprocv3.HeaderMutation{}}
 	for k, v := range headers {
-		ir.Headers.SetHeaders = append(ir.Headers.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}})
+		ir.Headers.SetHeaders = append(ir.Headers.SetHeaders, extproctest.SetHeader(k, v))
 	}
 	return ir
 }

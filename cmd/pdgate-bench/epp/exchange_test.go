@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
@@ -81,10 +80,7 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			f.respSeen++
 			f.mu.Unlock()
 			for _, eos := range []bool{false, true} {
-				if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseBody{
-					ResponseBody: &extprocv3.BodyResponse{Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{
-						Mutation: &extprocv3.BodyMutation_StreamedResponse{StreamedResponse: &extprocv3.StreamedBodyResponse{
-							Body: []byte("x"), EndOfStream: eos}}}}}}}); err != nil {
+				if err := srv.Send(extproctest.StreamedResponseBody([]byte("x"), eos)); err != nil {
 					return err
 				}
 			}
@@ -101,18 +97,16 @@ func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, body []by
 		<-srv.Context().Done()
 		return nil
 	case "body-first":
-		return srv.Send(bodyReply(body, true))
+		return srv.Send(extproctest.StreamedRequestBody(body, true))
 	}
 	dest := f.dest(body)
 	header := dest
 	if f.mode == "" { // the metadata carries the pick; a stale header must lose
 		header = "10.0.0.250:1"
 	}
-	hdrs := &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{
-		SetHeaders: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-prefiller-host-port", RawValue: []byte("10.0.0.9:8000")}}}}}}
+	hdrs := &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{HeaderMutation: extproctest.SetHeaders("x-prefiller-host-port", "10.0.0.9:8000")}}
 	if f.mode != "no-dest" {
-		hdrs.Response.HeaderMutation.SetHeaders = append(hdrs.Response.HeaderMutation.SetHeaders,
-			&corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: extprocclient.DestinationHeader, RawValue: []byte(header)}})
+		hdrs.Response.HeaderMutation.SetHeaders = append(hdrs.Response.HeaderMutation.SetHeaders, extproctest.SetHeader(extprocclient.DestinationHeader, header))
 	}
 	m := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: hdrs}}
 	if f.mode == "" {
@@ -124,17 +118,11 @@ func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, body []by
 	}
 	for off := 0; off < len(body); off += 1000 {
 		end := min(off+1000, len(body))
-		if err := srv.Send(bodyReply(body[off:end], end == len(body))); err != nil {
+		if err := srv.Send(extproctest.StreamedRequestBody(body[off:end], end == len(body))); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func bodyReply(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
-	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{
-		Response: &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
-			StreamedResponse: &extprocv3.StreamedBodyResponse{Body: chunk, EndOfStream: eos}}}}}}}
 }
 
 // startFake serves f over an in-memory listener and returns a client on it that sends body
