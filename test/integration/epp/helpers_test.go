@@ -22,27 +22,14 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/runner"
 	"github.com/pdgate/pdgate/cmd/gateway/extprocclient"
 	"github.com/pdgate/pdgate/test/inprocepp"
+	"github.com/pdgate/pdgate/test/testsupport"
 	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
-// fakeVLLM serves /metrics in vLLM's names on addr.
+// fakeVLLM serves testsupport's vLLM /metrics page, with waiting requests and one running, on l.
 func fakeVLLM(t *testing.T, l net.Listener, waiting int) {
 	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, `# TYPE vllm:num_requests_waiting gauge
-vllm:num_requests_waiting{model_name="m"} %d
-# TYPE vllm:num_requests_running gauge
-vllm:num_requests_running{model_name="m"} 1
-# TYPE vllm:kv_cache_usage_perc gauge
-vllm:kv_cache_usage_perc{model_name="m"} 0.1
-# TYPE vllm:lora_requests_info gauge
-vllm:lora_requests_info{max_lora="1",running_lora_adapters="",waiting_lora_adapters=""} 1
-# TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{block_size="16",num_gpu_blocks="1000"} 1
-`, waiting)
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: testsupport.VLLMMetrics(int64(waiting), 1), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(func() { _ = srv.Close() })
 }
