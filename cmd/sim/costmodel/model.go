@@ -49,6 +49,16 @@ func (p *Profile) KVTransferTime(tokens int) time.Duration {
 	return ms(p.KVTransfer.LatencyMs + bytes/(p.KVTransfer.BandwidthGBps*1e9)*1e3)
 }
 
+// CPULoadTime is the time to load tokens tokens of KV from the CPU offload tier into GPU
+// memory (the KV bytes per token of the transfer model, over the host link); 0 without a tier.
+func (p *Profile) CPULoadTime(tokens int) time.Duration {
+	if tokens <= 0 || p.CPUOffload.BandwidthGBps <= 0 {
+		return 0
+	}
+	bytes := float64(tokens) * p.KVTransfer.BytesPerToken
+	return ms(bytes / (p.CPUOffload.BandwidthGBps * 1e9) * 1e3)
+}
+
 // Encode is the encoder time of items multimodal items.
 func (p *Profile) Encode(items int) time.Duration {
 	if items <= 0 {

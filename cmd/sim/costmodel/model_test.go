@@ -86,6 +86,8 @@ func TestValidateNamesFields(t *testing.T) {
 		{"bandwidth", func(p *Profile) { p.KVTransfer.BandwidthGBps = 0 }, "kvTransfer.bandwidthGBps"},
 		{"sources", func(p *Profile) { p.Sources = nil }, "sources"},
 		{"negative chunk", func(p *Profile) { p.ChunkedPrefillTokens = -5 }, "chunkedPrefillTokens"},
+		{"negative CPU tier", func(p *Profile) { p.CPUOffload.CapacityTokens = -1 }, "cpuOffload.capacityTokens"},
+		{"CPU tier without a link", func(p *Profile) { p.CPUOffload = CPUOffload{CapacityTokens: 800000} }, "cpuOffload.bandwidthGBps"},
 	}
 	for _, tc := range tests {
 		p := Default()
@@ -100,6 +102,26 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	if _, err := Parse([]byte("name: x\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), "bogus") {
 		t.Fatalf("unknown field not rejected: %v", err)
+	}
+}
+
+// TestCPULoadTime: loading offloaded KV costs the transfer model's bytes over the host link,
+// far less than computing the same tokens, and nothing without a tier's link.
+func TestCPULoadTime(t *testing.T) {
+	p := Default()
+	load := p.CPULoadTime(10000)
+	if want := time.Duration(10000 * p.KVTransfer.BytesPerToken / (p.CPUOffload.BandwidthGBps * 1e9) * float64(time.Second)); load < want-time.Microsecond || load > want+time.Microsecond {
+		t.Fatalf("10,000 tokens load in %v, want %v", load, want)
+	}
+	if compute := p.PrefillTime(10000, 0); load*4 > compute {
+		t.Fatalf("loading 10,000 tokens (%v) is not well under computing them (%v)", load, compute)
+	}
+	if p.CPULoadTime(0) != 0 {
+		t.Fatal("loading nothing takes time")
+	}
+	p.CPUOffload.BandwidthGBps = 0
+	if p.CPULoadTime(10000) != 0 {
+		t.Fatal("a profile without a host link loads")
 	}
 }
 

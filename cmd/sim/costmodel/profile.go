@@ -26,7 +26,17 @@ type Profile struct {
 	Decode               Decode     `json:"decode"`
 	KVTransfer           KVTransfer `json:"kvTransfer"`
 	Encoder              Encoder    `json:"encoder"`
+	CPUOffload           CPUOffload `json:"cpuOffload,omitempty"`
 	Sources              []string   `json:"sources"`
+}
+
+// CPUOffload is a CPU memory tier under each engine's GPU KV cache (vLLM's offloading
+// connector, --kv-offloading-size; LMCache's local CPU backend): every computed block is
+// written there too, and a prompt whose prefix only the CPU still holds loads it back at
+// BandwidthGBps instead of computing it. CapacityTokens 0 (the default) is no tier.
+type CPUOffload struct {
+	CapacityTokens int     `json:"capacityTokens,omitempty"`
+	BandwidthGBps  float64 `json:"bandwidthGBps,omitempty"`
 }
 
 // Prefill: time of prompt tokens [s, e) = a·(e−s) + b·(e²−s²) ms, plus OverheadMs per step.
@@ -126,6 +136,12 @@ func (p *Profile) Validate() error {
 	pos("kvTransfer.bandwidthGBps", p.KVTransfer.BandwidthGBps)
 	nonneg("encoder.msPerItem", p.Encoder.MsPerItem)
 	nonneg("encoder.tokensPerItem", float64(p.Encoder.TokensPerItem))
+	nonneg("cpuOffload.capacityTokens", float64(p.CPUOffload.CapacityTokens))
+	if p.CPUOffload.CapacityTokens > 0 {
+		pos("cpuOffload.bandwidthGBps", p.CPUOffload.BandwidthGBps)
+	} else {
+		nonneg("cpuOffload.bandwidthGBps", p.CPUOffload.BandwidthGBps)
+	}
 	if len(p.Sources) == 0 {
 		errs = append(errs, errors.New("sources: a profile must cite where its numbers come from"))
 	}

@@ -34,7 +34,11 @@ type Options struct {
 	Loads    []float64
 	Policies string
 	Profile  string // cost profile file; "" = DefaultProfile
-	Azure    string
+	// CPUOffloadTokens gives every simulated engine a CPU offload tier of that many tokens
+	// (the profile's cpuOffload.capacityTokens; its bandwidthGBps loads them); 0 = the
+	// profile's own.
+	CPUOffloadTokens int
+	Azure            string
 	// Trace replays another trace instead of the Azure one: "mooncake=FILE" (ParseTraceSpec);
 	// "" = the Azure trace (--azure-conv).
 	Trace  string
@@ -133,6 +137,7 @@ Full: 256 pods, 1,000,000 requests per policy and load; --quick: 64 pods, 10,000
 	f.StringVar(&o.Calibration, "calibration", o.Calibration, "recorded lab run to check the simulation against")
 	f.BoolVar(&o.RecordLab, "record-lab", false, "record a fresh lab run first (real processes from --bin-dir; a few minutes)")
 	f.StringVar(&o.BinDir, "bin-dir", o.BinDir, "binaries for --record-lab")
+	f.IntVar(&o.CPUOffloadTokens, "cpu-offload-tokens", 0, "give every engine a CPU KV offload tier of this many tokens (vLLM --kv-offloading-size; the profile's cpuOffload.bandwidthGBps loads them back); 0 = the profile's")
 	f.StringVar(&o.TransferCost, "transfer-cost", "", "with --topology: multipliers of the rack-local KV transfer time when prefill and decode share a host, a rack, a zone, the region, as HOST,RACK,ZONE,REGION (default 0.25,1,2,4)")
 	f.StringVar(&o.Topology, "topology", "", "lay the fleet out over ZONESxRACKS (e.g. 2x4; 1x1 = one rack), 4 pods per host; a KV transfer's time scales with the distance between its prefill and decode pods")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "policy runs at once (each measures the EPP's CPU on its own thread)")
@@ -187,6 +192,9 @@ func (o Options) Validate() error {
 	}
 	if o.Parallel < 1 {
 		errs = append(errs, fmt.Errorf("--parallel must be >= 1, got %d", o.Parallel))
+	}
+	if o.CPUOffloadTokens < 0 {
+		errs = append(errs, fmt.Errorf("--cpu-offload-tokens must be >= 0, got %d", o.CPUOffloadTokens))
 	}
 	if !(o.Tolerance > 0) {
 		errs = append(errs, errors.New("--tolerance must be > 0"))
@@ -262,6 +270,9 @@ func Run(ctx context.Context, o Options) error {
 			line += fmt.Sprintf("           %-24s first turns TTFT p50/p90/p99 %.1f/%.1f/%.1f ms  follow-ups %.1f/%.1f/%.1f ms  prefix hits %.1f %%  prefill computed %.3g of %.3g tokens (%.3g another pod held)\n",
 				"", sm.FirstTurnTTFT.P50, sm.FirstTurnTTFT.P90, sm.FirstTurnTTFT.P99, sm.FollowUpTTFT.P50, sm.FollowUpTTFT.P90, sm.FollowUpTTFT.P99,
 				100*sm.PrefixHitRate, float64(sm.ComputedPrefillTokens), float64(sm.PromptTokens), float64(sm.MissedReuseTokens))
+			if sm.CPULoadedTokens > 0 {
+				line = strings.TrimSuffix(line, "\n") + fmt.Sprintf(", %.3g hits loaded from CPU\n", float64(sm.CPULoadedTokens))
+			}
 		}
 		printf("%s", line)
 		return run, nil
@@ -365,6 +376,12 @@ func loadProfile(o Options) (*costmodel.Profile, error) {
 	prof, err := costmodel.Load(o.path(p))
 	if err != nil {
 		return nil, fmt.Errorf("--profile: %w", err)
+	}
+	if o.CPUOffloadTokens > 0 {
+		prof.CPUOffload.CapacityTokens = o.CPUOffloadTokens
+		if err := prof.Validate(); err != nil {
+			return nil, fmt.Errorf("--cpu-offload-tokens with profile %s: %w", p, err)
+		}
 	}
 	return prof, nil
 }

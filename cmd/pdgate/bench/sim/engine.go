@@ -19,6 +19,7 @@ type pod struct {
 	spec  PodSpec
 	sched *batching.Scheduler
 	cache *kvcache.PrefixCache
+	cpu   *kvcache.PrefixCache // the CPU offload tier, nil without one
 	sim   *Sim
 	legs  map[*batching.Request]*leg
 
@@ -65,6 +66,9 @@ type leg struct {
 func newPod(s *Sim, idx int, spec PodSpec, prof *costmodel.Profile, policy batching.KVFullPolicy) (*pod, error) {
 	p := &pod{idx: idx, spec: spec, sim: s, legs: map[*batching.Request]*leg{},
 		cache: kvcache.NewPrefixCache(prof.KVCapacityTokens / prof.BlockSize)}
+	if prof.CPUOffload.CapacityTokens > 0 {
+		p.cpu = kvcache.NewPrefixCache(prof.CPUOffload.CapacityTokens / prof.BlockSize)
+	}
 	sched, err := batching.New(batching.Config{Profile: prof, Clock: s.clock, MaxBatch: prof.MaxBatch,
 		KVCapacityTokens: prof.KVCapacityTokens, ChunkedPrefillTokens: prof.ChunkedPrefillTokens,
 		Policy: policy, StepExtra: s.cfg.Overheads.Step, Observer: p})
@@ -81,6 +85,9 @@ func newPod(s *Sim, idx int, spec PodSpec, prof *costmodel.Profile, policy batch
 	p.attrs = p.ep.GetAttributes()
 	return p, nil
 }
+
+// tiers is the pod's prefix cache: its GPU tier and, with an offload tier, its CPU one.
+func (p *pod) tiers() kvcache.Tiered { return kvcache.Tiered{GPU: p.cache, CPU: p.cpu} }
 
 // submit queues a leg on this pod's engine.
 func (p *pod) submit(l *leg) error {

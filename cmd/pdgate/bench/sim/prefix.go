@@ -32,8 +32,9 @@ type kvEventSink interface {
 	DeliverKVEvents(meta *fwkdl.EndpointMetadata, events []kvevents.Event)
 }
 
-// cacheInsert puts a request's prompt blocks into p's prefix cache (its KV exists on p now)
-// and, when the EPP has a precise prefix plugin, reports what changed (stores, evictions).
+// cacheInsert puts a request's prompt blocks into p's prefix cache (its KV exists on p now),
+// and into its CPU tier as an offloading engine writes every computed block there, and, when
+// the EPP has a precise prefix plugin, reports what changed (stores, evictions) per tier.
 func (s *Sim) cacheInsert(p *pod, r *request) {
 	sinks := 0
 	for _, e := range s.epps {
@@ -41,10 +42,15 @@ func (s *Sim) cacheInsert(p *pod, r *request) {
 	}
 	if sinks == 0 {
 		p.cache.Insert(r.hashes)
+		if p.cpu != nil {
+			p.cpu.Insert(r.hashes)
+		}
 		return
 	}
-	ops := p.cache.InsertObserved(r.hashes)
-	events := kvcache.Events(ops, r.hashes, r.a.Tokens, s.prof.BlockSize)
+	events := kvcache.Events(p.cache.InsertObserved(r.hashes), r.hashes, r.a.Tokens, s.prof.BlockSize)
+	if p.cpu != nil {
+		events = append(events, kvcache.TierEvents("CPU", p.cpu.InsertObserved(r.hashes), r.hashes, r.a.Tokens, s.prof.BlockSize)...)
+	}
 	if len(events) == 0 {
 		return
 	}

@@ -29,6 +29,7 @@ type Result struct {
 	// prompt tokens prefilled and those of them served from the prefilling pod's prefix cache
 	promptTokens, cachedTokens int64
 	missedReuseTokens          int64
+	cpuLoadedTokens            int64
 
 	Summary Summary
 }
@@ -108,12 +109,17 @@ type Summary struct {
 	// in its prefix cache at that instant: the prefill work routing left on the table, as
 	// opposed to reuse no pod could offer any more (evicted, or never seen).
 	MissedReuseTokens int64 `json:",omitempty"`
+	// CPULoadedTokens is the prefix-cache hits the engines loaded from their CPU offload tier
+	// (profile cpuOffload) rather than found on the GPU.
+	CPULoadedTokens int64 `json:",omitempty"`
 }
 
-// prefix records one prefill: prompt tokens and how many were prefix-cache hits.
-func (r *Result) prefix(prompt, cached, fleetBest int) {
+// prefix records one prefill: prompt tokens, how many were prefix-cache hits and how many of
+// those the engine loaded from its CPU tier.
+func (r *Result) prefix(prompt, cached, loaded, fleetBest int) {
 	r.promptTokens += int64(prompt)
 	r.cachedTokens += int64(cached)
+	r.cpuLoadedTokens += int64(loaded)
 	r.missedReuseTokens += int64(max(fleetBest-cached, 0))
 }
 
@@ -160,6 +166,7 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 	}
 	sum.PromptTokens, sum.ComputedPrefillTokens = r.promptTokens, r.promptTokens-r.cachedTokens
 	sum.MissedReuseTokens = r.missedReuseTokens
+	sum.CPULoadedTokens = r.cpuLoadedTokens
 	if len(r.ttftFirst)+len(r.ttftFollow) > 0 {
 		first, follow := dist(r.ttftFirst), dist(r.ttftFollow)
 		sum.FirstTurnTTFT, sum.FollowUpTTFT = &first, &follow

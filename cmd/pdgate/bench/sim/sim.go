@@ -307,33 +307,38 @@ func (s *Sim) dispatch(r *request) {
 	if r.prefill != nil {
 		r.prefill.prefillLegs++
 		l := &leg{kind: legPrefill, req: r}
-		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1,
-			CachedTokens: s.cachedOn(r.prefill, r)}
-		s.res.prefix(prompt, l.br.CachedTokens, s.fleetBestCached(r))
-		s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.prefill, l) })
+		cached, loaded := s.cachedOn(r.prefill, r)
+		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1, CachedTokens: cached}
+		s.res.prefix(prompt, cached, loaded, s.fleetBestCached(r))
+		s.clock.AfterFunc(s.cfg.Overheads.Hop+s.prof.CPULoadTime(loaded), func() { s.submit(r.prefill, l) })
 		return
 	}
 	l := &leg{kind: legLocal, req: r}
-	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output,
-		CachedTokens: s.cachedOn(r.decode, r)}
-	s.res.prefix(prompt, l.br.CachedTokens, s.fleetBestCached(r))
-	s.clock.AfterFunc(s.cfg.Overheads.Hop, func() { s.submit(r.decode, l) })
+	cached, loaded := s.cachedOn(r.decode, r)
+	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output, CachedTokens: cached}
+	s.res.prefix(prompt, cached, loaded, s.fleetBestCached(r))
+	s.clock.AfterFunc(s.cfg.Overheads.Hop+s.prof.CPULoadTime(loaded), func() { s.submit(r.decode, l) })
 }
 
-// fleetBestCached is the longest prefix hit any pod of the fleet would give r now. It only
-// peeks: observing the caches must not change what they evict.
+// fleetBestCached is the longest prefix hit any pod of the fleet would give r now, either
+// tier. It only peeks: observing the caches must not change what they evict.
 func (s *Sim) fleetBestCached(r *request) int {
 	best := 0
 	for _, p := range s.pods {
-		best = max(best, p.cache.Peek(r.hashes))
+		best = max(best, p.tiers().Peek(r.hashes))
 	}
 	return s.hitTokens(best, r)
 }
 
-// cachedOn is the simulator's prefix-cache hit: whole blocks, the last prompt token always
-// computed.
-func (s *Sim) cachedOn(p *pod, r *request) int {
-	return s.hitTokens(p.cache.Match(r.hashes), r)
+// cachedOn is the simulator's prefix-cache hit on p, whole blocks, the last prompt token
+// always computed, and how many of those tokens only the CPU tier holds: the engine loads
+// them before it schedules the request (vLLM's offloading connector holds the request until
+// its KV has arrived, while the batch runs on), so they cost time in this request's TTFT
+// alone and no compute.
+func (s *Sim) cachedOn(p *pod, r *request) (cached, loaded int) {
+	onGPU, total := p.tiers().Match(r.hashes)
+	cached = s.hitTokens(total, r)
+	return cached, cached - min(s.hitTokens(onGPU, r), cached)
 }
 
 func (s *Sim) hitTokens(blocks int, r *request) int {
