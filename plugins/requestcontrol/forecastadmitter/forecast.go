@@ -12,11 +12,11 @@ type Pod struct {
 	Kind   Kind
 	Leases tokenload.Leases
 	// Scraped is the engine's last scraped running + waiting requests: a floor on the decode
-	// batch when other routers (or requests the ledger never saw) send it work.
+	// batch when other routers (or requests the ledger never saw) send it work. Waiting
+	// requests count as held, not as a sign the engine is full: an engine lists every request
+	// that arrived since its last step as waiting, and a P/D decode engine every request whose
+	// KV is still being pulled, so a pod serving well below its capacity often shows some.
 	Scraped int
-	// Waiting is the scraped waiting queue: an engine that queues already makes a new request
-	// wait for sequences to end, which no cost profile forecasts.
-	Waiting int
 	// KVCapacity is the engine's KV cache in tokens (0 = unknown: the cost profile's);
 	// KVUsage the scraped share of it in use, a floor on the leases' estimate (sequences the
 	// ledger never saw, budgets it does not know).
@@ -116,14 +116,12 @@ func (c Cost) Predict(pods []Pod, d Demand, ttft, tpot time.Duration, requestCos
 	return best
 }
 
-// fits reports whether the pod takes the request at once: its engine queues nothing, and its
-// KV cache holds the request's prompt and output next to what it holds (the leased prompts
-// with each sequence's output budget reserved, as an engine that admits a sequence only with
-// room for its output does, or the scraped usage when that is more).
+// fits reports whether the pod takes the request at once: its KV cache holds the request's
+// prompt and output next to what it holds (the leased prompts with an output budget reserved
+// for each sequence the leases or the scrape show, as an engine that admits a sequence only
+// with room for its output does, or the scraped usage when that is more). An engine that
+// queues for want of KV shows it here: its queued sequences are in the scraped batch.
 func (c Cost) fits(p Pod, d Demand) bool {
-	if p.Waiting > 0 {
-		return false
-	}
 	capacity := p.KVCapacity
 	if capacity <= 0 {
 		capacity = c.KVCapacityTokens
@@ -131,7 +129,7 @@ func (c Cost) fits(p Pod, d Demand) bool {
 	if capacity <= 0 {
 		return true
 	}
-	held := math.Max(p.Leases.DecodeTokens+outputs(p.Leases, p.Leases.DecodeSlots, d.LeasedOutput), p.KVUsage*float64(capacity))
+	held := math.Max(p.Leases.DecodeTokens+outputs(p.Leases, max(p.Leases.DecodeSlots, p.Scraped), d.LeasedOutput), p.KVUsage*float64(capacity))
 	return held+float64(d.PromptTokens+d.OutputTokens) <= float64(capacity)
 }
 

@@ -96,7 +96,7 @@ func (a *Admitter) add(ep fwksched.Endpoint) {
 	md := ep.GetMetadata()
 	p := Pod{Kind: kindOf(md.Labels)}
 	if m := ep.GetMetrics(); m != nil {
-		p.Scraped, p.Waiting = m.RunningRequestsSize+m.WaitingQueueSize, m.WaitingQueueSize
+		p.Scraped = m.RunningRequestsSize + m.WaitingQueueSize
 		p.KVCapacity, p.KVUsage = m.KvCacheMaxTokenCapacity, m.KVCacheUsagePercent
 	}
 	name := md.PodName

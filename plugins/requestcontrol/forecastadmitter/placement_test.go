@@ -6,19 +6,29 @@ import (
 	"testing"
 	"time"
 
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 // TestPlacementCheck: once the scheduler picked, a refusable request whose pick misses the
 // objective is answered 429; the leases it reads are the ledger's less its own charges.
 func TestPlacementCheck(t *testing.T) {
 	p, d := ep("p", "prefill"), ep("d", "decode")
-	result := func(prefill bool) *fwksched.SchedulingResult {
+	// the same decode pod scraped with two requests waiting for its next step (or for their KV
+	// to arrive), as an engine at a modest load often is
+	waiting := eptest.Scheduling(eptest.Spec{Name: "d", Namespace: "ns", Role: "decode",
+		Metrics: &fwkdl.Metrics{RunningRequestsSize: 3, WaitingQueueSize: 2}})
+	result := func(prefill, stepping bool) *fwksched.SchedulingResult {
+		dec := d
+		if stepping {
+			dec = waiting
+		}
 		r := &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
-			"decode": {TargetEndpoints: []fwksched.Endpoint{d}}}}
+			"decode": {TargetEndpoints: []fwksched.Endpoint{dec}}}}
 		if prefill {
 			r.ProfileResults["prefill"] = &fwksched.ProfileRunResult{TargetEndpoints: []fwksched.Endpoint{p}}
 		}
@@ -31,6 +41,7 @@ func TestPlacementCheck(t *testing.T) {
 		leases   fakeLeases
 		priority int
 		prefill  bool
+		stepping bool          // the decode pick's scrape shows requests waiting for its next step
 		queued   time.Duration // time spent in flow control's queue before the hooks ran
 		want     bool          // refused
 	}{
@@ -41,6 +52,8 @@ func TestPlacementCheck(t *testing.T) {
 			leases: fakeLeases{"ns/p": own["ns/p"], "ns/d": {DecodeSlots: 300, DecodeTokens: 399000}}},
 		{name: "one request ahead, but queued in flow control past the TTFT: refused", leases: own, priority: -1,
 			prefill: true, queued: time.Second, want: true},
+		{name: "requests waiting for the decode pick's next step: kept", leases: fakeLeases{"ns/p": own["ns/p"],
+			"ns/d": {DecodeSlots: 5, DecodeTokens: 5000}}, priority: -1, prefill: true, stepping: true},
 		{name: "decode-only pick on a pod with room: kept", leases: fakeLeases{"ns/d": own["ns/d"]}, priority: -1},
 		{name: "critical: never refused here", priority: 0, prefill: true,
 			leases: fakeLeases{"ns/p": {PrefillTokens: 1160 + 40160, PrefillLegs: 2}, "ns/d": own["ns/d"]}},
@@ -57,7 +70,7 @@ func TestPlacementCheck(t *testing.T) {
 			if tc.queued > 0 {
 				ctx = contract.WithQueueWait(ctx, tc.queued)
 			}
-			a.PreRequest(ctx, request(tc.priority, nil), result(tc.prefill))
+			a.PreRequest(ctx, request(tc.priority, nil), result(tc.prefill, tc.stepping))
 			ans := contract.Recorded(ctx)
 			if (ans != nil) != tc.want {
 				t.Fatalf("answer %v, want refused=%v", ans, tc.want)
