@@ -78,17 +78,17 @@ func newIndex(defaultSize int) *index {
 	return &index{servers: map[serverID]*serverBlocks{}, defaultSize: defaultSize}
 }
 
-// add records hashes for server s (capacity on first sight: gpuBlocks, else the default).
+// add records hashes for server s (capacity on first sight: capBlocks, else the default).
 // The record takes the prompt's last block first and its first block last, so that a
 // prefix's head is the last of it to be evicted, as in the engines: vLLM frees a request's
 // blocks tail first and SGLang's radix tree evicts leaves first. Taken in order (GIE's way),
 // the head went first and the index forgot whole prefixes the pod still held.
-func (x *index) add(hashes []blockHash, s serverID, gpuBlocks int) {
+func (x *index) add(hashes []blockHash, s serverID, capBlocks int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	l := x.servers[s]
 	if l == nil {
-		c := gpuBlocks
+		c := capBlocks
 		if c <= 0 {
 			c = x.defaultSize
 		}

@@ -46,6 +46,12 @@ type Parameters struct {
 	ContextLengthTokens int `json:"contextLengthTokens"`
 	// LRUCapacityPerServer is the index capacity (blocks) of a server.
 	LRUCapacityPerServer int `json:"lruCapacityPerServer"`
+	// OffloadTokensPerServer is the tokens of KV each server keeps in an offload tier under its
+	// GPU cache (pdgate's; vLLM's offloading connector, LMCache's CPU backend): every block the
+	// server computes is written there too, so a prefix its GPU has evicted is still served,
+	// loaded back instead of computed. The server's index capacity grows by as many blocks.
+	// 0 (the default) is a GPU-only server.
+	OffloadTokensPerServer int `json:"offloadTokensPerServer"`
 }
 
 // MaxBlocks is the number of blocks hashed and matched per request at block size blockSize
@@ -94,6 +100,9 @@ func (p Parameters) validate() error {
 	}
 	if p.MaxPrefixBlocksToMatch < 0 {
 		return fmt.Errorf("invalid configuration: maxPrefixBlocksToMatch must be >= 0 (current value: %d)", p.MaxPrefixBlocksToMatch)
+	}
+	if p.OffloadTokensPerServer < 0 {
+		return fmt.Errorf("invalid configuration: offloadTokensPerServer must be >= 0 (current value: %d)", p.OffloadTokensPerServer)
 	}
 	if p.ContextLengthTokens <= 0 {
 		return fmt.Errorf("invalid configuration: contextLengthTokens must be > 0 (current value: %d)", p.ContextLengthTokens)

@@ -141,9 +141,10 @@ func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest,
 		id     serverID
 		blocks int
 	}
-	servers := []srv{{target.GetMetadata().NamespacedName, p.gpuBlocks(target)}}
+	blockSize := p.BlockSize(primary.TargetEndpoints)
+	servers := []srv{{target.GetMetadata().NamespacedName, p.capacityBlocks(target, blockSize)}}
 	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 {
-		servers = append(servers, srv{pr.TargetEndpoints[0].GetMetadata().NamespacedName, p.gpuBlocks(pr.TargetEndpoints[0])})
+		servers = append(servers, srv{pr.TargetEndpoints[0].GetMetadata().NamespacedName, p.capacityBlocks(pr.TargetEndpoints[0], blockSize)})
 	}
 	p.wg.Go(func() {
 		for _, s := range servers {
@@ -151,7 +152,6 @@ func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest,
 		}
 	})
 	total := len(st.hashes)
-	blockSize := p.BlockSize(primary.TargetEndpoints)
 	metrics.RecordPrefixCacheMatch(st.matches[target.GetMetadata().NamespacedName]*blockSize*CharactersPerToken,
 		total*blockSize*CharactersPerToken)
 }
@@ -164,15 +164,20 @@ var _ contract.Settler = (*Producer)(nil)
 // that a run repeats for a seed.
 func (p *Producer) Wait() { p.wg.Wait() }
 
-// gpuBlocks is a new server's index capacity: its CacheNumBlocks with autoTune, else GIE's
-// default capacity (GIE uses its default here, not lruCapacityPerServer).
-func (p *Producer) gpuBlocks(ep fwksched.Endpoint) int {
+// capacityBlocks is a new server's index capacity: its GPU blocks (CacheNumBlocks with
+// autoTune, else GIE's default capacity: GIE uses its default here, not lruCapacityPerServer)
+// plus its offload tier's, in blocks of blockSize tokens.
+func (p *Producer) capacityBlocks(ep fwksched.Endpoint, blockSize int) int {
+	gpu := DefaultLRUCapacityPerServer
 	if p.params.AutoTune {
 		if m := ep.GetMetrics(); m != nil && m.CacheNumBlocks > 0 {
-			return m.CacheNumBlocks
+			gpu = m.CacheNumBlocks
 		}
 	}
-	return DefaultLRUCapacityPerServer
+	if p.params.OffloadTokensPerServer > 0 && blockSize > 0 {
+		gpu += p.params.OffloadTokensPerServer / blockSize
+	}
+	return gpu
 }
 
 // run keeps the index to the pool's servers, reports the index size each second (GIE's

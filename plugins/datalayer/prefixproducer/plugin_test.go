@@ -320,3 +320,42 @@ func FuzzParseParameters(f *testing.F) {
 		}
 	})
 }
+
+// TestOffloadTierWidensTheRecord: a server with an offload tier still serves the prefixes its
+// GPU evicted, so the index keeps them that much longer. With 5 GPU blocks, prompt a is
+// forgotten once b is recorded on the same server; with offloadTokensPerServer covering both,
+// a still matches whole there, and a negative value is refused naming the field.
+func TestOffloadTierWidensTheRecord(t *testing.T) {
+	a, b := strings.Repeat("alpha ", 200), strings.Repeat("beta ", 200)
+	steps := func() []step {
+		return []step{{completion("m", a), 0, -1}, {completion("m", b), 0, -1}, {completion("m", a), 1, -1}}
+	}
+	eps := func() []*ep {
+		return []*ep{newEP("p0", &fwkdl.Metrics{CacheBlockSize: 8, CacheNumBlocks: 5}), newEP("p1", &fwkdl.Metrics{CacheBlockSize: 8, CacheNumBlocks: 5})}
+	}
+	tests := []struct {
+		name   string
+		params string
+		wantA  int // a's matched blocks on p0 at the third request
+	}{
+		{"GPU only: b evicts a", `{}`, 0},
+		{"an offload tier of 800 tokens keeps a", `{"offloadTokensPerServer":800}`, 37},
+		{"a smaller tier keeps its head", `{"offloadTokensPerServer":400}`, 24},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			params, err := ParseParameters("test", json.RawMessage(tc.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := New("ours", params, nil)
+			got := run(t, p, p.wg.Wait, eps(), steps())
+			if m := got[2][0][0]; m != tc.wantA {
+				t.Fatalf("a matches %d blocks on p0 after b, want %d (all rows %v)", m, tc.wantA, got)
+			}
+		})
+	}
+	if _, err := ParseParameters("test", json.RawMessage(`{"offloadTokensPerServer":-1}`)); err == nil || !strings.Contains(err.Error(), "offloadTokensPerServer") {
+		t.Fatalf("a negative offload tier: %v, want an error naming offloadTokensPerServer", err)
+	}
+}
