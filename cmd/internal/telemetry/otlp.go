@@ -45,13 +45,9 @@ func iterKeyValues(it attribute.Iterator) []*commonpb.KeyValue {
 }
 
 // otlpBatch converts records to the OTLP messages the exporter's client uploads, with the same
-// fields the SDK's exporter writes for the same span. It is owned by the export goroutine and
-// keeps its messages' memory from one batch to the next: the client marshals a batch before
-// its upload returns, so a steady flow of spans allocates nothing here. Between batches the
-// messages are zeroed (release): left filled, a batch of them is some twenty pointers a span
-// (the spans' interior pointers and the strings they hold) that every garbage collection
-// cycle of the process follows again until the next batch, and the EPP's request path at
-// 16 KB runs about twice as many cycles a request as at 1 KB.
+// fields the SDK's exporter writes for the same span. A batch's messages are built in a few
+// arrays (one allocation each) and dropped once the client has marshalled them, before its
+// upload returns (Batcher.export says why they are not kept for the next batch).
 type otlpBatch struct {
 	spans    []tracepb.Span
 	spanPtrs []*tracepb.Span
@@ -69,11 +65,10 @@ type otlpBatch struct {
 }
 
 // grow returns s with room for n elements, reusing its memory when it has the room; the old
-// messages are not copied (they are rebuilt, and a message must not be copied). It at least
-// doubles, so that batches of growing size do not allocate each time.
+// messages are not copied (they are rebuilt, and a message must not be copied).
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
-		return make([]T, n, max(n, 2*cap(s), 64))
+		return make([]T, n)
 	}
 	return s[:n]
 }
@@ -143,23 +138,6 @@ func (o *otlpBatch) build(recs []record) []*tracepb.ResourceSpans {
 		o.fill(k, org, spans)
 	}
 	return o.rsPtrs
-}
-
-// release zeroes the messages of the last batch, keeping their memory: nothing they pointed to
-// stays reachable from them, and a collection cycle only walks the cleared slots.
-func (o *otlpBatch) release() {
-	clear(o.spans)
-	clear(o.spanPtrs)
-	clear(o.status)
-	clear(o.kvs)
-	clear(o.kvPtrs)
-	clear(o.vals)
-	clear(o.strs)
-	clear(o.ints)
-	clear(o.scopes)
-	clear(o.rs)
-	clear(o.rsPtrs)
-	clear(o.origins)
 }
 
 func (o *otlpBatch) fill(k int, org *origin, spans []*tracepb.Span) {

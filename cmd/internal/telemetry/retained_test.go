@@ -1,0 +1,69 @@
+package telemetry
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// retainedSink keeps a variant's structures reachable while its collections run.
+var retainedSink any
+
+// BenchmarkRetainedByExport is one garbage collection cycle with what the export goroutine
+// keeps between two exports of 300 spans: "kept" is the earlier design's (a spare pair of
+// full-batch queues and the batch's OTLP messages kept, zeroed, for reuse), "dropped" this
+// one's (one queue with room for the last batch). The heap holds the same live objects
+// otherwise, so the difference is what those pointer-holding arrays add to every cycle.
+// Instruction counts: run each variant under callgrind at two -test.benchtime counts and
+// subtract (docs/benchmarks.md, "Tracing on against off").
+func BenchmarkRetainedByExport(b *testing.B) {
+	const spans = 300
+	o := &origin{}
+	recs := make([]record, spans)
+	for i := range recs {
+		recs[i] = record{origin: o, name: "gateway.request", kind: trace.SpanKindServer, start: time.Unix(1, 0), end: time.Unix(2, 0),
+			attrs: []attribute.KeyValue{attribute.String("pdgate.request_id", fmt.Sprint("req-", i)), attribute.String("pdgate.phase", "epp_queue")}}
+	}
+	cfg := DefaultBatchConfig
+	variants := []struct {
+		name string
+		keep func() any
+	}{
+		{"kept", func() any {
+			var batch otlpBatch
+			batch.build(recs)
+			clear(batch.spans)
+			clear(batch.spanPtrs)
+			clear(batch.status)
+			clear(batch.kvs)
+			clear(batch.kvPtrs)
+			clear(batch.vals)
+			clear(batch.strs)
+			clear(batch.ints)
+			clear(batch.scopes)
+			clear(batch.rs)
+			clear(batch.rsPtrs)
+			return []any{make([]record, 0, cfg.MaxExportBatchSize), make([]record, 0, cfg.MaxExportBatchSize), &batch}
+		}},
+		{"dropped", func() any {
+			b := newBatcher(nil, nil, cfg)
+			return make([]record, 0, b.room(spans))
+		}},
+	}
+	for _, v := range variants {
+		b.Run(v.name, func(b *testing.B) {
+			retainedSink = v.keep()
+			runtime.GC()
+			b.ResetTimer()
+			for range b.N {
+				runtime.GC()
+			}
+			b.StopTimer()
+			retainedSink = nil
+		})
+	}
+}
