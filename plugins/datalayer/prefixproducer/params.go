@@ -44,7 +44,7 @@ type Parameters struct {
 	// ContextLengthTokens caps the tokens matched when neither of the two above is set
 	// (pdgate's; GIE has no such field).
 	ContextLengthTokens int `json:"contextLengthTokens"`
-	// LRUCapacityPerServer is the index capacity (blocks) of a server.
+	// LRUCapacityPerServer is the index capacity (blocks) of a server without AutoTune.
 	LRUCapacityPerServer int `json:"lruCapacityPerServer"`
 	// OffloadTokensPerServer is the tokens of KV each server keeps in an offload tier under its
 	// GPU cache (pdgate's; vLLM's offloading connector, LMCache's CPU backend): every block the
@@ -100,6 +100,9 @@ func (p Parameters) validate() error {
 	}
 	if p.MaxPrefixBlocksToMatch < 0 {
 		return fmt.Errorf("invalid configuration: maxPrefixBlocksToMatch must be >= 0 (current value: %d)", p.MaxPrefixBlocksToMatch)
+	}
+	if !p.AutoTune && p.LRUCapacityPerServer <= 0 {
+		return fmt.Errorf("invalid configuration: lruCapacityPerServer must be > 0 when AutoTune is disabled (current value: %d)", p.LRUCapacityPerServer)
 	}
 	if p.OffloadTokensPerServer < 0 {
 		return fmt.Errorf("invalid configuration: offloadTokensPerServer must be >= 0 (current value: %d)", p.OffloadTokensPerServer)

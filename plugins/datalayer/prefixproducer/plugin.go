@@ -165,11 +165,14 @@ var _ contract.Settler = (*Producer)(nil)
 func (p *Producer) Wait() { p.wg.Wait() }
 
 // capacityBlocks is a new server's index capacity: its GPU blocks (CacheNumBlocks with
-// autoTune, else GIE's default capacity: GIE uses its default here, not lruCapacityPerServer)
-// plus its offload tier's, in blocks of blockSize tokens.
+// autoTune, else lruCapacityPerServer) plus its offload tier's, in blocks of blockSize tokens.
+// GIE v1.5.0 falls back to its default capacity even without autoTune, so lruCapacityPerServer
+// changed nothing there; pdgate honours it, which is what bounds the index's memory on a large
+// fleet (docs/operations.md, "EPP memory at fleet scale").
 func (p *Producer) capacityBlocks(ep fwksched.Endpoint, blockSize int) int {
-	gpu := DefaultLRUCapacityPerServer
+	gpu := p.params.LRUCapacityPerServer
 	if p.params.AutoTune {
+		gpu = DefaultLRUCapacityPerServer
 		if m := ep.GetMetrics(); m != nil && m.CacheNumBlocks > 0 {
 			gpu = m.CacheNumBlocks
 		}

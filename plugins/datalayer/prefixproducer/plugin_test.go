@@ -359,3 +359,39 @@ func TestOffloadTierWidensTheRecord(t *testing.T) {
 		t.Fatalf("a negative offload tier: %v, want an error naming offloadTokensPerServer", err)
 	}
 }
+
+// TestLRUCapacityPerServerBoundsTheRecord: without autoTune the configured capacity is each
+// server's record (GIE v1.5.0 used its default whatever was set), so a small one forgets a
+// prompt the default would keep; autoTune still sizes it from the server's blocks.
+func TestLRUCapacityPerServerBoundsTheRecord(t *testing.T) {
+	a, b := strings.Repeat("alpha ", 200), strings.Repeat("beta ", 200)
+	steps := func() []step {
+		return []step{{completion("m", a), 0, -1}, {completion("m", b), 0, -1}, {completion("m", a), 1, -1}}
+	}
+	eps := func() []*ep { return []*ep{newEP("p0", nil), newEP("p1", nil)} }
+	tests := []struct {
+		name   string
+		params string
+		wantA  int // a's matched blocks on p0 at the third request (8-token blocks: 37)
+	}{
+		{"the default keeps a", `{"autoTune":false,"blockSizeTokens":8}`, 37},
+		{"40 blocks keep a's head only", `{"autoTune":false,"blockSizeTokens":8,"lruCapacityPerServer":40}`, 9},
+		{"autoTune ignores it", `{"blockSizeTokens":8,"lruCapacityPerServer":40}`, 37},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			params, err := ParseParameters("test", json.RawMessage(tc.params))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := New("ours", params, nil)
+			got := run(t, p, p.wg.Wait, eps(), steps())
+			if m := got[2][0][0]; m != tc.wantA {
+				t.Fatalf("a matches %d blocks on p0 after b, want %d (all rows %v)", m, tc.wantA, got)
+			}
+		})
+	}
+	if _, err := ParseParameters("test", json.RawMessage(`{"autoTune":false,"lruCapacityPerServer":0}`)); err == nil || !strings.Contains(err.Error(), "lruCapacityPerServer") {
+		t.Fatalf("a zero capacity without autoTune: %v, want an error naming lruCapacityPerServer", err)
+	}
+}
