@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -102,6 +103,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	}
 	admit := time.Now()
 	if err := d.cfg.Admission.Admit(ctx, d.admissionContext(in, dec.Priority), dec.Priority); err != nil {
+		d.refused(ctx, req, err)
 		return dec, err
 	}
 	dec.Admitted = time.Now()
@@ -133,6 +135,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	}
 	for _, p := range d.hooks.Admission {
 		if err := p.AdmitRequest(ctx, req, snapshot); err != nil {
+			d.refused(ctx, req, err)
 			if a, ok := contract.AnswerOf(err); ok {
 				return dec, a
 			}
@@ -172,6 +175,20 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	}
 	dec.Result = result
 	return dec, nil
+}
+
+// refused tells the demand observers of a request admission refused for want of capacity (429
+// or 503); other refusals (an unknown model, a malformed request) are not demand for the pool.
+func (d *Director) refused(ctx context.Context, req *fwksched.LLMRequest, err error) {
+	if len(d.hooks.Demand) == 0 {
+		return
+	}
+	if st := StatusOf(err); st != http.StatusTooManyRequests && st != http.StatusServiceUnavailable {
+		return
+	}
+	for _, o := range d.hooks.Demand {
+		o.RefusedForCapacity(ctx, req)
+	}
 }
 
 // conditionalDecode runs the one conditional-decode gate for a Prefer: if-available request,

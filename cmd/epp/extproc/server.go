@@ -122,6 +122,8 @@ type Hooks struct {
 	ResponseHeader []fwkrc.ResponseHeader
 	ResponseBody   []fwkrc.ResponseBody
 	Gate           contract.ConditionalDecodeGate
+	// Demand are told of every request admission refuses for want of capacity.
+	Demand []contract.DemandObserver
 }
 
 // NewHooks sorts plugins into their hook lists.
@@ -151,6 +153,7 @@ func NewHooks(plugins []fwkplugin.Plugin, prepareOrder []string) Hooks {
 		}
 	}
 	h.Gate = contract.FindConditionalDecodeGate(plugins)
+	h.Demand = contract.DemandObservers(plugins)
 	return h
 }
 

@@ -70,6 +70,8 @@ type Plugin struct {
 	// window of long requests that have not completed yet
 	measured *Observation
 	advice   []contract.ReplicaAdvice
+	// stages classify a refused request's prompt as a prefill leg's or the decode pod's own
+	stages []contract.StageClassifier
 
 	// runCtx is the handle's context; stopLoop ends the wall-clock loop (UseClock).
 	runCtx   context.Context
@@ -109,6 +111,7 @@ var (
 	} = (*Plugin)(nil)
 	_ interface {
 		contract.PrefillReleaser
+		contract.DemandObserver
 		contract.ReplicaAdvisor
 		contract.Clocked
 		contract.Swept
@@ -141,8 +144,15 @@ func New(name string, p Parameters) *Plugin {
 // TypedName implements fwkplugin.Plugin.
 func (a *Plugin) TypedName() fwkplugin.TypedName { return a.tn }
 
-// ResolveReferences starts the periodic estimate once the EPP has every plugin.
-func (a *Plugin) ResolveReferences(fwkplugin.Handle) error {
+// ResolveReferences finds the deciders that classify requests by stage and starts the periodic
+// estimate once the EPP has every plugin.
+func (a *Plugin) ResolveReferences(h fwkplugin.Handle) error {
+	if h != nil {
+		stages := contract.StageClassifiers(h.GetAllPlugins())
+		a.mu.Lock()
+		a.stages = stages
+		a.mu.Unlock()
+	}
 	a.startLoop()
 	return nil
 }

@@ -68,11 +68,16 @@ func fleet(prefill, decode int) []fwksched.Endpoint {
 
 // drive replays a steady load on two prefill and two decode pods on a virtual clock: every
 // 0.1 s a request of 1000 prompt tokens (prefill 0.1 s, then 50 output tokens at 20 ms),
-// pods taken in turn; the pool as admission sees it is pool. It returns the plugin after
-// the estimate at the end.
-func drive(t *testing.T, p Parameters, pool []fwksched.Endpoint, seconds float64, release bool) *Plugin {
+// pods taken in turn, and refused more such requests that admission refuses for want of
+// capacity; the pool as admission sees it is pool. It returns the plugin after the estimate
+// at the end.
+func drive(t *testing.T, p Parameters, pool []fwksched.Endpoint, seconds float64, release bool, refused int) *Plugin {
 	t.Helper()
-	a := New("adv", p)
+	return driveWith(t, New("adv", p), pool, seconds, release, refused)
+}
+
+func driveWith(t *testing.T, a *Plugin, pool []fwksched.Endpoint, seconds float64, release bool, refused int) *Plugin {
+	t.Helper()
 	now := time.Unix(1000, 0)
 	a.UseClock(func() time.Time { return now })
 	serving := fleet(2, 2)
@@ -97,6 +102,9 @@ func drive(t *testing.T, p Parameters, pool []fwksched.Endpoint, seconds float64
 				t.Fatal(err)
 			}
 			a.PreRequest(ctx, req, res)
+			for j := range refused {
+				a.RefusedForCapacity(ctx, &fwksched.LLMRequest{RequestId: fmt.Sprintf("x%d-%d", i, j), Body: req.Body})
+			}
 		}})
 		if release {
 			evs = append(evs, ev{start.Add(90 * time.Millisecond), func() { a.ReleasePrefillActive(req.RequestId) }})
@@ -135,6 +143,7 @@ func TestAdvice(t *testing.T) {
 		pool    []fwksched.Endpoint
 		seconds float64
 		release bool
+		refused int    // requests refused for capacity per request served
 		want    string // role=replicas/reason, sorted by role
 	}{
 		{name: "too few requests: the current size, no_data", pool: fleet(2, 2), seconds: 1.5,
@@ -149,10 +158,15 @@ func TestAdvice(t *testing.T) {
 		// the release callback ends busy time at 90 ms: 11,111 tok/s per pod → 1.125 → still 2
 		{name: "prefill-release callback", pool: fleet(2, 2), seconds: 60, release: true,
 			want: "decode=2/steady prefill=2/steady"},
+		// as many requests refused as served: 20,000 prompt tok/s → 2.5 → 3 prefill pods;
+		// 1,000 output tok/s at 250 per pod → 4 decode pods. Sized on the served half alone it
+		// would read steady.
+		{name: "demand refused for capacity is demand", pool: fleet(2, 2), seconds: 60, refused: 1,
+			want: "decode=4/decode_bound prefill=3/prefill_bound"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := drive(t, p, tc.pool, tc.seconds, tc.release)
+			a := drive(t, p, tc.pool, tc.seconds, tc.release, tc.refused)
 			var got []string
 			for _, adv := range a.ReplicaAdvice() {
 				if adv.Pool != p.Pool {
@@ -172,7 +186,7 @@ func TestGauges(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	p := DefaultParameters()
 	p.Pool = "llama"
-	a := drive(t, p, fleet(1, 1), 60, false)
+	a := drive(t, p, fleet(1, 1), 60, false, 0)
 	if err := a.metrics.register(reg); err != nil {
 		t.Fatal(err)
 	}
