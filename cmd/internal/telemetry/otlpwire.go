@@ -26,14 +26,65 @@ import (
 // codec; responses are decoded by it. The bytes are the standard codec's
 // (TestExportCodecMatchesProto).
 type exportCodec struct {
-	std encoding.CodecV2
+	std  encoding.CodecV2
+	bufs *exportBuffers
 }
 
 // exporterDialOptions are the dial options of pdgate's OTLP gRPC client. otlptracegrpc's
 // WithDialOption replaces its default user agent, which is therefore set again.
 func exporterDialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithUserAgent("OTel OTLP Exporter Go/" + otlptrace.Version()),
-		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(exportCodec{std: encoding.GetCodecV2("proto")}))}
+		grpc.WithDefaultCallOptions(grpc.ForceCodecV2(newExportCodec()))}
+}
+
+func newExportCodec() exportCodec {
+	return exportCodec{std: encoding.GetCodecV2("proto"), bufs: &exportBuffers{}}
+}
+
+// exportBuffers lends gRPC the buffer an export request is encoded into, and takes it back
+// once the request is written. gRPC's default pool would round a 40-150 KB batch up to its
+// 1 MB size class and keep it in a sync.Pool, which every garbage collection cycle empties:
+// an EPP that collects more than once between two exports (every 16 KB request makes twice
+// the garbage of a 1 KB one) then allocated and zeroed 1 MB per export, garbage that brought
+// the next cycle forward. These buffers are kept across cycles (bytes hold no pointers, so
+// the collector does not walk them), at most two: the one being written and the next.
+type exportBuffers struct {
+	mu   sync.Mutex
+	free []*[]byte
+}
+
+// Get returns a buffer of length n, reusing a kept one that is large enough.
+func (p *exportBuffers) Get(n int) *[]byte {
+	p.mu.Lock()
+	for i, b := range p.free {
+		if cap(*b) >= n {
+			p.free[i] = p.free[len(p.free)-1]
+			p.free[len(p.free)-1] = nil
+			p.free = p.free[:len(p.free)-1]
+			p.mu.Unlock()
+			*b = (*b)[:n]
+			return b
+		}
+	}
+	p.mu.Unlock()
+	b := make([]byte, n, n+n/4) // room for a somewhat larger next batch
+	return &b
+}
+
+// Put keeps b for a later export, unless two are kept already (the smaller one goes).
+func (p *exportBuffers) Put(b *[]byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < 2 {
+		p.free = append(p.free, b)
+		return
+	}
+	for i, k := range p.free {
+		if cap(*k) < cap(*b) {
+			p.free[i] = b
+			return
+		}
+	}
 }
 
 // Name is the standard codec's: the content subtype on the wire stays "proto".
@@ -49,7 +100,7 @@ func (c exportCodec) Marshal(v any) (mem.BufferSlice, error) {
 	e := encoders.Get().(*wireEncoder)
 	defer encoders.Put(e)
 	size := e.sizeRequest(req)
-	pool := mem.DefaultBufferPool()
+	pool := c.bufs
 	buf := pool.Get(size)
 	b := e.appendRequest((*buf)[:0], req)
 	if len(b) != size {

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -9,7 +10,6 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -65,7 +65,6 @@ func fullRequest() *coltracepb.ExportTraceServiceRequest {
 // The codec writes the standard protobuf codec's bytes for every field of an export request,
 // and leaves what it does not write (other signals' dictionary fields) to that codec.
 func TestExportCodecMatchesProto(t *testing.T) {
-	std := encoding.GetCodecV2("proto")
 	strindex := fullRequest()
 	strindex.ResourceSpans[0].ScopeSpans[0].Spans[0].Attributes[0].KeyStrindex = 3
 	strValue := fullRequest()
@@ -80,7 +79,7 @@ func TestExportCodecMatchesProto(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := exportCodec{std: std}.Marshal(req)
+			got, err := newExportCodec().Marshal(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,6 +91,41 @@ func TestExportCodecMatchesProto(t *testing.T) {
 	}
 	if !encodable(fullRequest()) {
 		t.Fatal("the full request went to the standard codec, not through the encoder")
+	}
+}
+
+// The codec encodes into a buffer it keeps across garbage collection cycles and sized to the
+// request: gRPC's default pool rounds a batch up to 1 MB and loses it at every cycle.
+func TestExportCodecKeepsItsBuffer(t *testing.T) {
+	req := &coltracepb.ExportTraceServiceRequest{ResourceSpans: fullRequest().ResourceSpans}
+	for range 7 { // about 300 spans' worth: the EPP's batches at a few hundred requests a second
+		req.ResourceSpans = append(req.ResourceSpans, req.ResourceSpans...)
+	}
+	c := newExportCodec()
+	first, err := c.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := first.Len()
+	if b := first.Materialize(); cap(b) < size {
+		t.Fatalf("materialized %d of %d bytes", cap(b), size)
+	}
+	first.Free()
+	runtime.GC() // twice: a sync.Pool keeps its objects through one cycle
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	again, err := c.Marshal(req)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Free()
+	if again.Len() != size {
+		t.Fatalf("encoded %d bytes, then %d", size, again.Len())
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(size)/4 {
+		t.Fatalf("encoding a %d-byte request again after two collection cycles allocated %d bytes; want the kept buffer reused", size, got)
 	}
 }
 
