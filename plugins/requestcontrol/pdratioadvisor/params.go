@@ -94,3 +94,9 @@ func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 func (p Parameters) window() time.Duration   { return time.Duration(p.WindowSeconds) * time.Second }
 func (p Parameters) interval() time.Duration { return time.Duration(p.IntervalSeconds) * time.Second }
 func (p Parameters) dwell() time.Duration    { return time.Duration(p.MinDwellSeconds) * time.Second }
+
+// stepMeetsTPOT reports whether a decode step fit leaves some batch within the TPOT budget
+// (tpotHeadroom × TPOT): a rising line whose step at one sequence is within it.
+func (p Parameters) stepMeetsTPOT(f StepFit) bool {
+	return f.PerSeq > 0 && f.At(1) <= p.TPOTHeadroom*(time.Duration(p.TPOTMs)*time.Millisecond).Seconds()
+}

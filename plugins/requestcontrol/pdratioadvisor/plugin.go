@@ -435,6 +435,17 @@ func (a *Plugin) estimate(now time.Time) {
 // the pool must still be sized for what keeps arriving.
 func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice {
 	if obs.Requests >= a.p.MinSamples {
+		if !a.p.stepMeetsTPOT(obs.Step) {
+			// no batch meets the TPOT on this fit, so no decode tier would: more replicas
+			// cannot lower a step below its base. Such a fit comes from a window that mixes
+			// two workloads (the step grows with the tokens each sequence holds, which the
+			// line against the batch does not see), and sizing on it advised hundreds of
+			// decode pods at one phase change. The last usable fit stands instead, or none.
+			obs.Step, obs.MaxBatch = StepFit{}, 0
+			if m := a.measured; m != nil {
+				obs.Step, obs.MaxBatch = m.Step, m.MaxBatch
+			}
+		}
 		m := obs
 		a.measured = &m
 	} else if m := a.measured; m != nil {
