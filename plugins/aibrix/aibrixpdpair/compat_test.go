@@ -11,6 +11,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
+	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 )
 
@@ -213,6 +214,47 @@ func BenchmarkSelectPair(b *testing.B) {
 					b.Fatal(err)
 				}
 				pl.selector.Tracker.Done(in.RequestID)
+			}
+		})
+	}
+}
+
+// TestBackedUpClassLosesToItsPrefillQueue: during a revision rollout the free pairing would take
+// b's prefill pod, which meets the TTFT target, and a's idle decode pod. Checked, the pair
+// score must not trade a's TTFT miss for a's idle decode pod: with prefillBackedUp, once class
+// a's prefill pod misses the target, the prefill queues decide.
+func TestBackedUpClassLosesToItsPrefillQueue(t *testing.T) {
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	rule := &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000}}
+	for _, tc := range []struct {
+		name string
+		rw   *RemainingWork
+		want string
+	}{
+		{"without prefillBackedUp the idle decode pod wins", &RemainingWork{}, "d-a"},
+		{"with it class a's prefill queue past the target sends the request to class b", rule, "d-b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newFakeLedger()
+			l.prefill["ns/p-a"], l.prefill["ns/p-b"] = 9000, 3000
+			l.decode["ns/d-a"], l.decode["ns/d-b"] = 0, 40000
+			pods, _ := mkPods(hpod("p-a", "prefill", "", rev("a")), hpod("d-a", "decode", "", rev("a")),
+				hpod("p-b", "prefill", "", rev("b")), hpod("d-b", "decode", "", rev("b")))
+			var h handoffCheck
+			in := Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: 6000, BodyTokens: 6000, RemainingWork: tc.rw, Explain: true}
+			split, ok := h.split(in)
+			if !ok {
+				t.Fatal("two revisions must split the fleet into classes")
+			}
+			in.Pods = split.pods
+			d, err := newSel(t, l.source()).Select(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Decode.Name != tc.want || d.Prefill == nil || !handoffcompat.Compatible(specOfEndpoint(d.Decode.Endpoint), specOfEndpoint(d.Prefill.Endpoint)) {
+				t.Fatalf("pair %+v, want decode pod %s with a compatible prefill pod; notes %q", d, tc.want, d.Notes)
 			}
 		})
 	}

@@ -63,6 +63,14 @@ type RemainingWork struct {
 //     threshold follows from the SLO and the engine's throughput, not from a token constant;
 //   - the decode pod has slack: its ledger load is at most the candidates' mean;
 //   - the tokens it would compute are at most MaxLocalTokens.
+//
+// Once any candidate pair's prefill pod misses the target, the pairs are scored as under reuse
+// (prefill side in tokens, decode weighed DecodeWeight), not with decodeFirst's weight, whose
+// premise, that a request's prefill waits little wherever it goes, no longer holds: a decode
+// pod that pairs with only some prefill pods (rolesets, handoff classes: compat.go) would
+// otherwise draw requests onto a prefill queue past the target because it is lightly loaded
+// itself, which a router that picks the two sides independently never does. With one candidate
+// pair (llm-d pods that all pair freely) this changes nothing. SkipMissedPairs goes further.
 type PrefillBackedUp struct {
 	// TTFT is the time-to-first-token target the prefill pool is held to, e.g. "1s". Required.
 	TTFT string `json:"ttft"`
@@ -90,6 +98,14 @@ type PrefillBackedUp struct {
 	// the pairs whose prefill pods keep up; "pair" lets the decode pods of a backed-up class
 	// take their own prompts (bench sim compat, rolling revision change: docs/benchmarks.md).
 	Scope string `json:"scope,omitempty"`
+	// SkipMissedPairs drops a pair whose prefill pod misses the target, and whose decode pod
+	// may not prefill, from the candidates while another pair's prefill pod meets it: a remote
+	// prefill there misses the TTFT target for certain. Off by default: it concentrates the
+	// requests on the decode pods of the pairs that keep up, which cost the Mooncake trace on
+	// 1 prefill : 2 decode pods its interactive goodput (TPOT target 11 ms), while on a fleet
+	// split into handoff classes during a rollout it closed most of the gap to free pairing
+	// (docs/benchmarks.md, "A pair past the TTFT target").
+	SkipMissedPairs bool `json:"skipMissedPairs,omitempty"`
 }
 
 // Scopes of PrefillBackedUp.
@@ -207,13 +223,16 @@ type remainingCost struct {
 	cost     float64 // tokens: min(remote, local when allowed), less the least uncached work
 	local    bool    // the decode pod prefills itself
 	backedUp bool    // local because the prefill pool misses the TTFT target (PrefillBackedUp)
+	missed   bool    // remote only, and its prefill pod misses the TTFT target (PrefillBackedUp)
 	remote   float64 // in-flight work + uncached tokens on the prefill pod
 	ud       float64 // uncached tokens on the decode pod
 }
 
 // remainingWork returns, per roleset scored on both sides, its cost and the largest cost (≥ 1);
-// nil when no candidate pod holds any of the prompt and no local prefill is allowed, so traffic
-// without reuse, on a prefill pool that keeps up, is scored exactly as without RemainingWork.
+// nil when no candidate pod holds any of the prompt, no local prefill is allowed and no pair's
+// prefill pod misses PrefillBackedUp's target, so traffic without reuse, on a prefill pool that
+// keeps up, is scored exactly as without RemainingWork. With SkipMissedPairs, a pair that
+// misses the target without a local side costs +Inf while another pair meets it.
 // Costs are relative to the least uncached work any pair leaves, so that the prompt's length,
 // which every pair must compute unless a cache holds it, does not dilute the ledger's load
 // differences in the pair score.
@@ -221,7 +240,7 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 	prompt := float64(in.PromptTokens)
 	uncached := func(p *podmodel.Pod) float64 { return prompt * (1 - heldFraction(p)) }
 	out := make(map[string]remainingCost, len(names))
-	backedUp, maxBackedUp, meanD := prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
+	bu := prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
 	reuse, minU := false, math.Inf(1)
 	for _, name := range names {
 		pp, dd := pScores[name], dScores[name]
@@ -233,8 +252,15 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 		// only when the prefill pool is backed up past the TTFT target and this decode pod
 		// has slack.
 		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && computeWeight*ud < rc.remote
-		if !rc.local && backedUp(pp, up) && ud <= maxBackedUp && in.RemainingWork.PrefillBackedUp.hasSlack(dd, meanD, ud) {
+		misses := bu.misses(pp, up)
+		if !rc.local && bu.allowsLocal(misses) && ud <= bu.maxLocal && in.RemainingWork.PrefillBackedUp.hasSlack(dd, bu.meanD, ud) {
 			rc.local, rc.backedUp, reuse = true, true, true
+		}
+		if misses && !rc.local {
+			// This pair would miss the TTFT target and its decode pod may not prefill: the
+			// prefill queues, not decodeFirst's decode weighting, decide, and with
+			// SkipMissedPairs it leaves the candidates while another pair meets the target.
+			rc.missed, reuse = true, true
 		}
 		minU = math.Min(minU, up)
 		if rc.local {
@@ -247,6 +273,11 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 	}
 	maxCost := 1.0
 	for name, rc := range out {
+		if rc.missed && bu.someMeet && bu.b.SkipMissedPairs {
+			rc.cost = math.Inf(1) // never the pick while a pair that meets the target is left
+			out[name] = rc
+			continue
+		}
 		if rc.local {
 			rc.cost = computeWeight * (rc.ud - minU)
 		} else {
@@ -258,26 +289,49 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 	return out, maxCost
 }
 
-// prefillBackedUp returns the test of whether a pair's prefill side is backed up past b's TTFT
-// budget (its argument: the pair's prefill score and the prompt tokens that pod does not hold)
-// by b's scope: the least prefill wait over the candidate pairs, queue plus uncached prompt, for
-// "fleet", the pair's own for "pair". With it, the local bound and the candidates' mean decode
-// load, the slack a local prefill needs. b nil: never backed up.
-func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) (func(scored, float64) bool, float64, float64) {
+// backedUpTest is PrefillBackedUp's view of one selection's candidate pairs.
+type backedUpTest struct {
+	b *PrefillBackedUp // nil: the rule is off, no pair ever misses
+	// budget is the TTFT target in prefill tokens; maxLocal the local bound; meanD the
+	// candidates' mean decode load (the slack test without TPOT metrics).
+	budget, maxLocal, meanD float64
+	// someMeet: some candidate pair's prefill pod meets the target (the fleet keeps up).
+	someMeet bool
+}
+
+// prefillBackedUp prepares the test of whether a pair's prefill side misses b's TTFT budget:
+// its prefill wait, queue plus the prompt tokens that pod does not hold, over the budget.
+func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[string]scored, uncached func(*podmodel.Pod) float64) backedUpTest {
 	if b == nil || len(names) == 0 {
-		return func(scored, float64) bool { return false }, 0, 0
+		return backedUpTest{}
 	}
-	budget, maxLocal := b.budget()
-	least, meanD := math.Inf(1), 0.0
+	t := backedUpTest{b: b}
+	t.budget, t.maxLocal = b.budget()
 	for _, name := range names {
-		least = math.Min(least, pScores[name].score+uncached(pScores[name].pod))
-		meanD += dScores[name].score / float64(len(names))
+		pp := pScores[name]
+		t.someMeet = t.someMeet || !t.misses(pp, uncached(pp.pod))
+		t.meanD += dScores[name].score / float64(len(names))
 	}
-	if b.Scope == BackedUpScopePair {
-		return func(pp scored, up float64) bool { return pp.score+up > budget }, maxLocal, meanD
+	return t
+}
+
+// misses reports whether a pair's prefill pod, at score pp and with up prompt tokens to
+// compute, would miss the TTFT target.
+func (t backedUpTest) misses(pp scored, up float64) bool {
+	return t.b != nil && pp.score+up > t.budget
+}
+
+// allowsLocal reports whether the scope lets a pair whose prefill pod misses the target
+// (misses) prefill on its decode pod: "pair", exactly then; "fleet", only once no candidate
+// pair's prefill pod meets it.
+func (t backedUpTest) allowsLocal(misses bool) bool {
+	if t.b == nil {
+		return false
 	}
-	fleet := least > budget
-	return func(scored, float64) bool { return fleet }, maxLocal, meanD
+	if t.b.Scope == BackedUpScopePair {
+		return misses
+	}
+	return !t.someMeet
 }
 
 // hasSlack is the decode side's test for a backed-up local prefill of tokens: the TPOT test
@@ -316,6 +370,9 @@ func (rc remainingCost) String() string {
 	}
 	if rc.local {
 		return fmt.Sprintf("local %.0f tokens uncached on decode < remote %.0f", rc.ud, rc.remote)
+	}
+	if rc.missed {
+		return fmt.Sprintf("remote %.0f misses the TTFT target and the decode pod may not prefill %.0f", rc.remote, rc.ud)
 	}
 	return fmt.Sprintf("remote %.0f (decode would prefill %.0f)", rc.remote, rc.ud)
 }

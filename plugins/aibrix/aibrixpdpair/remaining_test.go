@@ -144,8 +144,8 @@ func TestPrefillBackedUp(t *testing.T) {
 			map[string]float64{"ns/a-p": 9000, "ns/b-p": 30000}, map[string]float64{"ns/a-d": 50000, "ns/b-d": 1000}, true, "ns/b-d"},
 		{"a prompt larger than maxLocalTokens still goes remote", backedUp(4000),
 			map[string]float64{"ns/a-p": 9000, "ns/b-p": 8000}, nil, false, "ns/b-d"},
-		{"fleet scope: b's prefill pod meets the target, so a's decode pod waits on a's backed-up one", scoped(BackedUpScopeFleet),
-			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, false, "ns/a-d"},
+		{"fleet scope: b's prefill pod meets the target, so a's decode pod may not prefill, and the prefill queues send the request to b", scoped(BackedUpScopeFleet),
+			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, false, "ns/b-d"},
 		{"pair scope: a's decode pod, which can only pair with a's backed-up prefill pod, prefills itself", scoped(BackedUpScopePair),
 			map[string]float64{"ns/a-p": 9000, "ns/b-p": 3000}, map[string]float64{"ns/a-d": 1000, "ns/b-d": 50000}, true, "ns/a-d"},
 		{"pair scope: a pair whose prefill pod keeps up disaggregates", scoped(BackedUpScopePair),
@@ -165,6 +165,67 @@ func TestPrefillBackedUp(t *testing.T) {
 			}
 			if tt.wantLocal != (d.Cause == contract.CausePrefillBackedUp) {
 				t.Fatalf("cause %q, want prefill_backed_up exactly when local", d.Cause)
+			}
+		})
+	}
+}
+
+// TestPrefillBackedUpMissedPairs: once a pair's prefill pod would miss the TTFT target and its
+// decode pod may not prefill, the pairs are scored on their prefill queues, not decodeFirst's
+// weight; with skipMissedPairs such a pair leaves the candidates while another meets the target.
+func TestPrefillBackedUpMissedPairs(t *testing.T) {
+	k := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	// 6,000 tokens nobody holds; at 10,000 tokens a second and a 1 s target a pair misses it
+	// once its prefill pod has more than 4,000 tokens queued.
+	const promptTokens = 6000
+	rule := func(scope string, maxLocal int, skip bool) *RemainingWork {
+		return &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, MaxLocalTokens: maxLocal,
+			Scope: scope, SkipMissedPairs: skip}}
+	}
+	decodeFirst := &DecodeFirst{Weight: 5, PrefillScoreBelow: 3000}
+	tests := []struct {
+		name                    string
+		rw                      *RemainingWork
+		decodeFirst             *DecodeFirst
+		prefillLoad, decodeLoad [3]float64 // rolesets a, b, c
+		want                    string     // decode pod, always with a prefill leg
+	}{
+		{"a's idle decode pod does not draw the request onto a's backed-up prefill pod", rule("", 0, false), nil,
+			[3]float64{9000, 3000, 3500}, [3]float64{0, 40000, 40000}, "ns/b-d"},
+		{"pair scope: a's decode pod may not prefill a prompt over maxLocalTokens, so the prefill queues decide there too", rule(BackedUpScopePair, 4000, false), nil,
+			[3]float64{9000, 3000, 3500}, [3]float64{0, 40000, 40000}, "ns/b-d"},
+		{"once a pair misses, c's idle prefill pod beats b's 3,500 tokens that decodeFirst would discount", rule("", 0, false), decodeFirst,
+			[3]float64{9000, 3500, 0}, [3]float64{50000, 0, 10000}, "ns/c-d"},
+		{"no pair misses: decodeFirst decides as before", rule("", 0, false), decodeFirst,
+			[3]float64{3000, 2000, 0}, [3]float64{50000, 0, 10000}, "ns/b-d"},
+		{"without the rule a's idle decode pod wins", &RemainingWork{}, nil,
+			[3]float64{9000, 3000, 3500}, [3]float64{0, 40000, 40000}, "ns/a-d"},
+		{"c misses by more, so a's queue past the target still scores best", rule("", 0, false), nil,
+			[3]float64{9000, 3000, 20000}, [3]float64{0, 40000, 40000}, "ns/a-d"},
+		{"skipMissedPairs: a and c leave the candidates while b meets the target", rule("", 0, true), nil,
+			[3]float64{9000, 3000, 20000}, [3]float64{0, 40000, 40000}, "ns/b-d"},
+		{"skipMissedPairs: when no pair meets the target none leaves", rule("", 4000, true), nil,
+			[3]float64{9000, 8000, 20000}, [3]float64{0, 40000, 40000}, "ns/a-d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newFakeLedger()
+			var specs []podSpec
+			for i, rs := range []string{"a", "b", "c"} {
+				l.prefill[tokenload.PodKey("ns/"+rs+"-p")] = tt.prefillLoad[i]
+				l.decode[tokenload.PodKey("ns/"+rs+"-d")] = tt.decodeLoad[i]
+				specs = append(specs, podSpec{name: rs + "-p", role: "prefill", roleset: rs}, podSpec{name: rs + "-d", role: "decode", roleset: rs})
+			}
+			pods, _ := mkPods(specs...)
+			d, err := newSel(t, l.source()).Select(Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: promptTokens,
+				BodyTokens: promptTokens, RemainingWork: tt.rw, DecodeFirst: tt.decodeFirst, Explain: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.DecodeOnly || d.Prefill == nil || d.Decode.Key != tt.want {
+				t.Fatalf("decode-only %v on %s, want a prefill leg and %s; notes %q", d.DecodeOnly, d.Decode.Key, tt.want, d.Notes)
 			}
 		})
 	}
