@@ -119,8 +119,9 @@ func TestSimDecidesAsTheEPP(t *testing.T) {
 				for j, p := range s.pods {
 					m := p.metrics.Clone()
 					m.WaitingQueueSize, m.RunningRequestsSize = (i+j)%3, (i*j)%5
-					if tc.saturate {
+					if tc.saturate { // queues deep and the KV cache full: no placement fits
 						m.WaitingQueueSize += 100
+						m.KVCacheUsagePercent = 1
 					}
 					m.UpdateTime = s.clock.Now()
 					p.metrics = m
