@@ -125,8 +125,7 @@ func NewBatcher(exp sdktrace.SpanExporter, up Uploader, cfg BatchConfig) *Batche
 	return b
 }
 
-// newBatcher is a Batcher without its export goroutine. Its queues start with room for a full
-// batch, so that the first spans' hand-over allocates nothing either.
+// newBatcher is a Batcher without its export goroutine.
 func newBatcher(exp sdktrace.SpanExporter, up Uploader, cfg BatchConfig) *Batcher {
 	return &Batcher{exp: exp, up: up, cfg: cfg, queue: make([]sdktrace.ReadOnlySpan, 0, cfg.MaxExportBatchSize),
 		recs: make([]record, 0, cfg.MaxExportBatchSize),
@@ -193,39 +192,40 @@ func (b *Batcher) run() {
 	defer close(b.done)
 	tick := time.NewTicker(b.cfg.ScheduleDelay)
 	defer tick.Stop()
+	var sp spare
 	for {
 		select {
 		case <-tick.C:
-			b.export(context.Background())
+			b.export(context.Background(), &sp)
 		case <-b.full:
-			b.export(context.Background())
+			b.export(context.Background(), &sp)
 		case reply := <-b.flushes:
-			b.export(context.Background())
+			b.export(context.Background(), &sp)
 			reply <- nil
 		case <-b.stop:
-			b.export(context.Background())
+			b.export(context.Background(), &sp)
 			return
 		}
 	}
 }
 
-// export takes the queues, leaving new ones sized for a batch like this one in their place,
-// and exports them in batches of MaxExportBatchSize: the SDK's spans through the exporter, the
-// records through the exporter's client, converted to OTLP messages built for the batch.
-// Errors go to the OpenTelemetry error handler, as the SDK's processor reports them: a
-// collector that is down must not stop the EPP.
-//
-// What outlives an export is one queue's room only. Spans, records and OTLP messages hold
-// pointers, and every garbage collection cycle of the process walks each pointer-holding
-// array still reachable, empty or not: a spare pair of full-batch queues and a batch's
-// messages kept for reuse cost 0.46 M instructions more a collection cycle than this
-// (BenchmarkRetainedByExport, 300-span batches), where building them again costs one
-// allocation each per export, and an EPP runs several collection cycles for each export
-// (at 16 KB bodies twice as many per request as at 1 KB).
-func (b *Batcher) export(ctx context.Context) {
+// spare is what the export goroutine keeps between exports: the emptied queues that take
+// turns with the Batcher's, and the OTLP messages it rebuilds for each batch of records.
+type spare struct {
+	queue []sdktrace.ReadOnlySpan
+	recs  []record
+	otlp  otlpBatch
+}
+
+// export takes the queues, leaving the spare (emptied) ones in their place so that the two
+// pairs take turns and a steady flow allocates none, and exports them in batches of
+// MaxExportBatchSize: the SDK's spans through the exporter, the records through the
+// exporter's client. Errors go to the OpenTelemetry error handler, as the SDK's processor
+// reports them: a collector that is down must not stop the EPP.
+func (b *Batcher) export(ctx context.Context, sp *spare) {
 	b.mu.Lock()
 	queue, recs, dropped := b.queue, b.recs, b.dropped
-	b.queue, b.recs, b.dropped = make([]sdktrace.ReadOnlySpan, 0, b.room(len(queue))), make([]record, 0, b.room(len(recs))), 0
+	b.queue, b.recs, b.dropped = sp.queue[:0], sp.recs[:0], 0
 	b.mu.Unlock()
 	if dropped > 0 {
 		otel.Handle(fmt.Errorf("trace export: %d spans dropped, the queue of %d was full", dropped, b.cfg.MaxQueueSize))
@@ -237,18 +237,15 @@ func (b *Batcher) export(ctx context.Context) {
 	}
 	for rest := recs; len(rest) > 0; {
 		n := min(len(rest), b.cfg.MaxExportBatchSize)
-		var o otlpBatch
-		msgs := o.build(rest[:n])
+		msgs := sp.otlp.build(rest[:n])
 		b.call(ctx, n, func(ctx context.Context) error { return b.up.UploadTraces(ctx, msgs) })
+		sp.otlp.release()
 		rest = rest[n:]
 	}
-}
-
-// room is the capacity of a new queue after an export of n queued spans: that many and a
-// quarter more, so that a steady flow appends without allocating, at least 16, at most the
-// queue's limit (a full queue drops, it does not grow).
-func (b *Batcher) room(n int) int {
-	return min(max(n+n/4, 16), b.cfg.MaxQueueSize)
+	// The exported spans must not stay reachable from the spare slices.
+	clear(queue)
+	clear(recs)
+	sp.queue, sp.recs = queue[:0], recs[:0]
 }
 
 // call runs one export call of n spans under the export timeout.

@@ -161,9 +161,8 @@ func TestBatcherExports(t *testing.T) {
 	}
 }
 
-// What is queued goes out in exports of at most MaxExportBatchSize spans, and what outlives
-// an export is a queue with room for a batch like the last one: nothing of the exported spans,
-// no spare queue and no OTLP messages, which every collection cycle would walk again.
+// What is queued goes out in exports of at most MaxExportBatchSize spans, and the queue's
+// slice and the spare one take turns.
 func TestBatcherExportsInBatches(t *testing.T) {
 	exp := &exporter{}
 	up := &uploader{}
@@ -173,23 +172,38 @@ func TestBatcherExportsInBatches(t *testing.T) {
 	for range 50 {
 		b.onEndRecord(record{origin: &origin{}, name: "r"})
 	}
-	b.export(context.Background())
+	queued, recs := b.queue, b.recs
+	sp := spare{queue: make([]sdktrace.ReadOnlySpan, 0, 8), recs: make([]record, 0, 9)}
+	b.export(context.Background(), &sp)
 	if got := exp.sizes(); !equalInts(got, []int{40, 40, 10}) {
 		t.Fatalf("exports %v, want [40 40 10]", got)
 	}
 	if got := up.sizes(); !equalInts(got, []int{40, 10}) {
 		t.Fatalf("uploads %v, want [40 10]", got)
 	}
-	if len(b.queue) != 0 || cap(b.queue) != 90+90/4 || len(b.recs) != 0 || cap(b.recs) != 50+50/4 {
-		t.Fatalf("after exporting 90 spans and 50 records: queues len %d cap %d, len %d cap %d; want room for a batch like it",
-			len(b.queue), cap(b.queue), len(b.recs), cap(b.recs))
+	if len(sp.queue) != 0 || cap(sp.queue) != cap(queued) || len(b.queue) != 0 || cap(b.queue) != 8 ||
+		len(sp.recs) != 0 || cap(sp.recs) != cap(recs) || len(b.recs) != 0 || cap(b.recs) != 9 {
+		t.Fatalf("after an export: spare len %d cap %d (queue's cap was %d), queue len %d cap %d; want the slices swapped",
+			len(sp.queue), cap(sp.queue), cap(queued), len(b.queue), cap(b.queue))
 	}
-	// A quieter interval: the queues shrink to it (at least 16), keeping no room a burst left.
-	endSpans(tr, 3)
-	b.onEndRecord(record{origin: &origin{}, name: "r"})
-	b.export(context.Background())
-	if cap(b.queue) != 16 || cap(b.recs) != 16 {
-		t.Fatalf("after a batch of 3 spans and 1 record: queue caps %d and %d, want 16", cap(b.queue), cap(b.recs))
+	if queued[:cap(queued)][0] != nil || recs[:cap(recs)][0].origin != nil {
+		t.Fatal("an exported span is still reachable from a spare slice")
+	}
+	// The OTLP messages kept for the next batch hold no pointer: every collection cycle
+	// would follow them again.
+	o := &sp.otlp
+	if len(o.spans) == 0 || cap(o.kvs) == 0 && cap(o.spans) == 0 {
+		t.Fatal("no OTLP messages were built")
+	}
+	for i := range o.spans[:cap(o.spans)] {
+		if s := &o.spans[:cap(o.spans)][i]; s.Name != "" || s.Status != nil || s.TraceId != nil || o.spanPtrs[:cap(o.spanPtrs)][i] != nil {
+			t.Fatalf("span message %d still points at the exported batch: %v", i, s)
+		}
+	}
+	for i := range o.rs[:cap(o.rs)] {
+		if o.rs[:cap(o.rs)][i].ScopeSpans != nil || o.scopes[:cap(o.scopes)][i].Spans != nil || o.rsPtrs[:cap(o.rsPtrs)][i] != nil {
+			t.Fatalf("resource or scope message %d still points at the exported batch", i)
+		}
 	}
 }
 

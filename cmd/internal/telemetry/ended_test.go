@@ -21,8 +21,9 @@ func newTestTracer(sampler sdktrace.Sampler) (tr *Tracer, up *uploader, flush fu
 	b := newBatcher(&exporter{}, up, BatchConfig{ScheduleDelay: never, ExportTimeout: time.Second, MaxQueueSize: 100, MaxExportBatchSize: 100})
 	res := resource.NewSchemaless(attribute.String("service.name", "svc"))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(b), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
+	var sp spare
 	return NewTracer(tp.Tracer("scope"), b, sampler, res, instrumentation.Scope{Name: "scope"}), up,
-		func() { b.export(context.Background()) }
+		func() { b.export(context.Background(), &sp) }
 }
 
 // remoteParent is ctx carrying a remote parent span context, sampled or not.
@@ -126,7 +127,7 @@ func TestStartSpanSDKTracer(t *testing.T) {
 	ctx, s := StartSpan(context.Background(), tr, "req", trace.SpanKindServer, time.Now(), nil)
 	RecordEnded(ctx, tr, "phase", Phase{Start: time.Now(), End: time.Now()}, nil)
 	s.End(time.Now(), codes.Unset, "")
-	b.export(context.Background())
+	b.export(context.Background(), &spare{})
 	if got := exp.sizes(); !equalInts(got, []int{2}) {
 		t.Fatalf("SDK spans exported %v, want [2]", got)
 	}

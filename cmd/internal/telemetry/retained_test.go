@@ -13,13 +13,14 @@ import (
 // retainedSink keeps a variant's structures reachable while its collections run.
 var retainedSink any
 
-// BenchmarkRetainedByExport is one garbage collection cycle with what the export goroutine
-// keeps between two exports of 300 spans: "kept" is the earlier design's (a spare pair of
-// full-batch queues and the batch's OTLP messages kept, zeroed, for reuse), "dropped" this
-// one's (one queue with room for the last batch). The heap holds the same live objects
-// otherwise, so the difference is what those pointer-holding arrays add to every cycle.
-// Instruction counts: run each variant under callgrind at two -test.benchtime counts and
-// subtract (docs/benchmarks.md, "Tracing on against off").
+// BenchmarkRetainedByExport is one garbage collection cycle with what an export goroutine can
+// keep between two exports of 300 spans, on a heap otherwise the same, so the differences are
+// what those pointer-holding arrays add to every cycle: "kept" is the Batcher's (the spare
+// pair of full-batch queues, 512 records each, and the batch's OTLP messages, zeroed, for
+// reuse), "queues" the queues alone, "messages" one queue sized to the batch with the zeroed
+// messages, "dropped" that queue alone (messages built again for each batch). Instruction
+// counts: run each variant under callgrind at two -test.benchtime counts and subtract
+// (docs/benchmarks.md, "Tracing on against off").
 func BenchmarkRetainedByExport(b *testing.B) {
 	const spans = 300
 	o := &origin{}
@@ -49,9 +50,27 @@ func BenchmarkRetainedByExport(b *testing.B) {
 			clear(batch.rsPtrs)
 			return []any{make([]record, 0, cfg.MaxExportBatchSize), make([]record, 0, cfg.MaxExportBatchSize), &batch}
 		}},
+		{"queues", func() any {
+			return []any{make([]record, 0, cfg.MaxExportBatchSize), make([]record, 0, cfg.MaxExportBatchSize)}
+		}},
+		{"messages", func() any {
+			var batch otlpBatch
+			batch.build(recs)
+			clear(batch.spans)
+			clear(batch.spanPtrs)
+			clear(batch.status)
+			clear(batch.kvs)
+			clear(batch.kvPtrs)
+			clear(batch.vals)
+			clear(batch.strs)
+			clear(batch.ints)
+			clear(batch.scopes)
+			clear(batch.rs)
+			clear(batch.rsPtrs)
+			return []any{make([]record, 0, spans+spans/4), &batch}
+		}},
 		{"dropped", func() any {
-			b := newBatcher(nil, nil, cfg)
-			return make([]record, 0, b.room(spans))
+			return make([]record, 0, spans+spans/4)
 		}},
 	}
 	for _, v := range variants {
