@@ -321,26 +321,33 @@ func FuzzParseParameters(f *testing.F) {
 	})
 }
 
-// TestOffloadTierWidensTheRecord: a server with an offload tier still serves the prefixes its
-// GPU evicted, so the index keeps them that much longer. With 5 GPU blocks, prompt a is
-// forgotten once b is recorded on the same server; with offloadTokensPerServer covering both,
-// a still matches whole there, and a negative value is refused naming the field.
-func TestOffloadTierWidensTheRecord(t *testing.T) {
+// TestRecordCapacity: how long each server's record is decides whether a prompt survives the
+// next one on the same server. Prompt a (37 blocks of 8 tokens) then b (31) on p0, then a again:
+// its match on p0 is what the record kept. Without autoTune the record is lruCapacityPerServer
+// (GIE v1.5.0 used its default whatever was set); with it, the server's GPU blocks; an offload
+// tier (offloadTokensPerServer) adds its blocks, since the server still serves what its GPU
+// evicted there. Bad values are refused naming the field.
+func TestRecordCapacity(t *testing.T) {
 	a, b := strings.Repeat("alpha ", 200), strings.Repeat("beta ", 200)
 	steps := func() []step {
 		return []step{{completion("m", a), 0, -1}, {completion("m", b), 0, -1}, {completion("m", a), 1, -1}}
 	}
-	eps := func() []*ep {
+	fiveGPUBlocks := func() []*ep {
 		return []*ep{newEP("p0", &fwkdl.Metrics{CacheBlockSize: 8, CacheNumBlocks: 5}), newEP("p1", &fwkdl.Metrics{CacheBlockSize: 8, CacheNumBlocks: 5})}
 	}
+	unknownBlocks := func() []*ep { return []*ep{newEP("p0", nil), newEP("p1", nil)} }
 	tests := []struct {
 		name   string
 		params string
+		eps    func() []*ep
 		wantA  int // a's matched blocks on p0 at the third request
 	}{
-		{"GPU only: b evicts a", `{}`, 0},
-		{"an offload tier of 800 tokens keeps a", `{"offloadTokensPerServer":800}`, 37},
-		{"a smaller tier keeps its head", `{"offloadTokensPerServer":400}`, 24},
+		{"GPU only: b evicts a", `{}`, fiveGPUBlocks, 0},
+		{"an offload tier of 800 tokens keeps a", `{"offloadTokensPerServer":800}`, fiveGPUBlocks, 37},
+		{"a smaller tier keeps its head", `{"offloadTokensPerServer":400}`, fiveGPUBlocks, 24},
+		{"no autoTune: the default capacity keeps a", `{"autoTune":false,"blockSizeTokens":8}`, unknownBlocks, 37},
+		{"no autoTune: 40 blocks keep a's head only", `{"autoTune":false,"blockSizeTokens":8,"lruCapacityPerServer":40}`, unknownBlocks, 9},
+		{"autoTune ignores lruCapacityPerServer", `{"blockSizeTokens":8,"lruCapacityPerServer":40}`, unknownBlocks, 37},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -349,49 +356,18 @@ func TestOffloadTierWidensTheRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := New("ours", params, nil)
-			got := run(t, p, p.wg.Wait, eps(), steps())
+			got := run(t, p, p.wg.Wait, tc.eps(), steps())
 			if m := got[2][0][0]; m != tc.wantA {
 				t.Fatalf("a matches %d blocks on p0 after b, want %d (all rows %v)", m, tc.wantA, got)
 			}
 		})
 	}
-	if _, err := ParseParameters("test", json.RawMessage(`{"offloadTokensPerServer":-1}`)); err == nil || !strings.Contains(err.Error(), "offloadTokensPerServer") {
-		t.Fatalf("a negative offload tier: %v, want an error naming offloadTokensPerServer", err)
-	}
-}
-
-// TestLRUCapacityPerServerBoundsTheRecord: without autoTune the configured capacity is each
-// server's record (GIE v1.5.0 used its default whatever was set), so a small one forgets a
-// prompt the default would keep; autoTune still sizes it from the server's blocks.
-func TestLRUCapacityPerServerBoundsTheRecord(t *testing.T) {
-	a, b := strings.Repeat("alpha ", 200), strings.Repeat("beta ", 200)
-	steps := func() []step {
-		return []step{{completion("m", a), 0, -1}, {completion("m", b), 0, -1}, {completion("m", a), 1, -1}}
-	}
-	eps := func() []*ep { return []*ep{newEP("p0", nil), newEP("p1", nil)} }
-	tests := []struct {
-		name   string
-		params string
-		wantA  int // a's matched blocks on p0 at the third request (8-token blocks: 37)
-	}{
-		{"the default keeps a", `{"autoTune":false,"blockSizeTokens":8}`, 37},
-		{"40 blocks keep a's head only", `{"autoTune":false,"blockSizeTokens":8,"lruCapacityPerServer":40}`, 9},
-		{"autoTune ignores it", `{"blockSizeTokens":8,"lruCapacityPerServer":40}`, 37},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			params, err := ParseParameters("test", json.RawMessage(tc.params))
-			if err != nil {
-				t.Fatal(err)
-			}
-			p := New("ours", params, nil)
-			got := run(t, p, p.wg.Wait, eps(), steps())
-			if m := got[2][0][0]; m != tc.wantA {
-				t.Fatalf("a matches %d blocks on p0 after b, want %d (all rows %v)", m, tc.wantA, got)
-			}
-		})
-	}
-	if _, err := ParseParameters("test", json.RawMessage(`{"autoTune":false,"lruCapacityPerServer":0}`)); err == nil || !strings.Contains(err.Error(), "lruCapacityPerServer") {
-		t.Fatalf("a zero capacity without autoTune: %v, want an error naming lruCapacityPerServer", err)
+	for raw, field := range map[string]string{
+		`{"offloadTokensPerServer":-1}`:               "offloadTokensPerServer",
+		`{"autoTune":false,"lruCapacityPerServer":0}`: "lruCapacityPerServer",
+	} {
+		if _, err := ParseParameters("test", json.RawMessage(raw)); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: %v, want an error naming %s", raw, err, field)
+		}
 	}
 }
