@@ -252,7 +252,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	if in.RemainingWork != nil {
 		if rw, maxRW = s.remainingWork(in, names, pScores, dScores); rw != nil {
 			wD = in.RemainingWork.decodeWeight()
-			note("remaining work: some pod holds part of the prompt, decode weighs %g", wD)
+			note("remaining work: some pod holds part of the prompt or some pair's prefill pod is past the TTFT target, decode weighs %g", wD)
 		}
 	}
 	best, bestScore, found := "", math.Inf(1), false
