@@ -40,15 +40,7 @@ func StagesFromPlugins(pls []fwkplugin.Plugin) *Stages {
 
 // DecodeOnly reports whether the request will need no prefill leg.
 func (s *Stages) DecodeOnly(req *fwksched.LLMRequest) bool {
-	if s == nil || req == nil {
-		return false
-	}
-	for _, c := range s.classifiers {
-		if !c.DecodeOnlyAtAdmission(req) {
-			return false
-		}
-	}
-	return true
+	return s != nil && contract.DecodeOnlyAtAdmission(s.classifiers, req)
 }
 
 type decodeOnlyKey struct{}

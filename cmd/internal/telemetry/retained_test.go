@@ -37,17 +37,7 @@ func BenchmarkRetainedByExport(b *testing.B) {
 		{"kept", func() any {
 			var batch otlpBatch
 			batch.build(recs)
-			clear(batch.spans)
-			clear(batch.spanPtrs)
-			clear(batch.status)
-			clear(batch.kvs)
-			clear(batch.kvPtrs)
-			clear(batch.vals)
-			clear(batch.strs)
-			clear(batch.ints)
-			clear(batch.scopes)
-			clear(batch.rs)
-			clear(batch.rsPtrs)
+			batch.release() // zeroed as the export leaves them after an upload
 			return []any{make([]record, 0, cfg.MaxExportBatchSize), make([]record, 0, cfg.MaxExportBatchSize), &batch}
 		}},
 		{"queues", func() any {
@@ -56,17 +46,7 @@ func BenchmarkRetainedByExport(b *testing.B) {
 		{"messages", func() any {
 			var batch otlpBatch
 			batch.build(recs)
-			clear(batch.spans)
-			clear(batch.spanPtrs)
-			clear(batch.status)
-			clear(batch.kvs)
-			clear(batch.kvPtrs)
-			clear(batch.vals)
-			clear(batch.strs)
-			clear(batch.ints)
-			clear(batch.scopes)
-			clear(batch.rs)
-			clear(batch.rsPtrs)
+			batch.release() // zeroed as the export leaves them after an upload
 			return []any{make([]record, 0, spans+spans/4), &batch}
 		}},
 		{"dropped", func() any {

@@ -19,6 +19,21 @@ func StageClassifiers(plugins []fwkplugin.Plugin) []StageClassifier {
 	return implementing[StageClassifier](plugins)
 }
 
+// DecodeOnlyAtAdmission reports whether every classifier keeps req decode-only whatever the
+// pick: only then does the request need no prefill leg. No classifiers: false (a P/D request
+// may need one).
+func DecodeOnlyAtAdmission(classifiers []StageClassifier, req *fwksched.LLMRequest) bool {
+	if len(classifiers) == 0 || req == nil {
+		return false
+	}
+	for _, c := range classifiers {
+		if !c.DecodeOnlyAtAdmission(req) {
+			return false
+		}
+	}
+	return true
+}
+
 // implementing returns the plugins that implement T, in order.
 func implementing[T any](plugins []fwkplugin.Plugin) []T {
 	var out []T

@@ -204,15 +204,7 @@ func (a *Admitter) forecast(req *fwksched.LLMRequest, eps []fwksched.Endpoint, t
 
 // decodeOnly: every configured decider keeps the request on its decode pod whatever the pick.
 func (a *Admitter) decodeOnly(req *fwksched.LLMRequest) bool {
-	if len(a.stages) == 0 {
-		return false
-	}
-	for _, c := range a.stages {
-		if !c.DecodeOnlyAtAdmission(req) {
-			return false
-		}
-	}
-	return true
+	return contract.DecodeOnlyAtAdmission(a.stages, req)
 }
 
 // objective is the request's SLO headers where they carry a positive number of ms, else the

@@ -5,6 +5,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
 )
 
@@ -34,13 +35,5 @@ func (a *Plugin) RefusedForCapacity(_ context.Context, req *fwksched.LLMRequest)
 // decodeOnly: every configured P/D decider keeps the request on its decode pod whatever the
 // pick (a.mu held).
 func (a *Plugin) decodeOnly(req *fwksched.LLMRequest) bool {
-	if len(a.stages) == 0 {
-		return false
-	}
-	for _, c := range a.stages {
-		if !c.DecodeOnlyAtAdmission(req) {
-			return false
-		}
-	}
-	return true
+	return contract.DecodeOnlyAtAdmission(a.stages, req)
 }
