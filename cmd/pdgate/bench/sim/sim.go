@@ -306,18 +306,22 @@ func (s *Sim) dispatch(r *request) {
 	}
 	if r.prefill != nil {
 		r.prefill.prefillLegs++
-		l := &leg{kind: legPrefill, req: r}
-		cached, loaded := s.cachedOn(r.prefill, r)
-		l.br = batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1, CachedTokens: cached}
-		s.res.prefix(prompt, cached, loaded, s.fleetBestCached(r))
-		s.clock.AfterFunc(s.cfg.Overheads.Hop+s.prof.CPULoadTime(loaded), func() { s.submit(r.prefill, l) })
+		s.prefillOn(r.prefill, &leg{kind: legPrefill, req: r,
+			br: batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1}})
 		return
 	}
-	l := &leg{kind: legLocal, req: r}
-	cached, loaded := s.cachedOn(r.decode, r)
-	l.br = batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output, CachedTokens: cached}
-	s.res.prefix(prompt, cached, loaded, s.fleetBestCached(r))
-	s.clock.AfterFunc(s.cfg.Overheads.Hop+s.prof.CPULoadTime(loaded), func() { s.submit(r.decode, l) })
+	s.prefillOn(r.decode, &leg{kind: legLocal, req: r,
+		br: batching.Request{ID: r.llm.RequestId, PromptTokens: prompt, OutputTokens: r.a.Output}})
+}
+
+// prefillOn submits a leg that prefills l's prompt on p, one hop later: its cached tokens are
+// p's prefix hit (counted in the run's prefill work), and the tokens only p's CPU tier holds
+// are loaded first.
+func (s *Sim) prefillOn(p *pod, l *leg) {
+	cached, loaded := s.cachedOn(p, l.req)
+	l.br.CachedTokens = cached
+	s.res.prefix(l.br.PromptTokens, cached, loaded, s.fleetBestCached(l.req))
+	s.clock.AfterFunc(s.cfg.Overheads.Hop+s.prof.CPULoadTime(loaded), func() { s.submit(p, l) })
 }
 
 // fleetBestCached is the longest prefix hit any pod of the fleet would give r now, either
