@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"bytes"
+	"math"
 	"runtime"
 	"slices"
 	"testing"
@@ -111,21 +112,28 @@ func TestExportCodecKeepsItsBuffer(t *testing.T) {
 		t.Fatalf("materialized %d of %d bytes", cap(b), size)
 	}
 	first.Free()
-	runtime.GC() // twice: a sync.Pool keeps its objects through one cycle
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	again, err := c.Marshal(req)
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		t.Fatal(err)
+	// TotalAlloc counts every goroutine's allocations, the runtime's and other tests' included,
+	// so the least of three tries is the encoder's: a buffer not kept costs the whole request
+	// in every one of them.
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		runtime.GC() // twice: a sync.Pool keeps its objects through one cycle
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		again, err := c.Marshal(req)
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again.Len() != size {
+			t.Fatalf("encoded %d bytes, then %d", size, again.Len())
+		}
+		again.Free()
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	defer again.Free()
-	if again.Len() != size {
-		t.Fatalf("encoded %d bytes, then %d", size, again.Len())
-	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > uint64(size)/4 {
-		t.Fatalf("encoding a %d-byte request again after two collection cycles allocated %d bytes; want the kept buffer reused", size, got)
+	if least > uint64(size)/4 {
+		t.Fatalf("encoding a %d-byte request again after two collection cycles allocated %d bytes at the least of 3 tries; want the kept buffer reused", size, least)
 	}
 }
 
