@@ -55,24 +55,31 @@ var (
 func init() {
 	for _, names := range [][]string{chatFields, completionsFields, responsesFields, conversationFields, embeddingsFields, messageFields, blockFields, urlFields, audioFields} {
 		for _, n := range names {
-			folded[n] = string(foldName([]byte(n)))
+			folded[n] = string(foldInto(nil, []byte(n)))
 		}
 	}
 }
 
-// fieldIndex matches a key token against struct field names the way encoding/json does: an
-// exact match first, then a case-folded one; -1 when the key is not a field.
+// fieldIndex matches a key token against struct field names the way encoding/json does.
 func fieldIndex(tok []byte, plain bool, names []string) int {
 	key := tok[1 : len(tok)-1]
 	if !plain {
 		key = []byte(unquote(tok, false))
 	}
+	return keyIndex(key, names)
+}
+
+// keyIndex matches an unescaped key against struct field names: an exact match first, then a
+// case-folded one; -1 when the key is not a field. Keys fold into a stack buffer, so a key
+// that differs from its field only in case allocates nothing.
+func keyIndex(key []byte, names []string) int {
 	for i, n := range names {
 		if string(key) == n {
 			return i
 		}
 	}
-	fk := foldName(key)
+	var buf [64]byte
+	fk := foldInto(buf[:0], key)
 	for i, n := range names {
 		if string(fk) == folded[n] {
 			return i

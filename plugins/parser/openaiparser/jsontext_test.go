@@ -44,23 +44,9 @@ type jtDecoder struct {
 	d       jtDecoded
 }
 
-// fieldIndex matches a name token against struct field names the way encoding/json does: an
-// exact match first, then a case-folded one; -1 when the key is not a field.
+// jtFieldIndex is fieldIndex for a jsontext name token.
 func jtFieldIndex(tok []byte, names []string) int {
-	key := jtNameBytes(tok)
-	for i, n := range names {
-		if string(key) == n {
-			return i
-		}
-	}
-	var buf [64]byte
-	fk := jtFoldInto(buf[:0], key)
-	for i, n := range names {
-		if string(fk) == folded[n] {
-			return i
-		}
-	}
-	return -1
+	return keyIndex(jtNameBytes(tok), names)
 }
 
 // keyIs reports whether the name token is exactly name (after unescaping).

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -130,24 +129,4 @@ func jtNameBytes(tok []byte) []byte {
 		return inner
 	}
 	return []byte(bodyjson.Unquote(tok))
-}
-
-// jtFoldInto is foldName appending to dst, so that the walk folds names into a stack buffer
-// (the jsontext walk allocates no more than the scanner's for its folding).
-func jtFoldInto(dst, in []byte) []byte {
-	for i := 0; i < len(in); {
-		c := in[i]
-		if c < utf8.RuneSelf {
-			if 'a' <= c && c <= 'z' {
-				c -= 'a' - 'A'
-			}
-			dst = append(dst, c)
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(in[i:])
-		dst = utf8.AppendRune(dst, foldRune(r))
-		i += n
-	}
-	return dst
 }

@@ -532,25 +532,25 @@ func getu4(s []byte) rune {
 	return r
 }
 
-// foldName is encoding/json's key folding: struct fields match keys case-insensitively
-// (with Unicode simple folding, so "ſ" matches "s" and the Kelvin sign matches "k").
-func foldName(in []byte) []byte {
-	out := make([]byte, 0, len(in))
+// foldInto appends in with encoding/json's key folding to dst: struct fields match keys
+// case-insensitively (with Unicode simple folding, so "ſ" matches "s" and the Kelvin sign
+// matches "k").
+func foldInto(dst, in []byte) []byte {
 	for i := 0; i < len(in); {
 		c := in[i]
 		if c < utf8.RuneSelf {
 			if 'a' <= c && c <= 'z' {
 				c -= 'a' - 'A'
 			}
-			out = append(out, c)
+			dst = append(dst, c)
 			i++
 			continue
 		}
 		r, n := utf8.DecodeRune(in[i:])
-		out = utf8.AppendRune(out, foldRune(r))
+		dst = utf8.AppendRune(dst, foldRune(r))
 		i += n
 	}
-	return out
+	return dst
 }
 
 // foldRune returns the smallest rune of r's simple case-folding orbit.
