@@ -3,27 +3,28 @@ package kvevents
 import (
 	"testing"
 
-	"github.com/vmihailenco/msgpack/v5"
-
 	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
 )
 
-func mustMarshal(t testing.TB, v any) []byte {
-	t.Helper()
-	b, err := msgpack.Marshal(v)
+// encodeSeed lays b out as vLLM does, so the fuzzer starts from what engines really send.
+func encodeSeed(f *testing.F, b kvwire.Batch, format kvwire.EventFormat) []byte {
+	f.Helper()
+	data, err := kvwire.EncodeBatch(b, format)
 	if err != nil {
-		t.Fatal(err)
+		f.Fatal(err)
 	}
-	return b
+	return data
 }
 
 // FuzzHostileStream: whatever a publisher sends, decoding and applying it to a bounded index
 // neither panics nor grows the index past its bounds.
 func FuzzHostileStream(f *testing.F) {
-	f.Add(mustMarshal(f, []any{1.0, []any{[]any{"BlockStored", []any{1, 2}, nil, []any{1, 2, 3, 4}, 2, nil, "GPU"}}, 0}), uint8(0))
-	f.Add(mustMarshal(f, []any{1.0, []any{map[string]any{"type": "BlockStored", "block_hashes": []any{3}, "parent_block_hash": 2,
-		"token_ids": []any{5, 6}, "block_size": 2, "medium": "CPU"}}, 1}), uint8(1))
-	f.Add(mustMarshal(f, []any{1.0, []any{[]any{"BlockRemoved", []any{1}, "GPU"}, []any{"AllBlocksCleared"}}, 0}), uint8(2))
+	f.Add(encodeSeed(f, kvwire.Batch{TS: 1, HasRank: true, Events: []kvwire.Event{
+		{Kind: kvwire.KindStored, Hashes: []uint64{1, 2}, Tokens: []uint32{1, 2, 3, 4}, BlockSize: 2, Medium: "GPU"}}}, kvwire.FormatArray), uint8(0))
+	f.Add(encodeSeed(f, kvwire.Batch{TS: 1, DPRank: 1, HasRank: true, Events: []kvwire.Event{
+		{Kind: kvwire.KindStored, Hashes: []uint64{3}, Parent: 2, HasParent: true, Tokens: []uint32{5, 6}, BlockSize: 2, Medium: "CPU"}}}, kvwire.FormatMap), uint8(1))
+	f.Add(encodeSeed(f, kvwire.Batch{TS: 1, HasRank: true, Events: []kvwire.Event{
+		{Kind: kvwire.KindRemoved, Hashes: []uint64{1}, Medium: "GPU"}, {Kind: kvwire.KindCleared}}}, kvwire.FormatArray), uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, src uint8) {
 		ix := NewIndex(IndexConfig{BlockSize: 2, MaxKeys: 64, MaxBlocksPerEndpoint: 32}, nil)
 		b, err := kvwire.DecodeBatch(data)
