@@ -17,15 +17,16 @@ import (
 // DefaultNamespace is used for endpoints without a namespace.
 const DefaultNamespace = "default"
 
-// Endpoint is one model server listed in the file.
+// Endpoint is one model server listed in the file. The lab writes the file from these too,
+// leaving out what the parser defaults.
 type Endpoint struct {
 	Name        string            `yaml:"name"`
 	Namespace   string            `yaml:"namespace"`
 	Address     string            `yaml:"address"`
 	Port        int               `yaml:"port"`
-	MetricsPort int               `yaml:"metricsPort"`
-	Labels      map[string]string `yaml:"labels"`
-	Annotations map[string]string `yaml:"annotations"`
+	MetricsPort int               `yaml:"metricsPort,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
 }
 
 // File is the endpoints file document.

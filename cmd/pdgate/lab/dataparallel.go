@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/pdgate/pdgate/cmd/epp/endpoints"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -67,28 +68,28 @@ func (p Pod) rankEndpoints() bool {
 }
 
 // endpointRecords are the pod's entries in the standalone endpoints file.
-func (p *Plan) endpointRecords(pod Pod) []endpointRecord {
+func (p *Plan) endpointRecords(pod Pod) []endpoints.Endpoint {
 	labels, ann := p.Labels(pod), p.Annotations(pod)
 	if !pod.rankEndpoints() {
 		port := pod.enginePort
 		if pod.HasSidecar() {
 			port = pod.sidecarPort
 		}
-		return []endpointRecord{{Name: pod.Name, Namespace: Namespace, Address: pod.IP, Port: port,
+		return []endpoints.Endpoint{{Name: pod.Name, Namespace: Namespace, Address: pod.IP, Port: port,
 			MetricsPort: pod.enginePort, Labels: labels, Annotations: ann}}
 	}
 	base := pod.enginePort
 	if pod.HasSidecar() {
 		base = pod.sidecarPort
 	}
-	var out []endpointRecord
+	var out []endpoints.Endpoint
 	for r := 0; r < pod.dpSize; r++ {
 		l := map[string]string{DPRankLabel: strconv.Itoa(r)}
 		for k, v := range labels {
 			l[k] = v
 		}
 		l[podmodel.LabelPort] = strconv.Itoa(pod.enginePort + r)
-		out = append(out, endpointRecord{Name: RankEndpointName(pod.Name, r), Namespace: Namespace,
+		out = append(out, endpoints.Endpoint{Name: RankEndpointName(pod.Name, r), Namespace: Namespace,
 			Address: pod.IP, Port: base + r, MetricsPort: pod.enginePort + r, Labels: l, Annotations: ann})
 	}
 	return out

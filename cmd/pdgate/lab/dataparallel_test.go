@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"github.com/pdgate/pdgate/cmd/epp/endpoints"
 )
 
 func TestDataParallelLayout(t *testing.T) {
@@ -19,8 +19,8 @@ pods:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f endpointsFile
-	if err := yaml.Unmarshal(b, &f); err != nil {
+	eps, err := endpoints.Parse(b)
+	if err != nil {
 		t.Fatal(err)
 	}
 	type ep struct {
@@ -29,7 +29,7 @@ pods:
 		rank          string
 	}
 	var got []ep
-	for _, e := range f.Endpoints {
+	for _, e := range eps {
 		got = append(got, ep{e.Name, e.Port, e.MetricsPort, e.Labels[DPRankLabel]})
 	}
 	want := []ep{

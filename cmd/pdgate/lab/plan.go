@@ -9,8 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
+	"gopkg.in/yaml.v3"
 
+	"github.com/pdgate/pdgate/cmd/epp/endpoints"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -281,25 +282,11 @@ func sanitizeLabel(s string) string {
 	return strings.Trim(string(b), "-_.")
 }
 
-// endpointsFile is the EPP's standalone endpoints file (cmd/epp/README.md).
-type endpointsFile struct {
-	Endpoints []endpointRecord `json:"endpoints"`
-}
-
-type endpointRecord struct {
-	Name        string            `json:"name"`
-	Namespace   string            `json:"namespace"`
-	Address     string            `json:"address"`
-	Port        int               `json:"port"`
-	MetricsPort int               `json:"metricsPort,omitempty"`
-	Labels      map[string]string `json:"labels,omitempty"`
-	Annotations map[string]string `json:"annotations,omitempty"`
-}
-
-// EndpointsYAML renders the endpoints file: one endpoint per pod, at the sidecar for
-// decode-capable pods; metrics are scraped from the engine port.
+// EndpointsYAML renders the EPP's standalone endpoints file (cmd/epp/README.md) in the EPP's
+// own types: one endpoint per pod, at the sidecar for decode-capable pods; metrics are scraped
+// from the engine port.
 func (p *Plan) EndpointsYAML() ([]byte, error) {
-	f := endpointsFile{}
+	f := endpoints.File{}
 	for _, pod := range p.Pods {
 		f.Endpoints = append(f.Endpoints, p.endpointRecords(pod)...)
 	}

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
+	"github.com/pdgate/pdgate/cmd/epp/endpoints"
 )
 
 func testPlan(t *testing.T) *Plan {
@@ -42,26 +42,26 @@ func TestPlanAddressesAndEndpoints(t *testing.T) {
 	if plan.Pods[0].BootstrapPort != BootstrapPort || plan.Pods[1].BootstrapPort != 0 {
 		t.Error("only SGLang prefill pods get a bootstrap port")
 	}
-	var f endpointsFile
 	b, err := plan.EndpointsYAML()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+	eps, err := endpoints.Parse(b) // the EPP's own strict reader
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Endpoints) != 5 || f.Endpoints[1].Port != SidecarPort || f.Endpoints[1].MetricsPort != EnginePort {
-		t.Fatalf("endpoints %+v", f.Endpoints)
+	if len(eps) != 5 || eps[1].Port != SidecarPort || eps[1].MetricsPort != EnginePort {
+		t.Fatalf("endpoints %+v", eps)
 	}
-	labels := f.Endpoints[0].Labels
+	labels := eps[0].Labels
 	if labels["llm-d.ai/role"] != "prefill" || labels["role-name"] != "prefill" || labels["roleset-name"] != "a" ||
 		labels["model.aibrix.ai/engine"] != "sglang" || labels["inference.networking.k8s.io/engine-type"] != "sglang" {
 		t.Errorf("prefill labels %v", labels)
 	}
-	if f.Endpoints[0].Annotations["model.aibrix.ai/sglang-bootstrap-port"] != "8998" {
-		t.Errorf("prefill annotations %v", f.Endpoints[0].Annotations)
+	if eps[0].Annotations["model.aibrix.ai/sglang-bootstrap-port"] != "8998" {
+		t.Errorf("prefill annotations %v", eps[0].Annotations)
 	}
-	comb := f.Endpoints[3]
+	comb := eps[3]
 	if comb.Labels["llm-d.ai/role"] != "both" || comb.Labels["role-name"] != "" ||
 		!strings.Contains(comb.Annotations["model.aibrix.ai/config"], `"combined":true`) ||
 		!strings.Contains(comb.Annotations["model.aibrix.ai/config"], `"promptLenBucketMaxLength":512`) {
