@@ -1,6 +1,7 @@
 package pdratioadvisor
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -15,13 +16,6 @@ func TestStabilizer(t *testing.T) {
 		}
 		return out
 	}
-	concat := func(parts ...[]int) []int {
-		var out []int
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	tests := []struct {
 		name       string
 		raw        []int
@@ -29,13 +23,13 @@ func TestStabilizer(t *testing.T) {
 		maxChanges int // direction changes, the first move included
 	}{
 		{name: "noise inside the band never moves", raw: repeat(60, 20, 21, 19, 22, 18), final: 20, maxChanges: 0},
-		{name: "a step up is followed at once", raw: concat(repeat(6, 20), repeat(3, 40)), final: 40, maxChanges: 1},
-		{name: "a step down waits a whole dwell", raw: concat(repeat(6, 40), repeat(11, 20)), final: 40, maxChanges: 0},
-		{name: "a step down after the dwell", raw: concat(repeat(6, 40), repeat(14, 20)), final: 20, maxChanges: 1},
+		{name: "a step up is followed at once", raw: slices.Concat(repeat(6, 20), repeat(3, 40)), final: 40, maxChanges: 1},
+		{name: "a step down waits a whole dwell", raw: slices.Concat(repeat(6, 40), repeat(11, 20)), final: 40, maxChanges: 0},
+		{name: "a step down after the dwell", raw: slices.Concat(repeat(6, 40), repeat(14, 20)), final: 20, maxChanges: 1},
 		{name: "no flap: alternating estimates stay at the high one", raw: repeat(60, 10, 16), final: 16, maxChanges: 1},
 		{name: "no flap: a slow square wave changes direction at most once a dwell",
 			raw: repeat(10, 10, 10, 10, 30, 30, 30), final: 30, maxChanges: 1},
-		{name: "small counts move by one replica", raw: concat(repeat(3, 1), repeat(3, 2)), final: 2, maxChanges: 1},
+		{name: "small counts move by one replica", raw: slices.Concat(repeat(3, 1), repeat(3, 2)), final: 2, maxChanges: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package simbench
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -31,13 +32,6 @@ func TestReversalGate(t *testing.T) {
 		}
 		return out
 	}
-	concat := func(parts ...[]tick) []tick {
-		var out []tick
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	// flap alternates the advice between a and b every tick for n ticks; a move settles
 	// settle ticks after it is acted on (the simulated fleet below tracks that).
 	tests := []struct {
@@ -52,24 +46,24 @@ func TestReversalGate(t *testing.T) {
 		{name: "a step is followed at once", ticks: run(3, 40, 1), final: 40},
 		{name: "inside the band nothing moves", ticks: run(10, 33, 0), final: 32},
 		{name: "further moves the same way are not held back while the first provisions",
-			ticks: concat(run(1, 36, -1), run(1, 40, -1), run(1, 44, -1)), final: 44},
+			ticks: slices.Concat(run(1, 36, -1), run(1, 40, -1), run(1, 44, -1)), final: 44},
 		{name: "a reversal waits while the move's pods provision",
-			ticks: concat(run(1, 40, -1), run(5, 30, -1)), final: 40},
+			ticks: slices.Concat(run(1, 40, -1), run(5, 30, -1)), final: 40},
 		{name: "a reversal waits while the shrunk role drains, long after any fixed dwell",
 			// moved at 0 s; the decode pods it took drain until 200 s
-			ticks: concat(run(1, 40, -1), run(19, 30, -1), run(1, 30, 0)), final: 40},
+			ticks: slices.Concat(run(1, 40, -1), run(19, 30, -1), run(1, 30, 0)), final: 40},
 		{name: "a reversal waits a window after the move is done",
 			// settled at 60 s; the window (60 s) ends at 120 s
-			ticks: concat(run(1, 40, -1), run(5, 40, -1), run(6, 30, 0)), final: 40},
+			ticks: slices.Concat(run(1, 40, -1), run(5, 40, -1), run(6, 30, 0)), final: 40},
 		{name: "a reversal once the window has measured the new fleet",
-			ticks: concat(run(1, 40, -1), run(5, 40, -1), run(7, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
+			ticks: slices.Concat(run(1, 40, -1), run(5, 40, -1), run(7, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
 		{name: "a move within one replica of coarse advice is rounding, not demand",
 			ticks: coarse(3, 35, 1, 3), final: 32},
 		{name: "a move beyond one replica of coarse advice is followed",
 			ticks: coarse(3, 36, 1, 3), final: 36},
 		{name: "a steady need rounding one way, then the other, never turns the fleet",
 			// a need between two whole replicas, advised as one and then the other
-			ticks: concat(coarse(12, 35, 0, 3), coarse(12, 29, 0, 3), coarse(12, 35, 0, 3)), final: 32},
+			ticks: slices.Concat(coarse(12, 35, 0, 3), coarse(12, 29, 0, 3), coarse(12, 35, 0, 3)), final: 32},
 		{name: "advice flapping every tick turns the fleet at most once per move, settle and window",
 			flap: &struct{ a, b, n, settle int }{a: 40, b: 24, n: 60, settle: 6}, final: 40, maxTurns: 4},
 	}
