@@ -337,18 +337,8 @@ func (s *scanner) key() bool {
 // members iterates the object at s.i, calling f with each key token (quotes included) once the
 // scanner stands on its value; f must consume the value. It returns false on a syntax error.
 func (s *scanner) members(f func(key []byte, plain bool) bool) bool {
-	if s.peek() != '{' {
-		return s.fail()
-	}
-	s.i++
-	s.depth++
-	if s.depth > maxDepth {
-		return s.fail()
-	}
-	if s.peek() == '}' {
-		s.i++
-		s.depth--
-		return true
+	if open, ok := s.enter('{', '}'); !open {
+		return ok
 	}
 	for {
 		if s.peek() != '"' {
@@ -366,50 +356,61 @@ func (s *scanner) members(f func(key []byte, plain bool) bool) bool {
 		if !f(s.b[ks:ke], plain) {
 			return false
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return s.fail()
+		if more, ok := s.next('}'); !more {
+			return ok
 		}
 	}
 }
 
 // elements iterates the array at s.i, calling f(i) with the scanner on each element.
 func (s *scanner) elements(f func(i int) bool) bool {
-	if s.peek() != '[' {
-		return s.fail()
-	}
-	s.i++
-	s.depth++
-	if s.depth > maxDepth {
-		return s.fail()
-	}
-	if s.peek() == ']' {
-		s.i++
-		s.depth--
-		return true
+	if open, ok := s.enter('[', ']'); !open {
+		return ok
 	}
 	for n := 0; ; n++ {
 		s.ws()
 		if !f(n) {
 			return false
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return s.fail()
+		if more, ok := s.next(']'); !more {
+			return ok
 		}
 	}
+}
+
+// enter steps into the container at s.i, which must start with opener. It reports opened when
+// the container has a first member or element to read; otherwise ok tells an empty container
+// (stepped over) from a syntax error.
+func (s *scanner) enter(opener, closer byte) (opened, ok bool) {
+	if s.peek() != opener {
+		return false, s.fail()
+	}
+	s.i++
+	s.depth++
+	if s.depth > maxDepth {
+		return false, s.fail()
+	}
+	if s.peek() == closer {
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return true, true
+}
+
+// next steps over the comma after a member or element and reports more; at the container's
+// close it steps out of it, and ok says whether that close (or a syntax error) ended it.
+func (s *scanner) next(closer byte) (more, ok bool) {
+	switch s.peek() {
+	case ',':
+		s.i++
+		return true, true
+	case closer:
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return false, s.fail()
 }
 
 // value validates and returns the span of the value at s.i.
