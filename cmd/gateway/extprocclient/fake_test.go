@@ -138,6 +138,18 @@ func lbMeta(t *testing.T, fields map[string]any) *structpb.Struct {
 	return st
 }
 
+// openStream dials f with opts and opens a stream on it; both close when the test ends.
+func openStream(t *testing.T, f *fakeEPP, opts Options) (context.Context, *Stream) {
+	t.Helper()
+	ctx := ctxFor(t)
+	s, err := start(t, f, opts).Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return ctx, s
+}
+
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)

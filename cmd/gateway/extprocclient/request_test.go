@@ -145,13 +145,7 @@ func TestRoute(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeEPP{answer: tt.answer(t)}
-			c := start(t, f, Options{MessageTimeout: 300 * time.Millisecond})
-			ctx := ctxFor(t)
-			s, err := c.Open(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			ctx, s := openStream(t, f, Options{MessageTimeout: 300 * time.Millisecond})
 			r, err := s.Route(ctx, HeaderMap(map[string]string{":method": "POST", ":path": "/v1/completions"}), tt.body)
 			if tt.wantErr != "" {
 				if err == nil || !errors.Is(err, ErrEPP) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -197,13 +191,7 @@ func TestRouteImmediateMidBodyWins(t *testing.T) {
 		}
 		return nil, nil
 	}}
-	c := start(t, f, Options{MessageTimeout: time.Second, ChunkSize: 1024})
-	ctx := ctxFor(t)
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	ctx, s := openStream(t, f, Options{MessageTimeout: time.Second, ChunkSize: 1024})
 	r, err := s.Route(ctx, HeaderMap(map[string]string{":path": "/"}), bytes.Repeat([]byte("x"), 4<<20))
 	if err != nil || r.Status() != 413 {
 		t.Fatalf("routing %v, err %v", r, err)
@@ -230,14 +218,8 @@ func TestOpenWithoutClients(t *testing.T) {
 
 func TestDiscardRequestBody(t *testing.T) {
 	body := bytes.Repeat([]byte("y"), 40<<10)
-	c := start(t, &fakeEPP{answer: gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)},
+	ctx, s := openStream(t, &fakeEPP{answer: gieLike(extproctest.SetHeaders(DestinationHeader, "10.0.0.1:8000"), nil)},
 		Options{MessageTimeout: time.Second, DiscardRequestBody: true})
-	ctx := ctxFor(t)
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	r, err := s.Route(ctx, HeaderMap(map[string]string{":path": "/"}), body)
 	if err != nil || r.Body != nil || r.BodyMutation != BodyStreamed || r.Destinations()[0] != "10.0.0.1:8000" {
 		t.Fatalf("routing %+v, err %v", r, err)

@@ -18,13 +18,7 @@ import (
 // routed opens a stream on a GIE-like fake and completes the request phase.
 func routed(t *testing.T, f *fakeEPP, opts Options) *Stream {
 	t.Helper()
-	c := start(t, f, opts)
-	ctx := ctxFor(t)
-	s, err := c.Open(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	ctx, s := openStream(t, f, opts)
 	if _, err := s.Route(ctx, HeaderMap(map[string]string{":path": "/"}), []byte(`{"prompt":"p"}`)); err != nil {
 		t.Fatal(err)
 	}
