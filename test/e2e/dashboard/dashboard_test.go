@@ -1,6 +1,9 @@
-// Package dashboard checks the operator's dashboard against a real Prometheus: the lab runs
-// Debian's prometheus server scraping every EPP, sidecar and simulator, traffic goes through
-// the gateway, and every PromQL query of config/dashboards/pdgate.json must return data.
+// Package dashboard checks the operator's dashboard against a real Prometheus: each lab runs
+// Debian's prometheus server scraping every EPP, sidecar and simulator, traffic and faults go
+// through the gateway, and every PromQL query of config/dashboards/pdgate.json must return
+// data, with no exceptions. Two labs cover it: the recommended configuration under load, and
+// an SGLang lab built to reach the failure and load paths that one never takes
+// (faultlab_test.go). The failure counters must also be above 0 after the run.
 package dashboard
 
 import (
@@ -10,7 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,9 +116,74 @@ func failures(t *testing.T, l *lab.Lab) {
 	}
 }
 
+// sampler records which dashboard queries returned data, over every lab and sample.
+type sampler struct {
+	queries []panelQuery
+	hasData map[string]bool
+}
+
+// sample runs every query against the lab's Prometheus. Gauges of work in flight (the
+// ledger's per-pod tokens) exist while there is work: a query passes when it returns data in
+// any sample, under load or after it.
+func (s *sampler) sample(ctx context.Context, t *testing.T, l *lab.Lab, when string) {
+	t.Helper()
+	for _, q := range s.queries {
+		series, err := l.QueryPrometheus(ctx, grafanaVars.Replace(q.expr))
+		if err != nil {
+			t.Errorf("panel %q (%s): %v", q.panel, when, err)
+			continue
+		}
+		s.hasData[q.expr] = s.hasData[q.expr] || len(series) > 0
+	}
+}
+
+// requireCounted fails the test unless metric's series in the lab's Prometheus add up to more
+// than 0: a failure path that ran but whose increment is broken leaves a series at 0 or none.
+func requireCounted(ctx context.Context, t *testing.T, l *lab.Lab, metric string) {
+	t.Helper()
+	series, err := l.QueryPrometheus(ctx, "sum("+metric+")")
+	if err != nil {
+		t.Errorf("%s: %v", metric, err)
+		return
+	}
+	if len(series) == 0 {
+		t.Errorf("%s: no series after the run", metric)
+		return
+	}
+	raw, _ := series[0].Value[1].(string)
+	v, err := strconv.ParseFloat(raw, 64)
+	if err != nil || !(v > 0) {
+		t.Errorf("%s = %q after the run, want > 0", metric, raw)
+		return
+	}
+	t.Logf("%s = %g", metric, v)
+}
+
+// The dashboard's queries run against two labs, each scraped by its own Prometheus: the
+// recommended configuration under load (recommended), and a lab built to reach what that one
+// does not (faultlab_test.go: the deprecated pd-profile-handler, the Redis-shared ledger, a
+// short ledger TTL, AIBrix's fast paths and combined overflow, and the simulator's faults).
+// Every query must return data from one of them.
 func TestEveryDashboardQueryReturnsData(t *testing.T) {
 	prom := prometheusBinary(t)
-	queries := dashboardQueries(t)
+	s := &sampler{queries: dashboardQueries(t), hasData: map[string]bool{}}
+	t.Run("recommended", func(t *testing.T) { recommendedRun(t, prom, s) })
+	t.Run("faults", func(t *testing.T) { faultLabRun(t, prom, s) })
+	var empty []string
+	for _, q := range s.queries {
+		if !s.hasData[q.expr] {
+			empty = append(empty, q.panel+": "+grafanaVars.Replace(q.expr))
+		}
+	}
+	if len(empty) > 0 {
+		t.Fatalf("%d of %d dashboard queries return no data from either lab's Prometheus:\n  %s", len(empty), len(s.queries), strings.Join(empty, "\n  "))
+	}
+	t.Logf("all %d dashboard queries returned data", len(s.queries))
+}
+
+// recommendedRun drives the recommended lab: mixed traffic, Prefer: if-available traffic, the
+// answers the EPP and a sidecar refuse, and a prefill the sidecar retries.
+func recommendedRun(t *testing.T, prom string, s *sampler) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	l := labtest.Start(t, lab.Options{Topology: recommendedTopology(t), Subnet: "127.0.47", Prometheus: prom})
@@ -129,20 +197,6 @@ func TestEveryDashboardQueryReturnsData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Gauges of work in flight (the ledger's per-pod tokens) exist while there is work: a
-	// query passes when it returns data under load or after it.
-	hasData := map[string]bool{}
-	sample := func(when string) {
-		for _, q := range queries {
-			expr := grafanaVars.Replace(q.expr)
-			series, err := l.QueryPrometheus(ctx, expr)
-			if err != nil {
-				t.Errorf("panel %q (%s): %v", q.panel, when, err)
-				continue
-			}
-			hasData[q.expr] = hasData[q.expr] || len(series) > 0
-		}
-	}
 	done := make(chan struct{})
 	var res *loadgen.Result
 	var runErr error
@@ -151,7 +205,7 @@ func TestEveryDashboardQueryReturnsData(t *testing.T) {
 		res, runErr = loadgen.Run(ctx, loadgen.Config{URL: l.URL, Gen: gen, Duration: 20 * time.Second, Rate: 12, Concurrency: 16, Trace: true, Classify: l.Plan.Classify})
 	}()
 	time.Sleep(12 * time.Second)
-	sample("under load")
+	s.sample(ctx, t, l, "under load")
 	<-done
 	if runErr != nil {
 		t.Fatal(runErr)
@@ -159,61 +213,30 @@ func TestEveryDashboardQueryReturnsData(t *testing.T) {
 	t.Logf("traffic: %d requests, statuses %v", res.RequestsSent, res.ResponsesByStatus)
 	// Prefer: if-available traffic (the conditional-decode gate), then the answers operators
 	// must see counted: a body the EPP refuses, a model nobody serves, a prefill target
-	// outside a sidecar's allow-list.
+	// outside a sidecar's allow-list, a prefill the sidecar retries.
 	cres, err := loadgen.Run(ctx, loadgen.Config{URL: l.URL, Gen: conditional, MaxRequests: 40, Concurrency: 4, Trace: true, Classify: l.Plan.Classify})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("conditional traffic: %d requests, statuses %v, %d answered 412", cres.RequestsSent, cres.ResponsesByStatus, cres.Conditional412)
 	failures(t, l)
+	prefillRetried(t, l)
 	// Two more scrapes after the last request, so that every rate() sees the increase.
 	time.Sleep(3 * lab.PrometheusScrapeInterval)
-	sample("after the load")
-	var empty, filled []string
-	for _, q := range queries {
-		expr := grafanaVars.Replace(q.expr)
-		switch _, known := notYetFilled[metricOf(q.expr)]; {
-		case !hasData[q.expr] && !known:
-			empty = append(empty, q.panel+": "+expr)
-		case hasData[q.expr] && known:
-			filled = append(filled, metricOf(q.expr))
-		}
-	}
-	if len(empty) > 0 {
-		t.Errorf("%d of %d dashboard queries return no data from the lab's Prometheus:\n  %s", len(empty), len(queries), strings.Join(empty, "\n  "))
-	}
-	if len(filled) > 0 {
-		t.Logf("filled this run although listed in notYetFilled: %s", strings.Join(filled, ", "))
-	}
-	t.Logf("%d of %d dashboard queries checked for data; %d listed in notYetFilled", len(queries)-len(notYetFilled), len(queries), len(notYetFilled))
+	s.sample(ctx, t, l, "after the load")
+	requireCounted(ctx, t, l, "pdgate_sidecar_prefill_retries_total")
 }
 
-// notYetFilled are the dashboard's metrics that this run may leave without a series, each with
-// why. Their queries must still parse and run (sample checks that).
-var notYetFilled = map[string]string{
-	// failure counters: a vector gets its first series on the first failure
-	"pdgate_pd_select_failures_total":        "aibrix-pd-pair finds no pair",
-	"pdgate_token_load_force_released_total": "a ledger charge outlives its TTL",
-	"pdgate_sidecar_decode_watchdog_total":   "a decode misses the watchdog",
-	"pdgate_sidecar_decode_aborts_total":     "a decode is aborted",
-	"pdgate_sidecar_prefill_retries_total":   "a prefill is retried",
-	// load-dependent: AIBrix's fast paths and the combined overflow act on load spreads that
-	// this short run may or may not reach
-	"pdgate_pd_fast_path_total": "a prefill or decode load spread above AIBrix's thresholds",
-	"pdgate_pd_combined_total":  "the P/D tier hot enough to overflow to the combined pod",
-	// features config/recommended.yaml does not run
-	"pdgate_pd_decisions_total":            "llm-d's deprecated pd-profile-handler",
-	"pdgate_token_load_shared_syncs_total": "the shared decode ledger (Redis)",
-}
-
-// metricOf is the first metric name of a query (every dashboard query reads one metric).
-func metricOf(expr string) string {
-	for _, name := range metricName.FindAllString(expr, -1) {
-		if strings.HasPrefix(name, "pdgate_") || strings.HasPrefix(name, "inference_") {
-			return strings.TrimSuffix(name, "_bucket")
-		}
+// prefillRetried sends a request whose prefill leg fails (the simulator's prefill-fail fault,
+// on every attempt): the vLLM sidecar retries it once before its failure policy applies.
+func prefillRetried(t *testing.T, l *lab.Lab) {
+	t.Helper()
+	// Long and never sent before, so that the EPP gives it a prefill leg.
+	prompt := strings.Repeat("A prefill that fails is retried once before the policy applies. ", 40)
+	status, hdr, _ := testsupport.PostJSON(t, l.URL+"/v1/completions", map[string]string{"x-sim-fault": "prefill-fail"},
+		map[string]any{"model": l.Plan.Topology.Model, "prompt": prompt, "max_tokens": 4})
+	t.Logf("prefill-fail: status %d, prefill outcome %q, cause %q", status, hdr.Get("x-pdgate-prefill-outcome"), hdr.Get("x-error-pd-cause"))
+	if status == http.StatusOK && hdr.Get("x-pdgate-prefill-outcome") == "ok" {
+		t.Errorf("a request whose every prefill failed answered 200 with prefill outcome ok")
 	}
-	return expr
 }
-
-var metricName = regexp.MustCompile(`[a-z_]+`)
