@@ -82,13 +82,7 @@ func Parse(b []byte) (*Object, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse JSON body: value of %q: %w", key, err)
 		}
-		if o.index(key) >= 0 {
-			if o.dups == nil {
-				o.dups = map[string]int{}
-			}
-			o.dups[key]++
-		}
-		o.members = append(o.members, member{key: key, raw: json.RawMessage(raw)})
+		o.parsed(key, json.RawMessage(raw))
 	}
 	if _, err := d.ReadToken(); err != nil {
 		return nil, fmt.Errorf("parse JSON body: %w", err)
@@ -100,6 +94,18 @@ func Parse(b []byte) (*Object, error) {
 		return nil, fmt.Errorf("parse JSON body: %w", err)
 	}
 	return o, nil
+}
+
+// parsed appends a member read from a body, counting a key that is already there as a
+// duplicate (Duplicated reports it; setting the key drops the copies after the first).
+func (o *Object) parsed(key string, raw json.RawMessage) {
+	if o.index(key) >= 0 {
+		if o.dups == nil {
+			o.dups = map[string]int{}
+		}
+		o.dups[key]++
+	}
+	o.members = append(o.members, member{key: key, raw: raw})
 }
 
 // unquote decodes a name token the decoder validated, as encoding/json decodes a key: escapes,

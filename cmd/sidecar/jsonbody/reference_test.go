@@ -37,13 +37,7 @@ func parseStd(b []byte) (*Object, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("parse JSON body: value of %q: %w", key, err)
 		}
-		if o.index(key) >= 0 {
-			if o.dups == nil {
-				o.dups = map[string]int{}
-			}
-			o.dups[key]++
-		}
-		o.members = append(o.members, member{key: key, raw: raw})
+		o.parsed(key, raw)
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, fmt.Errorf("parse JSON body: %w", err)
