@@ -55,22 +55,7 @@ plugins:
 - type: pdgate-openai-parser
   parameters:
     payload: map
-schedulingProfiles:
-- name: decode
-  plugins:
-  - pluginRef: aibrix-pd-pair
-  - pluginRef: max-score-picker
-- name: prefill
-  plugins:
-  - pluginRef: aibrix-pd-prefill-filter
-  - pluginRef: max-score-picker
-dataLayer:
-  sources:
-  - pluginRef: metrics-data-source
-    extractors:
-    - pluginRef: core-metrics-extractor
-    - pluginRef: aibrix-engine-metrics-extractor
-`
+` + pdProfiles
 
 // bound is what limits a fleet's admissions in one scenario: the requests offered, the engines'
 // KV cache and the TTFT objective.

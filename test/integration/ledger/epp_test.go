@@ -68,7 +68,12 @@ plugins:
   parameters:
     deciders:
       prefill: aibrix-pd-pair
-schedulingProfiles:
+` + pdProfiles
+
+// pdProfiles are the scheduling profiles and the data layer both configs here run:
+// aibrix-pd-pair picks the decode pod and pairs a prefill pod with it, which the prefill
+// profile's aibrix-pd-prefill-filter returns.
+const pdProfiles = `schedulingProfiles:
 - name: decode
   plugins:
   - pluginRef: aibrix-pd-pair
