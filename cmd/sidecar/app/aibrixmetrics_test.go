@@ -1,7 +1,6 @@
 package app
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -58,24 +57,14 @@ func TestAIBrixFailureCounter(t *testing.T) {
 			o.Listen, o.EngineURL, o.Allowlist, o.Logger = "127.0.0.1:0", engine.URL, pu.Host, logr.Discard()
 			o.FailurePolicy, o.PrefillRetryOnce, o.AIBrixMetrics = "fail-fast", false, tt.aibrixMetrics
 			o.FirstResponseTimeout = 100 * time.Millisecond
-			addr := make(chan string, 1)
-			o.OnListening = func(a string) { addr <- a }
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- Run(ctx, o) }()
+			addr, cancel, done := startRun(t, o)
 			defer func() {
 				cancel()
 				if err := <-done; err != nil {
 					t.Errorf("Run: %v", err)
 				}
 			}()
-			var base string
-			select {
-			case a := <-addr:
-				base = "http://" + a
-			case err := <-done:
-				t.Fatalf("Run: %v", err)
-			}
+			base := "http://" + addr
 
 			req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[]}`))
 			req.Header.Set("Content-Type", "application/json")

@@ -94,6 +94,25 @@ func TestProxyConfigRejectsBadValues(t *testing.T) {
 	}
 }
 
+// startRun runs the sidecar with o in the background until cancel, and returns the address it
+// listens on and Run's result. A Run that ends before it listens fails the test.
+func startRun(t *testing.T, o *Options) (addr string, cancel context.CancelFunc, done <-chan error) {
+	t.Helper()
+	listening := make(chan string, 1)
+	o.OnListening = func(a string) { listening <- a }
+	ctx, cancel := context.WithCancel(context.Background())
+	result := make(chan error, 1)
+	go func() { result <- Run(ctx, o) }()
+	select {
+	case a := <-listening:
+		return a, cancel, result
+	case err := <-result:
+		cancel()
+		t.Fatalf("Run ended before listening: %v", err)
+		return "", nil, nil
+	}
+}
+
 // TestRunServesAndShutsDownGracefully: a stream in flight when the context ends still
 // completes; TLS with a self-signed certificate serves.
 func TestRunServesAndShutsDownGracefully(t *testing.T) {
@@ -109,18 +128,8 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	defer engine.Close()
 	o := NewOptions()
 	o.Listen, o.EngineURL, o.Allowlist, o.Logger, o.TLSSelfSigned = "127.0.0.1:0", engine.URL, "10.0.0.1:1", logr.Discard(), true
-	addr := make(chan string, 1)
-	o.OnListening = func(a string) { addr <- a }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, o) }()
-	var base string
-	select {
-	case a := <-addr:
-		base = "https://" + a
-	case err := <-done:
-		t.Fatal(err)
-	}
+	addr, cancel, done := startRun(t, o)
+	base := "https://" + addr
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // self-signed test cert
 	resp, err := client.Get(base + HealthPath)
 	if err != nil || resp.StatusCode != 200 {
