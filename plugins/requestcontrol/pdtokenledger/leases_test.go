@@ -11,6 +11,12 @@ import (
 // request's own charges left out when it is forecast again on its pick.
 func TestLeases(t *testing.T) {
 	const p, d, other tokenload.PodKey = "ns/p", "ns/d", "ns/unknown"
+	// chargeAB is where most cases start: a (1,160 prefill and 1,000 decode tokens) and b (660
+	// and 500) charged on p and d.
+	chargeAB := func(tr *Tracker) {
+		chargeBoth(tr, "a", p, d, 1160, 1000)
+		chargeBoth(tr, "b", p, d, 660, 500)
+	}
 	tests := []struct {
 		name    string
 		do      func(tr *Tracker)
@@ -18,30 +24,23 @@ func TestLeases(t *testing.T) {
 		want    [3]tokenload.Leases // p, d, other
 	}{
 		{name: "empty ledger", do: func(*Tracker) {}},
-		{name: "two requests charged",
-			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
-			},
+		{name: "two requests charged", do: chargeAB,
 			want: [3]tokenload.Leases{{PrefillTokens: 1820, PrefillLegs: 2}, {DecodeSlots: 2, DecodeTokens: 1500}, {}}},
 		{name: "prefill leg done: the decode lease stays",
 			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
+				chargeAB(tr)
 				tr.ReleasePrefillActive("a")
 			},
 			want: [3]tokenload.Leases{{PrefillTokens: 660, PrefillLegs: 1}, {DecodeSlots: 2, DecodeTokens: 1500}, {}}},
 		{name: "end of stream releases everything",
 			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
+				chargeAB(tr)
 				tr.ReleaseAll("a")
 			},
 			want: [3]tokenload.Leases{{PrefillTokens: 660, PrefillLegs: 1}, {DecodeSlots: 1, DecodeTokens: 500}, {}}},
 		{name: "output budgets recorded after the charge, one request without max_tokens",
 			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
+				chargeAB(tr)
 				chargeBoth(tr, "c", p, d, 160, 100)
 				tr.RecordOutputBudget("a", 4000)
 				tr.RecordOutputBudget("a", 4000) // counted once
@@ -53,8 +52,7 @@ func TestLeases(t *testing.T) {
 				{DecodeSlots: 3, DecodeTokens: 1600, DecodeBudgeted: 2, DecodeOutputTokens: 4200}, {}}},
 		{name: "a budget leaves with its sequence",
 			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
+				chargeAB(tr)
 				tr.RecordOutputBudget("a", 4000)
 				tr.RecordOutputBudget("b", 200)
 				tr.ReleaseAll("a")
@@ -73,8 +71,7 @@ func TestLeases(t *testing.T) {
 			want: [3]tokenload.Leases{{PrefillTokens: 660, PrefillLegs: 1}, {DecodeSlots: 2, DecodeTokens: 1500, DecodeBudgeted: 2, DecodeOutputTokens: 3700}, {}}},
 		{name: "the forecast request's own charges left out",
 			do: func(tr *Tracker) {
-				chargeBoth(tr, "a", p, d, 1160, 1000)
-				chargeBoth(tr, "b", p, d, 660, 500)
+				chargeAB(tr)
 				tr.RecordOutputBudget("a", 4000)
 				tr.RecordOutputBudget("b", 200)
 			},
