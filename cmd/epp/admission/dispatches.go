@@ -34,6 +34,13 @@ import (
 // each sees the reservations of those before it (flow control queues requests itself and is
 // not serialised).
 //
+// A leg that has returned is no longer queued on its pod. Where the sidecars report that
+// (the prefill-release callback, --prefill-release-address), the ledger forgets each leg when
+// it returns instead of at the next scrape: at a scrape interval longer than a prefill, a pod
+// would otherwise look busy with legs it already served until the scrape shows it empty, and
+// admission would refuse work the pod had room for (one EPP under flow control at a 2 s scrape
+// admitted 14 requests where its decode pods held 40).
+//
 // Only prefill pods are corrected. Only prompts long enough to need a remote prefill reach one,
 // and a prefill pod works through prompts nearly one at a time, so a dispatch there is queued
 // work. A decode pod takes new requests into its running batch at once; counting them as
@@ -58,6 +65,9 @@ const (
 type Dispatches struct {
 	mu    sync.Mutex
 	byPod map[podKey][]time.Time // endpoint → dispatch times, oldest first
+	// legs are the prefill legs not yet returned, by request id, kept only once TrackReturns
+	// says that returns will be reported (PrefillReturned).
+	legs map[string][]leg
 	// predicted keeps the last predicted metrics of each prefill pod, reused while its scrape and
 	// its count are the same: every request of a scrape interval would otherwise clone the
 	// same metrics (three allocations a prefill pod, a request).
@@ -75,6 +85,38 @@ func NewDispatches() *Dispatches { return NewDispatchesAt(time.Now) }
 // metrics' UpdateTime must be on the same clock).
 func NewDispatchesAt(now func() time.Time) *Dispatches {
 	return &Dispatches{byPod: map[podKey][]time.Time{}, predicted: map[podKey]predictedMetrics{}, reserved: map[string]struct{}{}, now: now}
+}
+
+// leg is one dispatch of a request: to which pod, when.
+type leg struct {
+	pod podKey
+	at  time.Time
+}
+
+// TrackReturns makes the ledger remember which request each prefill leg belongs to, so that
+// PrefillReturned can forget it; the EPP calls it when the sidecars report returned legs.
+func (d *Dispatches) TrackReturns() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.legs == nil {
+		d.legs = map[string][]leg{}
+	}
+}
+
+// PrefillReturned forgets the prefill legs of a request whose prefill leg returned (the
+// prefill-release callback): its pod no longer holds it. A request with no leg recorded (a
+// second report, one older than the ledger's horizon) is a no-op.
+func (d *Dispatches) PrefillReturned(requestID string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, l := range d.legs[requestID] {
+		times := d.byPod[l.pod]
+		// times are in order; a leg's time may be shared with others, any one of them is it
+		if i, ok := slices.BinarySearchFunc(times, l.at, time.Time.Compare); ok {
+			d.byPod[l.pod] = slices.Delete(times, i, i+1)
+		}
+	}
+	delete(d.legs, requestID)
 }
 
 // reserve holds a prefill slot for an admitted request until Settle.
@@ -100,7 +142,7 @@ func (d *Dispatches) Settle(requestID string) {
 // Dispatched records the prefill-tier picks of a request the EPP sent on (its prefill leg's
 // pod); the request path calls it (extproc.Config.Dispatched). A pool without prefill pods
 // leaves the ledger empty and costs nothing more.
-func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
+func (d *Dispatches) Dispatched(requestID string, result *fwksched.SchedulingResult) {
 	if result == nil {
 		return
 	}
@@ -109,14 +151,14 @@ func (d *Dispatches) Dispatched(result *fwksched.SchedulingResult) {
 			continue
 		}
 		if md := pr.TargetEndpoints[0].GetMetadata(); md != nil && inPrefillTier(md.Labels) {
-			d.record(keyOf(md))
+			d.record(requestID, keyOf(md))
 		}
 	}
 }
 
-// record appends a dispatch to key now. The time is taken under the lock, so each pod's times
-// are in order and counting is a binary search.
-func (d *Dispatches) record(key podKey) {
+// record appends a dispatch of requestID to key now. The time is taken under the lock, so
+// each pod's times are in order and counting is a binary search.
+func (d *Dispatches) record(requestID string, key podKey) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	at := d.now()
@@ -124,11 +166,21 @@ func (d *Dispatches) record(key podKey) {
 	drop := sort.Search(len(times), func(i int) bool { return at.Sub(times[i]) <= dispatchHorizon })
 	drop = max(drop, len(times)+1-maxDispatchesPerPod)
 	d.byPod[key] = append(times[drop:], at)
+	if d.legs != nil {
+		d.legs[requestID] = append(d.legs[requestID], leg{pod: key, at: at})
+	}
 	if at.Sub(d.lastSweep) > dispatchHorizon { // endpoints gone from the pool leave the ledger
 		d.lastSweep = at
 		for k, ts := range d.byPod {
-			if at.Sub(ts[len(ts)-1]) > dispatchHorizon {
+			if len(ts) == 0 || at.Sub(ts[len(ts)-1]) > dispatchHorizon {
 				delete(d.byPod, k)
+			}
+		}
+		// legs past the horizon are no longer counted, returned or not (a request whose return
+		// is never reported: a failed leg, a sidecar without the callback)
+		for id, ls := range d.legs {
+			if at.Sub(ls[len(ls)-1].at) > dispatchHorizon {
+				delete(d.legs, id)
 			}
 		}
 		clear(d.predicted) // rebuilt on the next prediction; drops endpoints gone from the pool

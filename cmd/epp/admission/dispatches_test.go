@@ -56,11 +56,11 @@ func TestDispatchesRaisePrefillQueueUntilTheNextScrape(t *testing.T) {
 			led := NewDispatches()
 			for _, off := range tc.prefillAt {
 				led.now = func() time.Time { return scrape.Add(off) }
-				led.Dispatched(picked(p0, d0))
+				led.Dispatched("r", picked(p0, d0))
 			}
 			for _, off := range tc.decodeAt {
 				led.now = func() time.Time { return scrape.Add(off) }
-				led.Dispatched(picked(nil, d0))
+				led.Dispatched("r", picked(nil, d0))
 			}
 			seen := led.Candidates(poolOf{p0, p1, d0}).Locate(context.Background(), nil)
 			got := map[string]int{}
@@ -75,6 +75,59 @@ func TestDispatchesRaisePrefillQueueUntilTheNextScrape(t *testing.T) {
 				t.Fatal("the datastore's metrics must not change")
 			}
 		})
+	}
+}
+
+// A prefill leg reported returned (the prefill-release callback) is no longer counted as
+// queued on its pod, without waiting for the next scrape; only once returns are tracked.
+func TestReturnedLegsLeaveThePrefillQueue(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	cases := []struct {
+		name     string
+		untraced bool
+		returned []string
+		want     int // prefill-0's waiting queue as seen: scraped 2, legs a, b, c since
+	}{
+		{name: "none returned", want: 5},
+		{name: "one returned", returned: []string{"b"}, want: 4},
+		{name: "all returned", returned: []string{"a", "b", "c"}, want: 2},
+		{name: "a second report of the same leg", returned: []string{"b", "b"}, want: 4},
+		{name: "an unknown request", returned: []string{"z"}, want: 5},
+		{name: "returns not tracked", untraced: true, returned: []string{"a", "b"}, want: 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p0, d0 := scraped("prefill-0", "prefill", 2, scrape), scraped("decode-0", "decode", 0, scrape)
+			led := NewDispatches()
+			if !tc.untraced {
+				led.TrackReturns()
+			}
+			for i, id := range []string{"a", "b", "c"} {
+				led.now = func() time.Time { return scrape.Add(time.Duration(10*i+10) * time.Millisecond) }
+				led.Dispatched(id, picked(p0, d0))
+			}
+			for _, id := range tc.returned {
+				led.PrefillReturned(id)
+			}
+			if got := led.Seen(p0.GetMetadata(), p0.GetMetrics()).WaitingQueueSize; got != tc.want {
+				t.Fatalf("prefill-0 seen with %d waiting, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+// A leg whose return is never reported leaves the ledger with the horizon.
+func TestUnreturnedLegsExpire(t *testing.T) {
+	start := time.Unix(1000, 0)
+	p, d := scraped("p", "prefill", 0, start), scraped("d", "decode", 0, start)
+	led := NewDispatches()
+	led.TrackReturns()
+	led.now = func() time.Time { return start }
+	led.Dispatched("lost", picked(p, d))
+	led.now = func() time.Time { return start.Add(2 * dispatchHorizon) }
+	led.Dispatched("later", picked(p, d))
+	if _, ok := led.legs["lost"]; ok || len(led.legs) != 1 {
+		t.Fatalf("legs %v, want only the later request's", led.legs)
 	}
 }
 
@@ -94,7 +147,7 @@ func TestDispatchesShedWithinOneScrapeInterval(t *testing.T) {
 	pool := poolOf{p0, d0}
 	for i := range 6 {
 		led.now = func() time.Time { return scrape.Add(time.Duration(i+1) * time.Millisecond) }
-		led.Dispatched(picked(p0, d0))
+		led.Dispatched("r", picked(p0, d0))
 	}
 	if got := det.Saturation(context.Background(), led.Candidates(pool).Locate(context.Background(), nil)); got < 0.99 { // (4+6)/10
 		t.Fatalf("with the ledger: saturation %v, want 1.0", got)
@@ -108,9 +161,9 @@ func TestDispatchesForgetOldAndGoneEndpoints(t *testing.T) {
 	start := time.Unix(1000, 0)
 	led := NewDispatches()
 	led.now = func() time.Time { return start }
-	led.Dispatched(picked(scraped("gone", "prefill", 0, start), scraped("d", "decode", 0, start)))
+	led.Dispatched("r", picked(scraped("gone", "prefill", 0, start), scraped("d", "decode", 0, start)))
 	led.now = func() time.Time { return start.Add(2 * dispatchHorizon) }
-	led.Dispatched(picked(scraped("p", "prefill", 0, start), scraped("d", "decode", 0, start)))
+	led.Dispatched("r", picked(scraped("p", "prefill", 0, start), scraped("d", "decode", 0, start)))
 	if len(led.byPod) != 1 || len(led.byPod[podKey{name: types.NamespacedName{Namespace: "ns", Name: "p"}, port: "8000"}]) != 1 {
 		t.Fatalf("ledger %v, want only p's dispatch (decode picks are not recorded, gone's is too old)", led.byPod)
 	}
@@ -202,7 +255,7 @@ func TestDispatchesPerPodBound(t *testing.T) {
 	p0 := scraped("prefill-0", "prefill", 0, start)
 	led := NewDispatchesAt(func() time.Time { return start.Add(time.Millisecond) })
 	for range 3 * maxDispatchesPerPod {
-		led.Dispatched(picked(p0, scraped("decode-0", "decode", 0, start)))
+		led.Dispatched("r", picked(p0, scraped("decode-0", "decode", 0, start)))
 	}
 	seen := led.Candidates(poolOf{p0}).Locate(context.Background(), nil)
 	if got := seen[0].GetMetrics().WaitingQueueSize; got != maxDispatchesPerPod {
@@ -218,7 +271,7 @@ func TestPredictionReusedWithinAScrape(t *testing.T) {
 	p0, d0 := scraped("prefill-0", "prefill", 2, scrape), scraped("decode-0", "decode", 1, scrape)
 	led := NewDispatches()
 	led.now = func() time.Time { return scrape.Add(time.Millisecond) }
-	led.Dispatched(picked(p0, d0))
+	led.Dispatched("r", picked(p0, d0))
 	pool := led.Candidates(poolOf{p0, d0})
 	waiting := func() (*fwkdl.Metrics, int) {
 		m := pool.Locate(context.Background(), nil)[0].GetMetrics()
@@ -228,7 +281,7 @@ func TestPredictionReusedWithinAScrape(t *testing.T) {
 	if again, _ := waiting(); again != first || q != 3 {
 		t.Fatalf("second request: metrics %p (first %p), waiting %d; want the same copy with 3 waiting", again, first, q)
 	}
-	led.Dispatched(picked(p0, d0))
+	led.Dispatched("r", picked(p0, d0))
 	if next, q := waiting(); next == first || q != 4 {
 		t.Fatalf("after another dispatch: waiting %d from the old copy %v; want a new copy with 4", q, next == first)
 	}
@@ -236,9 +289,9 @@ func TestPredictionReusedWithinAScrape(t *testing.T) {
 	if _, q := waiting(); q != 4 {
 		t.Fatalf("after a scrape that shows both legs: waiting %d, want 4", q)
 	}
-	led.Dispatched(picked(p0, d0))
+	led.Dispatched("r", picked(p0, d0))
 	led.now = func() time.Time { return scrape.Add(time.Second + time.Millisecond) }
-	led.Dispatched(picked(p0, d0))
+	led.Dispatched("r", picked(p0, d0))
 	eps := poolOf{p0, d0}.Locate(context.Background(), nil)
 	if n := testing.AllocsPerRun(100, func() { _ = led.predict(eps) }); n > 2 {
 		t.Fatalf("%v allocations per prediction, want at most 2 (the slice and the wrapper)", n)

@@ -86,9 +86,9 @@ type Options struct {
 	// Request path options (body limit, decision traces).
 	Path extproc.Options
 	// PrefillRelease, when set (--prefill-release-address), releases the prefill charges of
-	// the configured contract.PrefillReleasers when a sidecar reports the prefill leg
-	// returned; New installs the releasers and has the request path add the callback header.
-	// With no releaser configured the callback stays off (logged).
+	// the configured contract.PrefillReleasers and has admission's dispatch ledger forget the
+	// leg when a sidecar reports the prefill leg returned; New installs both and has the
+	// request path add the callback header.
 	PrefillRelease *prefillrelease.Callback
 }
 
@@ -201,12 +201,13 @@ func New(ctx context.Context, o Options) (*Core, error) {
 		return nil, err
 	}
 	if o.PrefillRelease != nil && !o.Validate {
-		if n := o.PrefillRelease.SetReleasers(contract.PrefillReleasers(c.Handle.GetAllPlugins())); n > 0 {
-			o.Path.PrefillRelease = o.PrefillRelease.HeaderValue
-			logger.Info("Prefill-release callback on: sidecars release prefill charges when the prefill leg returns", "releasers", n)
-		} else {
-			logger.Info("--prefill-release-address is set but no configured plugin holds prefill charges (pd-token-ledger); the callback is off")
-		}
+		// Admission's dispatch ledger always listens, so the callback is on whether or not a
+		// plugin holds prefill charges.
+		n := o.PrefillRelease.SetReleasers(contract.PrefillReleasers(c.Handle.GetAllPlugins()))
+		o.PrefillRelease.OnReturned(c.Dispatches.PrefillReturned)
+		c.Dispatches.TrackReturns()
+		o.Path.PrefillRelease = o.PrefillRelease.HeaderValue
+		logger.Info("Prefill-release callback on: sidecars report when the prefill leg returns", "releasers", n)
 	}
 	if o.Path.Traces == nil {
 		o.Path.Traces = tracing.Recorder{}

@@ -171,7 +171,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 		return dec, a
 	}
 	if d.cfg.Dispatched != nil {
-		d.cfg.Dispatched(result)
+		d.cfg.Dispatched(req.RequestId, result)
 	}
 	dec.Result = result
 	return dec, nil

@@ -103,7 +103,7 @@ type Config struct {
 	// Dispatched, when set, is told the scheduling result of every request the path sends on
 	// (after the PreRequest plugins, once no early answer was recorded): admission's ledger of
 	// where the EPP sent work since the last scrape.
-	Dispatched func(*fwksched.SchedulingResult)
+	Dispatched func(requestID string, result *fwksched.SchedulingResult)
 	// Settle, when set, is told the id of every request Admission admitted once the request
 	// was dispatched (after Dispatched) or will not be: it ends admission's reservation.
 	Settle func(requestID string)

@@ -85,6 +85,7 @@ type Callback struct {
 	prefix    string // http://addr/pdgate/v1/prefill-released?id=
 	key       []byte
 	releasers atomic.Pointer[[]contract.PrefillReleaser]
+	returned  atomic.Pointer[func(requestID string)]
 }
 
 // New builds the callback for the EPP reachable at addr (host:port, NormalizeAddress) with a
@@ -106,6 +107,12 @@ func New(addr string) (*Callback, error) {
 func (c *Callback) SetReleasers(rs []contract.PrefillReleaser) int {
 	c.releasers.Store(&rs)
 	return len(rs)
+}
+
+// OnReturned installs what else learns of a returned prefill leg, after the releasers
+// (admission's dispatch ledger, admission.Dispatches.PrefillReturned).
+func (c *Callback) OnReturned(f func(requestID string)) {
+	c.returned.Store(&f)
 }
 
 // HeaderValue is the value of protocol.HeaderPrefillRelease for the request.
@@ -150,6 +157,9 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		for _, rel := range *rs {
 			rel.ReleasePrefillActive(ids[0])
 		}
+	}
+	if f := c.returned.Load(); f != nil {
+		(*f)(ids[0])
 	}
 	callbacks.WithLabelValues(ResultOK).Inc()
 	w.WriteHeader(http.StatusNoContent)

@@ -52,6 +52,8 @@ func TestCallback(t *testing.T) {
 	if n := cb.SetReleasers([]contract.PrefillReleaser{a, b}); n != 2 {
 		t.Fatalf("releasers %d", n)
 	}
+	returned := &recorder{} // admission's dispatch ledger, told after the releasers
+	cb.OnReturned(returned.ReleasePrefillActive)
 	other, _ := New("10.0.0.9:9090") // another replica (or a restarted process): another key
 	id := "req/1 &x=y"
 	good := cb.HeaderValue(id)
@@ -102,7 +104,7 @@ func TestCallback(t *testing.T) {
 			}
 		})
 	}
-	for _, r := range []*recorder{a, b} {
+	for _, r := range []*recorder{a, b, returned} {
 		if len(r.ids) != 2 || r.ids[0] != id || r.ids[1] != id {
 			t.Fatalf("released %q, want %q twice", r.ids, id)
 		}

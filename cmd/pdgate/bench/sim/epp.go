@@ -133,6 +133,16 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 	return e, nil
 }
 
+// prefillReturned tells the EPP that a request's prefill leg returned, as the sidecar's
+// prefill-release callback does: the prefill releasers end their charges and admission's
+// dispatch ledger stops counting the leg as queued on its pod.
+func (e *epp) prefillReturned(requestID string) {
+	for _, p := range e.releasers {
+		p.ReleasePrefillActive(requestID)
+	}
+	e.core.Dispatches.PrefillReturned(requestID)
+}
+
 // janitor runs a plugin's janitor pass on virtual time, at the first scheduling call `every`
 // or more after the previous pass (UseClock turned the wall-clock janitor off).
 type janitor struct {

@@ -67,8 +67,9 @@ type Config struct {
 	// Actuator, when set, scales the fleet's roles on the advice of the EPP's replica
 	// advisor (actuator.go).
 	Actuator *ActuatorConfig
-	// PrefillRelease reports the end of each prefill leg to the EPP's prefill releasers, as
-	// the sidecar's callback does for an EPP run with --prefill-release-address.
+	// PrefillRelease reports the end of each prefill leg to the EPP's prefill releasers and
+	// its admission's dispatch ledger, as the sidecar's callback does for an EPP run with
+	// --prefill-release-address.
 	PrefillRelease bool
 }
 
@@ -142,6 +143,9 @@ func New(cfg Config) (*Sim, error) {
 				o.stop()
 			}
 			return nil, err
+		}
+		if cfg.PrefillRelease {
+			e.core.Dispatches.TrackReturns()
 		}
 		s.epps = append(s.epps, e)
 	}
@@ -384,9 +388,7 @@ func (s *Sim) legDone(_ *pod, l *leg) {
 		s.res.legs.add(legPrefill, s.now().Sub(r.legSubmit))
 		r.releasePrefill()
 		if s.cfg.PrefillRelease {
-			for _, p := range r.epp.releasers {
-				p.ReleasePrefillActive(r.llm.RequestId)
-			}
+			r.epp.prefillReturned(r.llm.RequestId)
 		}
 		// prefill response → sidecar, decode request → engine, the engine's pull from the
 		// prefill server (a round trip), then the KV transfer itself (a timed sleep in the
