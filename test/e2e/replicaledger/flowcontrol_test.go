@@ -1,20 +1,9 @@
 package replicaledger
 
 import (
-	"context"
-	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/pdgate/pdgate/cmd/pdgate/lab"
-	"github.com/pdgate/pdgate/test/testsupport"
-	"github.com/pdgate/pdgate/test/testsupport/labtest"
-	"github.com/pdgate/pdgate/test/testsupport/redistest"
 )
 
 // With flow control on, flow control decides when a request is dispatched and forecast-admitter
@@ -33,27 +22,7 @@ import (
 // So one EPP admits about what the decode pods' KV caches hold, and two replicas within 10 % of
 // one.
 func TestForecastAdmissionUnderFlowControl(t *testing.T) {
-	srv := redistest.Start(t, 0)
-	dir := t.TempDir()
-	profile, err := filepath.Abs(filepath.Join(testsupport.RepoRoot(), "config/sim/llama3-8b-h100.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.Replace(fmt.Sprintf(eppConfig, srv.Addr, kvTokens), "plugins:\n", "featureGates: [flowControl]\nplugins:\n", 1)
-	if err := os.WriteFile(filepath.Join(dir, "epp.yaml"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	topo := filepath.Join(dir, "topology.yaml")
-	if err := os.WriteFile(topo, []byte(fmt.Sprintf(topology, kvTokens, profile, kvTokens)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := labtest.Start(t, lab.Options{Topology: topo, Subnet: "127.0.62", Out: io.Discard, Err: io.Discard})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	urlB, err := l.StartRouter(ctx)
-	if err != nil {
-		t.Fatalf("second EPP replica: %v", err)
-	}
+	_, l, urlB := startReplicas(t, "127.0.62", "featureGates: [flowControl]")
 	client := &http.Client{Timeout: 3 * time.Minute}
 	model := l.Plan.Topology.Model
 	const offered, gap = 80, 50 * time.Millisecond

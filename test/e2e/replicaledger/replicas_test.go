@@ -184,6 +184,39 @@ func metric(client *http.Client, addr, sample string) (float64, bool) {
 	return 0, false
 }
 
+// startReplicas starts a fresh redis-server and the lab's fleet on subnet under eppConfig
+// (gates, when set, is the config's featureGates line), then a second EPP replica behind its
+// own gateway: the Redis server, the lab (its gateway goes to the first replica) and the second
+// gateway's URL.
+func startReplicas(t *testing.T, subnet, gates string) (*redistest.Server, *lab.Lab, string) {
+	t.Helper()
+	srv := redistest.Start(t, 0)
+	dir := t.TempDir()
+	profile, err := filepath.Abs(filepath.Join(testsupport.RepoRoot(), "config/sim/llama3-8b-h100.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf(eppConfig, srv.Addr, kvTokens)
+	if gates != "" {
+		cfg = strings.Replace(cfg, "plugins:\n", gates+"\nplugins:\n", 1)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "epp.yaml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topo := filepath.Join(dir, "topology.yaml")
+	if err := os.WriteFile(topo, []byte(fmt.Sprintf(topology, kvTokens, profile, kvTokens)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := labtest.Start(t, lab.Options{Topology: topo, Subnet: subnet, Out: io.Discard, Err: io.Discard})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	urlB, err := l.StartRouter(ctx)
+	if err != nil {
+		t.Fatalf("second EPP replica: %v", err)
+	}
+	return srv, l, urlB
+}
+
 // Two EPP replicas, each behind its own gateway, share pd-token-ledger's leases through one
 // redis-server. Requests whose output budgets fill the decode pods' KV cache arrive at about
 // twice what the fleet holds at once: through one gateway, then through both in turn. The two
@@ -191,26 +224,7 @@ func metric(client *http.Client, addr, sample string) (float64, bool) {
 // Then Redis is killed halfway through the same load: every request is still answered (a
 // completion or a 429 with its reason), and both replicas report that they are degraded.
 func TestTwoEPPReplicasAdmitAsOneInTheLab(t *testing.T) {
-	srv := redistest.Start(t, 0)
-	dir := t.TempDir()
-	profile, err := filepath.Abs(filepath.Join(testsupport.RepoRoot(), "config/sim/llama3-8b-h100.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "epp.yaml"), []byte(fmt.Sprintf(eppConfig, srv.Addr, kvTokens)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	topo := filepath.Join(dir, "topology.yaml")
-	if err := os.WriteFile(topo, []byte(fmt.Sprintf(topology, kvTokens, profile, kvTokens)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := labtest.Start(t, lab.Options{Topology: topo, Subnet: "127.0.61", Out: io.Discard, Err: io.Discard})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	urlB, err := l.StartRouter(ctx)
-	if err != nil {
-		t.Fatalf("second EPP replica: %v", err)
-	}
+	srv, l, urlB := startReplicas(t, "127.0.61", "")
 	eppA, eppB := l.Plan.PrefillReleaseAddress(), l.RouterMetrics[0]
 	client := &http.Client{Timeout: 3 * time.Minute}
 	model := l.Plan.Topology.Model
