@@ -166,6 +166,29 @@ func offer(client *http.Client, urls []string, model string, n int, gap time.Dur
 	return tl
 }
 
+// offered requests, one every gap, make about twice what the fleet holds at once.
+const offered, gap = 80, 50 * time.Millisecond
+
+// oneThenTwo offers the same load through the first replica's gateway alone, then through both
+// gateways in turn, and checks that no request is lost and that two replicas admit within 10 %
+// of what one admits; it returns the one replica's tally.
+func oneThenTwo(t *testing.T, client *http.Client, urlA, urlB, model string, seq *int) *tally {
+	t.Helper()
+	one := offer(client, []string{urlA}, model, offered, gap, seq, nil)
+	t.Logf("one EPP:  %s", one)
+	two := offer(client, []string{urlA, urlB}, model, offered, gap, seq, nil)
+	t.Logf("two EPPs: %s (%+.1f %% against one)", two, 100*float64(two.admitted-one.admitted)/float64(max(one.admitted, 1)))
+	for _, tl := range []*tally{one, two} {
+		if len(tl.lost) > 0 {
+			t.Errorf("lost requests: %v", tl.lost)
+		}
+	}
+	if d := two.admitted - one.admitted; 10*d > one.admitted || -10*d > one.admitted {
+		t.Errorf("two EPPs admitted %d, one EPP %d: want within 10 %%", two.admitted, one.admitted)
+	}
+	return one
+}
+
 // metric reads one sample ("name" or "name{labels}") from an EPP's /metrics.
 func metric(client *http.Client, addr, sample string) (float64, bool) {
 	resp, err := client.Get("http://" + addr + "/metrics")
@@ -228,23 +251,9 @@ func TestTwoEPPReplicasAdmitAsOneInTheLab(t *testing.T) {
 	eppA, eppB := l.Plan.PrefillReleaseAddress(), l.RouterMetrics[0]
 	client := &http.Client{Timeout: 3 * time.Minute}
 	model := l.Plan.Topology.Model
-	const offered, gap = 80, 50 * time.Millisecond
 	seq := 0
-
-	one := offer(client, []string{l.URL}, model, offered, gap, &seq, nil)
-	t.Logf("one EPP:  %s", one)
-	two := offer(client, []string{l.URL, urlB}, model, offered, gap, &seq, nil)
-	t.Logf("two EPPs: %s (%+.1f %% against one)", two, 100*float64(two.admitted-one.admitted)/float64(max(one.admitted, 1)))
-	for _, tl := range []*tally{one, two} {
-		if len(tl.lost) > 0 {
-			t.Errorf("lost requests: %v", tl.lost)
-		}
-	}
-	if one.refused == 0 || one.admitted < offered/4 {
+	if one := oneThenTwo(t, client, l.URL, urlB, model, &seq); one.refused == 0 || one.admitted < offered/4 {
 		t.Fatalf("one EPP at about twice the fleet's capacity: %s, want some admitted and some refused", one)
-	}
-	if d := two.admitted - one.admitted; 10*d > one.admitted || -10*d > one.admitted {
-		t.Errorf("two EPPs admitted %d, one EPP %d: want within 10 %%", two.admitted, one.admitted)
 	}
 
 	for _, addr := range []string{eppA, eppB} {
