@@ -97,8 +97,10 @@ func (x *exchange) run() {
 	x.out = newOutput(in.opts.Seed, req.promptHash, req.maxTokens, prof.MeanOutputTokens, prof.MaxModelLen-prompt)
 	hashes := kvcache.BlockHashes(req.tokens, prof.BlockSize)
 	if req.stream && x.l.kind == legConsume && in.opts.Dialect == DialectSGLang {
-		x.startStream() // SGLang answers 200 before the KV arrives
-		x.s.flush()
+		// SGLang answers 200 before the KV arrives; its chat stream's first chunk (the role)
+		// goes out with the first token, so only the headers are sent now
+		x.startStream()
+		x.s.flushHeaders()
 	}
 
 	cached := 0

@@ -1,13 +1,19 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"maps"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/cmd/sim/batching"
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 func bootstrap(p *Instance, room uint64) map[string]any {
@@ -182,4 +188,55 @@ func mustObj(t *testing.T, s string) map[string]any {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// A streaming SGLang decode answers 200 before its KV arrives, as SGLang's HTTP server does,
+// but writes its first chunk (the assistant role) only with the first token, as SGLang's chat
+// stream does: body bytes at the client, or at the sidecar's first-chunk phase, mean a token.
+// Real time here: the fake clock's pump would run the decode's KV wait out at once.
+func TestSGLangDecodeWritesNothingBeforeItsKV(t *testing.T) {
+	clk := batching.NewScaledClock(1)
+	p := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RolePrefill, KVWaitTimeout: Duration{10 * time.Second}})
+	d := startSim(t, clk, Options{Dialect: DialectSGLang, Role: RoleDecode, KVWaitTimeout: Duration{10 * time.Second}})
+	req, err := testsupport.JSONRequest(context.Background(), "http://"+d.Addr()+"/v1/chat/completions", nil,
+		chat(longPrompt, 4, mergeMaps(bootstrap(p, 21), map[string]any{"stream": true})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := testClient.Do(req) // returns with the headers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("streaming decode: status %d before its KV, want 200", resp.StatusCode)
+	}
+	first := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		n, _ := resp.Body.Read(buf)
+		first <- string(buf[:n])
+	}()
+	select {
+	case b := <-first:
+		t.Fatalf("the decode wrote %q before its KV arrived", b)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if r := post(t, "http://"+p.Addr()+"/v1/chat/completions", chat(longPrompt, 1, bootstrap(p, 21)), nil); r.status != 200 {
+		t.Fatalf("prefill leg: %d %s", r.status, r.raw)
+	}
+	var b string
+	select {
+	case b = <-first:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first chunk after the prefill leg")
+	}
+	rest, _ := io.ReadAll(resp.Body)
+	raw := []byte(b + string(rest))
+	if !strings.Contains(b, `"role":"assistant"`) {
+		t.Fatalf("first bytes %q: want the assistant role chunk", b)
+	}
+	if n, _, done := contentDeltas(raw); n == 0 || !done {
+		t.Fatalf("stream after the KV: %d tokens, done %v: %s", n, done, raw)
+	}
 }
