@@ -283,7 +283,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		if rc.backedUp {
 			d.Cause = contract.CausePrefillBackedUp
 		}
-		s.Tracker.Register(in.RequestID, "", dd.pod.Key)
+		s.Tracker.RegisterLocal(in.RequestID, dd.pod.Key, rc.ud)
 		if tx != nil {
 			s.charge(in, k, scored{}, dd, ledger, tx, defs)
 		}

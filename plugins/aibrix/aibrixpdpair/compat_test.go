@@ -219,42 +219,77 @@ func BenchmarkSelectPair(b *testing.B) {
 	}
 }
 
-// TestBackedUpClassLosesToItsPrefillQueue: during a revision rollout the free pairing would take
-// b's prefill pod, which meets the TTFT target, and a's idle decode pod. Checked, the pair
-// score must not trade a's TTFT miss for a's idle decode pod: with prefillBackedUp, once class
-// a's prefill pod misses the target, the prefill queues decide.
-func TestBackedUpClassLosesToItsPrefillQueue(t *testing.T) {
+// TestBackedUpClass: during a revision rollout the free pairing would take b's prefill pod,
+// which meets the TTFT target, and a's idle decode pod. Checked, the pair score must not trade
+// a's TTFT miss for a's idle decode pod; instead that decode pod, which only class a's backed-up
+// prefill pod can serve, prefills the prompt itself, its own local prefills in flight counted
+// as a queue. AIBrix rolesets, which the operator sizes, keep the fleet rule: no local prefill
+// while another roleset's prefill pod meets the target.
+func TestBackedUpClass(t *testing.T) {
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
 	})
-	rule := &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000}}
+	// 6,000 tokens nobody holds; at 10,000 tokens a second and a 1 s target, p-a's 9,000
+	// queued tokens miss it and p-b's 3,000 meet it.
+	rule := func(scope string) *RemainingWork {
+		return &RemainingWork{PrefillBackedUp: &PrefillBackedUp{TTFT: "1s", PrefillTokensPerSecond: 10000, Scope: scope}}
+	}
+	classes := []podSpec{hpod("p-a", "prefill", "", rev("a")), hpod("d-a", "decode", "", rev("a")),
+		hpod("p-b", "prefill", "", rev("b")), hpod("d-b", "decode", "", rev("b"))}
+	rolesets := []podSpec{hpod("p-a", "prefill", "rs-a", nil), hpod("d-a", "decode", "rs-a", nil),
+		hpod("p-b", "prefill", "rs-b", nil), hpod("d-b", "decode", "rs-b", nil)}
 	for _, tc := range []struct {
-		name string
-		rw   *RemainingWork
-		want string
+		name   string
+		pods   []podSpec
+		rw     *RemainingWork
+		queued float64 // local prefill tokens already sent to d-a
+		want   string  // the decode pod
+		local  bool    // decode-only, cause prefill_backed_up
 	}{
-		{"without prefillBackedUp the idle decode pod wins", &RemainingWork{}, "d-a"},
-		{"with it class a's prefill queue past the target sends the request to class b", rule, "d-b"},
+		{"without prefillBackedUp the idle decode pod wins, with a's prefill pod", classes, &RemainingWork{}, 0, "d-a", false},
+		{"a's idle decode pod prefills the prompt itself: no prefill pod it can use meets the target", classes, rule(""), 0, "d-a", true},
+		{"behind 3,000 tokens of its own local prefill it still scores best", classes, rule(""), 3000, "d-a", true},
+		{"behind 9,000 it scores worse than class b's pair, whose prefill pod meets the target", classes, rule(""), 9000, "d-b", false},
+		{"scope pair: the same local prefill", classes, rule(BackedUpScopePair), 0, "d-a", true},
+		{"rolesets: no local prefill while b's prefill pod meets the target", rolesets, rule(""), 0, "d-b", false},
+		{"rolesets, scope pair: a's decode pod prefills", rolesets, rule(BackedUpScopePair), 0, "d-a", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newFakeLedger()
 			l.prefill["ns/p-a"], l.prefill["ns/p-b"] = 9000, 3000
 			l.decode["ns/d-a"], l.decode["ns/d-b"] = 0, 40000
-			pods, _ := mkPods(hpod("p-a", "prefill", "", rev("a")), hpod("d-a", "decode", "", rev("a")),
-				hpod("p-b", "prefill", "", rev("b")), hpod("d-b", "decode", "", rev("b")))
-			var h handoffCheck
+			pods, _ := mkPods(tc.pods...)
 			in := Input{RequestID: "r", Pods: pods, Knobs: k, PromptTokens: 6000, BodyTokens: 6000, RemainingWork: tc.rw, Explain: true}
-			split, ok := h.split(in)
-			if !ok {
-				t.Fatal("two revisions must split the fleet into classes")
+			var h handoffCheck
+			if split, ok := h.split(in); ok {
+				in.Pods = split.pods
 			}
-			in.Pods = split.pods
-			d, err := newSel(t, l.source()).Select(in)
+			sel := newSel(t, l.source())
+			if tc.queued > 0 {
+				sel.Tracker.RegisterLocal("earlier", "ns/d-a", tc.queued)
+			}
+			d, err := sel.Select(in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d.Decode.Name != tc.want || d.Prefill == nil || !handoffcompat.Compatible(specOfEndpoint(d.Decode.Endpoint), specOfEndpoint(d.Prefill.Endpoint)) {
-				t.Fatalf("pair %+v, want decode pod %s with a compatible prefill pod; notes %q", d, tc.want, d.Notes)
+			if d.Decode.Name != tc.want || d.DecodeOnly != tc.local {
+				t.Fatalf("decode %s, decode-only %v (%s); want %s, decode-only %v; notes %q", d.Decode.Name, d.DecodeOnly, d.Reason, tc.want, tc.local, d.Notes)
+			}
+			if tc.local {
+				if d.Cause != contract.CausePrefillBackedUp {
+					t.Fatalf("cause %s, want %s", d.Cause, contract.CausePrefillBackedUp)
+				}
+				if got := sel.Tracker.LocalTokens("ns/d-a"); got != tc.queued+6000 {
+					t.Fatalf("local tokens on d-a %g, want %g", got, tc.queued+6000)
+				}
+				sel.Tracker.Started("r")
+				if got := sel.Tracker.LocalTokens("ns/d-a"); got != tc.queued {
+					t.Fatalf("local tokens on d-a once r started %g, want %g", got, tc.queued)
+				}
+				return
+			}
+			if d.Prefill == nil || !handoffcompat.Compatible(specOfEndpoint(d.Decode.Endpoint), specOfEndpoint(d.Prefill.Endpoint)) {
+				t.Fatalf("pair %+v, want a compatible prefill pod; notes %q", d, d.Notes)
 			}
 		})
 	}

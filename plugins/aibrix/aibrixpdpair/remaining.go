@@ -94,9 +94,12 @@ type PrefillBackedUp struct {
 	// anywhere meets the target; or "pair", the pair's own prefill pod, the best one its decode
 	// pod can hand KV from. They differ only where a decode pod cannot pair with every prefill
 	// pod: AIBrix rolesets, and handoff classes (compat.go). There "fleet" keeps a decode pod
-	// from prefilling while a prefill pod it cannot use has room, and the requests crowd onto
-	// the pairs whose prefill pods keep up; "pair" lets the decode pods of a backed-up class
-	// take their own prompts (bench sim compat, rolling revision change: docs/benchmarks.md).
+	// from prefilling while another roleset's prefill pod has room, and the requests crowd onto
+	// the rolesets whose prefill pods keep up; "pair" lets the decode pods of a backed-up
+	// roleset take their own prompts. The handoff classes of one roleset are not other
+	// rolesets under "fleet" (see allowsLocal): the decode pods of a backed-up class prefill
+	// their own prompts under either scope, competing with the pairs that meet the target at
+	// their own local queue (bench sim compat, rolling revision change: docs/benchmarks.md).
 	Scope string `json:"scope,omitempty"`
 	// SkipMissedPairs drops a pair whose prefill pod misses the target, and whose decode pod
 	// may not prefill, from the candidates while another pair's prefill pod meets it: a remote
@@ -223,9 +226,14 @@ type remainingCost struct {
 	cost     float64 // tokens: min(remote, local when allowed), less the least uncached work
 	local    bool    // the decode pod prefills itself
 	backedUp bool    // local because the prefill pool misses the TTFT target (PrefillBackedUp)
-	missed   bool    // remote only, and its prefill pod misses the TTFT target (PrefillBackedUp)
-	remote   float64 // in-flight work + uncached tokens on the prefill pod
-	ud       float64 // uncached tokens on the decode pod
+	// classLocal: backedUp while some pair meets the target (one of another handoff class of
+	// the same roleset, or any under scope "pair"); queued is then the decode pod's local
+	// prefill in flight, counted in its cost as a prefill pod's queue is
+	classLocal bool
+	queued     float64
+	missed     bool    // remote only, and its prefill pod misses the TTFT target (PrefillBackedUp)
+	remote     float64 // in-flight work + uncached tokens on the prefill pod
+	ud         float64 // uncached tokens on the decode pod
 }
 
 // remainingWork returns, per roleset scored on both sides, its cost and the largest cost (≥ 1);
@@ -253,8 +261,15 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 		// has slack.
 		rc.local = ud <= in.RemainingWork.localMax() && prompt-ud >= ud && computeWeight*ud < rc.remote
 		misses := bu.misses(pp, up)
-		if !rc.local && bu.allowsLocal(misses) && ud <= bu.maxLocal && in.RemainingWork.PrefillBackedUp.hasSlack(dd, bu.meanD, ud) {
+		if !rc.local && bu.allowsLocal(name, misses) && ud <= bu.maxLocal && in.RemainingWork.PrefillBackedUp.hasSlack(dd, bu.meanD, ud) {
+			// While some pair meets the target, the decode pod competes with it as a prefill
+			// pod would: its own local prefills in flight queue ahead of this one (measured on
+			// bench sim compat's rollout, a decode pod offered at no queue took several 4,000-
+			// token prompts within one scrape and answered them 1.1-2.9 s late).
 			rc.local, rc.backedUp, reuse = true, true, true
+			if rc.classLocal = bu.someMeet; rc.classLocal {
+				rc.queued = s.Tracker.LocalTokens(dd.pod.Key)
+			}
 		}
 		if misses && !rc.local {
 			// This pair would miss the TTFT target and its decode pod may not prefill: the
@@ -279,7 +294,7 @@ func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[
 			continue
 		}
 		if rc.local {
-			rc.cost = computeWeight * (rc.ud - minU)
+			rc.cost = rc.queued + computeWeight*(rc.ud-minU)
 		} else {
 			rc.cost = rc.remote - computeWeight*minU
 		}
@@ -297,6 +312,10 @@ type backedUpTest struct {
 	budget, maxLocal, meanD float64
 	// someMeet: some candidate pair's prefill pod meets the target (the fleet keeps up).
 	someMeet bool
+	// meetRoleset is the first roleset (handoff class stripped) with a pair that meets the
+	// target; meetTwo says a second roleset has one too.
+	meetRoleset string
+	meetTwo     bool
 }
 
 // prefillBackedUp prepares the test of whether a pair's prefill side misses b's TTFT budget:
@@ -309,7 +328,14 @@ func prefillBackedUp(b *PrefillBackedUp, names []string, pScores, dScores map[st
 	t.budget, t.maxLocal = b.budget()
 	for _, name := range names {
 		pp := pScores[name]
-		t.someMeet = t.someMeet || !t.misses(pp, uncached(pp.pod))
+		if !t.misses(pp, uncached(pp.pod)) {
+			switch r := rolesetOf(name); {
+			case !t.someMeet:
+				t.someMeet, t.meetRoleset = true, r
+			case r != t.meetRoleset:
+				t.meetTwo = true
+			}
+		}
 		t.meanD += dScores[name].score / float64(len(names))
 	}
 	return t
@@ -321,17 +347,21 @@ func (t backedUpTest) misses(pp scored, up float64) bool {
 	return t.b != nil && pp.score+up > t.budget
 }
 
-// allowsLocal reports whether the scope lets a pair whose prefill pod misses the target
-// (misses) prefill on its decode pod: "pair", exactly then; "fleet", only once no candidate
-// pair's prefill pod meets it.
-func (t backedUpTest) allowsLocal(misses bool) bool {
-	if t.b == nil {
+// allowsLocal reports whether the scope lets pair name, whose prefill pod misses the target
+// (misses), prefill on its decode pod: "pair", exactly then; "fleet", only once no pair of
+// another roleset meets it. The handoff classes of one roleset (compat.go) do not count as
+// others: their prefill pods cannot serve this decode pod, and unlike rolesets, which the
+// operator sizes, the split is whatever is deployed (during a rollout, a class of 2 prefill
+// and 1 decode pods beside one of 1 and 2), so a class short of prefill pods has only its
+// decode pods' spare steps. Without classes this is "no candidate pair meets it".
+func (t backedUpTest) allowsLocal(name string, misses bool) bool {
+	if t.b == nil || !misses {
 		return false
 	}
-	if t.b.Scope == BackedUpScopePair {
-		return misses
+	if t.b.Scope == BackedUpScopePair || !t.someMeet {
+		return true
 	}
-	return !t.someMeet
+	return !t.meetTwo && t.meetRoleset == rolesetOf(name)
 }
 
 // hasSlack is the decode side's test for a backed-up local prefill of tokens: the TPOT test
@@ -365,6 +395,9 @@ func heldFraction(p *podmodel.Pod) float64 {
 }
 
 func (rc remainingCost) String() string {
+	if rc.classLocal {
+		return fmt.Sprintf("local %.0f tokens behind %.0f queued on the decode pod: its prefill pods miss the TTFT target, remote %.0f", rc.ud, rc.queued, rc.remote)
+	}
 	if rc.backedUp {
 		return fmt.Sprintf("local %.0f tokens: every prefill queue misses the TTFT target, remote %.0f", rc.ud, rc.remote)
 	}

@@ -6,14 +6,16 @@ import (
 )
 
 // Tracker counts, per pod key, the prefill requests pdgate sent and whose prefill leg has not
-// finished (AIBrix's PrefillRequestTracker) and the decode picks whose request has not started
-// running on the decode pod yet (AIBrix's PendingDecodeTracker). Entries are keyed by request
+// finished (AIBrix's PrefillRequestTracker), the decode picks whose request has not started
+// running on the decode pod yet (AIBrix's PendingDecodeTracker), and the prompt tokens decode
+// pods were sent to prefill themselves and have not answered yet (remaining.go's local queue). Entries are keyed by request
 // ID so every release is idempotent; entries older than ttl are swept (a request whose response
 // never reached the EPP must not count forever).
 type Tracker struct {
 	mu      sync.Mutex
 	prefill map[string]int
 	pending map[string]int
+	local   map[string]float64
 	reqs    map[string]*trackEntry
 	ttl     time.Duration
 	now     func() time.Time
@@ -22,7 +24,10 @@ type Tracker struct {
 
 type trackEntry struct {
 	prefillPod, decodePod string
-	at                    time.Time
+	// localTokens on localPod: the decode pod prefills them itself (RegisterLocal)
+	localPod    string
+	localTokens float64
+	at          time.Time
 }
 
 // NewTracker returns an empty tracker.
@@ -30,7 +35,7 @@ func NewTracker(ttl time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{prefill: map[string]int{}, pending: map[string]int{}, reqs: map[string]*trackEntry{}, ttl: ttl, now: now}
+	return &Tracker{prefill: map[string]int{}, pending: map[string]int{}, local: map[string]float64{}, reqs: map[string]*trackEntry{}, ttl: ttl, now: now}
 }
 
 // SetClock replaces the tracker's time source (the TTL sweep's clock): `pdgate bench sim`
@@ -53,6 +58,26 @@ func (t *Tracker) PendingDecode(pod string) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return float64(t.pending[pod])
+}
+
+// LocalTokens returns the prompt tokens a decode pod was sent to prefill itself whose first
+// token the EPP has not seen.
+func (t *Tracker) LocalTokens(pod string) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.local[pod]
+}
+
+// RegisterLocal records a decode-only pick whose decode pod prefills tokens itself: a pending
+// decode, and tokens of local prefill until the response headers arrive.
+func (t *Tracker) RegisterLocal(requestID, decodePod string, tokens float64) {
+	t.Register(requestID, "", decodePod)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.reqs[requestID]; e != nil && tokens > 0 {
+		e.localPod, e.localTokens = decodePod, tokens
+		t.local[decodePod] += tokens
+	}
 }
 
 // Register records a pick (prefillPod may be empty). A second registration of the same request
@@ -94,11 +119,18 @@ func (t *Tracker) releaseLocked(requestID string, prefill, pending bool) {
 		dec(t.prefill, e.prefillPod)
 		e.prefillPod = ""
 	}
+	if prefill && e.localPod != "" {
+		// a sum of floats: drop the entry once what is left is rounding, not tokens
+		if t.local[e.localPod] -= e.localTokens; t.local[e.localPod] < 0.5 {
+			delete(t.local, e.localPod)
+		}
+		e.localPod = ""
+	}
 	if pending && e.decodePod != "" {
 		dec(t.pending, e.decodePod)
 		e.decodePod = ""
 	}
-	if e.prefillPod == "" && e.decodePod == "" {
+	if e.prefillPod == "" && e.decodePod == "" && e.localPod == "" {
 		delete(t.reqs, requestID)
 	}
 }
