@@ -75,7 +75,7 @@ func TestIndexEviction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			x := newIndex(tc.capacity)
 			for _, a := range tc.adds {
-				x.add(a, s, 0)
+				x.add(a, s, 0, false)
 			}
 			all := []blockHash{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 			if got := held(x, s, all)[0]; !slices.Equal(got, tc.want) {
@@ -93,7 +93,7 @@ func TestIndexEviction(t *testing.T) {
 func TestIndexWeights(t *testing.T) {
 	s := serverID{Namespace: "ns", Name: "pod"}
 	x := newIndex(300)
-	x.add(make([]blockHash, 0), s, 0)
+	x.add(make([]blockHash, 0), s, 0, false)
 	l := x.servers[s]
 	l.clock.push(clockEntry{hash: 1, weight: 200})
 	*x.words[0].ref(1) = slotBits{held: 1}
@@ -118,9 +118,9 @@ func TestIndexWeights(t *testing.T) {
 func TestIndexRemovePod(t *testing.T) {
 	a, b := serverID{Namespace: "ns", Name: "a"}, serverID{Namespace: "ns", Name: "b"}
 	x := newIndex(10)
-	x.add([]blockHash{1, 2, 3}, a, 0)
-	x.add([]blockHash{1, 2}, b, 0)
-	x.add([]blockHash{1}, a, 0) // a block given again: its second-chance bit must go too
+	x.add([]blockHash{1, 2, 3}, a, 0, false)
+	x.add([]blockHash{1, 2}, b, 0, false)
+	x.add([]blockHash{1}, a, 0, false) // a block given again: its second-chance bit must go too
 	x.removePod(a)
 	if got := x.matchLongestPrefix([]blockHash{1, 2, 3}); len(got) != 1 || got[b] != 2 {
 		t.Fatalf("after removing a: %v, want only b with 2", got)

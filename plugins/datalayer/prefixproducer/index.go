@@ -83,10 +83,18 @@ func newIndex(defaultSize int) *index {
 // prefix's head is the last of it to be evicted, as in the engines: vLLM frees a request's
 // blocks tail first and SGLang's radix tree evicts leaves first. Taken in order (GIE's way),
 // the head went first and the index forgot whole prefixes the pod still held.
-func (x *index) add(hashes []blockHash, s serverID, capBlocks int) {
+//
+// A server's record takes capBlocks when it is first seen and again whenever reported says
+// capBlocks is the server's own count: GIE sizes a record once, so a pod that took requests
+// before its first scrape showed its cache kept autoTune's default for as long as it stayed in
+// the pool, and two EPPs over the same pods could record for different capacities.
+func (x *index) add(hashes []blockHash, s serverID, capBlocks int, reported bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	l := x.servers[s]
+	if l != nil && reported && capBlocks > 0 {
+		l.clock.capacity = capBlocks // a smaller one evicts at the next push
+	}
 	if l == nil {
 		c := capBlocks
 		if c <= 0 {

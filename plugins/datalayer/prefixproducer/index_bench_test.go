@@ -32,8 +32,8 @@ func BenchmarkIndexAddEvicting(b *testing.B) {
 		h := prompts[n%len(prompts)]
 		// A fresh first block per pass keeps every prompt new to the index.
 		h[0] = blockHash(rng.Uint64())
-		x.add(h, servers[n%8], 0)
-		x.add(h, servers[8+n%8], 0)
+		x.add(h, servers[n%8], 0, false)
+		x.add(h, servers[8+n%8], 0, false)
 		n++
 	}
 	for range 8 * 16 { // fill every server

@@ -138,17 +138,22 @@ func (p *Producer) PreRequest(ctx context.Context, request *fwksched.LLMRequest,
 		return
 	}
 	type srv struct {
-		id     serverID
-		blocks int
+		id       serverID
+		blocks   int
+		reported bool
 	}
 	blockSize := p.BlockSize(primary.TargetEndpoints)
-	servers := []srv{{target.GetMetadata().NamespacedName, p.capacityBlocks(target, blockSize)}}
+	server := func(e fwksched.Endpoint) srv {
+		blocks, reported := p.capacityBlocks(e, blockSize)
+		return srv{e.GetMetadata().NamespacedName, blocks, reported}
+	}
+	servers := []srv{server(target)}
 	if pr := result.ProfileResults[prefillProfile]; pr != nil && len(pr.TargetEndpoints) > 0 {
-		servers = append(servers, srv{pr.TargetEndpoints[0].GetMetadata().NamespacedName, p.capacityBlocks(pr.TargetEndpoints[0], blockSize)})
+		servers = append(servers, server(pr.TargetEndpoints[0]))
 	}
 	p.wg.Go(func() {
 		for _, s := range servers {
-			p.idx.add(st.hashes, s.id, s.blocks)
+			p.idx.add(st.hashes, s.id, s.blocks, s.reported)
 		}
 	})
 	total := len(st.hashes)
@@ -164,23 +169,24 @@ var _ contract.Settler = (*Producer)(nil)
 // that a run repeats for a seed.
 func (p *Producer) Wait() { p.wg.Wait() }
 
-// capacityBlocks is a new server's index capacity: its GPU blocks (CacheNumBlocks with
-// autoTune, else lruCapacityPerServer) plus its offload tier's, in blocks of blockSize tokens.
-// GIE v1.5.0 falls back to its default capacity even without autoTune, so lruCapacityPerServer
-// changed nothing there; pdgate honours it, which is what bounds the index's memory on a large
-// fleet (docs/operations.md, "EPP memory at fleet scale").
-func (p *Producer) capacityBlocks(ep fwksched.Endpoint, blockSize int) int {
+// capacityBlocks is a server's index capacity: its GPU blocks (CacheNumBlocks with autoTune,
+// else lruCapacityPerServer) plus its offload tier's, in blocks of blockSize tokens. reported
+// says the GPU part is the server's own count, not autoTune's default for a server whose
+// metrics have not shown it yet. GIE v1.5.0 falls back to its default capacity even without
+// autoTune, so lruCapacityPerServer changed nothing there; pdgate honours it, which is what
+// bounds the index's memory on a large fleet (docs/operations.md, "EPP memory at fleet scale").
+func (p *Producer) capacityBlocks(ep fwksched.Endpoint, blockSize int) (blocks int, reported bool) {
 	gpu := p.params.LRUCapacityPerServer
 	if p.params.AutoTune {
 		gpu = DefaultLRUCapacityPerServer
 		if m := ep.GetMetrics(); m != nil && m.CacheNumBlocks > 0 {
-			gpu = m.CacheNumBlocks
+			gpu, reported = m.CacheNumBlocks, true
 		}
 	}
 	if p.params.OffloadTokensPerServer > 0 && blockSize > 0 {
 		gpu += p.params.OffloadTokensPerServer / blockSize
 	}
-	return gpu
+	return gpu, reported
 }
 
 // run keeps the index to the pool's servers, reports the index size each second (GIE's

@@ -362,6 +362,24 @@ func TestRecordCapacity(t *testing.T) {
 			}
 		})
 	}
+	// A server that takes requests before its metrics show its cache: its record takes the
+	// reported GPU blocks once they appear, so b evicts a as on a server seen with them.
+	t.Run("autoTune: GPU blocks reported after the first request", func(t *testing.T) {
+		params, err := ParseParameters("test", json.RawMessage(`{"blockSizeTokens":8}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := New("ours", params, nil)
+		eps, s := unknownBlocks(), steps()
+		run(t, p, p.wg.Wait, eps, s[:1])
+		for _, e := range eps {
+			e.m = &fwkdl.Metrics{CacheBlockSize: 8, CacheNumBlocks: 5}
+		}
+		got := run(t, p, p.wg.Wait, eps, s[1:])
+		if m := got[1][0][0]; m != 0 {
+			t.Fatalf("a matches %d blocks on p0 after b, want 0: the record kept autoTune's default capacity (rows %v)", m, got)
+		}
+	})
 	for raw, field := range map[string]string{
 		`{"offloadTokensPerServer":-1}`:               "offloadTokensPerServer",
 		`{"autoTune":false,"lruCapacityPerServer":0}`: "lruCapacityPerServer",

@@ -114,8 +114,8 @@ func TestSparseRecordingWeighsCapacity(t *testing.T) {
 func TestIndexEvictsTailFirst(t *testing.T) {
 	s := serverID{Namespace: "ns", Name: "pod"}
 	x := newIndex(3)
-	x.add([]blockHash{1, 2, 3}, s, 3)
-	x.add([]blockHash{9}, s, 3)
+	x.add([]blockHash{1, 2, 3}, s, 3, false)
+	x.add([]blockHash{9}, s, 3, false)
 	if got := x.matchLongestPrefix([]blockHash{1, 2, 3})[s]; got != 2 {
 		t.Fatalf("after one eviction the prompt matches %d blocks, want 2 (its head kept)", got)
 	}
