@@ -17,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -125,14 +127,7 @@ func New() *Object { return &Object{} }
 
 // Clone returns an independent copy (raw values are shared; they are never mutated in place).
 func (o *Object) Clone() *Object {
-	c := &Object{members: append([]member(nil), o.members...)}
-	if len(o.dups) > 0 {
-		c.dups = make(map[string]int, len(o.dups))
-		for k, v := range o.dups {
-			c.dups[k] = v
-		}
-	}
-	return c
+	return &Object{members: slices.Clone(o.members), dups: maps.Clone(o.dups)}
 }
 
 // Duplicated returns the first of keys that appears more than once at the top level.

@@ -102,6 +102,26 @@ func TestAccessors(t *testing.T) {
 	}
 }
 
+// A clone keeps its own record of repeated keys: deleting one in the clone must not make the
+// original forget that the body repeated it.
+func TestCloneKeepsItsOwnDuplicates(t *testing.T) {
+	o, err := Parse([]byte(`{"model":"a","model":"b","x":1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := o.Clone()
+	if k, ok := c.Duplicated("model"); !ok || k != "model" {
+		t.Fatalf("clone lost the duplicate: %q %v", k, ok)
+	}
+	c.Delete("model")
+	if _, ok := c.Duplicated("model"); ok {
+		t.Error("the clone still reports a key it deleted")
+	}
+	if k, ok := o.Duplicated("model"); !ok || k != "model" {
+		t.Errorf("deleting in the clone changed the original: %q %v", k, ok)
+	}
+}
+
 func TestInvalidUTF8PassesThrough(t *testing.T) {
 	in := []byte("{\"p\":\"a\xffb\",\"m\":1}")
 	o, err := Parse(in)
