@@ -110,6 +110,18 @@ type Core struct {
 	// Dispatches is where the request path records which pods it sent work to; admission and
 	// the scheduler see the prefill pods through it (bench sim drives it on its clock).
 	Dispatches *admission.Dispatches
+
+	releasers []contract.PrefillReleaser
+}
+
+// PrefillReturned is what a returned prefill leg means to the EPP, whether the sidecar's
+// prefill-release callback reports it or bench sim does: the prefill releasers end their
+// charges, then admission's dispatch ledger stops counting the leg as queued on its pod.
+func (c *Core) PrefillReturned(requestID string) {
+	for _, r := range c.releasers {
+		r.ReleasePrefillActive(requestID)
+	}
+	c.Dispatches.PrefillReturned(requestID)
 }
 
 // New assembles the EPP core.
@@ -200,14 +212,14 @@ func New(ctx context.Context, o Options) (*Core, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.releasers = contract.PrefillReleasers(c.Handle.GetAllPlugins())
 	if o.PrefillRelease != nil && !o.Validate {
 		// Admission's dispatch ledger always listens, so the callback is on whether or not a
 		// plugin holds prefill charges.
-		n := o.PrefillRelease.SetReleasers(contract.PrefillReleasers(c.Handle.GetAllPlugins()))
-		o.PrefillRelease.OnReturned(c.Dispatches.PrefillReturned)
+		o.PrefillRelease.OnReturned(c.PrefillReturned)
 		c.Dispatches.TrackReturns()
 		o.Path.PrefillRelease = o.PrefillRelease.HeaderValue
-		logger.Info("Prefill-release callback on: sidecars report when the prefill leg returns", "releasers", n)
+		logger.Info("Prefill-release callback on: sidecars report when the prefill leg returns", "releasers", len(c.releasers))
 	}
 	if o.Path.Traces == nil {
 		o.Path.Traces = tracing.Recorder{}

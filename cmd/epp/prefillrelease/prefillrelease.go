@@ -27,7 +27,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -82,10 +81,9 @@ func NormalizeAddress(addr string) (string, error) {
 
 // Callback mints the callback URLs and serves them. The zero value is not usable; use New.
 type Callback struct {
-	prefix    string // http://addr/pdgate/v1/prefill-released?id=
-	key       []byte
-	releasers atomic.Pointer[[]contract.PrefillReleaser]
-	returned  atomic.Pointer[func(requestID string)]
+	prefix   string // http://addr/pdgate/v1/prefill-released?id=
+	key      []byte
+	returned atomic.Pointer[func(requestID string)]
 }
 
 // New builds the callback for the EPP reachable at addr (host:port, NormalizeAddress) with a
@@ -102,15 +100,9 @@ func New(addr string) (*Callback, error) {
 	return &Callback{prefix: "http://" + addr + protocol.PrefillReleasePath + "?id=", key: key}, nil
 }
 
-// SetReleasers installs the plugins the callback releases (the EPP core calls it once the
-// config is loaded); it reports how many there are.
-func (c *Callback) SetReleasers(rs []contract.PrefillReleaser) int {
-	c.releasers.Store(&rs)
-	return len(rs)
-}
-
-// OnReturned installs what else learns of a returned prefill leg, after the releasers
-// (admission's dispatch ledger, admission.Dispatches.PrefillReturned).
+// OnReturned installs what a returned prefill leg is reported to (the EPP core's
+// PrefillReturned, once the config is loaded); until then a valid call is answered and
+// changes nothing.
 func (c *Callback) OnReturned(f func(requestID string)) {
 	c.returned.Store(&f)
 }
@@ -152,11 +144,6 @@ func (c *Callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		callbacks.WithLabelValues(ResultBadSignature).Inc()
 		http.Error(w, "bad signature", http.StatusForbidden)
 		return
-	}
-	if rs := c.releasers.Load(); rs != nil {
-		for _, rel := range *rs {
-			rel.ReleasePrefillActive(ids[0])
-		}
 	}
 	if f := c.returned.Load(); f != nil {
 		(*f)(ids[0])

@@ -9,9 +9,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
@@ -20,10 +18,7 @@ type recorder struct {
 	ids []string
 }
 
-func (r *recorder) TypedName() fwkplugin.TypedName {
-	return fwkplugin.TypedName{Type: "rec", Name: "r"}
-}
-func (r *recorder) ReleasePrefillActive(id string) {
+func (r *recorder) returned(id string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ids = append(r.ids, id)
@@ -48,12 +43,8 @@ func TestCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := &recorder{}, &recorder{}
-	if n := cb.SetReleasers([]contract.PrefillReleaser{a, b}); n != 2 {
-		t.Fatalf("releasers %d", n)
-	}
-	returned := &recorder{} // admission's dispatch ledger, told after the releasers
-	cb.OnReturned(returned.ReleasePrefillActive)
+	returned := &recorder{} // the EPP core's PrefillReturned
+	cb.OnReturned(returned.returned)
 	other, _ := New("10.0.0.9:9090") // another replica (or a restarted process): another key
 	id := "req/1 &x=y"
 	good := cb.HeaderValue(id)
@@ -104,10 +95,8 @@ func TestCallback(t *testing.T) {
 			}
 		})
 	}
-	for _, r := range []*recorder{a, b, returned} {
-		if len(r.ids) != 2 || r.ids[0] != id || r.ids[1] != id {
-			t.Fatalf("released %q, want %q twice", r.ids, id)
-		}
+	if len(returned.ids) != 2 || returned.ids[0] != id || returned.ids[1] != id {
+		t.Fatalf("reported %q, want %q twice", returned.ids, id)
 	}
 }
 
@@ -119,7 +108,7 @@ func mustURI(t *testing.T, s string) string {
 	return u.RequestURI()
 }
 
-func TestNoReleasersIsHarmless(t *testing.T) {
+func TestNothingInstalledIsHarmless(t *testing.T) {
 	cb, err := New("127.0.0.1:9090")
 	if err != nil {
 		t.Fatal(err)

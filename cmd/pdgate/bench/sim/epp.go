@@ -40,10 +40,8 @@ type epp struct {
 	async []contract.Settler
 	// pool is the candidate set the EPP schedules over (the replica actuator changes it)
 	pool *podCandidates
-	// advisors and releasers are the plugins the replica actuator reads and the prefill-leg
-	// end is reported to (Config.PrefillRelease), found by their contract interfaces
-	advisors  []contract.ReplicaAdvisor
-	releasers []contract.PrefillReleaser
+	// advisors are the plugins the replica actuator reads, found by their contract interface
+	advisors []contract.ReplicaAdvisor
 	// stop ends the plugins' background goroutines (GIE's prefix indexer reports its size
 	// every second until the handle's context ends; the indexer stays reachable until then)
 	stop context.CancelFunc
@@ -129,18 +127,7 @@ func buildEPP(file string, pods []*pod, now func() time.Time, seed int64, path e
 			e.advisors = append(e.advisors, a)
 		}
 	}
-	e.releasers = contract.PrefillReleasers(c.Handle.GetAllPlugins())
 	return e, nil
-}
-
-// prefillReturned tells the EPP that a request's prefill leg returned, as the sidecar's
-// prefill-release callback does: the prefill releasers end their charges and admission's
-// dispatch ledger stops counting the leg as queued on its pod.
-func (e *epp) prefillReturned(requestID string) {
-	for _, p := range e.releasers {
-		p.ReleasePrefillActive(requestID)
-	}
-	e.core.Dispatches.PrefillReturned(requestID)
 }
 
 // janitor runs a plugin's janitor pass on virtual time, at the first scheduling call `every`

@@ -388,7 +388,7 @@ func (s *Sim) legDone(_ *pod, l *leg) {
 		s.res.legs.add(legPrefill, s.now().Sub(r.legSubmit))
 		r.releasePrefill()
 		if s.cfg.PrefillRelease {
-			r.epp.prefillReturned(r.llm.RequestId)
+			r.epp.core.PrefillReturned(r.llm.RequestId)
 		}
 		// prefill response → sidecar, decode request → engine, the engine's pull from the
 		// prefill server (a round trip), then the KV transfer itself (a timed sleep in the
