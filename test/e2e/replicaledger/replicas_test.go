@@ -34,57 +34,6 @@ const (
 	maxTokens = 700
 )
 
-// eppConfig is recommended's forecast admission on the lab's P/D fleet, pd-token-ledger shared
-// through Redis (each replica names itself). Requests carry no InferenceObjective (standalone
-// EPP), so shedCritical lets the forecast refuse them.
-const eppConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: metrics-data-source
-- type: core-metrics-extractor
-- type: aibrix-engine-metrics-extractor
-- type: pd-token-ledger
-  parameters:
-    requestCost: 160
-    kvWeight: 0.001
-    redis: {address: "%s", syncIntervalMs: 50, livenessTTLSeconds: 2, timeoutMs: 50}
-- type: aibrix-pd-pair
-  parameters:
-    ledgerRef: pd-token-ledger
-    prefillScorePolicy: token_load
-    decodeScorePolicy: token_load
-- type: forecast-admitter
-  parameters:
-    ttft: 2s
-    tpot: 50ms
-    shedCritical: true
-    cost: {kvCapacityTokens: %d}
-- type: aibrix-pd-prefill-filter
-- type: max-score-picker
-- type: disagg-profile-handler
-  parameters:
-    deciders:
-      prefill: aibrix-pd-pair
-- type: pdgate-openai-parser
-  parameters:
-    payload: map
-schedulingProfiles:
-- name: decode
-  plugins:
-  - pluginRef: aibrix-pd-pair
-  - pluginRef: max-score-picker
-- name: prefill
-  plugins:
-  - pluginRef: aibrix-pd-prefill-filter
-  - pluginRef: max-score-picker
-dataLayer:
-  sources:
-  - pluginRef: metrics-data-source
-    extractors:
-    - pluginRef: core-metrics-extractor
-    - pluginRef: aibrix-engine-metrics-extractor
-`
-
 // topology: the EPPs scrape the engines every 2 s. A replica sees the other's sequences
 // through the shared ledger (synced every 50 ms) or through the scrape; at the lab's usual
 // 50 ms scrape the scrape alone shows them within the gap between two requests (two replicas
@@ -207,7 +156,8 @@ func metric(client *http.Client, addr, sample string) (float64, bool) {
 	return 0, false
 }
 
-// startReplicas starts a fresh redis-server and the lab's fleet on subnet under eppConfig
+// startReplicas starts a fresh redis-server and the lab's fleet on subnet under recommended's
+// forecast admission with pd-token-ledger shared through Redis (each replica names itself)
 // (gates, when set, is the config's featureGates line), then a second EPP replica behind its
 // own gateway: the Redis server, the lab (its gateway goes to the first replica) and the second
 // gateway's URL.
@@ -219,7 +169,7 @@ func startReplicas(t *testing.T, subnet, gates string) (*redistest.Server, *lab.
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(eppConfig, srv.Addr, kvTokens)
+	cfg := testsupport.LedgerAdmission{Redis: srv.Addr, TTFT: "2s", KVCapacityTokens: kvTokens}.Config()
 	if gates != "" {
 		cfg = strings.Replace(cfg, "plugins:\n", gates+"\nplugins:\n", 1)
 	}

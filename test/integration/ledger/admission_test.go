@@ -19,44 +19,6 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport/redistest"
 )
 
-// admissionConfig is recommended's admission on a small fleet: pd-token-ledger shared through
-// Redis, aibrix-pd-pair's token_load picks, forecast-admitter with its default (H100) cost
-// profile, and the body parsed into a map so that max_tokens reaches the ledger. Every test
-// request is critical (no InferenceObjective in standalone mode), so shedCritical lets the
-// forecast refuse them as it refuses sheddable ones.
-const admissionConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: metrics-data-source
-- type: core-metrics-extractor
-- type: aibrix-engine-metrics-extractor
-- type: pd-token-ledger
-  parameters:
-    requestCost: 160
-    kvWeight: 0.001
-    redis: {address: "%s", replicaID: "%s", syncIntervalMs: 50, livenessTTLSeconds: 2, timeoutMs: 50}
-- type: aibrix-pd-pair
-  parameters:
-    ledgerRef: pd-token-ledger
-    prefillScorePolicy: token_load
-    decodeScorePolicy: token_load
-- type: forecast-admitter
-  parameters:
-    ttft: %s
-    tpot: 50ms
-    shedCritical: true
-    cost: {kvCapacityTokens: %d}   # the fake engines' blocks of 16 tokens
-- type: aibrix-pd-prefill-filter
-- type: max-score-picker
-- type: disagg-profile-handler
-  parameters:
-    deciders:
-      prefill: aibrix-pd-pair
-- type: pdgate-openai-parser
-  parameters:
-    payload: map
-` + pdProfiles
-
 // bound is what limits a fleet's admissions in one scenario: the requests offered, the engines'
 // KV cache and the TTFT objective.
 type bound struct {
@@ -92,7 +54,9 @@ func startEngines(t *testing.T, kvBlocks int, names map[string]string) map[strin
 }
 
 func startAdmissionEPP(t *testing.T, name, redisAddr string, b bound, pods map[string]fakePod) *eppProc {
-	return startEPPWith(t, name, fmt.Sprintf(admissionConfig, redisAddr, name, b.ttft, 16*b.kvBlocks), "admission-it", pods)
+	// the fake engines' KV cache is in blocks of 16 tokens
+	cfg := testsupport.LedgerAdmission{Redis: redisAddr, ReplicaID: name, TTFT: b.ttft, KVCapacityTokens: 16 * b.kvBlocks}
+	return startEPPWith(t, name, cfg.Config(), "admission-it", pods)
 }
 
 // answer is one request's outcome: forwarded to a decode pod, or refused with a status and

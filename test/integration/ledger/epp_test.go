@@ -68,27 +68,7 @@ plugins:
   parameters:
     deciders:
       prefill: aibrix-pd-pair
-` + pdProfiles
-
-// pdProfiles are the scheduling profiles and the data layer both configs here run:
-// aibrix-pd-pair picks the decode pod and pairs a prefill pod with it, which the prefill
-// profile's aibrix-pd-prefill-filter returns.
-const pdProfiles = `schedulingProfiles:
-- name: decode
-  plugins:
-  - pluginRef: aibrix-pd-pair
-  - pluginRef: max-score-picker
-- name: prefill
-  plugins:
-  - pluginRef: aibrix-pd-prefill-filter
-  - pluginRef: max-score-picker
-dataLayer:
-  sources:
-  - pluginRef: metrics-data-source
-    extractors:
-    - pluginRef: core-metrics-extractor
-    - pluginRef: aibrix-engine-metrics-extractor
-`
+` + testsupport.AIBrixPDProfiles
 
 // eppProc is a real EPP process in standalone mode plus an ext_proc client.
 type eppProc struct {
