@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -208,7 +209,7 @@ func (t *Topology) Validate() error {
 		cs, ok := connectors[p.Engine]
 		if !ok {
 			add("%s.engine: must be vllm, sglang or trtllm, got %q", f, p.Engine)
-		} else if !contains(cs, p.KVConnector) {
+		} else if !slices.Contains(cs, p.KVConnector) {
 			add("%s.kvConnector: %s supports %s, got %q", f, p.Engine, strings.Join(cs, ", "), p.KVConnector)
 		}
 		engines[p.Engine] = true
@@ -278,15 +279,6 @@ func bucketAnnotation(p PodSpec) string {
 		"profiles":       map[string]any{"default": map[string]any{"routingStrategy": "pd", "routingConfig": rc}},
 	})
 	return string(b)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {

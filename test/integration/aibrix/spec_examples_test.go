@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -354,7 +355,7 @@ func TestSpecificationExamples(t *testing.T) {
 			}
 			for _, p := range tt.pods {
 				for _, f := range []string{p.template, p.annotations} {
-					if f != "" && !contains(tt.examples, f) {
+					if f != "" && !slices.Contains(tt.examples, f) {
 						t.Fatalf("pod %s is built from %s, which the case does not list", p.name, f)
 					}
 				}
@@ -406,15 +407,6 @@ func TestSpecificationExamples(t *testing.T) {
 			}
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 func setBy(examples map[string]specExample, k string) bool {

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -162,7 +163,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 		for _, r := range rules {
 			rule := r.(map[string]any)
 			for _, key := range []string{"apiGroups", "resources", "verbs"} {
-				if l, ok := rule[key]; ok && contains(stringList(l), "*") {
+				if l, ok := rule[key]; ok && slices.Contains(stringList(l), "*") {
 					t.Errorf("%s %s: wildcard %s", o.GetKind(), o.GetName(), key)
 				}
 			}
@@ -257,13 +258,4 @@ func haMode(vals map[string]any) string {
 		}
 	}
 	return "leader-election"
-}
-
-func contains(l []string, s string) bool {
-	for _, x := range l {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
