@@ -103,6 +103,24 @@ func MetricFamilies(t testing.TB, url string) map[string]*dto.MetricFamily {
 	return fams
 }
 
+// Get fetches url and returns the status and at most 8 MiB of the body, giving up after 5 s:
+// the health polls and metrics reads of the e2e suites, which must not hang on a stuck process.
+func Get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := getClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	return resp.StatusCode, b, err
+}
+
+var getClient = &http.Client{Timeout: 5 * time.Second}
+
 // Scrape returns the page at url (a Prometheus text page, typically).
 func Scrape(t testing.TB, url string) string {
 	t.Helper()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -115,7 +114,7 @@ func (c *cluster) waitHealthy(ctx context.Context, name string) {
 	c.t.Helper()
 	url := c.healthURL(name)
 	for {
-		if code, _, err := get(ctx, url); err == nil && code/100 == 2 {
+		if code, _, err := testsupport.Get(ctx, url); err == nil && code/100 == 2 {
 			return
 		}
 		select {
@@ -193,7 +192,7 @@ func (c *cluster) waitEndpoints(t *testing.T, n int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		m, err := scrape(c.eppMetricsURL())
+		m, err := labtest.Metrics(c.eppMetricsURL())
 		if err == nil && m["pdgate_epp_standalone_endpoints"] == float64(n) {
 			return
 		}
@@ -208,27 +207,11 @@ func (c *cluster) waitEndpoints(t *testing.T, n int) {
 // endpointsServed is the EPP's count of endpoints from the file it last applied.
 func (c *cluster) endpointsServed(t *testing.T) int {
 	t.Helper()
-	m, err := scrape(c.eppMetricsURL())
+	m, err := labtest.Metrics(c.eppMetricsURL())
 	if err != nil {
 		t.Fatalf("epp metrics: %v", err)
 	}
 	return int(m["pdgate_epp_standalone_endpoints"])
-}
-
-var httpClient = &http.Client{Timeout: 5 * time.Second}
-
-func get(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	return resp.StatusCode, b, err
 }
 
 // jsonErrorType returns the OpenAI error body's type/code, or "".

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/labtest"
 )
 
 type request struct {
@@ -154,18 +154,6 @@ func checkOutcomes(t *testing.T, rep report, allowed ...string) {
 	}
 }
 
-// scrape reads one /metrics page into name{labels} → value.
-func scrape(url string) (map[string]float64, error) {
-	code, b, err := get(context.Background(), url)
-	if err != nil {
-		return nil, err
-	}
-	if code != http.StatusOK {
-		return nil, fmt.Errorf("%s: status %d", url, code)
-	}
-	return lab.ParseMetrics(bytes.NewReader(b))
-}
-
 // sumPrefix adds every sample whose name starts with prefix.
 func sumPrefix(m map[string]float64, prefix string) float64 {
 	s := 0.0
@@ -188,7 +176,7 @@ func (c *cluster) baseline(t *testing.T) baseline {
 	t.Helper()
 	out := baseline{}
 	for name, url := range c.metricsURLs() {
-		m, err := scrape(url)
+		m, err := labtest.Metrics(url)
 		if err != nil {
 			t.Fatalf("baseline %s: %v", name, err)
 		}
@@ -208,7 +196,7 @@ func (c *cluster) checkSettled(t *testing.T, base baseline) {
 	var problems []string
 	for {
 		problems = problems[:0]
-		if m, err := scrape(c.eppMetricsURL()); err != nil {
+		if m, err := labtest.Metrics(c.eppMetricsURL()); err != nil {
 			problems = append(problems, "epp metrics: "+err.Error())
 		} else {
 			for _, g := range ledgerGauges {
@@ -222,7 +210,7 @@ func (c *cluster) checkSettled(t *testing.T, base baseline) {
 			if !ok {
 				continue
 			}
-			m, err := scrape(url)
+			m, err := labtest.Metrics(url)
 			if err != nil {
 				problems = append(problems, name+": "+err.Error())
 				continue

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pdgate/pdgate/test/testsupport"
 )
 
 // TestPrefillChargeReleasedWhenPrefillReturns: a non-streaming request whose
@@ -94,7 +96,7 @@ func prefillGauges(t *testing.T, c *cluster) (active, kv float64) {
 // label sets of a name).
 func labelled(t *testing.T, url string) map[string]float64 {
 	t.Helper()
-	code, b, err := get(context.Background(), url)
+	code, b, err := testsupport.Get(context.Background(), url)
 	if err != nil || code != 200 {
 		t.Fatalf("%s: %d %v", url, code, err)
 	}

@@ -1,8 +1,6 @@
 package hostile
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -39,11 +37,7 @@ func sidecarRejections(t *testing.T, l *lab.Lab) float64 {
 		if !p.HasSidecar() {
 			continue
 		}
-		_, b, err := get(context.Background(), "http://"+p.Endpoint()+"/sidecar/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := lab.ParseMetrics(bytes.NewReader(b))
+		m, err := labtest.Metrics("http://" + p.Endpoint() + "/sidecar/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,8 +96,7 @@ func TestOversizedBodies(t *testing.T) {
 	if code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("EPP: %d %s", code, body)
 	}
-	_, b, _ := get(context.Background(), fmt.Sprintf("http://127.0.0.1:%d/metrics", l.Plan.EPPMetricsPort))
-	if m, _ := lab.ParseMetrics(bytes.NewReader(b)); m["pdgate_epp_request_body_rejected_total"] < 1 {
+	if m, _ := labtest.Metrics(fmt.Sprintf("http://127.0.0.1:%d/metrics", l.Plan.EPPMetricsPort)); m["pdgate_epp_request_body_rejected_total"] < 1 {
 		t.Errorf("the 413 did not come from the EPP: %v", m["pdgate_epp_request_body_rejected_total"])
 	}
 	if code, _, body := post(t, l.URL, nil, big(8<<10)); code != http.StatusOK {

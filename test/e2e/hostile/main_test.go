@@ -5,7 +5,6 @@ package hostile
 
 import (
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -29,7 +28,7 @@ func start(t *testing.T, name, health string, args ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for {
-		if code, _, err := get(ctx, health); err == nil && code == http.StatusOK {
+		if code, _, err := testsupport.Get(ctx, health); err == nil && code == http.StatusOK {
 			return
 		}
 		select {
@@ -38,20 +37,6 @@ func start(t *testing.T, name, health string, args ...string) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-func get(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	return resp.StatusCode, b, err
 }
 
 // trap is a listener an attacker would like pdgate to call: it counts every connection

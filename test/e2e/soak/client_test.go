@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 
-	"github.com/pdgate/pdgate/cmd/pdgate/lab"
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
@@ -43,18 +41,4 @@ func outcome(r result) string {
 		}
 		return ""
 	})
-}
-
-func scrape(url string) (map[string]float64, error) {
-	c := &http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	return lab.ParseMetrics(bytes.NewReader(b))
 }

@@ -69,7 +69,7 @@ func TestSoak(t *testing.T) {
 		Outcomes: map[string]int{}, FaultsInjected: map[string]int{}, LedgerAfter: map[string]float64{},
 		GoroutinesStart: map[string]float64{}, GoroutinesEnd: map[string]float64{}, FDsStart: map[string]float64{}, FDsEnd: map[string]float64{}}
 	for name, url := range metrics {
-		m, err := scrape(url)
+		m, err := labtest.Metrics(url)
 		if err != nil {
 			t.Fatalf("baseline %s: %v", name, err)
 		}
@@ -90,7 +90,7 @@ func TestSoak(t *testing.T) {
 		for {
 			s := Sample{AtS: time.Since(begin).Seconds(), RSSMiB: map[string]float64{}, Goroutines: map[string]float64{}}
 			for name, url := range metrics {
-				if m, err := scrape(url); err == nil {
+				if m, err := labtest.Metrics(url); err == nil {
 					s.RSSMiB[name] = m["process_resident_memory_bytes"] / (1 << 20)
 					s.Goroutines[name] = m["go_goroutines"]
 				}
@@ -222,7 +222,7 @@ func settle(t *testing.T, l *lab.Lab, metrics map[string]string, rep *Report) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var problems []string
-		if m, err := scrape(metrics["epp"]); err == nil {
+		if m, err := labtest.Metrics(metrics["epp"]); err == nil {
 			for _, g := range ledgerGauges {
 				rep.LedgerAfter[g] = m[g]
 				if m[g] != 0 {
@@ -233,7 +233,7 @@ func settle(t *testing.T, l *lab.Lab, metrics map[string]string, rep *Report) {
 			problems = append(problems, err.Error())
 		}
 		for name, url := range metrics {
-			m, err := scrape(url)
+			m, err := labtest.Metrics(url)
 			if err != nil {
 				problems = append(problems, err.Error())
 				continue
