@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -97,7 +98,7 @@ func TestPairsAreCompatible(t *testing.T) {
 				}
 				pair := d.Name + "→" + p.Name
 				seen[pair] = true
-				if tc.want != nil && !contains(tc.want[d.Name], p.Name) {
+				if tc.want != nil && !slices.Contains(tc.want[d.Name], p.Name) {
 					t.Fatalf("pair %s not allowed (want %v)", pair, tc.want)
 				}
 			}

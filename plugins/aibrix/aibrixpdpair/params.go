@@ -130,7 +130,7 @@ func (p Params) Validate() error {
 		return err
 	}
 	switch {
-	case !contains(KnownStrategies, strings.ToLower(p.DefaultRoutingStrategy)):
+	case !slices.Contains(KnownStrategies, strings.ToLower(p.DefaultRoutingStrategy)):
 		return fmt.Errorf("parameter defaultRoutingStrategy=%q: must be one of %s", p.DefaultRoutingStrategy, strings.Join(KnownStrategies, ", "))
 	case p.LedgerRef == "":
 		return fmt.Errorf("parameter ledgerRef: must not be empty")
@@ -162,13 +162,4 @@ func (p Params) Validate() error {
 // HonorHeader reports whether the routing-strategy header is honoured (default true).
 func (p Params) HonorHeader() bool {
 	return p.HonorRoutingStrategyHeader == nil || *p.HonorRoutingStrategyHeader
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -174,7 +175,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 	cfg := podmodel.ModelConfigOf(pods)
 	_, prof := cfg.Resolve(in.ProfileHeader, in.Hints)
 	strategy, source := ResolveStrategy(cfg, header(req, protocol.HeaderRoutingStrategy), p.params.HonorHeader(), prof, p.params.DefaultRoutingStrategy)
-	if !contains(KnownStrategies, strategy) {
+	if !slices.Contains(KnownStrategies, strategy) {
 		return p.refuse(ctx, req, trace, eps, http.StatusBadRequest, contract.CauseUnknownStrategy, fmt.Sprintf("unknown routing strategy %q (from %s); pdgate supports %s",
 			strategy, source, strings.Join(KnownStrategies, ", ")), true)
 	}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -157,12 +158,12 @@ func (k *Knobs) applyEnv(getenv pluginkit.Env, warn func(string)) error {
 		errs = append(errs, parseEnv(getenv, field, dst, "a boolean", strconv.ParseBool))
 	}
 	str("prefillScorePolicy", &k.PrefillScorePolicy)
-	if !contains(PrefillPolicies, k.PrefillScorePolicy) {
+	if !slices.Contains(PrefillPolicies, k.PrefillScorePolicy) {
 		warn(fmt.Sprintf("unknown %s=%q, using %s", EnvVar["prefillScorePolicy"], k.PrefillScorePolicy, PrefillPrefixCache))
 		k.PrefillScorePolicy = PrefillPrefixCache
 	}
 	str("decodeScorePolicy", &k.DecodeScorePolicy)
-	if !contains(DecodePolicies, k.DecodeScorePolicy) {
+	if !slices.Contains(DecodePolicies, k.DecodeScorePolicy) {
 		warn(fmt.Sprintf("unknown %s=%q, using %s", EnvVar["decodeScorePolicy"], k.DecodeScorePolicy, DecodeLoadBalancing))
 		k.DecodeScorePolicy = DecodeLoadBalancing
 	}
@@ -239,10 +240,10 @@ func (k Knobs) Validate() error {
 		errs = append(errs, fmt.Errorf("parameter %s=%v: must be %s", field, v, rule))
 	}
 	finite := func(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
-	if !contains(PrefillPolicies, k.PrefillScorePolicy) {
+	if !slices.Contains(PrefillPolicies, k.PrefillScorePolicy) {
 		bad("prefillScorePolicy", "one of "+strings.Join(PrefillPolicies, ", "), k.PrefillScorePolicy)
 	}
-	if !contains(DecodePolicies, k.DecodeScorePolicy) {
+	if !slices.Contains(DecodePolicies, k.DecodeScorePolicy) {
 		bad("decodeScorePolicy", "one of "+strings.Join(DecodePolicies, ", "), k.DecodeScorePolicy)
 	}
 	if k.BucketServeMode != ModeThroughput && k.BucketServeMode != ModeRPS {
@@ -293,13 +294,4 @@ func (k Knobs) Validate() error {
 		bad("tokenLoadSessionTTLSeconds", ">= 0", *k.TokenLoadSessionTTLSeconds)
 	}
 	return errors.Join(errs...)
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

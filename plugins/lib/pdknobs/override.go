@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -72,14 +73,14 @@ func (k Knobs) ForProfile(prof *podmodel.Profile, warn func(string)) (Knobs, err
 		}
 	}
 	if p := strings.ToLower(rc.PrefillScorePolicy); p != "" {
-		if contains(PrefillPolicies, p) {
+		if slices.Contains(PrefillPolicies, p) {
 			out.PrefillScorePolicy = p
 		} else {
 			warnOnce(warn, fmt.Sprintf("unknown prefillScorePolicy %q in profile, keeping %s", rc.PrefillScorePolicy, k.PrefillScorePolicy))
 		}
 	}
 	if p := strings.ToLower(rc.DecodeScorePolicy); p != "" {
-		if !contains(DecodePolicies, p) {
+		if !slices.Contains(DecodePolicies, p) {
 			return k, ErrUnknownDecodePolicy{Name: rc.DecodeScorePolicy}
 		}
 		out.DecodeScorePolicy = p
