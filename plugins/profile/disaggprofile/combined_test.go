@@ -8,6 +8,7 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestCombinedDecodePickSkipsPrefill(t *testing.T) {
@@ -35,7 +36,7 @@ func TestCombinedDecodePickSkipsPrefill(t *testing.T) {
 			if tt.profile != "" {
 				r.Headers["Config-Profile"] = tt.profile
 			}
-			got := h.Pick(context.Background(), fwksched.NewCycleState(), r, profilesOf("decode", "prefill"),
+			got := h.Pick(context.Background(), fwksched.NewCycleState(), r, eptest.Profiles("decode", "prefill"),
 				resultsOf("decode", res(ep("pod", "10.0.0.30", "8000", tt.labels))))
 			_, ran := got["prefill"]
 			if ran == tt.skip || (d.calls == 1) == tt.skip {

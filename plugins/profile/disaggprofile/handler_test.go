@@ -13,6 +13,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func req() *fwksched.LLMRequest {
@@ -107,7 +108,7 @@ func TestPickSequence(t *testing.T) {
 			cs := fwksched.NewCycleState()
 			var last map[string]*fwksched.ProfileRunResult
 			for i, s := range tt.steps {
-				got := h.Pick(context.Background(), cs, req(), profilesOf(tt.profiles...), s.results)
+				got := h.Pick(context.Background(), cs, req(), eptest.Profiles(tt.profiles...), s.results)
 				if strings.Join(keys(got), ",") != s.want {
 					t.Fatalf("step %d: Pick = %v, want %q", i, keys(got), s.want)
 				}
@@ -129,7 +130,7 @@ func TestPickDoesNotReaskDecider(t *testing.T) {
 	cs := fwksched.NewCycleState()
 	results := resultsOf("decode", res(dEp))
 	for i := 0; i < 3; i++ {
-		h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), results)
+		h.Pick(context.Background(), cs, req(), eptest.Profiles("decode", "prefill"), results)
 	}
 	if d.calls != 1 {
 		t.Fatalf("decider asked %d times", d.calls)
@@ -144,7 +145,7 @@ func TestPickNilDeciders(t *testing.T) {
 			if decoded {
 				results = resultsOf("decode", res(dEp))
 			}
-			got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), profilesOf(profiles...), results)
+			got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), eptest.Profiles(profiles...), results)
 			want := "decode"
 			if decoded {
 				want = ""
@@ -154,7 +155,7 @@ func TestPickNilDeciders(t *testing.T) {
 			}
 		}
 	}
-	if got := NewHandler("h", defaults(), nil, nil).Pick(context.Background(), nil, nil, profilesOf("decode"), resultsOf()); len(got) != 0 {
+	if got := NewHandler("h", defaults(), nil, nil).Pick(context.Background(), nil, nil, eptest.Profiles("decode"), resultsOf()); len(got) != 0 {
 		t.Fatal("nil request must pick nothing")
 	}
 }
@@ -166,7 +167,7 @@ func TestSkipMarkerAndDecodeResultPublished(t *testing.T) {
 	decisiontrace.Start(cs)
 	// A decode-profile plugin (e.g. a combined-pod picker) asks to skip prefill.
 	contract.MarkSkipPrefill(cs, "combined pod picked by aibrix overflow")
-	got := h.Pick(context.Background(), cs, req(), profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
+	got := h.Pick(context.Background(), cs, req(), eptest.Profiles("decode", "prefill"), resultsOf("decode", res(dEp)))
 	if len(got) != 0 || d.calls != 0 {
 		t.Fatalf("skip marker ignored: %v calls=%d", keys(got), d.calls)
 	}
@@ -184,7 +185,7 @@ func TestCombinedSkipDisabled(t *testing.T) {
 	p := defaults()
 	p.CombinedDecodeSkipsPrefill = false
 	h := NewHandler("h", p, &fakeDecider{yes: true}, nil)
-	got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), profilesOf("decode", "prefill"), resultsOf("decode", res(cEp)))
+	got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), eptest.Profiles("decode", "prefill"), resultsOf("decode", res(cEp)))
 	if _, ok := got["prefill"]; !ok {
 		t.Fatalf("llm-d behaviour: a prefill-decode decode pick may still get a remote prefill; got %v", keys(got))
 	}
@@ -220,7 +221,7 @@ func TestPrefillFirst(t *testing.T) {
 			}
 			h := NewHandler("h", p, d, nil)
 			cs := fwksched.NewCycleState()
-			profiles := profilesOf("decode", "prefill")
+			profiles := eptest.Profiles("decode", "prefill")
 			results := resultsOf()
 			if got := h.Pick(context.Background(), cs, req(), profiles, results); strings.Join(keys(got), ",") != "prefill" {
 				t.Fatalf("first pick = %v", keys(got))
@@ -310,7 +311,7 @@ func TestDecisionMetric(t *testing.T) {
 			cs := fwksched.NewCycleState()
 			r := &fwksched.LLMRequest{RequestId: "x", TargetModel: model}
 			results := resultsOf("decode", res(dEp))
-			profiles := profilesOf("decode", "encode", "prefill")
+			profiles := eptest.Profiles("decode", "encode", "prefill")
 			for i := 0; i < 4; i++ {
 				next := h.Pick(context.Background(), cs, r, profiles, results)
 				if len(next) == 0 {

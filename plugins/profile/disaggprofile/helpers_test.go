@@ -33,20 +33,6 @@ type notDecider struct{}
 
 func (notDecider) TypedName() fwkplugin.TypedName { return fwkplugin.TypedName{Type: "x", Name: "x"} }
 
-type fakeProfile struct{}
-
-func (fakeProfile) Run(context.Context, *fwksched.LLMRequest, *fwksched.CycleState, []fwksched.Endpoint) (*fwksched.ProfileRunResult, error) {
-	return nil, nil
-}
-
-func profilesOf(names ...string) map[string]fwksched.SchedulerProfile {
-	m := map[string]fwksched.SchedulerProfile{}
-	for _, n := range names {
-		m[n] = fakeProfile{}
-	}
-	return m
-}
-
 func ep(name, addr, port string, labels map[string]string) fwksched.Endpoint {
 	return eptest.Scheduling(eptest.Spec{Namespace: "default", Name: name, PodName: name, Address: addr, Port: port, Labels: labels})
 }

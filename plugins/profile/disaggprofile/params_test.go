@@ -8,6 +8,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestHandlerFactory(t *testing.T) {
@@ -92,7 +93,7 @@ func TestHandlerFindsLaterDecider(t *testing.T) {
 	d := &fakeDecider{name: "later", yes: true}
 	handle.AddPlugin("later", d)
 	h := p.(*Handler)
-	got := h.Pick(t.Context(), nil, req(), profilesOf("decode", "prefill"), resultsOf("decode", res(ep("d", "10.0.0.2", "8000", nil))))
+	got := h.Pick(t.Context(), nil, req(), eptest.Profiles("decode", "prefill"), resultsOf("decode", res(ep("d", "10.0.0.2", "8000", nil))))
 	if _, ok := got["prefill"]; !ok || d.calls != 1 {
 		t.Fatalf("later decider not used: %v calls=%d", keys(got), d.calls)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
 func TestPDHandlerFactory(t *testing.T) {
@@ -90,7 +92,7 @@ func TestPDHandlerPick(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newPD(t, ``, &fakeDecider{name: "prefix-based-pd-decider", yes: tt.yes})
-			got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), profilesOf("decode", "prefill"), tt.results)
+			got := h.Pick(context.Background(), fwksched.NewCycleState(), req(), eptest.Profiles("decode", "prefill"), tt.results)
 			if strings.Join(keys(got), ",") != tt.want {
 				t.Fatalf("Pick = %v want %q", keys(got), tt.want)
 			}
@@ -106,7 +108,7 @@ func TestPDHandlerDecisionMetric(t *testing.T) {
 		if yes {
 			model, want = "pd-metric-yes", DecisionPrefillDecode
 		}
-		h.Pick(context.Background(), fwksched.NewCycleState(), &fwksched.LLMRequest{TargetModel: model}, profilesOf("decode", "prefill"), resultsOf("decode", res(dEp)))
+		h.Pick(context.Background(), fwksched.NewCycleState(), &fwksched.LLMRequest{TargetModel: model}, eptest.Profiles("decode", "prefill"), resultsOf("decode", res(dEp)))
 		if v := testutil.ToFloat64(h.decisions.WithLabelValues(model, want)); v != 1 { // the handler's own counter
 			t.Fatalf("%s=%v", want, v)
 		}

@@ -12,21 +12,8 @@ import (
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/plugintest"
+	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
-
-type fakeProfile struct{}
-
-func (fakeProfile) Run(context.Context, *fwksched.LLMRequest, *fwksched.CycleState, []fwksched.Endpoint) (*fwksched.ProfileRunResult, error) {
-	return &fwksched.ProfileRunResult{}, nil
-}
-
-func profilesOf(names ...string) map[string]fwksched.SchedulerProfile {
-	m := map[string]fwksched.SchedulerProfile{}
-	for _, n := range names {
-		m[n] = fakeProfile{}
-	}
-	return m
-}
 
 func keys(m map[string]fwksched.SchedulerProfile) string {
 	out := make([]string, 0, len(m))
@@ -92,7 +79,7 @@ func TestPickAndProcessResults(t *testing.T) {
 				t.Fatal(err)
 			}
 			req := &fwksched.LLMRequest{Headers: tc.headers}
-			profiles := profilesOf(tc.profiles...)
+			profiles := eptest.Profiles(tc.profiles...)
 			picked := h.Pick(context.Background(), nil, req, profiles, map[string]*fwksched.ProfileRunResult{})
 			if keys(picked) != tc.wantRun {
 				t.Fatalf("picked %q, want %q", keys(picked), tc.wantRun)
