@@ -32,11 +32,20 @@ type chatMessage struct {
 
 // ChatBody returns an OpenAI chat completion body of about size bytes (within 8 bytes for
 // sizes from 256 up): a short system prompt and a user message made of a document (words
-// with a line break every ~12 words, as in a pasted RAG context) led by a marker unique to
-// seed, so distinct seeds share no prompt prefix.
+// with a line break every ~12 words, as in a pasted RAG context), both led by a marker unique
+// to seed, so distinct seeds share no prompt prefix.
+//
+// The prompt's first block (the prefix indexes hash 64 bytes from the system message's role
+// on) must differ too. With one system prompt for all seeds every body shared that block, and
+// an llm-d P/D EPP sent every new body to the decode pods already holding it (prefix score
+// above 0 against 0, the fake pods' queues being equal): to one pod when the first requests
+// happened to be recorded before the next ones were scored. At 16 KB the 64 bodies then
+// outgrew that pod's 8,192 blocks and, cycled, missed every time, so each request took a
+// prefill leg, while an EPP whose first requests landed on several pods served nearly every
+// request decode-only: two levels of cost per request between processes of one binary.
 func ChatBody(size int, seed uint64) []byte {
 	req := chatRequest{Model: Model, MaxTokens: 128, Temperature: 0.7, Messages: []chatMessage{
-		{Role: "system", Content: "You are a careful assistant. Answer from the documents provided."},
+		{Role: "system", Content: "Session " + strconv.FormatUint(seed, 10) + ". You are a careful assistant. Answer from the documents provided."},
 		{Role: "user"},
 	}}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))

@@ -180,10 +180,15 @@ func TestChatBody(t *testing.T) {
 		if err := json.Unmarshal(a, &req); err != nil || req.Model != Model || len(req.Messages) != 2 {
 			t.Fatalf("size %d: %v %+v", size, err, req)
 		}
-		// Distinct seeds differ from the first prompt block on (no shared prefix).
-		ua, ub := userContent(t, a), userContent(t, b)
-		if ua[:8] == ub[:8] {
-			t.Fatalf("size %d: prompts share a prefix: %q %q", size, ua[:8], ub[:8])
+		// Distinct seeds differ from the first prompt block on (no shared prefix): the prefix
+		// indexes hash the messages' roles and contents in order, 64 bytes (16 tokens) a block.
+		pa, pb := promptText(t, a), promptText(t, b)
+		if pa[:firstBlock] == pb[:firstBlock] {
+			t.Fatalf("size %d: prompts share their first block: %q", size, pa[:firstBlock])
+		}
+		// The user's document is led by a marker of its own too.
+		if ua, ub := userContent(t, a), userContent(t, b); ua[:8] == ub[:8] {
+			t.Fatalf("size %d: user messages share a prefix: %q %q", size, ua[:8], ub[:8])
 		}
 		if string(ChatBody(size, 1)) != string(a) {
 			t.Fatal("bodies are not deterministic")
@@ -196,6 +201,23 @@ func TestChatBody(t *testing.T) {
 	if err := json.Unmarshal(BurstBody(5), &resp); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// firstBlock is the prefix indexes' first block in bytes: 16 tokens of 4 bytes.
+const firstBlock = 16 * 4
+
+// promptText is a chat body's messages, role and content, in order: the text the prefix
+// indexes cut into blocks (pdgate's producer puts a separator byte between the pieces).
+func promptText(t *testing.T, b []byte) string {
+	var req chatRequest
+	if err := json.Unmarshal(b, &req); err != nil {
+		t.Fatal(err)
+	}
+	var s strings.Builder
+	for _, m := range req.Messages {
+		s.WriteString(m.Role + "\x00" + m.Content + "\x00")
+	}
+	return s.String()
 }
 
 func userContent(t *testing.T, b []byte) string {

@@ -39,6 +39,9 @@ type LoadResult struct {
 	Scrapes   int64          `json:"scrapes"` // served by the EPP's pods over the phase (LoadSpec.Scrapes)
 	RoutingMS []float64      `json:"-"`       // sorted, routed exchanges only
 	Dest      map[string]int `json:"destinations"`
+	// Decisions is the phase's decision mix (decisions.go), read from the EPP's counters;
+	// nil for EPPs without them.
+	Decisions Decisions `json:"decisions,omitempty"`
 }
 
 // ReqPerSec is completed exchanges per wall second.

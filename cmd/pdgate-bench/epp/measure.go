@@ -190,6 +190,8 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	}
 	cr.IdleCPUMSPerS = cr.Idle.MSPerS()
 	o.logf("%s: idle %.3f ms/s, %d scrapes in %s: %s per scrape", c.Name, cr.IdleCPUMSPerS, cr.Idle.Scrapes, window, idlePerScrapeText(cr.Idle))
+	// Read outside the metered windows: before the collection that starts one, after its end.
+	decisions := o.decisionReader(ctx, c, e)
 	spans0, sent := g.spans(), 0
 	var settle func(context.Context)
 	if c.Traced {
@@ -197,12 +199,19 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 	}
 	for i, size := range o.Sizes {
 		mk := g.maker(c.Name, size)
-		warm := LoadSpec{Requests: max(20, o.Requests[i]/10), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4,
+		// The warm-up sends every body the phase will send at least once, so the measured
+		// phases meet no body for the first time: a first sight misses every prefix cache
+		// and, under a P/D config, takes a prefill leg.
+		warm := LoadSpec{Requests: max(20, o.Requests[i]/10, min(bodiesPerSize, o.Requests[i])), Concurrency: o.Concurrency, MaxDuration: o.MaxPhase / 4,
 			Make: mk("warm"), Settle: settle}
+		before := decisions()
 		wr, err := RunLoad(ctx, client, warm, meter)
 		if err != nil {
 			cr.Error = fmt.Sprintf("warm-up at %d B: %v", size, err)
 			return cr
+		}
+		if d := decisions().sub(before); before != nil {
+			o.logf("%s: %s warm-up: %d req, decisions: %s", c.Name, sizeLabel(size), wr.Requests, d)
 		}
 		sent += wr.Requests
 		var runs []LoadResult
@@ -213,6 +222,7 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 				phase = fmt.Sprintf("run%d", r)
 			}
 			spec := LoadSpec{Requests: o.Requests[i], Concurrency: o.Concurrency, MaxDuration: o.MaxPhase, Make: mk(phase), Settle: settle, Scrapes: scrapes}
+			before := decisions()
 			if err := collect(fmt.Sprintf("the load at %d B", size)); err != nil {
 				cr.Error = err.Error()
 				return cr
@@ -238,6 +248,9 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 					o.logf("%s: instruction profile: %v", c.Name, perr)
 				}
 			}
+			if before != nil {
+				lr.Decisions = decisions().sub(before)
+			}
 			runs, nets = append(runs, lr), append(nets, netOnly(cr.Idle.Net(lr)))
 			sent += lr.Requests
 		}
@@ -251,9 +264,10 @@ func (g *rig) runConfig(ctx context.Context, c Config) (cr ConfigResult) {
 			sr.NetCPURepeatsMS = nets
 		}
 		cr.Sizes = append(cr.Sizes, sr)
-		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f ± %.3f, per second %.3f%s), %.1f scrapes/s, routing p50 %.2f ms p99 %.2f ms, errors %d",
+		o.logf("%s: %s: %d req in %.1fs, %.0f req/s, EPP CPU %.3f ms/req (net %.3f ± %.3f, per second %.3f%s), %.1f scrapes/s, routing p50 %.2f ms p99 %.2f ms, errors %d%s",
 			c.Name, sizeLabel(size), lr.Requests, lr.Wall.Seconds(), lr.ReqPerSec(), lr.CPUPerRequestMS(), sr.NetCPUMS, sr.NetCPUErrMS,
-			sr.NetCPUPerSecondMS, spreadText(sr.NetCPURepeatsMS), float64(lr.Scrapes)/lr.Wall.Seconds(), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK)
+			sr.NetCPUPerSecondMS, spreadText(sr.NetCPURepeatsMS), float64(lr.Scrapes)/lr.Wall.Seconds(), sr.RoutingP50MS, sr.RoutingP99MS, lr.Requests-lr.OK,
+			decisionsText(runs))
 	}
 	if c.Traced {
 		cr.SpansPerRequest = float64(g.spans()-spans0) / float64(max(sent, 1))
