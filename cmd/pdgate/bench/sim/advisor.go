@@ -58,8 +58,11 @@ type AdvisorOptions struct {
 	Profile         string
 	Azure, Mooncake string
 	Scrape          time.Duration
-	Parallel        int
-	Stdout          io.Writer
+	// PrefillTimeout is the sidecars' prefill deadline (their --prefill-timeout, default
+	// fallback-local policy); 0: none.
+	PrefillTimeout time.Duration
+	Parallel       int
+	Stdout         io.Writer
 }
 
 // AdvisorDefaults are the issue's settings: 64 GPUs, 10-minute phases, three seeds.
@@ -70,7 +73,7 @@ func AdvisorDefaults() AdvisorOptions {
 		Window: time.Minute, Interval: 10 * time.Second, Dwell: 2 * time.Minute,
 		SLO:    SLO{TTFT: 2 * time.Second, TPOT: 50 * time.Millisecond},
 		Policy: "config/recommended.yaml", Azure: workload.DefaultAzureConvPath, Mooncake: workload.DefaultMooncakePath,
-		Scrape: 50 * time.Millisecond, Parallel: 2}
+		Scrape: 50 * time.Millisecond, PrefillTimeout: 30 * time.Second, Parallel: 2}
 }
 
 // NewAdvisorCommand is `pdgate bench sim advisor`.
@@ -124,6 +127,7 @@ goodput per GPU at >= 90 % attainment and the actuator's scale-direction changes
 	fleetFlags(f, &o.Profile, &o.Scrape)
 	f.StringVar(&o.Azure, "azure-conv", o.Azure, "Azure conversation trace CSV")
 	f.StringVar(&o.Mooncake, "mooncake", o.Mooncake, "Mooncake trace JSONL")
+	f.DurationVar(&o.PrefillTimeout, "prefill-timeout", o.PrefillTimeout, "the sidecars' prefill deadline (--prefill-timeout, fallback-local): a prefill leg not back by then is cancelled and the decode pod prefills; 0 = none")
 	f.IntVar(&o.Parallel, "parallel", o.Parallel, "runs at once")
 	return cmd
 }
@@ -177,8 +181,8 @@ func (o AdvisorOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("%s must be whole seconds, got %s", d.flag, d.v))
 		}
 	}
-	if o.Provision < 0 || o.Dwell < 0 {
-		errs = append(errs, errors.New("--provision-delay and --advisor-dwell must be >= 0"))
+	if o.Provision < 0 || o.Dwell < 0 || o.PrefillTimeout < 0 {
+		errs = append(errs, errors.New("--provision-delay, --advisor-dwell and --prefill-timeout must be >= 0"))
 	}
 	if o.Parallel < 1 {
 		errs = append(errs, fmt.Errorf("--parallel must be >= 1, got %d", o.Parallel))
@@ -197,8 +201,10 @@ type AdvisorRun struct {
 	PhaseAttainment map[string]float64 `json:"phaseAttainment"`
 	Requests        int                `json:"requests"`
 	Failed          int                `json:"failed"`
-	TTFT            Dist               `json:"ttft"`
-	TPOT            Dist               `json:"tpot"`
+	// PrefillFallbacks is the prefill legs past the prefill deadline, prefilled locally.
+	PrefillFallbacks int  `json:"prefillFallbacks"`
+	TTFT             Dist `json:"ttft"`
+	TPOT             Dist `json:"tpot"`
 	// Actuator and DirectionChanges (per phase) for the advisor-driven fleet.
 	Actuator         *ActuatorSummary `json:"actuator,omitempty"`
 	DirectionChanges []int            `json:"directionChanges,omitempty"`
@@ -292,8 +298,8 @@ func RunAdvisor(ctx context.Context, o AdvisorOptions) error {
 		for _, ph := range phases {
 			per = append(per, fmt.Sprintf("%.2f", r.PhaseAttainment[ph.Workload]))
 		}
-		line := fmt.Sprintf("%-8s seed %d load %.2f (%.2f req/s/GPU): attainment %.3f (phases %s)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  %d requests, %d not served  wall %.0f s",
-			r.Cell, r.Seed, r.Load, r.RatePerGPU, r.Attainment, strings.Join(per, "/"), r.TTFT.P50, r.TTFT.P99, r.TPOT.P50, r.TPOT.P99, r.Requests, r.Failed, r.WallSeconds)
+		line := fmt.Sprintf("%-8s seed %d load %.2f (%.2f req/s/GPU): attainment %.3f (phases %s)  TTFT p50/p99 %.0f/%.0f ms  TPOT p50/p99 %.1f/%.1f ms  %d requests, %d not served, %d prefill fallbacks  run ends at %.0f s  wall %.0f s",
+			r.Cell, r.Seed, r.Load, r.RatePerGPU, r.Attainment, strings.Join(per, "/"), r.TTFT.P50, r.TTFT.P99, r.TPOT.P50, r.TPOT.P99, r.Requests, r.Failed, r.PrefillFallbacks, r.VirtualSeconds, r.WallSeconds)
 		if r.Actuator != nil {
 			line += fmt.Sprintf("  scale events %d, direction changes per phase %v, mean GPUs %.1f", len(r.Actuator.Events), r.DirectionChanges, r.Actuator.MeanGPUs)
 		}
@@ -381,7 +387,7 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 		return out, err
 	}
 	cfg := Config{Profile: prof, Pods: pdFleet(np, nd, prof.Model), EPPConfig: cfgPath, Model: prof.Model, Source: src,
-		Scrape: o.Scrape, Seed: seed, PrefillRelease: true}
+		Scrape: o.Scrape, Seed: seed, PrefillRelease: true, PrefillTimeout: o.PrefillTimeout}
 	if o.Sheddable {
 		cfg.Source = sheddable{Source: src, maxTokens: true}
 	}
@@ -402,6 +408,7 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 	}
 	out.Attainment, out.PhaseAttainment = res.Goodput(o.SLO), res.GoodputByKind(o.SLO)
 	out.Requests, out.TTFT, out.TPOT = res.Summary.Requests, res.Summary.TTFT, res.Summary.TPOT
+	out.PrefillFallbacks = res.Summary.PrefillFallbacks
 	for _, n := range res.failed {
 		out.Failed += n
 	}

@@ -30,6 +30,8 @@ type Result struct {
 	promptTokens, cachedTokens int64
 	missedReuseTokens          int64
 	cpuLoadedTokens            int64
+	// prefillFallbacks counts prefill legs past Config.PrefillTimeout, prefilled locally
+	prefillFallbacks int
 
 	Summary Summary
 }
@@ -112,6 +114,9 @@ type Summary struct {
 	// CPULoadedTokens is the prefix-cache hits the engines loaded from their CPU offload tier
 	// (profile cpuOffload) rather than found on the GPU.
 	CPULoadedTokens int64 `json:",omitempty"`
+	// PrefillFallbacks is the prefill legs cancelled at Config.PrefillTimeout whose decode pod
+	// then prefilled the prompt itself (the sidecar's fallback-local).
+	PrefillFallbacks int `json:",omitempty"`
 }
 
 // prefix records one prefill: prompt tokens, how many were prefix-cache hits and how many of
@@ -167,6 +172,7 @@ func (r *Result) finish(s *Sim, wall time.Duration) {
 	sum.PromptTokens, sum.ComputedPrefillTokens = r.promptTokens, r.promptTokens-r.cachedTokens
 	sum.MissedReuseTokens = r.missedReuseTokens
 	sum.CPULoadedTokens = r.cpuLoadedTokens
+	sum.PrefillFallbacks = r.prefillFallbacks
 	if len(r.ttftFirst)+len(r.ttftFollow) > 0 {
 		first, follow := dist(r.ttftFirst), dist(r.ttftFollow)
 		sum.FirstTurnTTFT, sum.FollowUpTTFT = &first, &follow

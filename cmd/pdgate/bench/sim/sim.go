@@ -71,6 +71,11 @@ type Config struct {
 	// its admission's dispatch ledger, as the sidecar's callback does for an EPP run with
 	// --prefill-release-address.
 	PrefillRelease bool
+	// PrefillTimeout is the sidecar's --prefill-timeout under its default failure policy,
+	// fallback-local: a prefill leg not back within it is cancelled on the prefill pod (the
+	// sidecar's deadline aborts the engine request) and the decode pod prefills the prompt
+	// itself. 0: no deadline, the prefill leg is waited for however long it queues.
+	PrefillTimeout time.Duration
 }
 
 // Sim is one virtual-time cluster run.
@@ -110,6 +115,8 @@ type request struct {
 	assigned, prefillHeld bool
 	// engine-side marks for the leg breakdown (what the simulators' own histograms measure)
 	legSubmit time.Time
+	// fellBack: the prefill leg missed Config.PrefillTimeout and the decode pod prefills
+	fellBack bool
 }
 
 // New builds the pods and the EPP for cfg.
@@ -310,8 +317,12 @@ func (s *Sim) dispatch(r *request) {
 	}
 	if r.prefill != nil {
 		r.prefill.prefillLegs++
-		s.prefillOn(r.prefill, &leg{kind: legPrefill, req: r,
-			br: batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1}})
+		l := &leg{kind: legPrefill, req: r,
+			br: batching.Request{ID: r.llm.RequestId + "-p", PromptTokens: prompt, OutputTokens: 1}}
+		if d := s.cfg.PrefillTimeout; d > 0 {
+			s.clock.AfterFunc(d, func() { s.prefillDeadline(l) })
+		}
+		s.prefillOn(r.prefill, l)
 		return
 	}
 	s.prefillOn(r.decode, &leg{kind: legLocal, req: r,
@@ -354,6 +365,10 @@ func (s *Sim) hitTokens(blocks int, r *request) int {
 }
 
 func (s *Sim) submit(p *pod, l *leg) {
+	if l.kind == legPrefill && l.req.fellBack {
+		s.fallbackLocal(l.req) // the deadline passed before the leg reached the engine
+		return
+	}
 	l.req.legSubmit = s.now()
 	if err := p.submit(l); err != nil {
 		s.fail(l.req, "engine: "+err.Error())
@@ -370,7 +385,10 @@ func (s *Sim) firstToken(p *pod, l *leg) {
 	r.firstAt = s.now()
 	s.res.legs.add(l.kind, r.firstAt.Sub(r.legSubmit))
 	headers := map[string]string{}
-	if r.prefill != nil {
+	switch {
+	case r.fellBack:
+		headers[protocol.HeaderPrefillOutcome] = "fallback-local"
+	case r.prefill != nil:
 		headers[protocol.HeaderPrefillOutcome] = "ok"
 	}
 	r.epp.responseHeader(s.ctx, r.llm, headers, r.decode.meta)
@@ -380,8 +398,12 @@ func (s *Sim) firstToken(p *pod, l *leg) {
 // request.
 func (s *Sim) legDone(_ *pod, l *leg) {
 	r := l.req
-	if l.br.Progress().Err != nil {
-		s.fail(r, "engine: "+l.br.Progress().Err.Error())
+	if err := l.br.Progress().Err; err != nil {
+		if l.kind == legPrefill && r.fellBack && errors.Is(err, batching.ErrCancelled) {
+			s.fallbackLocal(r)
+			return
+		}
+		s.fail(r, "engine: "+err.Error())
 		return
 	}
 	if l.kind == legPrefill {
