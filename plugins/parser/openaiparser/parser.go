@@ -15,7 +15,8 @@
 // must not modify the body while the parsed request is in use. pdgate's request path never
 // does (a model rewrite builds a new body).
 //
-// Responses are parsed by GIE's own openai-parser code, so usage accounting is identical.
+// A response's usage is read with the same scanner, with GIE's openai-parser's semantics
+// (usage.go); streamed chunks are parsed by GIE's own code.
 package openaiparser
 
 import (
@@ -44,7 +45,7 @@ var _ fwkrh.Parser = (*Parser)(nil)
 type Parser struct {
 	tn     fwkplugin.TypedName
 	p      Params
-	stock  *openai.OpenAIParser // response parsing is delegated to GIE's implementation
+	stock  *openai.OpenAIParser // streamed responses and malformed bodies go to GIE's implementation
 	fields map[string]bool      // keys decoded regardless of size in map mode
 }
 
@@ -175,8 +176,15 @@ func (p *Parser) parseStd(body []byte, headers map[string]string) (*fwksched.LLM
 	return out, nil
 }
 
-// ParseResponse implements fwkrh.Parser with GIE's openai-parser behaviour.
+// ParseResponse implements fwkrh.Parser with GIE's openai-parser behaviour: a non-streaming
+// body's usage is read in one pass of the scanner (usageOf), a streamed chunk, a body that is
+// not a JSON object and a syntax error by GIE's own code.
 func (p *Parser) ParseResponse(ctx context.Context, body []byte, headers map[string]string, endOfStream bool) (*fwkrh.ParsedResponse, error) {
+	if len(body) > 0 && !eventStream(headers) {
+		if usage, ok := usageOf(body); ok {
+			return &fwkrh.ParsedResponse{Usage: usage}, nil
+		}
+	}
 	return p.stock.ParseResponse(ctx, body, headers, endOfStream)
 }
 

@@ -277,28 +277,6 @@ func TestParams(t *testing.T) {
 	}
 }
 
-func TestParseResponseMatchesGIE(t *testing.T) {
-	stock := openai.NewOpenAIParser()
-	fast := New("", Params{})
-	tests := []struct {
-		name, body string
-		headers    map[string]string
-	}{
-		{name: "json", body: `{"object":"chat.completion","usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`},
-		{name: "sse", headers: map[string]string{"content-type": "text/event-stream"}, body: "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\ndata: [DONE]\n"},
-		{name: "empty", body: ``},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			want, werr := stock.ParseResponse(context.Background(), []byte(tt.body), tt.headers, true)
-			got, gerr := fast.ParseResponse(context.Background(), []byte(tt.body), tt.headers, true)
-			if !reflect.DeepEqual(want, got) || (werr == nil) != (gerr == nil) {
-				t.Fatalf("stock %+v %v, fast %+v %v", want, werr, got, gerr)
-			}
-		})
-	}
-}
-
 func TestPrepareRequestDataFillsTargetModel(t *testing.T) {
 	long := bigText(3000)
 	tests := []struct {

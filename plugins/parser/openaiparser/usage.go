@@ -1,0 +1,155 @@
+package openaiparser
+
+import (
+	"strconv"
+	"strings"
+
+	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
+)
+
+// Object types whose usage names its fields prompt_tokens/completion_tokens or
+// input_tokens/output_tokens, as GIE's openai-parser tells them apart.
+const (
+	objectChatCompletion      = "chat.completion"
+	objectChatCompletionChunk = "chat.completion.chunk"
+	objectTextCompletion      = "text_completion"
+	objectResponse            = "response"
+	objectConversation        = "conversation"
+)
+
+// eventStream reports a streamed response (text/event-stream), whose chunks GIE's parser reads.
+func eventStream(headers map[string]string) bool {
+	for k, v := range headers {
+		if strings.EqualFold(k, "content-type") && strings.Contains(strings.ToLower(v), "text/event-stream") {
+			return true
+		}
+	}
+	return false
+}
+
+// usageOf reads the usage of a non-streaming response body in one pass of the scanner, as GIE's
+// openai-parser reads it after decoding the whole body into a map (its cost at 1 KB was 6 % of
+// a P/D request's CPU in the EPP): the top-level "usage" object, its field names chosen by the
+// top-level "object" string; each key exact, the last of a repeated key winning; a number
+// truncated to int; "usage" null or absent: no usage. ok is false for what GIE must decide
+// (not a JSON object, a syntax error), so that its error text is the one returned.
+//
+// Where GIE's parser panics on a value of the wrong type ("usage" or "prompt_token_details" not
+// an object, a count that is not a number), that value counts as absent; a count outside
+// float64's range counts as absent too, where GIE fails the whole body.
+func usageOf(body []byte) (usage *fwkrc.Usage, ok bool) {
+	s := scanner{b: body}
+	if s.peek() != '{' {
+		return nil, false
+	}
+	var object string
+	var usageStart, usageEnd int
+	walked := s.members(func(tok []byte, plain bool) bool {
+		start := s.i
+		switch {
+		case keyIs(tok, plain, "object"):
+			object = ""
+			if s.peek() == '"' {
+				st, en, plainV, ok := s.str()
+				if ok {
+					object = unquote(body[st:en], plainV)
+				}
+				return ok
+			}
+		case keyIs(tok, plain, "usage"):
+			if !s.skip() {
+				return false
+			}
+			usageStart, usageEnd = start, s.i
+			return true
+		}
+		return s.skip()
+	})
+	if walked {
+		s.ws()
+		walked = s.i == len(body)
+	}
+	if !walked {
+		return nil, false
+	}
+	u := counts(body[usageStart:usageEnd])
+	if u == nil {
+		return nil, true
+	}
+	out := &fwkrc.Usage{TotalTokens: u.get("total_tokens")}
+	in, outTok := "prompt_tokens", "completion_tokens"
+	switch {
+	case strings.HasPrefix(object, objectResponse) || strings.HasPrefix(object, objectConversation):
+		in, outTok = "input_tokens", "output_tokens"
+	case object == objectChatCompletion || object == objectChatCompletionChunk || object == objectTextCompletion:
+	default:
+		// Either naming: the Responses API's wins where both are present, as in GIE.
+		if u.has("input_tokens") {
+			in = "input_tokens"
+		}
+		if u.has("output_tokens") {
+			outTok = "output_tokens"
+		}
+	}
+	out.PromptTokens, out.CompletionTokens = u.get(in), u.get(outTok)
+	// GIE reads "prompt_token_details" (not OpenAI's "prompt_tokens_details"); kept so that
+	// usage accounting stays GIE's.
+	if d := counts(u.value("prompt_token_details")); d != nil && d.has("cached_tokens") {
+		out.PromptTokenDetails = &fwkrc.PromptTokenDetails{CachedTokens: d.get("cached_tokens")}
+	}
+	return out, true
+}
+
+// usageCounts are one JSON object's members (an already validated object), looked up by
+// exact key from the last: the member a map decode would keep.
+type usageCounts []member
+
+// counts reads the object v; nil when v is absent, null or not an object.
+func counts(v []byte) usageCounts {
+	s := scanner{b: v}
+	if len(v) == 0 || s.peek() != '{' {
+		return nil
+	}
+	u := make(usageCounts, 0, 8)
+	s.members(func(tok []byte, plain bool) bool {
+		start := s.i
+		s.skip()
+		u = append(u, member{key: tok, plain: plain, value: v[start:s.i]})
+		return true
+	})
+	return u
+}
+
+// value is the last member named key, or nil.
+func (u usageCounts) value(key string) []byte {
+	for i := len(u) - 1; i >= 0; i-- {
+		if keyIs(u[i].key, u[i].plain, key) {
+			return u[i].value
+		}
+	}
+	return nil
+}
+
+// number is key's count as GIE's map decode holds it (float64); ok is false when key is
+// absent or its value is not a number within float64's range.
+func (u usageCounts) number(key string) (f float64, ok bool) {
+	v := u.value(key)
+	if len(v) == 0 || v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil {
+		return 0, false
+	}
+	return f, true
+}
+
+func (u usageCounts) has(key string) bool {
+	_, ok := u.number(key)
+	return ok
+}
+
+func (u usageCounts) get(key string) int {
+	f, _ := u.number(key)
+	return int(f)
+}
