@@ -27,6 +27,10 @@ type index struct {
 	bySlot      []serverID // slot → server (zero value: free)
 	free        []int      // released slots, reused first
 	defaultSize int
+	// order is add's scratch list of the blocks it records (under mu). add runs on a fresh
+	// goroutine per request; a list on its stack (5 KB for the dense blocks) grew that
+	// goroutine's 8 KB stack by a copy on most requests.
+	order [][2]int
 }
 
 // slotBits are one block's entry for 64 slots: held, the servers that hold it; given, those
@@ -106,9 +110,9 @@ func (x *index) add(hashes []blockHash, s serverID, capBlocks int, reported bool
 		l = x.track(s, c)
 	}
 	word, bit := x.words[l.slot/64], uint64(1)<<(l.slot%64)
-	var recs [denseBlocks + 64][2]int
-	order := recs[:0]
+	order := x.order[:0]
 	recorded(len(hashes), func(i, w int) bool { order = append(order, [2]int{i, w}); return true })
+	x.order = order
 	// A new block names s as it is recorded (one map write). Only when the record evicts past
 	// the entries it held before this call (the clock is first in, first out) can it have
 	// dropped one of this prompt's blocks, which must still name s afterwards (below).
