@@ -27,8 +27,11 @@ type ActuatorConfig struct {
 	// (its pods serve, the pods it took away have drained) and the advisor has measured the
 	// resulting fleet for a window (reversalGate). The advisor stabilises each role on its
 	// own, but a split follows the ratio of two roles, which can turn when they move in turn.
-	Band   int
-	Window time.Duration
+	// Hold is the advisor's dwell, for which it holds a role's scale-up before letting it come
+	// down: a reversal resting on advice already standing when the fleet settled waits for it
+	// too (reversalGate).
+	Band         int
+	Window, Hold time.Duration
 }
 
 // ScaleEvent is one change of the actuator's target split.
@@ -70,7 +73,7 @@ func newActuator(s *Sim, cfg ActuatorConfig) (*actuator, error) {
 		return nil, errors.New("actuator: the EndpointPickerConfig has no replica advisor (add a pd-ratio-advisor plugin)")
 	}
 	a := &actuator{s: s, cfg: cfg, active: map[string][]*pod{}, provisioning: map[string][]*provision{},
-		target: map[string]int{}, gate: reversalGate{band: cfg.Band, window: cfg.Window}}
+		target: map[string]int{}, gate: reversalGate{band: cfg.Band, window: cfg.Window, hold: cfg.Hold}}
 	for _, p := range s.pods {
 		if p.spec.Role != RolePrefill && p.spec.Role != RoleDecode {
 			return nil, fmt.Errorf("actuator: pod %s has role %s; the actuator scales P/D fleets", p.spec.Name, p.spec.Role)
@@ -119,7 +122,7 @@ func (a *actuator) tick() {
 	if want, reasons, ok := a.advice(); ok {
 		tp, td := splitBudget(a.cfg.Budget, want[RolePrefill], want[RoleDecode])
 		res := adviceResolution(a.cfg.Budget, want[RolePrefill], want[RoleDecode])
-		if a.gate.allow(now, tp-a.target[RolePrefill], res) {
+		if a.gate.allow(now, a.target[RolePrefill], tp, res) {
 			a.target[RolePrefill], a.target[RoleDecode] = tp, td
 			a.events = append(a.events, ScaleEvent{AtSeconds: now.Sub(a.s.start).Seconds(), Prefill: tp, Decode: td, Reasons: reasons})
 		}

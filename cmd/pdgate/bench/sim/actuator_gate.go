@@ -14,41 +14,74 @@ import "time"
 // delay, the drain and the advisor's window, as the run has them, not from a tuned constant.
 // A move in the same direction is acted on at once: it answers the same shortfall, and an SLO
 // breach costs more than a GPU moved early.
+//
+// The window after the move is not always enough. The advisor holds a role's scale-up for its
+// dwell (hold) before it lets it come down, so advice published while the move was under way,
+// from readings of the fleet before it, can stand unchanged well past that window. At 64 GPUs
+// in the code phase a prefill move's backlog, flushed into the decode pods, raised the decode
+// advice from 19 to 24 replicas while the new prefill pods provisioned. The advisor held that
+// for 130 s, and the gate let it turn the split back 2 GPUs; the raise came down 20 s later and
+// the split turned again. So a reversal must also be asked for by advice formed on the settled
+// fleet: the advice moved that way after the fleet settled, or the whole hold has passed since
+// the window after the settle, when no published value can rest on an older reading.
 type reversalGate struct {
 	// band is the smallest change of the split acted on, in GPUs (0: 1).
 	band int
-	// window is the advisor's measurement window.
-	window time.Duration
+	// window is the advisor's measurement window; hold its dwell.
+	window, hold time.Duration
 
 	dir       int  // +1 after a move towards prefill, -1 towards decode, 0 before any move
 	inFlight  bool // the last move's pods still provision or drain
 	settledAt time.Time
+	// atSettle is the prefill target advised when the fleet last settled (read: whether it has
+	// been taken since)
+	atSettle int
+	read     bool
 }
 
 // observe records whether the fleet is at its target now: nothing provisioning, nothing
 // draining.
 func (g *reversalGate) observe(now time.Time, settled bool) {
 	if g.inFlight && settled {
-		g.inFlight, g.settledAt = false, now
+		g.inFlight, g.settledAt, g.read = false, now, false
 	}
 }
 
-// allow reports whether a change of the prefill target by delta GPUs is acted on, and records
-// it as the last move when it is. resolution is what one replica of the advice moves the split
-// by (adviceResolution): a change no larger than that is within the advice's rounding.
-func (g *reversalGate) allow(now time.Time, delta, resolution int) bool {
-	if size := max(delta, -delta); size < max(g.band, 1) || size <= resolution {
+// allow reports whether changing the prefill target from cur to the advised one is acted on,
+// and records it as the last move when it is. resolution is what one replica of the advice
+// moves the split by (adviceResolution): a change no larger than that is within the advice's
+// rounding.
+func (g *reversalGate) allow(now time.Time, cur, advised, resolution int) bool {
+	if !g.inFlight && !g.read {
+		g.atSettle, g.read = advised, true
+	}
+	dir := g.direction(advised-cur, resolution)
+	if dir == 0 {
 		return false
 	}
-	dir := 1
-	if delta < 0 {
-		dir = -1
-	}
-	if g.dir != 0 && dir != g.dir && (g.inFlight || now.Sub(g.settledAt) < g.window) {
-		return false
+	if g.dir != 0 && dir != g.dir {
+		since := now.Sub(g.settledAt)
+		if g.inFlight || since < g.window {
+			return false
+		}
+		if g.direction(advised-g.atSettle, resolution) != dir && since < g.window+g.hold {
+			return false // the advice that reverses predates the settled fleet
+		}
 	}
 	g.dir, g.inFlight = dir, true
 	return true
+}
+
+// direction is +1 or -1 for a change of the prefill target by delta GPUs outside the band and
+// the advice's rounding, 0 for one within them.
+func (g *reversalGate) direction(delta, resolution int) int {
+	if size := max(delta, -delta); size < max(g.band, 1) || size <= resolution {
+		return 0
+	}
+	if delta < 0 {
+		return -1
+	}
+	return 1
 }
 
 // adviceResolution is the most the split of budget moves when the advice for one role (prefill

@@ -56,7 +56,16 @@ func TestReversalGate(t *testing.T) {
 			// settled at 60 s; the window (60 s) ends at 120 s
 			ticks: slices.Concat(run(1, 40, -1), run(5, 40, -1), run(6, 30, 0)), final: 40},
 		{name: "a reversal once the window has measured the new fleet",
-			ticks: slices.Concat(run(1, 40, -1), run(5, 40, -1), run(7, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
+			// settled at 60 s with the advice unchanged; it turns at 70 s, after the settle
+			ticks: slices.Concat(run(1, 40, -1), run(5, 40, -1), run(1, 40, 0), run(6, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
+		{name: "a reversal the advice asked for before the fleet settled waits for the advisor's hold",
+			// advised back at 10 s, while the move provisions; settled at 60 s: the window ends at
+			// 120 s, the hold (120 s) at 240 s
+			ticks: slices.Concat(run(1, 40, -1), run(5, 30, -1), run(18, 30, 0)), final: 40},
+		{name: "a reversal the advice held through the settle is acted on after the window and the hold",
+			ticks: slices.Concat(run(1, 40, -1), run(5, 30, -1), run(19, 30, 0)), final: 30, maxTurns: 1, wantTurnsMin: 1},
+		{name: "a move the same way as the last is not held back by advice from before the settle",
+			ticks: slices.Concat(run(1, 40, -1), run(5, 30, -1), run(2, 30, 0), run(1, 44, 0)), final: 44},
 		{name: "a move within one replica of coarse advice is rounding, not demand",
 			ticks: coarse(3, 35, 1, 3), final: 32},
 		{name: "a move beyond one replica of coarse advice is followed",
@@ -69,7 +78,7 @@ func TestReversalGate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := reversalGate{band: 2, window: time.Minute}
+			g := reversalGate{band: 2, window: time.Minute, hold: 2 * time.Minute}
 			t0 := time.Unix(0, 0)
 			target, dir, turns := 32, 0, 0
 			movedAt := -1
@@ -90,12 +99,11 @@ func TestReversalGate(t *testing.T) {
 					tk = tc.ticks[i]
 				}
 				g.observe(now, tk.settled)
-				delta := tk.advise - target
-				if !g.allow(now, delta, tk.resolution) {
+				if !g.allow(now, target, tk.advise, tk.resolution) {
 					continue
 				}
 				d := 1
-				if delta < 0 {
+				if tk.advise < target {
 					d = -1
 				}
 				if dir != 0 && d != dir {

@@ -393,7 +393,7 @@ func advisorRun(o AdvisorOptions, prof *costmodel.Profile, traces Traces, phases
 	}
 	if cell == AdvisorCell {
 		cfg.Actuator = &ActuatorConfig{Budget: o.Pods, Delay: o.Provision, Every: o.ActEvery,
-			Band: max(1, o.Pods/32), Window: o.Window}
+			Band: max(1, o.Pods/32), Window: o.Window, Hold: o.Dwell}
 	}
 	s, err := New(cfg)
 	if err != nil {
