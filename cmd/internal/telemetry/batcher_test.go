@@ -88,20 +88,20 @@ func (e *exporter) sizes() []int {
 	return out
 }
 
-// waitSpans waits until n spans were exported, or fails after a generous deadline (a hang,
-// not a slow machine).
-func (e *exporter) waitSpans(t *testing.T, n int) {
+// waitSpans waits until the batches sizes reports hold n spans, or fails after a generous
+// deadline (a hang, not a slow machine); what names the sink in the failure.
+func waitSpans(t *testing.T, n int, what string, sizes func() []int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		got := 0
-		for _, s := range e.sizes() {
+		for _, s := range sizes() {
 			got += s
 		}
 		if got >= n {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d spans exported, want %d", got, n)
+			t.Fatalf("%d spans %s, want %d", got, what, n)
 		}
 	}
 }
@@ -153,7 +153,7 @@ func TestBatcherExports(t *testing.T) {
 			for _, n := range c.want {
 				total += n
 			}
-			exp.waitSpans(t, total)
+			waitSpans(t, total, "exported", exp.sizes)
 			if got := exp.sizes(); !equalInts(got, c.want) {
 				t.Fatalf("exports of %v spans, want %v", got, c.want)
 			}
@@ -311,8 +311,8 @@ func TestBatcherQueueCountsRecords(t *testing.T) {
 	for range 3 {
 		b.onEndRecord(record{origin: &origin{}, name: "r"}) // the sixth span fills the batch
 	}
-	exp.waitSpans(t, 3)
-	up.waitSpans(t, 3)
+	waitSpans(t, 3, "exported", exp.sizes)
+	waitSpans(t, 3, "uploaded", up.sizes)
 }
 
 // uploader records the spans it is sent, in OTLP form.
@@ -336,15 +336,9 @@ func (u *uploader) UploadTraces(_ context.Context, rs []*tracepb.ResourceSpans) 
 func (u *uploader) sizes() []int {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	var out []int
-	for _, b := range u.batches {
-		n := 0
-		for _, rs := range b {
-			for _, ss := range rs.ScopeSpans {
-				n += len(ss.Spans)
-			}
-		}
-		out = append(out, n)
+	out := make([]int, len(u.batches))
+	for i, b := range u.batches {
+		out[i] = len(uploadSpans(b))
 	}
 	return out
 }
@@ -355,27 +349,18 @@ func (u *uploader) spans() []*tracepb.Span {
 	defer u.mu.Unlock()
 	var out []*tracepb.Span
 	for _, b := range u.batches {
-		for _, rs := range b {
-			for _, ss := range rs.ScopeSpans {
-				out = append(out, ss.Spans...)
-			}
-		}
+		out = append(out, uploadSpans(b)...)
 	}
 	return out
 }
 
-func (u *uploader) waitSpans(t *testing.T, n int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		got := 0
-		for _, s := range u.sizes() {
-			got += s
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d spans uploaded, want %d", got, n)
+// uploadSpans is the spans of one upload, in order.
+func uploadSpans(upload []*tracepb.ResourceSpans) []*tracepb.Span {
+	var out []*tracepb.Span
+	for _, rs := range upload {
+		for _, ss := range rs.ScopeSpans {
+			out = append(out, ss.Spans...)
 		}
 	}
+	return out
 }
