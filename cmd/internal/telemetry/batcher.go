@@ -138,12 +138,7 @@ func (*Batcher) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 // OnEnd implements sdktrace.SpanProcessor: it queues a sampled span for export, or drops it
 // when the queue is full (the exporter is slower than the spans come).
 func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
-	if !s.SpanContext().IsSampled() {
-		return
-	}
-	b.mu.Lock()
-	if !b.admit() {
-		b.mu.Unlock()
+	if !s.SpanContext().IsSampled() || !b.admit() {
 		return
 	}
 	b.queue = append(b.queue, s)
@@ -152,23 +147,26 @@ func (b *Batcher) OnEnd(s sdktrace.ReadOnlySpan) {
 
 // onEndRecord queues a sampled span a Tracer recorded, as OnEnd queues the SDK's.
 func (b *Batcher) onEndRecord(r record) {
-	b.mu.Lock()
 	if !b.admit() {
-		b.mu.Unlock()
 		return
 	}
 	b.recs = append(b.recs, r)
 	b.queued()
 }
 
-// admit tells, under b.mu, whether one more span may be queued, counting the one dropped when
-// the queue is full; on false the caller unlocks.
+// admit locks b.mu and tells whether one more span may be queued, counting the one dropped
+// when the queue is full. On true the caller queues the span and calls queued, which unlocks;
+// on false b.mu is already unlocked. The lock is taken here and released in queued so that
+// both ways into the queue follow the one protocol.
 func (b *Batcher) admit() bool {
+	b.mu.Lock()
 	if b.stopped {
+		b.mu.Unlock()
 		return false
 	}
 	if len(b.queue)+len(b.recs) >= b.cfg.MaxQueueSize {
 		b.dropped++
+		b.mu.Unlock()
 		return false
 	}
 	return true
