@@ -3,6 +3,7 @@ package eptest
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -62,4 +63,56 @@ func PickRates(t testing.TB, p fwksched.Picker, scores []float64, n, perPick int
 		rates[i] = float64(c) / float64(n)
 	}
 	return rates
+}
+
+// RateCase is one row of a random picker's frequency table: built to return at most Max
+// endpoints and handed candidates pod0, pod1, … scoring Scores, the picker must choose pod i
+// in Want[i] of its picks.
+type RateCase struct {
+	Name   string
+	Max    int
+	Scores []float64
+	Want   []float64
+}
+
+// RateTolerance is how far a measured pick rate may stray from a probability strictly between
+// 0 and 1; a certain pick (0 or 1) must be exact.
+const RateTolerance = 0.02
+
+// CheckPickRates runs each case as a subtest: n picks by newPicker(c.Max), whose rates must
+// match c.Want (RatesMatch). Every pick must return as many endpoints as the shares add up to,
+// since each pick chooses that many distinct candidates. With a seeded picker the rates are
+// fixed, so the check cannot flake.
+func CheckPickRates(t *testing.T, n int, newPicker func(max int) fwksched.Picker, cases []RateCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.Name, func(t *testing.T) {
+			total := 0.0
+			for _, w := range c.Want {
+				total += w
+			}
+			rates := PickRates(t, newPicker(c.Max), c.Scores, n, int(math.Round(total)))
+			if err := RatesMatch(rates, c.Want); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// RatesMatch reports the first pod whose measured rate is off its wanted probability by more
+// than RateTolerance, or at all when the probability is 0 or 1.
+func RatesMatch(rates, want []float64) error {
+	if len(rates) != len(want) {
+		return fmt.Errorf("%d rates, want %d", len(rates), len(want))
+	}
+	for i, got := range rates {
+		w, tol := want[i], RateTolerance
+		if w == 0 || w == 1 {
+			tol = 0
+		}
+		if got < w-tol || got > w+tol {
+			return fmt.Errorf("pod%d: picked in %.4f of runs, want %.4f ± %.2f", i, got, w, tol)
+		}
+	}
+	return nil
 }

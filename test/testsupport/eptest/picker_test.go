@@ -64,3 +64,25 @@ func TestPickRates(t *testing.T) {
 		t.Fatal("a pick of one endpoint where two were wanted did not fail the test")
 	}
 }
+
+func TestRatesMatch(t *testing.T) {
+	tests := []struct {
+		name        string
+		rates, want []float64
+		ok          bool
+	}{
+		{name: "within tolerance", rates: []float64{0.32, 0.35, 0.33}, want: []float64{1. / 3, 1. / 3, 1. / 3}, ok: true},
+		{name: "off by more than the tolerance", rates: []float64{0.30, 0.37, 0.33}, want: []float64{1. / 3, 1. / 3, 1. / 3}},
+		{name: "certain pick exact", rates: []float64{1, 0}, want: []float64{1, 0}, ok: true},
+		{name: "certain pick missed once", rates: []float64{0.9999, 0.0001}, want: []float64{1, 0}},
+		{name: "never pick taken once", rates: []float64{0.5, 0.4999, 0.0001}, want: []float64{0.5, 0.5, 0}},
+		{name: "length mismatch", rates: []float64{0.5, 0.5}, want: []float64{1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := RatesMatch(tt.rates, tt.want); (err == nil) != tt.ok {
+				t.Fatalf("RatesMatch(%v, %v) = %v, want ok %v", tt.rates, tt.want, err, tt.ok)
+			}
+		})
+	}
+}
