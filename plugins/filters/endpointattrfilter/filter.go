@@ -11,7 +11,6 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
 )
 
@@ -47,10 +46,14 @@ var operators = map[string]func(a, b float64) bool{
 	"Equal":              func(a, b float64) bool { return a == b },
 }
 
+// Source implements scalar.ReaderParams.
+func (p *Parameters) Source() (attrField, attribute, producer string) {
+	return "attribute", p.Attribute, p.Producer
+}
+
 // Filter is endpoint-attribute-filter.
 type Filter struct {
-	tn       fwkplugin.TypedName
-	key      string
+	scalar.Reader
 	pass     bool // onMissing: Pass
 	fallback bool
 	cmp      func(a, b float64) bool
@@ -62,46 +65,39 @@ var _ fwksched.Filter = (*Filter)(nil)
 // Factory builds the filter.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Parameters
-	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
-		return nil, err
-	}
-	key, err := scalar.ReaderKey(Type, name, "attribute", p.Attribute, p.Producer)
+	r, err := scalar.ParseReader(Type, name, raw, &p)
 	if err != nil {
 		return nil, err
 	}
-	bad := func(field, why string) error { return scalar.ParamError(Type, name, field, why) }
-	f := &Filter{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: key, fallback: p.FallbackOnEmpty}
+	f := &Filter{Reader: r, fallback: p.FallbackOnEmpty}
 	switch p.OnMissing {
 	case "", "Drop":
 	case "Pass":
 		f.pass = true
 	default:
-		return nil, bad("onMissing", fmt.Sprintf("%q: must be Pass or Drop", p.OnMissing))
+		return nil, f.ParamError("onMissing", fmt.Sprintf("%q: must be Pass or Drop", p.OnMissing))
 	}
 	if p.Algorithm.Type != "threshold" {
-		return nil, bad("algorithm.type", fmt.Sprintf("%q: only threshold is supported", p.Algorithm.Type))
+		return nil, f.ParamError("algorithm.type", fmt.Sprintf("%q: only threshold is supported", p.Algorithm.Type))
 	}
 	th := p.Algorithm.Threshold
 	if th == nil || th.Value == nil {
-		return nil, bad("algorithm.threshold.value", "required")
+		return nil, f.ParamError("algorithm.threshold.value", "required")
 	}
 	cmp, ok := operators[th.Operator]
 	if !ok {
-		return nil, bad("algorithm.threshold.operator", fmt.Sprintf("%q: must be LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual or Equal", th.Operator))
+		return nil, f.ParamError("algorithm.threshold.operator", fmt.Sprintf("%q: must be LessThan, LessThanOrEqual, GreaterThan, GreaterThanOrEqual or Equal", th.Operator))
 	}
 	f.cmp, f.value = cmp, *th.Value
 	return f, nil
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (f *Filter) TypedName() fwkplugin.TypedName { return f.tn }
 
 // Filter keeps the candidates whose value passes; a candidate without the attribute passes
 // with onMissing: Pass. With fallbackOnEmpty, an empty result returns every candidate.
 func (f *Filter) Filter(_ context.Context, _ *fwksched.CycleState, _ *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
 	kept := make([]fwksched.Endpoint, 0, len(eps))
 	for _, ep := range eps {
-		v, ok := scalar.Read(ep, f.key)
+		v, ok := scalar.Read(ep, f.Key)
 		if (!ok && f.pass) || (ok && f.cmp(v, f.value)) {
 			kept = append(kept, ep)
 		}

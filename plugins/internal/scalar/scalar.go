@@ -4,7 +4,10 @@
 package scalar
 
 import (
+	"encoding/json"
+
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
@@ -41,6 +44,42 @@ func ReaderKey(pluginType, name, attrField, attribute, producer string) (string,
 		return "", ParamError(pluginType, name, "producer", "required")
 	}
 	return Key(attribute, producer), nil
+}
+
+// ReaderParams are a reader plugin's parameters: Source names the attribute and its producer,
+// and attrField, the parameter that holds the attribute (see ReaderKey).
+type ReaderParams interface {
+	Source() (attrField, attribute, producer string)
+}
+
+// Reader is what endpoint-attribute-filter and -scorer build first, the same way: the
+// instance's name and the key it reads. They embed it.
+type Reader struct {
+	tn fwkplugin.TypedName
+	// Key is the attribute key read (Key(attribute, producer)).
+	Key string
+}
+
+// ParseReader decodes raw into p (pluginkit.Decode: p holds the defaults) and builds instance
+// name of pluginType reading the key p names.
+func ParseReader(pluginType, name string, raw json.RawMessage, p ReaderParams) (Reader, error) {
+	if err := pluginkit.Decode(pluginType, name, raw, p); err != nil {
+		return Reader{}, err
+	}
+	attrField, attribute, producer := p.Source()
+	key, err := ReaderKey(pluginType, name, attrField, attribute, producer)
+	if err != nil {
+		return Reader{}, err
+	}
+	return Reader{tn: pluginkit.TypedName(pluginType, name), Key: key}, nil
+}
+
+// TypedName implements fwkplugin.Plugin.
+func (r *Reader) TypedName() fwkplugin.TypedName { return r.tn }
+
+// ParamError is ParamError for this instance.
+func (r *Reader) ParamError(field, why string) error {
+	return ParamError(r.tn.Type, r.tn.Name, field, why)
 }
 
 // Getter carries attributes (scheduling and data-layer endpoints).

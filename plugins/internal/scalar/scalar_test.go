@@ -36,22 +36,37 @@ func TestRead(t *testing.T) {
 	}
 }
 
-func TestReaderKey(t *testing.T) {
+// testParams spell the attribute parameter as endpoint-attribute-scorer does.
+type testParams struct {
+	AttributeKey string `json:"attributeKey"`
+	Producer     string `json:"producer"`
+}
+
+func (p *testParams) Source() (string, string, string) {
+	return "attributeKey", p.AttributeKey, p.Producer
+}
+
+func TestParseReader(t *testing.T) {
 	cases := []struct {
-		name, attribute, producer, want, wantErr string
+		name, raw, want, wantErr string
 	}{
-		{"both set", "GPUUtilization", "dcgm-extractor", "GPUUtilization/dcgm-extractor", ""},
-		{"no attribute", "", "dcgm-extractor", "", `endpoint-attribute-scorer "s": parameter attributeKey: required`},
-		{"no producer", "GPUUtilization", "", "", `endpoint-attribute-scorer "s": parameter producer: required`},
+		{"both set", `{"attributeKey": "GPUUtilization", "producer": "dcgm-extractor"}`, "GPUUtilization/dcgm-extractor", ""},
+		{"no attribute", `{"producer": "dcgm-extractor"}`, "", `endpoint-attribute-scorer "s": parameter attributeKey: required`},
+		{"no producer", `{"attributeKey": "GPUUtilization"}`, "", `endpoint-attribute-scorer "s": parameter producer: required`},
+		{"no parameters", ``, "", `endpoint-attribute-scorer "s": parameter attributeKey: required`},
+		{"unknown field", `{"attribute": "GPUUtilization"}`, "", `endpoint-attribute-scorer "s": invalid parameters`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ReaderKey("endpoint-attribute-scorer", "s", "attributeKey", tc.attribute, tc.producer)
+			r, err := ParseReader("endpoint-attribute-scorer", "s", []byte(tc.raw), &testParams{})
 			if plugintest.WantErr(t, err, tc.wantErr) {
 				return
 			}
-			if got != tc.want {
-				t.Fatalf("key %q, want %q", got, tc.want)
+			if r.Key != tc.want || r.TypedName().String() != "s/endpoint-attribute-scorer" {
+				t.Fatalf("key %q name %v, want %q s/endpoint-attribute-scorer", r.Key, r.TypedName(), tc.want)
+			}
+			if err := r.ParamError("algorithm.type", "bad"); err.Error() != `endpoint-attribute-scorer "s": parameter algorithm.type: bad` {
+				t.Fatalf("ParamError: %v", err)
 			}
 		})
 	}

@@ -11,7 +11,6 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
-	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/internal/scalar"
 )
 
@@ -42,10 +41,14 @@ type Parameters struct {
 	Algorithm    Algorithm `json:"algorithm"`
 }
 
+// Source implements scalar.ReaderParams.
+func (p *Parameters) Source() (attrField, attribute, producer string) {
+	return "attributeKey", p.AttributeKey, p.Producer
+}
+
 // Scorer is endpoint-attribute-scorer.
 type Scorer struct {
-	tn          fwkplugin.TypedName
-	key         string
+	scalar.Reader
 	lo, hi      float64
 	lowerBetter bool
 }
@@ -55,21 +58,17 @@ var _ fwksched.Scorer = (*Scorer)(nil)
 // Factory builds the scorer.
 func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
 	var p Parameters
-	if err := pluginkit.Decode(Type, name, raw, &p); err != nil {
-		return nil, err
-	}
-	key, err := scalar.ReaderKey(Type, name, "attributeKey", p.AttributeKey, p.Producer)
+	r, err := scalar.ParseReader(Type, name, raw, &p)
 	if err != nil {
 		return nil, err
 	}
-	bad := func(field, why string) error { return scalar.ParamError(Type, name, field, why) }
-	s := &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, key: key, lo: 0, hi: 1}
+	s := &Scorer{Reader: r, lo: 0, hi: 1}
 	switch p.Algorithm.Type {
 	case "linear_lower_is_better":
 		s.lowerBetter = true
 	case "linear_higher_is_better":
 	default:
-		return nil, bad("algorithm.type", fmt.Sprintf("%q: must be linear_lower_is_better or linear_higher_is_better", p.Algorithm.Type))
+		return nil, s.ParamError("algorithm.type", fmt.Sprintf("%q: must be linear_lower_is_better or linear_higher_is_better", p.Algorithm.Type))
 	}
 	if r := p.Algorithm.Normalization.FixedRange; r != nil {
 		if r.Min != nil {
@@ -80,20 +79,17 @@ func Factory(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Pl
 		}
 	}
 	if s.hi <= s.lo {
-		return nil, bad("algorithm.normalization.fixedRange", fmt.Sprintf("max %v must exceed min %v", s.hi, s.lo))
+		return nil, s.ParamError("algorithm.normalization.fixedRange", fmt.Sprintf("max %v must exceed min %v", s.hi, s.lo))
 	}
 	return s, nil
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
 
 // Score maps the value, clamped to the range, linearly onto [0, 1]; a candidate without the
 // attribute scores 0.
 func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, _ *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
 	out := make(map[fwksched.Endpoint]float64, len(eps))
 	for _, ep := range eps {
-		v, ok := scalar.Read(ep, s.key)
+		v, ok := scalar.Read(ep, s.Key)
 		if !ok {
 			out[ep] = 0
 			continue
