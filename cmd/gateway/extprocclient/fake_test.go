@@ -3,8 +3,6 @@ package extprocclient
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"sync"
 	"testing"
 	"time"
@@ -16,10 +14,8 @@ import (
 	"github.com/pdgate/pdgate/cmd/internal/extproctest"
 )
 
-// errEnd makes the fake end the stream cleanly after sending its replies.
-var errEnd = errors.New("end the stream")
-
-// script answers one request message; body is the request body received so far.
+// script answers one request message; body is the request body received so far. An error
+// ends the stream after the replies: extproctest.ErrEndStream cleanly, any other as a failure.
 type script func(req *extprocv3.ProcessingRequest, body []byte) ([]*extprocv3.ProcessingResponse, error)
 
 // fakeEPP is a real gRPC ext_proc server whose replies a test scripts; it records every
@@ -34,14 +30,7 @@ type fakeEPP struct {
 
 func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	var body []byte
-	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return extproctest.Receive(srv, func(req *extprocv3.ProcessingRequest) error {
 		f.mu.Lock()
 		f.got = append(f.got, req)
 		f.mu.Unlock()
@@ -52,13 +41,8 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				return serr
 			}
 		}
-		if errors.Is(err, errEnd) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-	}
+		return err // extproctest.ErrEndStream ends the stream cleanly after the replies
+	})
 }
 
 func (f *fakeEPP) received() []*extprocv3.ProcessingRequest {

@@ -132,7 +132,7 @@ func TestRoute(t *testing.T) {
 			answer: func(*testing.T) script {
 				return func(req *extprocv3.ProcessingRequest, _ []byte) ([]*extprocv3.ProcessingResponse, error) {
 					if req.GetRequestBody().GetEndOfStream() {
-						return []*extprocv3.ProcessingResponse{headersReply(nil, nil)}, errEnd
+						return []*extprocv3.ProcessingResponse{headersReply(nil, nil)}, extproctest.ErrEndStream
 					}
 					return nil, nil
 				}
@@ -187,7 +187,7 @@ func TestRoute(t *testing.T) {
 func TestRouteImmediateMidBodyWins(t *testing.T) {
 	f := &fakeEPP{answer: func(req *extprocv3.ProcessingRequest, _ []byte) ([]*extprocv3.ProcessingResponse, error) {
 		if req.GetRequestBody() != nil {
-			return []*extprocv3.ProcessingResponse{immediate(typev3.StatusCode_PayloadTooLarge, "too large", nil)}, errEnd
+			return []*extprocv3.ProcessingResponse{immediate(typev3.StatusCode_PayloadTooLarge, "too large", nil)}, extproctest.ErrEndStream
 		}
 		return nil, nil
 	}}

@@ -1,15 +1,11 @@
 package proxy
 
 import (
-	"errors"
-	"io"
 	"sync"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/pdgate/pdgate/cmd/internal/extproctest"
@@ -56,14 +52,7 @@ type fakeEPP struct {
 func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	var body []byte
 	headers := map[string]string{}
-	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return extproctest.Receive(srv, func(req *extprocv3.ProcessingRequest) error {
 		switch v := req.Request.(type) {
 		case *extprocv3.ProcessingRequest_RequestHeaders:
 			for _, h := range v.RequestHeaders.GetHeaders().GetHeaders() {
@@ -73,9 +62,7 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			f.seen.reqHeaders, f.seen.reqHeaderEoS, f.seen.protoCfg = headers, v.RequestHeaders.GetEndOfStream(), req.GetProtocolConfig()
 			f.seen.mu.Unlock()
 			if v.RequestHeaders.GetEndOfStream() {
-				if err := f.route(srv, headers, nil, false); err != nil {
-					return err
-				}
+				return f.route(srv, headers, nil, false)
 			}
 		case *extprocv3.ProcessingRequest_RequestBody:
 			f.seen.mu.Lock()
@@ -83,12 +70,13 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			f.seen.mu.Unlock()
 			body = append(body, v.RequestBody.GetBody()...)
 			if f.rejectOver != nil && len(body) > f.rejectOverBytes {
-				return srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: f.rejectOver}})
-			}
-			if v.RequestBody.GetEndOfStream() {
-				if err := f.route(srv, headers, body, true); err != nil {
+				if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: f.rejectOver}}); err != nil {
 					return err
 				}
+				return extproctest.ErrEndStream
+			}
+			if v.RequestBody.GetEndOfStream() {
+				return f.route(srv, headers, body, true)
 			}
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			rh := map[string]string{}
@@ -101,13 +89,11 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				f.seen.servedMeta = lb.GetFields()[ServedMetadataKey].GetStringValue()
 			}
 			f.seen.mu.Unlock()
-			if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			return srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 				ResponseHeaders: &extprocv3.HeadersResponse{Response: &extprocv3.CommonResponse{
 					HeaderMutation: extproctest.SetHeaders("x-went-into-resp-headers", "true"),
 				}},
-			}}); err != nil {
-				return err
-			}
+			}})
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			f.seen.mu.Lock()
 			f.seen.respFrames++
@@ -116,11 +102,10 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			if f.rewrite != nil {
 				chunk = f.rewrite(chunk)
 			}
-			if err := srv.Send(extproctest.StreamedResponseBody(chunk, v.ResponseBody.GetEndOfStream())); err != nil {
-				return err
-			}
+			return srv.Send(extproctest.StreamedResponseBody(chunk, v.ResponseBody.GetEndOfStream()))
 		}
-	}
+		return nil
+	})
 }
 
 func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, headers map[string]string, body []byte, hasBody bool) error {

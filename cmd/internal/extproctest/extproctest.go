@@ -1,6 +1,6 @@
 // Package extproctest serves an ext_proc server over real gRPC for the length of a test: the
-// EPP's, the dev gateway's and the benches' tests all drive one this way. It also builds the
-// replies their fake EPPs send most (replies.go).
+// EPP's, the dev gateway's and the benches' tests all drive one this way. It also runs a fake
+// EPP's receive loop (receive.go) and builds the replies the fakes send most (replies.go).
 package extproctest
 
 import (

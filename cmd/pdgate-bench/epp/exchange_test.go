@@ -2,8 +2,6 @@ package epp
 
 import (
 	"context"
-	"errors"
-	"io"
 	"math"
 	"strings"
 	"sync"
@@ -45,36 +43,24 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	defer func() { f.mu.Lock(); f.open--; f.mu.Unlock() }()
 	var body []byte
 	frames := 0
-	for {
-		req, err := srv.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return extproctest.Receive(srv, func(req *extprocv3.ProcessingRequest) error {
 		switch v := req.GetRequest().(type) {
-		case *extprocv3.ProcessingRequest_RequestHeaders:
 		case *extprocv3.ProcessingRequest_RequestBody:
 			body = append(body, v.RequestBody.GetBody()...)
 			frames++
 			if !v.RequestBody.GetEndOfStream() {
-				continue
+				return nil
 			}
 			f.mu.Lock()
 			f.bodies, f.frames = append(f.bodies, body), append(f.frames, frames)
 			f.mu.Unlock()
-			if err := f.route(srv, body); err != nil {
-				return err
-			}
+			return f.route(srv, body)
 		case *extprocv3.ProcessingRequest_ResponseHeaders:
 			f.mu.Lock()
 			f.served = append(f.served, req.GetMetadataContext().GetFilterMetadata()[extprocclient.LBNamespace].GetFields()[extprocclient.ServedKey].GetStringValue())
 			f.mu.Unlock()
-			if err := srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
-				ResponseHeaders: &extprocv3.HeadersResponse{}}}); err != nil {
-				return err
-			}
+			return srv.Send(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+				ResponseHeaders: &extprocv3.HeadersResponse{}}})
 		case *extprocv3.ProcessingRequest_ResponseBody:
 			f.mu.Lock()
 			f.respSeen++
@@ -85,7 +71,8 @@ func (f *fakeEPP) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 				}
 			}
 		}
-	}
+		return nil // request headers: nothing until the body is complete
+	})
 }
 
 func (f *fakeEPP) route(srv extprocv3.ExternalProcessor_ProcessServer, body []byte) error {
