@@ -5,18 +5,16 @@ package aibrixdecodescorer
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
-	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/knobscorer"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Type is the GIE scorer's type name.
@@ -27,37 +25,30 @@ const Type = "aibrix-decode-scorer"
 // (Normalize). The running count is the engine's running requests; pods without the metric get
 // the cold-start score. token_load is not offered here: its charge must be atomic with the
 // pick, which aibrix-pd-pair does.
-type Scorer struct {
-	tn    fwkplugin.TypedName
-	knobs pdknobs.Knobs
-}
+type Scorer struct{ knobscorer.Base }
 
 var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer from AIBrix knobs (plugins/lib/pdknobs parameters).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	k, err := pdknobs.LoadForPlugin(pluginkit.Context(handle), Type, name, raw)
+	b, err := knobscorer.Load(handle, Type, name, raw, func(k pdknobs.Knobs) string {
+		if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
+			return "decodeScorePolicy token_load"
+		}
+		return ""
+	})
 	if err != nil {
 		return nil, err
 	}
-	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
-		return nil, fmt.Errorf("%s %q: decodeScorePolicy token_load charges the ledger with the pick; use aibrix-pd-pair", Type, name)
-	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, knobs: k}, nil
+	return &Scorer{b}, nil
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
 
 // Category implements fwksched.Scorer.
 func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Distribution }
 
 // Score implements fwksched.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
-	k := s.knobs
-	if req != nil {
-		k = k.ForRequest(podmodel.ModelConfigOfEndpoints(eps), req.Headers[protocol.HeaderConfigProfile])
-	}
+	k := s.KnobsFor(req, podmodel.ModelConfigOfEndpoints(eps))
 	cands := make([]decodepolicy.Candidate, len(eps))
 	for i, ep := range eps {
 		cands[i] = decodepolicy.NewCandidate(podmodel.FromEndpoint(ep).Key, engineattr.Get(ep), 0)

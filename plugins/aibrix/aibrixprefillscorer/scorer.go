@@ -5,7 +5,6 @@ package aibrixprefillscorer
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -13,12 +12,11 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/knobscorer"
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/prefillpolicy"
-	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
-	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Type is the GIE scorer's type name.
@@ -30,23 +28,22 @@ const Type = "aibrix-prefill-scorer"
 // gives skipped pods score 0. Lower AIBrix scores become higher GIE scores (min-max,
 // decodepolicy.Normalize). token_load and hybrid_cache_load are not offered here: their charge
 // must be atomic with the pick, which aibrix-pd-pair does.
-type Scorer struct {
-	tn    fwkplugin.TypedName
-	knobs pdknobs.Knobs
-}
+type Scorer struct{ knobscorer.Base }
 
 var _ fwksched.Scorer = (*Scorer)(nil)
 
 // Factory builds the scorer from AIBrix knobs (plugins/lib/pdknobs parameters).
 func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplugin.Plugin, error) {
-	k, err := pdknobs.LoadForPlugin(pluginkit.Context(handle), Type, name, raw)
+	b, err := knobscorer.Load(handle, Type, name, raw, func(k pdknobs.Knobs) string {
+		if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
+			return "prefillScorePolicy " + k.PrefillScorePolicy
+		}
+		return ""
+	})
 	if err != nil {
 		return nil, err
 	}
-	if k.PrefillScorePolicy == pdknobs.PrefillTokenLoad || k.PrefillScorePolicy == pdknobs.PrefillHybridCacheLoad {
-		return nil, fmt.Errorf("%s %q: prefillScorePolicy %s charges the ledger with the pick; use aibrix-pd-pair", Type, name, k.PrefillScorePolicy)
-	}
-	return &Scorer{tn: fwkplugin.TypedName{Type: Type, Name: name}, knobs: k}, nil
+	return &Scorer{b}, nil
 }
 
 // Consumes declares PrefixCacheMatchInfo (MatchPercent: prefix_cache, conductor and hybrid read
@@ -54,9 +51,6 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 func (s *Scorer) Consumes() map[string]any {
 	return map[string]any{attrprefix.PrefixCacheMatchInfoKey: attrprefix.PrefixCacheMatchInfo{}}
 }
-
-// TypedName implements fwkplugin.Plugin.
-func (s *Scorer) TypedName() fwkplugin.TypedName { return s.tn }
 
 // Category implements fwksched.Scorer.
 func (s *Scorer) Category() fwksched.ScorerCategory { return fwksched.Affinity }
@@ -76,17 +70,14 @@ func MatchPercent(ep fwksched.Endpoint) float64 {
 
 // Score implements fwksched.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) map[fwksched.Endpoint]float64 {
-	k := s.knobs
 	var pods []podmodel.Pod
 	for _, ep := range eps {
 		pods = append(pods, podmodel.FromEndpoint(ep))
 	}
+	k := s.KnobsFor(req, podmodel.ModelConfigOf(pods))
 	prompt := ""
-	if req != nil {
-		k = k.ForRequest(podmodel.ModelConfigOf(pods), req.Headers[protocol.HeaderConfigProfile])
-		if req.Body != nil {
-			prompt = podmodel.PromptText(req.Body)
-		}
+	if req != nil && req.Body != nil {
+		prompt = podmodel.PromptText(req.Body)
 	}
 	counts := make([]float64, len(eps))
 	maxCount := 1.0
