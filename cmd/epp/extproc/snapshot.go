@@ -14,8 +14,8 @@ import (
 // the metrics of every endpoint on every request. Both are published copy-on-write: the
 // datastore, the metrics extractors and the endpoints file store a new value
 // (UpdateMetadata / UpdateMetrics) and never change one in place, and no plugin writes them.
-// So the snapshot shares them, and its attributes are snapshotAttributes: what the endpoint
-// carried when the request began, and what PrepareData plugins write for this request.
+// So the snapshot shares them, and its attributes are snapshotAttributes: what PrepareData
+// plugins write for this request, over the endpoint's own attributes.
 type snapshotEndpoint struct {
 	*fwkdl.EndpointMetadata
 	*fwkdl.Metrics
@@ -25,13 +25,8 @@ type snapshotEndpoint struct {
 var _ fwksched.Endpoint = (*snapshotEndpoint)(nil)
 
 func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
-	e := &snapshotEndpoint{EndpointMetadata: ep.GetMetadata(), Metrics: ep.GetMetrics()}
-	// Keys of an empty map allocate nothing; the endpoint's own attributes (data-layer
-	// extractors') are copied once, as GIE's Clone does, only when there are some.
-	if live := ep.GetAttributes(); live != nil && len(live.Keys()) > 0 {
-		e.frozen = live.Clone()
-	}
-	return e
+	return &snapshotEndpoint{EndpointMetadata: ep.GetMetadata(), Metrics: ep.GetMetrics(),
+		snapshotAttributes: snapshotAttributes{live: ep.GetAttributes()}}
 }
 
 // snapshotAttributes is a request's AttributeMap over one endpoint. GIE's Attributes is a
@@ -40,12 +35,17 @@ func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
 // request path's allocations at 16 endpoints). A request writes a handful of keys, from one
 // goroutine at a time (PrepareData, then the scheduler), so its own values are a short slice
 // under a mutex (a PrepareData plugin that outlived its timeout may still write while the
-// scheduler reads). The endpoint's attributes at the request's start, when it had any, are a
-// frozen GIE copy no one writes, shared by this map's clones.
+// scheduler reads).
+//
+// The endpoint's own attributes (data-layer extractors', such as engine metrics) are read from
+// the live endpoint when a plugin first asks for a key, and that value is kept for the rest of
+// the request: every plugin of one request sees the same value, the freshest there was at the
+// first read. Copying the whole live map when the request began (GIE's Clone) cost six
+// allocations per endpoint per request for values most configs never read.
 type snapshotAttributes struct {
-	frozen fwkdl.AttributeMap // nil: the endpoint carried none
-	mu     sync.Mutex
-	own    []snapshotAttr
+	live fwkdl.AttributeMap // the endpoint's own attributes; nil: none
+	mu   sync.Mutex
+	own  []snapshotAttr // this request's values, and the live values it has read
 }
 
 type snapshotAttr struct {
@@ -62,6 +62,10 @@ func (a *snapshotAttributes) Put(key string, value fwkdl.Cloneable) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.setLocked(key, value)
+}
+
+func (a *snapshotAttributes) setLocked(key string, value fwkdl.Cloneable) {
 	for i := range a.own {
 		if a.own[i].key == key {
 			a.own[i].value = value
@@ -77,24 +81,22 @@ func (a *snapshotAttributes) Put(key string, value fwkdl.Cloneable) {
 // Get returns a clone of the value under key, as GIE's map does: a caller may change what it
 // got without changing what the next one reads.
 func (a *snapshotAttributes) Get(key string) (fwkdl.Cloneable, bool) {
-	if v, ok := a.ownValue(key); ok {
-		return v.Clone(), true
-	}
-	if a.frozen != nil {
-		return a.frozen.Get(key)
-	}
-	return nil, false
-}
-
-func (a *snapshotAttributes) ownValue(key string) (fwkdl.Cloneable, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, kv := range a.own {
 		if kv.key == key {
-			return kv.value, true
+			return kv.value.Clone(), true
 		}
 	}
-	return nil, false
+	if a.live == nil {
+		return nil, false
+	}
+	v, ok := a.live.Get(key) // a clone of the live value: this request's own from now on
+	if !ok {
+		return nil, false
+	}
+	a.setLocked(key, v)
+	return v.Clone(), true
 }
 
 // Keys lists every key once: this request's, then the endpoint's it did not replace.
@@ -105,10 +107,10 @@ func (a *snapshotAttributes) Keys() []string {
 		keys = append(keys, kv.key)
 	}
 	a.mu.Unlock()
-	if a.frozen == nil {
+	if a.live == nil {
 		return keys
 	}
-	for _, k := range a.frozen.Keys() {
+	for _, k := range a.live.Keys() {
 		if !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
@@ -116,11 +118,12 @@ func (a *snapshotAttributes) Keys() []string {
 	return keys
 }
 
-// Clone copies the map; the values are shared, as GIE's Clone shares them.
+// Clone copies the map: the values are shared, as GIE's Clone shares them, and so is the live
+// endpoint, whose keys the clone has not read yet.
 func (a *snapshotAttributes) Clone() fwkdl.AttributeMap {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return &snapshotAttributes{frozen: a.frozen, own: slices.Clone(a.own)}
+	return &snapshotAttributes{live: a.live, own: slices.Clone(a.own)}
 }
 
 func (e *snapshotEndpoint) GetMetadata() *fwkdl.EndpointMetadata { return e.EndpointMetadata }

@@ -61,12 +61,10 @@ func TestSnapshotAttributes(t *testing.T) {
 		m.Put("replaced", attrprefix.NewPrefixCacheMatchInfo(7, 8, 9))
 		m.Put("nil", nil)
 	}
-	live.GetAttributes().Put("later", attrprefix.NewPrefixCacheMatchInfo(0, 0, 1))
-	keys := func(m fwkdl.AttributeMap) []string { k := m.Keys(); slices.Sort(k); return k }
 	if got, want := keys(snap), keys(gie); !slices.Equal(got, want) {
 		t.Fatalf("keys %v, GIE's clone %v", got, want)
 	}
-	for _, k := range []string{"endpoint", "request", "replaced", "nil", "later"} {
+	for _, k := range []string{"endpoint", "request", "replaced", "nil", "absent"} {
 		got, ok := snap.Get(k)
 		want, wantOK := gie.Get(k)
 		if ok != wantOK || (ok && *got.(*attrprefix.PrefixCacheMatchInfo) != *want.(*attrprefix.PrefixCacheMatchInfo)) {
@@ -90,6 +88,40 @@ func TestSnapshotAttributes(t *testing.T) {
 		t.Fatal("a request's attribute reached the live endpoint")
 	}
 }
+
+// The endpoint's own attributes are read when a plugin first asks, and that value holds for the
+// rest of the request, whatever the live endpoint stores meanwhile.
+func TestSnapshotAttributesReadLiveOnce(t *testing.T) {
+	live := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{})
+	snap := newSnapshotEndpoint(live)
+	live.GetAttributes().Put("metrics", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
+	blocks := func(m fwkdl.AttributeMap) int {
+		v, ok := m.Get("metrics")
+		if !ok {
+			t.Fatal("metrics: not found")
+		}
+		return v.(*attrprefix.PrefixCacheMatchInfo).MatchBlocks()
+	}
+	if got := blocks(snap); got != 1 {
+		t.Fatalf("first read %d, want the live value 1", got)
+	}
+	live.GetAttributes().Put("metrics", attrprefix.NewPrefixCacheMatchInfo(2, 2, 1))
+	clone := snap.Clone()
+	if got := blocks(snap); got != 1 {
+		t.Fatalf("second read %d: the value changed within the request", got)
+	}
+	if got := blocks(clone); got != 1 {
+		t.Fatalf("a clone read %d, want the value its original had read", got)
+	}
+	if got := blocks(newSnapshotEndpoint(live)); got != 2 {
+		t.Fatalf("the next request read %d, want the live value 2", got)
+	}
+	if got := keys(snap); !slices.Equal(got, []string{"metrics"}) {
+		t.Fatalf("keys %v: a read live key is listed once", got)
+	}
+}
+
+func keys(m fwkdl.AttributeMap) []string { k := m.Keys(); slices.Sort(k); return k }
 
 // A PrepareData plugin that outlived its timeout may still write while the scheduler reads.
 func TestSnapshotAttributesConcurrentPutAndGet(t *testing.T) {
@@ -125,5 +157,14 @@ func TestSnapshotEndpointAllocations(t *testing.T) {
 	})
 	if n > 2 {
 		t.Fatalf("%v allocations to snapshot an endpoint and put one value, want at most 2", n)
+	}
+	// An endpoint with its own attributes costs nothing more until a plugin reads one.
+	live.GetAttributes().Put("engine", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
+	n = testing.AllocsPerRun(100, func() {
+		snap := newSnapshotEndpoint(live)
+		snap.Put(attrprefix.PrefixCacheMatchInfoKey, info)
+	})
+	if n > 2 {
+		t.Fatalf("%v allocations with an unread endpoint attribute, want at most 2", n)
 	}
 }
