@@ -119,11 +119,9 @@ func (s *Selector) shuffleInPlace(p []*podmodel.Pod) []*podmodel.Pod {
 func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
 	ledger tokenload.Ledger, tx tokenload.Tx, defs tokenload.Defaults) (Decision, error) {
 	k := in.Knobs
-	note := func(format string, args ...any) {
-		if in.Explain {
-			d.Notes = append(d.Notes, fmt.Sprintf(format, args...))
-		}
-	}
+	// Callers test in.Explain first: the arguments of a call would be boxed into interfaces,
+	// an allocation each, on every request whether or not a note is kept.
+	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
 
 	nPrefill, nDecode := 0, 0
 	for _, g := range eligible {
@@ -141,7 +139,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			s.Tracker.Register(in.RequestID, "", pick.Key)
 			d.Decode, d.Combined, d.Cause, d.Reason = *pick, true, contract.CauseOverflow, why
 			return d, nil
-		} else if why != "" {
+		} else if why != "" && in.Explain {
 			note("%s", why)
 		}
 	}
@@ -166,7 +164,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 				}
 			}
 			decode, prefill, d.CacheAffinity = cached, pf, true
-			note("cache affinity: %d of %d decode pods hold the prompt", len(cached), nDecode)
+			if in.Explain {
+				note("cache affinity: %d of %d decode pods hold the prompt", len(cached), nDecode)
+			}
 		}
 	}
 
@@ -180,7 +180,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		prefill = []*podmodel.Pod{pick}
 		decode = inRoleset(decode, pick.Roleset)
 		d.PrefillFastPath = true
-		note("prefill fast path: %s → %s", why, pick.Key)
+		if in.Explain {
+			note("prefill fast path: %s → %s", why, pick.Key)
+		}
 	}
 
 	// Decode load-imbalance fast path.
@@ -190,7 +192,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 	if i, why := decodepolicy.FastPath(cands, k); i >= 0 {
 		if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad {
-			note("decode fast path ignored under token_load: %s", why)
+			if in.Explain {
+				note("decode fast path ignored under token_load: %s", why)
+			}
 		} else {
 			pick := decode[i]
 			decode, cands = decode[i:i+1], cands[i:i+1]
@@ -198,7 +202,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 				prefill = pf
 			}
 			d.DecodeFastPath = true
-			note("decode fast path: %s → %s", why, pick.Key)
+			if in.Explain {
+				note("decode fast path: %s → %s", why, pick.Key)
+			}
 		}
 	}
 
@@ -211,7 +217,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			if s.Planner != nil {
 				s.Planner.RecordBanded(d.BandRoleset, in.PromptTokens)
 			}
-			note("bucket band → roleset %q (band max %d)", d.BandRoleset, d.BandMax)
+			if in.Explain {
+				note("bucket band → roleset %q (band max %d)", d.BandRoleset, d.BandMax)
+			}
 		}
 	}
 
@@ -244,7 +252,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		}
 		var at float64
 		if wD, at = in.DecodeFirst.weight(ps); wD != 1 {
-			note("decode first: prefill score quantile %.4g < %g, decode weighs %g", at, in.DecodeFirst.PrefillScoreBelow, wD)
+			if in.Explain {
+				note("decode first: prefill score quantile %.4g < %g, decode weighs %g", at, in.DecodeFirst.PrefillScoreBelow, wD)
+			}
 		}
 	}
 	var rw map[string]remainingCost
@@ -252,7 +262,9 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	if in.RemainingWork != nil {
 		if rw, maxRW = s.remainingWork(in, names, pScores, dScores); rw != nil {
 			wD = in.RemainingWork.decodeWeight()
-			note("remaining work: some pod holds part of the prompt or some pair's prefill pod is past the TTFT target, decode weighs %g", wD)
+			if in.Explain {
+				note("remaining work: some pod holds part of the prompt or some pair's prefill pod is past the TTFT target, decode weighs %g", wD)
+			}
 		}
 	}
 	best, bestScore, found := "", math.Inf(1), false
@@ -260,11 +272,15 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		pScore, pMax := pScores[name].score, maxP
 		if rw != nil {
 			pScore, pMax = rw[name].cost, maxRW
-			note("pair %q remaining work: %s", name, rw[name])
+			if in.Explain {
+				note("pair %q remaining work: %s", name, rw[name])
+			}
 		}
 		f := pScore/pMax + wD*dScores[name].score/maxD
-		note("pair %q: prefill %s %.4g/%.4g + %g·decode %s %.4g/%.4g = %.4g", name,
-			pScores[name].pod.Key, pScore, pMax, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
+		if in.Explain {
+			note("pair %q: prefill %s %.4g/%.4g + %g·decode %s %.4g/%.4g = %.4g", name,
+				pScores[name].pod.Key, pScore, pMax, wD, dScores[name].pod.Key, dScores[name].score, maxD, f)
+		}
 		// NaN (e.g. +Inf/+Inf) never wins, as with AIBrix's strict < against a finite start.
 		if !math.IsNaN(f) && (!found || f < bestScore) {
 			best, bestScore, found = name, f, true
