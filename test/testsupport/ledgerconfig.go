@@ -21,7 +21,28 @@ func (c LedgerAdmission) Config() string {
 	if c.ReplicaID != "" {
 		replica = fmt.Sprintf(" replicaID: %q,", c.ReplicaID)
 	}
-	return fmt.Sprintf(`apiVersion: inference.networking.x-k8s.io/v1alpha1
+	ledger := fmt.Sprintf(`    requestCost: 160
+    kvWeight: 0.001
+    redis: {address: %q,%s syncIntervalMs: 50, livenessTTLSeconds: 2, timeoutMs: 50}
+`, c.Redis, replica)
+	return LedgerPDConfig(ledger, fmt.Sprintf(`- type: forecast-admitter
+  parameters:
+    ttft: %s
+    tpot: 50ms
+    shedCritical: true
+    cost: {kvCapacityTokens: %d}
+- type: pdgate-openai-parser
+  parameters:
+    payload: map
+`, c.TTFT, c.KVCapacityTokens))
+}
+
+// LedgerPDConfig is the EndpointPickerConfig the ledger suites build on: an AIBrix P/D fleet
+// (AIBrixPDProfiles) whose aibrix-pd-pair picks by token_load from pd-token-ledger. ledger is
+// the ledger's parameters (YAML lines indented four spaces, a Redis address among them when it
+// is shared); extra are plugins the suite adds (YAML list items), such as admission.
+func LedgerPDConfig(ledger, extra string) string {
+	return `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
 - type: metrics-data-source
@@ -29,30 +50,18 @@ plugins:
 - type: aibrix-engine-metrics-extractor
 - type: pd-token-ledger
   parameters:
-    requestCost: 160
-    kvWeight: 0.001
-    redis: {address: %q,%s syncIntervalMs: 50, livenessTTLSeconds: 2, timeoutMs: 50}
-- type: aibrix-pd-pair
+` + ledger + `- type: aibrix-pd-pair
   parameters:
     ledgerRef: pd-token-ledger
     prefillScorePolicy: token_load
     decodeScorePolicy: token_load
-- type: forecast-admitter
-  parameters:
-    ttft: %s
-    tpot: 50ms
-    shedCritical: true
-    cost: {kvCapacityTokens: %d}
-- type: aibrix-pd-prefill-filter
+` + extra + `- type: aibrix-pd-prefill-filter
 - type: max-score-picker
 - type: disagg-profile-handler
   parameters:
     deciders:
       prefill: aibrix-pd-pair
-- type: pdgate-openai-parser
-  parameters:
-    payload: map
-`, c.Redis, replica, c.TTFT, c.KVCapacityTokens) + AIBrixPDProfiles
+` + AIBrixPDProfiles
 }
 
 // AIBrixPDProfiles are the scheduling profiles and the data layer of an AIBrix P/D config:

@@ -48,27 +48,10 @@ func servePods(t *testing.T, names map[string]string, h http.Handler) map[string
 	return pods
 }
 
-const eppConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
-kind: EndpointPickerConfig
-plugins:
-- type: metrics-data-source
-- type: core-metrics-extractor
-- type: aibrix-engine-metrics-extractor
-- type: pd-token-ledger
-  parameters:
-    redis: {address: "%s", replicaID: "%s", syncIntervalMs: 100, livenessTTLSeconds: 2, timeoutMs: 50}
-- type: aibrix-pd-pair
-  parameters:
-    ledgerRef: pd-token-ledger
-    prefillScorePolicy: token_load
-    decodeScorePolicy: token_load
-- type: aibrix-pd-prefill-filter
-- type: max-score-picker
-- type: disagg-profile-handler
-  parameters:
-    deciders:
-      prefill: aibrix-pd-pair
-` + testsupport.AIBrixPDProfiles
+// eppConfig is the ledger suites' P/D config with the ledger shared through Redis (address,
+// then replica ID) and no admission.
+var eppConfig = testsupport.LedgerPDConfig(`    redis: {address: "%s", replicaID: "%s", syncIntervalMs: 100, livenessTTLSeconds: 2, timeoutMs: 50}
+`, "")
 
 // eppProc is a real EPP process in standalone mode plus an ext_proc client.
 type eppProc struct {
