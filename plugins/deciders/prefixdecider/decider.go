@@ -162,11 +162,11 @@ func ComputeSuffix(request *fwksched.LLMRequest, decodeEndpoint fwksched.Endpoin
 	s.PromptTokens = n
 	raw, ok := decodeEndpoint.Get(attrprefix.PrefixCacheMatchInfoKey)
 	if !ok || raw == nil {
-		return s, fmt.Errorf("unable to read prefix cache state of %s: no %s attribute", endpointName(decodeEndpoint), attrprefix.PrefixCacheMatchInfoKey)
+		return s, fmt.Errorf("unable to read prefix cache state of %s: no %s attribute", pluginkit.EndpointName(decodeEndpoint), attrprefix.PrefixCacheMatchInfoKey)
 	}
 	info, ok := raw.(*attrprefix.PrefixCacheMatchInfo)
 	if !ok {
-		return s, fmt.Errorf("wrong type of prefix cache match info on %s: %T", endpointName(decodeEndpoint), raw)
+		return s, fmt.Errorf("wrong type of prefix cache match info on %s: %T", pluginkit.EndpointName(decodeEndpoint), raw)
 	}
 	s.MatchBlocks, s.BlockSizeTokens = info.MatchBlocks(), info.BlockSizeTokens()
 	s.Uncached = n - s.MatchBlocks*s.BlockSizeTokens
@@ -272,15 +272,8 @@ func (d *Decider) ShouldRejectConditionalDecode(_ context.Context, request *fwks
 	}
 	if s.Uncached < d.params.NonCachedTokens {
 		return false, fmt.Sprintf("uncached %d (prompt %d - cached %d×%d) < nonCachedTokens %d on %s",
-			s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens, endpointName(ep))
+			s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens, pluginkit.EndpointName(ep))
 	}
 	return true, fmt.Sprintf("uncached %d (prompt %d - cached %d×%d) >= nonCachedTokens %d on %s",
-		s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens, endpointName(ep))
-}
-
-func endpointName(ep fwksched.Endpoint) string {
-	if ep == nil || ep.GetMetadata() == nil {
-		return "<nil>"
-	}
-	return ep.GetMetadata().NamespacedName.Name
+		s.Uncached, s.PromptTokens, s.MatchBlocks, s.BlockSizeTokens, d.params.NonCachedTokens, pluginkit.EndpointName(ep))
 }

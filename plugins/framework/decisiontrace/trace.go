@@ -15,6 +15,8 @@ import (
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // StateKey is the CycleState key under which the Trace lives.
@@ -131,7 +133,7 @@ func (t *Trace) Score(profile, scorer string, scores map[fwksched.Endpoint]float
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for ep, v := range scores {
-		t.Scores = append(t.Scores, Score{Profile: profile, Scorer: scorer, Endpoint: endpointName(ep), Value: v})
+		t.Scores = append(t.Scores, Score{Profile: profile, Scorer: scorer, Endpoint: pluginkit.EndpointName(ep), Value: v})
 	}
 }
 
@@ -142,7 +144,7 @@ func (t *Trace) Picked(profile string, endpoints []fwksched.Endpoint) {
 	}
 	names := make([]string, 0, len(endpoints))
 	for _, ep := range endpoints {
-		names = append(names, endpointName(ep))
+		names = append(names, pluginkit.EndpointName(ep))
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -170,13 +172,6 @@ func (t *Trace) Compact() string {
 		}
 	}
 	return strings.Join(parts, ";")
-}
-
-func endpointName(ep fwksched.Endpoint) string {
-	if ep == nil || ep.GetMetadata() == nil {
-		return "<nil>"
-	}
-	return ep.GetMetadata().NamespacedName.Name
 }
 
 func headerSafe(s string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 )
 
 // EndpointLister returns the pool's endpoints now: metadata (address, port, labels),
@@ -28,4 +29,13 @@ func EndpointsOf(ctx context.Context) EndpointLister {
 		return l
 	}
 	return nil
+}
+
+// EndpointName is how plugins name an endpoint in logs, errors and decision traces: its
+// NamespacedName's name, "<nil>" when there is no endpoint or it carries no metadata.
+func EndpointName(ep fwksched.Endpoint) string {
+	if ep == nil || ep.GetMetadata() == nil {
+		return "<nil>"
+	}
+	return ep.GetMetadata().NamespacedName.Name
 }
