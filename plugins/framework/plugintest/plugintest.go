@@ -1,10 +1,11 @@
 // Package plugintest holds what the plugins' tests share: the check of an expected
-// configuration error, a factory's handle, attribute fakes and the names of a filter's
+// configuration error or early answer, a factory's handle, attribute fakes and the names of a filter's
 // endpoints. Only test files import it.
 package plugintest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,7 +13,34 @@ import (
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
+
+// WantAnswer fails t at once unless err fits an admission row: status 0 wants no error (and
+// headers go unchecked, so a table's header column may stay filled); any other status wants an
+// early answer (contract.Answer) with that status carrying each of headers. It returns the answer, nil when none was wanted, for the row's further checks.
+func WantAnswer(t testing.TB, err error, status int, headers ...contract.Header) *contract.Answer {
+	t.Helper()
+	if status == 0 {
+		if err != nil {
+			t.Fatalf("refused: %v", err)
+		}
+		return nil
+	}
+	a, ok := contract.AnswerOf(err)
+	if !ok || a.Status != status {
+		t.Fatalf("err %v, want a %d answer", err, status)
+		return nil
+	}
+	for _, h := range headers {
+		if !slices.Contains(a.Headers, h) {
+			t.Fatalf("answer lacks %s: %s: %v", h.Name, h.Value, a.Headers)
+			return nil
+		}
+	}
+	return a
+}
 
 // WantErr fails t at once unless err fits want: "" wants no error; any other text wants an
 // error that contains it and every one of naming (the plugin type or instance it must name).

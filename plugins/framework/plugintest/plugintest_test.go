@@ -3,7 +3,10 @@ package plugintest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
 
 // recorder is a testing.TB that records a failure instead of stopping the test.
@@ -39,6 +42,35 @@ func TestWantErr(t *testing.T) {
 			r := &recorder{TB: t}
 			if wanted := WantErr(r, tt.err, tt.want, tt.naming...); wanted != tt.wantWanted || r.failed != tt.wantFail {
 				t.Fatalf("wanted %v failed %v; want %v %v", wanted, r.failed, tt.wantWanted, tt.wantFail)
+			}
+		})
+	}
+}
+
+func TestWantAnswer(t *testing.T) {
+	shed := &contract.Answer{Status: 429, Headers: []contract.Header{{Name: "x-reason", Value: "saturated"}}}
+	tests := []struct {
+		name     string
+		err      error
+		status   int
+		headers  []contract.Header
+		wantFail bool
+		wantAns  bool
+	}{
+		{name: "admitted, wanted"},
+		{name: "refused, admission wanted", err: shed, wantFail: true},
+		{name: "answer wanted, none", status: 429, wantFail: true},
+		{name: "answer wanted, plain error", err: errors.New("boom"), status: 429, wantFail: true},
+		{name: "other status", err: shed, status: 503, wantFail: true},
+		{name: "status and header", err: fmt.Errorf("wrapped: %w", shed), status: 429, headers: []contract.Header{{Name: "x-reason", Value: "saturated"}}, wantAns: true},
+		{name: "header with another value", err: shed, status: 429, headers: []contract.Header{{Name: "x-reason", Value: "other"}}, wantFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			a := WantAnswer(r, tt.err, tt.status, tt.headers...)
+			if r.failed != tt.wantFail || (a != nil) != tt.wantAns {
+				t.Fatalf("failed %v answer %v; want %v %v", r.failed, a, tt.wantFail, tt.wantAns)
 			}
 		})
 	}

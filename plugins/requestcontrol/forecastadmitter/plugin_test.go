@@ -13,6 +13,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -109,23 +110,7 @@ func TestAdmitRequest(t *testing.T) {
 			if got := testutil.ToFloat64(a.m.decisions.WithLabelValues(class, tc.decision)); got != 1 {
 				t.Errorf("pdgate_forecast_admission_decisions_total{class=%s,decision=%s} = %v, want 1", class, tc.decision, got)
 			}
-			if tc.status == 0 {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			ans, ok := contract.AnswerOf(err)
-			if !ok || ans.Status != tc.status {
-				t.Fatalf("err %v, want a %d answer", err, tc.status)
-			}
-			found := false
-			for _, h := range ans.Headers {
-				found = found || (h.Name == DroppedReasonHeader && h.Value == tc.reason)
-			}
-			if !found {
-				t.Fatalf("answer lacks %s: %s: %v", DroppedReasonHeader, tc.reason, ans.Headers)
-			}
+			plugintest.WantAnswer(t, err, tc.status, contract.Header{Name: DroppedReasonHeader, Value: tc.reason})
 		})
 	}
 }

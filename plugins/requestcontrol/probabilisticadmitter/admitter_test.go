@@ -12,6 +12,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -38,23 +39,7 @@ func TestAdmitRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a := New("a", DefaultParameters(), func() float64 { return tt.random })
 			err := a.AdmitRequest(context.Background(), &fwksched.LLMRequest{Objectives: fwksched.RequestObjectives{Priority: tt.priority}}, tt.eps)
-			if tt.want == 0 {
-				if err != nil {
-					t.Fatalf("denied: %v", err)
-				}
-				return
-			}
-			ans, ok := contract.AnswerOf(err)
-			if !ok || ans.Status != tt.want {
-				t.Fatalf("err %v, want a %d answer", err, tt.want)
-			}
-			found := false
-			for _, h := range ans.Headers {
-				found = found || (h.Name == DroppedReasonHeader && h.Value == ReasonSaturated)
-			}
-			if !found {
-				t.Fatalf("answer lacks %s: %v", DroppedReasonHeader, ans.Headers)
-			}
+			plugintest.WantAnswer(t, err, tt.want, contract.Header{Name: DroppedReasonHeader, Value: ReasonSaturated})
 		})
 	}
 }
