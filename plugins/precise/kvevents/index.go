@@ -153,22 +153,20 @@ func (ix *Index) Apply(src SourceKey, events []kvwire.Event) {
 }
 
 // Clear forgets everything src holds (a broken or restarted stream: never trust it stale).
-func (ix *Index) Clear(src SourceKey) {
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if s := ix.srcs[src]; s != nil {
-		ix.clear(s)
-	}
-	ix.report()
-}
+func (ix *Index) Clear(src SourceKey) { ix.discard(src, false) }
 
 // Forget removes src entirely (its endpoint left the pool).
-func (ix *Index) Forget(src SourceKey) {
+func (ix *Index) Forget(src SourceKey) { ix.discard(src, true) }
+
+// discard clears what src holds and, with forget, src itself.
+func (ix *Index) discard(src SourceKey, forget bool) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if s := ix.srcs[src]; s != nil {
 		ix.clear(s)
-		delete(ix.srcs, src)
+		if forget {
+			delete(ix.srcs, src)
+		}
 	}
 	ix.report()
 }
