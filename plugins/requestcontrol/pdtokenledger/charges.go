@@ -81,10 +81,19 @@ func (x *tx) rateFor(pod tokenload.PodKey, rate tokenload.DecodeRate) float64 {
 
 func validTokens(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
+// ignored reports whether a charge of kind (prefill, decode) lacks its request or pod or has
+// no usable token count, and logs the one it ignores.
+func (x *tx) ignored(kind, requestID string, pod tokenload.PodKey, tokens float64) bool {
+	if requestID != "" && pod != "" && validTokens(tokens) {
+		return false
+	}
+	x.t.log.Info("Ignoring invalid "+kind+" charge", "requestID", requestID, "pod", pod, "tokens", tokens)
+	return true
+}
+
 func (x *tx) ChargePrefill(c tokenload.PrefillCharge) {
 	t := x.t
-	if c.RequestID == "" || c.Pod == "" || !validTokens(c.Tokens) {
-		t.log.Info("Ignoring invalid prefill charge", "requestID", c.RequestID, "pod", c.Pod, "tokens", c.Tokens)
+	if x.ignored("prefill", c.RequestID, c.Pod, c.Tokens) {
 		return
 	}
 	e := t.entry(c.RequestID, x.now)
@@ -106,8 +115,7 @@ func (x *tx) ChargePrefill(c tokenload.PrefillCharge) {
 
 func (x *tx) ChargeDecode(c tokenload.DecodeCharge) {
 	t := x.t
-	if c.RequestID == "" || c.Pod == "" || !validTokens(c.Tokens) {
-		t.log.Info("Ignoring invalid decode charge", "requestID", c.RequestID, "pod", c.Pod, "tokens", c.Tokens)
+	if x.ignored("decode", c.RequestID, c.Pod, c.Tokens) {
 		return
 	}
 	e := t.entry(c.RequestID, x.now)
