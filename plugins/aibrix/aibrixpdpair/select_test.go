@@ -254,6 +254,23 @@ func TestFinalPairScore(t *testing.T) {
 	}
 }
 
+// selectConcurrently runs n selections of in at once, as requests "0" … "n-1", failing t on
+// any error, and returns when all are done.
+func selectConcurrently(t *testing.T, s *Selector, n int, in Input) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			in := in
+			in.RequestID = fmt.Sprint(i)
+			if _, err := s.Select(in); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 func TestBurstSpreadsAcrossPairs(t *testing.T) {
 	var specs []podSpec
 	for _, rs := range []string{"a", "b", "c", "d"} {
@@ -264,17 +281,7 @@ func TestBurstSpreadsAcrossPairs(t *testing.T) {
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillLeastRequest, pdknobs.DecodeLeastRequest
 	})
-	var wg sync.WaitGroup
-	for i := 0; i < 40; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			if _, err := s.Select(Input{RequestID: fmt.Sprint(i), Pods: pods, Knobs: k}); err != nil {
-				t.Error(err)
-			}
-		}(i)
-	}
-	wg.Wait()
+	selectConcurrently(t, s, 40, Input{Pods: pods, Knobs: k})
 	for _, rs := range []string{"a", "b", "c", "d"} {
 		if n := s.Tracker.PrefillCount("ns/" + rs + "-p"); n != 10 {
 			t.Fatalf("burst did not spread evenly: %s-p has %v", rs, n)
@@ -295,17 +302,7 @@ func TestTokenLoadChargesInsideAtomically(t *testing.T) {
 	k := knobs(func(k *pdknobs.Knobs) {
 		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
 	})
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			if _, err := s.Select(Input{RequestID: fmt.Sprint(i), Pods: pods, BodyTokens: 100, Knobs: k}); err != nil {
-				t.Error(err)
-			}
-		}(i)
-	}
-	wg.Wait()
+	selectConcurrently(t, s, 20, Input{Pods: pods, BodyTokens: 100, Knobs: k})
 	if l.outsideTx != 0 || len(l.charges) != 40 {
 		t.Fatalf("charges %d, outside tx %d", len(l.charges), l.outsideTx)
 	}
