@@ -6,6 +6,7 @@ package tokenestimate
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -48,29 +49,15 @@ type EstimateParams struct {
 	VideoDurationSeconds float64 `json:"videoDurationSeconds,omitempty"`
 }
 
-// Defaults fills the unset knobs with llm-d's defaults.
+// Defaults fills the unset (zero) knobs with llm-d's defaults.
 func (p *EstimateParams) Defaults() {
-	if p.ImageEstimator == "" {
-		p.ImageEstimator = "dynamic"
-	}
-	if p.ImageFactor == 0 {
-		p.ImageFactor = 1024
-	}
-	if p.ImageStaticTokens == 0 {
-		p.ImageStaticTokens = 256
-	}
-	if p.DefaultWidth == 0 {
-		p.DefaultWidth = 640
-	}
-	if p.DefaultHeight == 0 {
-		p.DefaultHeight = 360
-	}
-	if p.VideoFPS == 0 {
-		p.VideoFPS = 1
-	}
-	if p.VideoDurationSeconds == 0 {
-		p.VideoDurationSeconds = 10
-	}
+	p.ImageEstimator = cmp.Or(p.ImageEstimator, "dynamic")
+	p.ImageFactor = cmp.Or(p.ImageFactor, 1024)
+	p.ImageStaticTokens = cmp.Or(p.ImageStaticTokens, 256)
+	p.DefaultWidth = cmp.Or(p.DefaultWidth, 640)
+	p.DefaultHeight = cmp.Or(p.DefaultHeight, 360)
+	p.VideoFPS = cmp.Or(p.VideoFPS, 1)
+	p.VideoDurationSeconds = cmp.Or(p.VideoDurationSeconds, 10)
 }
 
 // Validate rejects knobs the estimate cannot use, naming the field.
