@@ -3,7 +3,6 @@ package conformance
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"slices"
 	"sort"
@@ -16,8 +15,6 @@ import (
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -38,6 +35,7 @@ import (
 	"github.com/pdgate/pdgate/cmd/epp/extproc"
 	"github.com/pdgate/pdgate/cmd/epp/pluginset"
 	"github.com/pdgate/pdgate/test/giehermetic"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 // poolName and namespace are those of GIE's hermetic suite.
@@ -232,21 +230,8 @@ func (s *tracked) waitIdle(t *testing.T, who string, d time.Duration) {
 // serve runs srv on a loopback gRPC listener for the rest of the test.
 func serve(t *testing.T, srv extProcPb.ExternalProcessorServer) (extProcPb.ExternalProcessorClient, *tracked) {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	tr := &tracked{inner: srv}
-	gs := grpc.NewServer()
-	extProcPb.RegisterExternalProcessorServer(gs, tr)
-	go func() { _ = gs.Serve(lis) }()
-	t.Cleanup(gs.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return extProcPb.NewExternalProcessorClient(conn), tr
+	return eppclient.Serve(t, tr), tr
 }
 
 // exchange sends every message of reqs on one stream, as GIE's hermetic harness does, closes

@@ -19,8 +19,6 @@ import (
 
 	extProcPb "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr/testr"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -33,6 +31,7 @@ import (
 
 	"github.com/pdgate/pdgate/cmd/epp/core"
 	"github.com/pdgate/pdgate/test/testsupport"
+	"github.com/pdgate/pdgate/test/testsupport/eppclient"
 )
 
 // Pod is one model-server pod of the test pool.
@@ -100,21 +99,9 @@ func Start(t *testing.T, configPath string, pods []Pod, o Options) *EPP {
 		})
 	}
 
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
 	// pdgate's request path, built by the EPP's own constructor.
-	extProcPb.RegisterExternalProcessorServer(srv, c.Server)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &EPP{Client: extProcPb.NewExternalProcessorClient(conn), Handle: c.Handle, DS: ds, Port: port, Pool: o.PoolName}
+	client := eppclient.Serve(t, c.Server)
+	return &EPP{Client: client, Handle: c.Handle, DS: ds, Port: port, Pool: o.PoolName}
 }
 
 // ServeMetrics runs one HTTP server per pod on its loopback IP, all on one port (GIE pools
