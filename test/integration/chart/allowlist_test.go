@@ -2,8 +2,6 @@ package chart
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,34 +81,20 @@ func TestStaticSidecarRBAC(t *testing.T) {
 	if _, err := s.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(repoRoot(t), "config", "rbac", "sidecar*.yaml"))
-	if len(files) == 0 {
-		t.Fatal("no config/rbac/sidecar*.yaml")
-	}
 	sa := ""
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs, err := decodeManifest(string(data))
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, o := range objs {
-			o.SetNamespace(ns) // as `kubectl apply -n static-sidecar` with the namespace edited
-			if o.GetKind() == "RoleBinding" {
-				subs, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-				for _, sub := range subs {
-					sub.(map[string]any)["namespace"] = ns
-				}
-				_ = unstructured.SetNestedSlice(o.Object, subs, "subjects")
+	for _, o := range staticRBAC(t, "sidecar*.yaml") {
+		o.SetNamespace(ns) // as `kubectl apply -n static-sidecar` with the namespace edited
+		if o.GetKind() == "RoleBinding" {
+			subs, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, sub := range subs {
+				sub.(map[string]any)["namespace"] = ns
 			}
-			if o.GetKind() == "ServiceAccount" {
-				sa = o.GetName()
-			}
-			s.create(ctx, t, o)
+			_ = unstructured.SetNestedSlice(o.Object, subs, "subjects")
 		}
+		if o.GetKind() == "ServiceAccount" {
+			sa = o.GetName()
+		}
+		s.create(ctx, t, o)
 	}
 	pool := find(t, mustRender(t, "static-pool", ns, values(t, nil, "inferencePool.modelServers.matchLabels.app=x")), "InferencePool", "static-pool")
 	s.create(ctx, t, pool)

@@ -12,12 +12,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// staticRBAC reads config/rbac/epp*.yaml, the manifests for installs without the chart.
-func staticRBAC(t *testing.T) []*unstructured.Unstructured {
+// staticRBAC reads the config/rbac files that glob matches (epp*.yaml, sidecar*.yaml): the
+// manifests for installs without the chart.
+func staticRBAC(t *testing.T, glob string) []*unstructured.Unstructured {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(repoRoot(t), "config", "rbac", "epp*.yaml"))
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "config", "rbac", glob))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no config/rbac/epp*.yaml (%v)", err)
+		t.Fatalf("no config/rbac/%s (%v)", glob, err)
 	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
@@ -37,7 +38,7 @@ func staticRBAC(t *testing.T) []*unstructured.Unstructured {
 // TestStaticRBACMatchesChart: config/rbac grants exactly what the chart grants, role by role.
 func TestStaticRBACMatchesChart(t *testing.T) {
 	objs := mustRender(t, "demo", testNS, values(t, nil, "inferencePool.modelServers.matchLabels.app=x", "inferenceExtension.replicas=2"))
-	static := staticRBAC(t)
+	static := staticRBAC(t, "epp*.yaml")
 	pairs := map[string]string{ // chart name -> static name
 		"Role/demo-epp-sa":                    "Role/pdgate-epp-sa",
 		"Role/demo-epp-non-sa":                "Role/pdgate-epp-non-sa",
@@ -77,7 +78,7 @@ func TestStaticRBACOnAPIServer(t *testing.T) {
 	s := apiserver(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, o := range staticRBAC(t) {
+	for _, o := range staticRBAC(t, "epp*.yaml") {
 		s.create(ctx, t, o)
 	}
 	ask(ctx, t, s, "system:serviceaccount:default:pdgate-epp", []access{
