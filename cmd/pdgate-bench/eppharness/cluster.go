@@ -6,21 +6,16 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/pdgate/pdgate/cmd/internal/controlplane"
 )
 
 // PoolLabel selects a harness pool's pods (value: the pool name).
 const PoolLabel = "bench.pdgate.io/pool"
-
-var poolGVR = schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
 
 // ClusterOptions locate the control plane's files.
 type ClusterOptions struct {
@@ -40,9 +35,7 @@ type ClusterOptions struct {
 type Cluster struct {
 	Kubeconfig string
 
-	env     *envtest.Environment
-	kube    kubernetes.Interface
-	dyn     dynamic.Interface
+	cp      *controlplane.ControlPlane
 	tmp     string
 	mu      sync.Mutex
 	nextNS  int
@@ -68,47 +61,25 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 		}
 		o.CRDDir = filepath.Join(dir, "config", "crd", "bases")
 	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(o.Assets, b)); err != nil {
-			return nil, fmt.Errorf("no %s in %s (build it with hack/build-envtest.sh or set KUBEBUILDER_ASSETS)", b, o.Assets)
-		}
+	if err := controlplane.MissingBinary(o.Assets); err != nil {
+		return nil, fmt.Errorf("%w (build it with hack/build-envtest.sh or set KUBEBUILDER_ASSETS)", err)
 	}
-	c := &Cluster{env: &envtest.Environment{
-		BinaryAssetsDirectory:    o.Assets,
-		CRDDirectoryPaths:        []string{o.CRDDir},
-		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}}
-	cfg, err := c.env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", o.Assets, err)
-	}
-	fail := func(err error) (*Cluster, error) { _ = c.Stop(); return nil, err }
-	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
-		return fail(fmt.Errorf("kubernetes client: %w", err))
-	}
-	if c.dyn, err = dynamic.NewForConfig(cfg); err != nil {
-		return fail(fmt.Errorf("dynamic client: %w", err))
-	}
+	c := &Cluster{}
 	dir := o.WorkDir
 	if dir == "" {
+		var err error
 		if dir, err = os.MkdirTemp("", "pdgate-eppharness-"); err != nil {
-			return fail(err)
+			return nil, err
 		}
 		c.tmp = dir
 	}
-	user, err := c.env.AddUser(envtest.User{Name: "pdgate-bench", Groups: []string{"system:masters"}}, nil)
-	if err != nil {
-		return fail(fmt.Errorf("adding the bench's API user: %w", err))
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		return fail(fmt.Errorf("kubeconfig: %w", err))
-	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
-		return fail(fmt.Errorf("writing kubeconfig: %w", err))
+	var err error
+	if c.cp, err = controlplane.Start(controlplane.Options{Assets: o.Assets, CRDDir: o.CRDDir, User: "pdgate-bench", Kubeconfig: c.Kubeconfig}); err != nil {
+		if c.tmp != "" {
+			_ = os.RemoveAll(c.tmp)
+		}
+		return nil, err
 	}
 	return c, nil
 }
@@ -121,14 +92,11 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	c.stopped = true
-	err := c.env.Stop()
+	err := c.cp.Stop()
 	if c.tmp != "" {
 		_ = os.RemoveAll(c.tmp)
 	}
-	if err != nil {
-		return fmt.Errorf("stopping kube-apiserver and etcd: %w", err)
-	}
-	return nil
+	return err
 }
 
 // pool is one EPP's namespace, InferencePool and pods.
@@ -148,12 +116,12 @@ func (c *Cluster) createPool(ctx context.Context, name string, eppPort int, eps 
 	c.nextNS++
 	ns := fmt.Sprintf("bench-%d", c.nextNS)
 	c.mu.Unlock()
-	if _, err := c.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.cp.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return pool{}, fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
 	p := pool{Namespace: ns, Name: name}
-	if _, err := c.dyn.Resource(poolGVR).Namespace(ns).Create(ctx, inferencePool(ns, name, port, eppPort), metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
-		return p, fmt.Errorf("creating InferencePool %s/%s: %w", ns, name, err)
+	if err := c.cp.CreatePool(ctx, inferencePool(ns, name, port, eppPort)); err != nil {
+		return p, err
 	}
 	// A few writers in parallel: 512 pods take two API calls each.
 	errs := make(chan error, len(eps))
@@ -164,7 +132,7 @@ func (c *Cluster) createPool(ctx context.Context, name string, eppPort int, eps 
 		go func() {
 			defer wg.Done()
 			for ep := range work {
-				errs <- c.createPod(ctx, podFor(ns, name, ep))
+				errs <- c.cp.CreatePod(ctx, podFor(ns, name, ep))
 			}
 		}()
 	}
@@ -182,25 +150,12 @@ func (c *Cluster) createPool(ctx context.Context, name string, eppPort int, eps 
 	return p, nil
 }
 
-func (c *Cluster) createPod(ctx context.Context, pod *corev1.Pod) error {
-	status := pod.Status
-	created, err := c.kube.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	created.Status = status
-	if _, err := c.kube.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("pod %s/%s status: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
-}
-
 // deletePool removes the pool's pods and the pool (envtest runs no namespace controller, so the
 // namespace itself stays, empty).
 func (c *Cluster) deletePool(ctx context.Context, p pool) error {
-	err := c.kube.CoreV1().Pods(p.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
+	err := c.cp.Kube.CoreV1().Pods(p.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
 		metav1.ListOptions{LabelSelector: PoolLabel + "=" + p.Name})
-	if err2 := c.dyn.Resource(poolGVR).Namespace(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err == nil {
+	if err2 := c.cp.Dynamic.Resource(controlplane.PoolGVR).Namespace(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err == nil {
 		err = err2
 	}
 	if err != nil {
@@ -225,15 +180,7 @@ func commonTargetPort(eps []Endpoint) (int, error) {
 // inferencePool is a pool selecting PoolLabel=name on targetPort, with the EPP's gRPC port as
 // its endpoint picker.
 func inferencePool(ns, name string, targetPort, eppPort int) *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": poolGVR.GroupVersion().String(), "kind": "InferencePool",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec": map[string]any{
-			"selector":          map[string]any{"matchLabels": map[string]any{PoolLabel: name}},
-			"targetPorts":       []any{map[string]any{"number": int64(targetPort)}},
-			"endpointPickerRef": map[string]any{"name": name + "-epp", "port": map[string]any{"number": int64(eppPort)}},
-		},
-	}}
+	return controlplane.InferencePool(ns, name, map[string]string{PoolLabel: name}, targetPort, name+"-epp", eppPort)
 }
 
 // podFor is the endpoint's Pod with the status a kubelet reports once its containers are up.
@@ -242,17 +189,10 @@ func podFor(ns, poolName string, ep Endpoint) *corev1.Pod {
 	for k, v := range ep.Labels {
 		labels[k] = v
 	}
-	now := metav1.Now()
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: ep.Name, Namespace: ns, Labels: labels, Annotations: ep.Annotations},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "engine", Image: "pdgate/fake-engine:bench",
 			Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(ep.Port)}}}}},
-		Status: corev1.PodStatus{
-			Phase: corev1.PodRunning, PodIP: ep.Address, PodIPs: []corev1.PodIP{{IP: ep.Address}},
-			Conditions: []corev1.PodCondition{
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			},
-		},
+		Status: controlplane.RunningStatus(ep.Address),
 	}
 }

@@ -8,15 +8,12 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/pdgate/pdgate/cmd/internal/controlplane"
 )
 
 // PoolName is the InferencePool the Kubernetes-mode lab creates (in Namespace).
@@ -24,12 +21,10 @@ const PoolName = "pdgate-lab"
 
 const gieModule = "sigs.k8s.io/gateway-api-inference-extension"
 
-var poolGVR = schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
-
 // kubeLab is the local control plane of `pdgate lab --kubernetes`: kube-apiserver and etcd
 // from the envtest binaries, GIE's CRDs installed, the pool and pods created through the API.
 type kubeLab struct {
-	env        *envtest.Environment
+	cp         *controlplane.ControlPlane
 	kubeconfig string
 }
 
@@ -70,10 +65,8 @@ func DefaultCRDDir() string {
 
 // checkKubeFiles fails early, with the fix, when a file the control plane needs is missing.
 func checkKubeFiles(assets, crdDir string) error {
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(assets, b)); err != nil {
-			return fmt.Errorf("--kubernetes: no %s in %s (build it with hack/build-envtest.sh, or set --kubebuilder-assets / KUBEBUILDER_ASSETS)", b, assets)
-		}
+	if err := controlplane.MissingBinary(assets); err != nil {
+		return fmt.Errorf("--kubernetes: %w (build it with hack/build-envtest.sh, or set --kubebuilder-assets / KUBEBUILDER_ASSETS)", err)
 	}
 	if _, err := os.Stat(filepath.Join(crdDir, "inference.networking.k8s.io_inferencepools.yaml")); err != nil {
 		return fmt.Errorf("--kubernetes: GIE's InferencePool CRD not found in %s (run `go mod download %s`, or set --crd-dir)", crdDir, gieModule)
@@ -87,39 +80,17 @@ func startKube(ctx context.Context, p *Plan, assets, crdDir string) (*kubeLab, e
 	if err := checkKubeFiles(assets, crdDir); err != nil {
 		return nil, err
 	}
-	k := &kubeLab{env: &envtest.Environment{
-		BinaryAssetsDirectory:    assets,
-		CRDDirectoryPaths:        []string{crdDir},
-		ErrorIfCRDPathMissing:    true,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  time.Minute,
-	}}
-	cfg, err := k.env.Start()
-	if err != nil {
-		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
+	k := &kubeLab{kubeconfig: filepath.Join(p.Dir, "kubeconfig")}
+	var err error
+	if k.cp, err = controlplane.Start(controlplane.Options{Assets: assets, CRDDir: crdDir, User: "pdgate-lab", Kubeconfig: k.kubeconfig}); err != nil {
+		return nil, err
 	}
-	user, err := k.env.AddUser(envtest.User{Name: "pdgate-lab", Groups: []string{"system:masters"}}, nil)
-	if err == nil {
-		var data []byte
-		if data, err = user.KubeConfig(); err == nil {
-			k.kubeconfig = filepath.Join(p.Dir, "kubeconfig")
-			err = os.WriteFile(k.kubeconfig, data, 0o600)
-		}
-	}
-	if err != nil {
+	if err := k.cp.CreatePool(ctx, p.InferencePool()); err != nil {
 		k.stop()
-		return nil, fmt.Errorf("writing the lab's kubeconfig: %w", err)
-	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err == nil {
-		_, err = dyn.Resource(poolGVR).Namespace(Namespace).Create(ctx, p.InferencePool(), metav1.CreateOptions{FieldValidation: "Strict"})
-	}
-	if err != nil {
-		k.stop()
-		return nil, fmt.Errorf("creating InferencePool %s: %w", PoolName, err)
+		return nil, err
 	}
 	for _, o := range p.InferenceObjectives() {
-		if _, err := dyn.Resource(objectiveGVR).Namespace(Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
+		if _, err := k.cp.Dynamic.Resource(objectiveGVR).Namespace(Namespace).Create(ctx, o, metav1.CreateOptions{FieldValidation: "Strict"}); err != nil {
 			k.stop()
 			return nil, fmt.Errorf("creating InferenceObjective %s: %w", o.GetName(), err)
 		}
@@ -130,44 +101,24 @@ func startKube(ctx context.Context, p *Plan, assets, crdDir string) (*kubeLab, e
 // createPods creates every pod through the API and reports it Running and Ready with its
 // loopback IP through the status subresource, as a kubelet would once its containers are up.
 func (k *kubeLab) createPods(ctx context.Context, p *Plan) error {
-	cfg := k.env.Config
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
 	for _, pod := range p.KubePods() {
-		created, err := cs.CoreV1().Pods(Namespace).Create(ctx, pod, metav1.CreateOptions{})
-		if err != nil {
-			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
-		}
-		created.Status = pod.Status
-		if _, err := cs.CoreV1().Pods(Namespace).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("pod %s status: %w", pod.Name, err)
+		if err := k.cp.CreatePod(ctx, pod); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
 func (k *kubeLab) stop() {
-	if k != nil && k.env != nil {
-		_ = k.env.Stop()
+	if k != nil && k.cp != nil {
+		_ = k.cp.Stop()
 	}
 }
 
 // InferencePool is the lab's pool: every lab pod by label, one target port (the pods' EPP
 // endpoint), the EPP's gRPC port as the endpoint picker.
 func (p *Plan) InferencePool() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": poolGVR.GroupVersion().String(), "kind": "InferencePool",
-		"metadata": map[string]any{"name": PoolName, "namespace": Namespace},
-		"spec": map[string]any{
-			"selector":    map[string]any{"matchLabels": map[string]any{"app": "pdgate-lab"}},
-			"targetPorts": []any{map[string]any{"number": int64(EnginePort)}},
-			"endpointPickerRef": map[string]any{
-				"name": "pdgate-lab-epp", "port": map[string]any{"number": int64(p.EPPGRPCPort)},
-			},
-		},
-	}}
+	return controlplane.InferencePool(Namespace, PoolName, map[string]string{"app": "pdgate-lab"}, EnginePort, "pdgate-lab-epp", p.EPPGRPCPort)
 }
 
 // KubePods are the Pod objects of the lab's pods, with the status a kubelet would report:
@@ -182,17 +133,10 @@ func (p *Plan) KubePods() []*corev1.Pod {
 			containers = append(containers, corev1.Container{Name: "pdgate-sidecar", Image: "pdgate/sidecar:lab",
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: int32(pod.sidecarPort)}}})
 		}
-		now := metav1.Now()
 		out = append(out, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: Namespace, Labels: p.Labels(pod), Annotations: p.Annotations(pod)},
 			Spec:       corev1.PodSpec{Containers: containers},
-			Status: corev1.PodStatus{
-				Phase: corev1.PodRunning, PodIP: pod.IP, PodIPs: []corev1.PodIP{{IP: pod.IP}},
-				Conditions: []corev1.PodCondition{
-					{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-					{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-				},
-			},
+			Status:     controlplane.RunningStatus(pod.IP),
 		})
 	}
 	return out
