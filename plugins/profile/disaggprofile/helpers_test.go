@@ -2,6 +2,7 @@ package disaggprofile
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -54,6 +55,37 @@ func newHandle(t *testing.T, plugins map[string]fwkplugin.Plugin) fwkplugin.Hand
 	h := plugintest.Handle(context.Background())
 	for n, p := range plugins {
 		h.AddPlugin(n, p)
+	}
+	return h
+}
+
+// configured is what both handlers' parameter tables check: the decoded parameters and the
+// references resolved against the handle.
+type configured[P comparable] interface {
+	fwkplugin.Plugin
+	Params() P
+	ResolveReferences(fwkplugin.Handle) error
+}
+
+// checkParams builds instance name with factory from params on handle and checks one row of a
+// handler's parameter table: the factory's error (wantErr, plugintest.WantErr), the decoded
+// parameters, then ResolveReferences' error text (resolveErr, "" for none). It returns the
+// handler, nil when the row wanted a factory error.
+func checkParams[P comparable, H configured[P]](t *testing.T, factory fwkplugin.FactoryFunc, name, params string,
+	handle fwkplugin.Handle, wantErr string, want P, resolveErr string) H {
+	t.Helper()
+	var none H
+	p, err := factory(name, json.RawMessage(params), handle)
+	if plugintest.WantErr(t, err, wantErr) {
+		return none
+	}
+	h := p.(H)
+	if h.Params() != want {
+		t.Fatalf("params = %+v, want %+v", h.Params(), want)
+	}
+	err = h.ResolveReferences(handle)
+	if (resolveErr == "") != (err == nil) || err != nil && err.Error() != resolveErr {
+		t.Fatalf("ResolveReferences = %v, want %q", err, resolveErr)
 	}
 	return h
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/go-logr/logr"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
-	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -63,18 +62,9 @@ func TestHandlerFactory(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			handle := newHandle(t, deciders)
-			p, err := HandlerFactory("h", json.RawMessage(tt.params), handle)
-			if plugintest.WantErr(t, err, tt.wantErr) {
+			h := checkParams[Parameters, *Handler](t, HandlerFactory, "h", tt.params, newHandle(t, deciders), tt.wantErr, tt.want, tt.resolveE)
+			if h == nil {
 				return
-			}
-			h := p.(*Handler)
-			if h.Params() != tt.want {
-				t.Fatalf("params = %+v, want %+v", h.Params(), tt.want)
-			}
-			err = h.ResolveReferences(handle)
-			if tt.resolveE == "" && err != nil || tt.resolveE != "" && (err == nil || err.Error() != tt.resolveE) {
-				t.Fatalf("ResolveReferences = %v, want %q", err, tt.resolveE)
 			}
 			if h.TypedName().Type != HandlerType || h.TypedName().Name != "h" {
 				t.Fatalf("typed name %v", h.TypedName())

@@ -3,8 +3,6 @@ package disaggprofile
 import (
 	"context"
 	"encoding/json"
-	"github.com/pdgate/pdgate/plugins/framework/contract"
-	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"strings"
 	"testing"
 
@@ -12,6 +10,7 @@ import (
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -47,18 +46,7 @@ func TestPDHandlerFactory(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			handle := newHandle(t, map[string]fwkplugin.Plugin{"prefix-based-pd-decider": &fakeDecider{name: "prefix-based-pd-decider"}, "x": notDecider{}})
-			p, err := PDHandlerFactory("pd", json.RawMessage(tt.params), handle)
-			if plugintest.WantErr(t, err, tt.wantErr) {
-				return
-			}
-			h := p.(*PDHandler)
-			if h.Params() != tt.want {
-				t.Fatalf("params %+v want %+v", h.Params(), tt.want)
-			}
-			err = h.ResolveReferences(handle)
-			if (tt.resolveErr == "") != (err == nil) || err != nil && err.Error() != tt.resolveErr {
-				t.Fatalf("resolve %v want %q", err, tt.resolveErr)
-			}
+			checkParams[PDParameters, *PDHandler](t, PDHandlerFactory, "pd", tt.params, handle, tt.wantErr, tt.want, tt.resolveErr)
 		})
 	}
 }
