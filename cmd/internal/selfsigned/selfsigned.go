@@ -13,6 +13,7 @@ import (
 	"crypto/x509/pkix"
 	"fmt"
 	"math/big"
+	"net"
 	"time"
 )
 
@@ -20,7 +21,9 @@ import (
 const Validity = 365 * 24 * time.Hour
 
 // Certificate returns a new ECDSA P-256 server certificate for commonName, signed by its own
-// key, valid for DNS names hosts (none: any name the client does not verify).
+// key, valid for hosts (none: any name the client does not verify). A host that is an IP
+// address goes into the IP SANs, the only place a client verifying an address looks; any other
+// is a DNS name.
 func Certificate(commonName string, hosts ...string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -29,6 +32,15 @@ func Certificate(commonName string, hosts ...string) (tls.Certificate, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("self-signed serial: %w", err)
+	}
+	var dns []string
+	var ips []net.IP
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			dns = append(dns, h)
+		}
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
@@ -39,7 +51,8 @@ func Certificate(commonName string, hosts ...string) (tls.Certificate, error) {
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		DNSNames:              hosts,
+		DNSNames:              dns,
+		IPAddresses:           ips,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {

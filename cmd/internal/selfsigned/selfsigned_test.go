@@ -17,6 +17,7 @@ func TestCertificate(t *testing.T) {
 	}{
 		{"the EPP's ext_proc listener", "pdgate-epp", nil},
 		{"the sidecar, for localhost", "pdgate-sidecar", []string{"localhost"}},
+		{"an address, as tests dial a loopback listener", "epp", []string{"127.0.0.1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -28,8 +29,8 @@ func TestCertificate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if leaf.Subject.CommonName != tt.cn || len(leaf.DNSNames) != len(tt.hosts) {
-				t.Fatalf("subject %q names %v, want %q %v", leaf.Subject.CommonName, leaf.DNSNames, tt.cn, tt.hosts)
+			if leaf.Subject.CommonName != tt.cn || len(leaf.DNSNames)+len(leaf.IPAddresses) != len(tt.hosts) {
+				t.Fatalf("subject %q names %v %v, want %q %v", leaf.Subject.CommonName, leaf.DNSNames, leaf.IPAddresses, tt.cn, tt.hosts)
 			}
 			if d := time.Until(leaf.NotAfter); d < Validity-time.Hour || d > Validity {
 				t.Fatalf("valid for %s more, want about %s", d, Validity)
@@ -45,7 +46,8 @@ func TestCertificate(t *testing.T) {
 			pool := x509.NewCertPool()
 			pool.AddCert(leaf)
 			// The client checks the chain against the pinned certificate (and, where the
-			// certificate names hosts, the host: the sidecar's is valid for localhost).
+			// certificate names hosts, the host: the sidecar's is valid for localhost, and an
+			// address is checked against the IP SANs).
 			verify := func(cs tls.ConnectionState) error {
 				opts := x509.VerifyOptions{Roots: pool}
 				if len(tt.hosts) > 0 {
