@@ -8,6 +8,7 @@ import (
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/internal/encodercache"
 	"github.com/pdgate/pdgate/plugins/scorers/mmcachescorer"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
@@ -31,11 +32,7 @@ func eps() []fwksched.Endpoint {
 
 // The producer and the scorer together: an endpoint that encoded an image scores its share.
 func TestProducerAndScorer(t *testing.T) {
-	p, err := Factory("mm", json.RawMessage(`{"cacheSizeInMB": 2048}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prod := p.(*Producer)
+	prod := plugintest.Build[*Producer](t, Factory, "mm", `{"cacheSizeInMB": 2048}`, nil)
 	first := eps()
 	if err := prod.PrepareRequestData(context.Background(), req("img1", "img2", "img1"), first); err != nil {
 		t.Fatal(err)

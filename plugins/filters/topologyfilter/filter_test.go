@@ -59,15 +59,12 @@ func TestFilter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Factory("f", json.RawMessage(tt.params), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f := plugintest.Build[*Filter](t, Factory, "f", tt.params, nil)
 			cs := fwksched.NewCycleState()
 			if tt.peer != nil {
 				cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: "decode", Endpoints: []fwksched.Endpoint{tt.peer}})
 			}
-			got := p.(*Filter).Filter(context.Background(), cs, &fwksched.LLMRequest{}, cands(tt.load))
+			got := f.Filter(context.Background(), cs, &fwksched.LLMRequest{}, cands(tt.load))
 			if plugintest.Names(got) != tt.want {
 				t.Fatalf("kept %s, want %s", plugintest.Names(got), tt.want)
 			}

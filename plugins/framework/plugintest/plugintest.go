@@ -1,10 +1,11 @@
-// Package plugintest holds what the plugins' tests share: the check of an expected
-// configuration error or early answer, a factory's handle, attribute fakes and the names of a filter's
+// Package plugintest holds what the plugins' tests share: a plugin built for a test, the check
+// of an expected configuration error or early answer, a factory's handle, attribute fakes and the names of a filter's
 // endpoints. Only test files import it.
 package plugintest
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -40,6 +41,21 @@ func WantAnswer(t testing.TB, err error, status int, headers ...contract.Header)
 		}
 	}
 	return a
+}
+
+// Build builds instance name with factory from raw parameters on handle (nil: none), failing t
+// at once when the factory fails or builds another type than P, the plugin's own.
+func Build[P fwkplugin.Plugin](t testing.TB, factory fwkplugin.FactoryFunc, name, raw string, handle fwkplugin.Handle) P {
+	t.Helper()
+	p, err := factory(name, json.RawMessage(raw), handle)
+	if err != nil {
+		t.Fatalf("build %q: %v", name, err)
+	}
+	built, ok := p.(P)
+	if !ok && err == nil {
+		t.Fatalf("build %q: factory built %T, want %T", name, p, built)
+	}
+	return built
 }
 
 // WantErr fails t at once unless err fits want: "" wants no error; any other text wants an

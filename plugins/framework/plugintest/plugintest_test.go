@@ -2,9 +2,12 @@ package plugintest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
+
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 )
@@ -46,6 +49,47 @@ func TestWantErr(t *testing.T) {
 		})
 	}
 }
+
+// namedPlugin is a plugin of its own type for TestBuild.
+type namedPlugin struct{ name string }
+
+func (p *namedPlugin) TypedName() fwkplugin.TypedName {
+	return fwkplugin.TypedName{Type: "t", Name: p.name}
+}
+
+func TestBuild(t *testing.T) {
+	build := func(name string, raw json.RawMessage, _ fwkplugin.Handle) (fwkplugin.Plugin, error) {
+		switch string(raw) {
+		case "bad":
+			return nil, errors.New("bad parameters")
+		case "other":
+			return notNamed{}, nil
+		}
+		return &namedPlugin{name: name}, nil
+	}
+	tests := []struct {
+		name, raw string
+		wantFail  bool
+	}{
+		{name: "built", raw: ""},
+		{name: "factory fails", raw: "bad", wantFail: true},
+		{name: "another type", raw: "other", wantFail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &recorder{TB: t}
+			p := Build[*namedPlugin](r, build, "x", tt.raw, nil)
+			if r.failed != tt.wantFail || (p != nil && p.name != "x") || (p == nil) != tt.wantFail {
+				t.Fatalf("failed %v plugin %+v; want failed %v", r.failed, p, tt.wantFail)
+			}
+		})
+	}
+}
+
+// notNamed is a plugin of another type.
+type notNamed struct{}
+
+func (notNamed) TypedName() fwkplugin.TypedName { return fwkplugin.TypedName{Type: "other"} }
 
 func TestWantAnswer(t *testing.T) {
 	shed := &contract.Answer{Status: 429, Headers: []contract.Header{{Name: "x-reason", Value: "saturated"}}}

@@ -10,6 +10,7 @@ import (
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
 	"github.com/pdgate/pdgate/plugins/deciders/prefixdecider"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/precise/internal/precisecache"
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
 	kvwire "github.com/pdgate/pdgate/plugins/wire/kvevents"
@@ -27,11 +28,7 @@ func request(tokens []uint32) *fwksched.LLMRequest {
 
 func newProducer(t *testing.T, raw string) *Producer {
 	t.Helper()
-	p, err := Factory("ppc", json.RawMessage(raw), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.(*Producer)
+	return plugintest.Build[*Producer](t, Factory, "ppc", raw, nil)
 }
 
 // storeOn reports, as the engine at addr would, that it holds the first n tokens.

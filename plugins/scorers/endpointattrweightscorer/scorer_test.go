@@ -76,11 +76,7 @@ func TestParameters(t *testing.T) {
 }
 
 func TestTypedNameAndCategory(t *testing.T) {
-	p, err := Factory("", json.RawMessage(`{"attributeKey":"gpu","weights":{"h100":1}}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := p.(*Scorer)
+	s := plugintest.Build[*Scorer](t, Factory, "", `{"attributeKey":"gpu","weights":{"h100":1}}`, nil)
 	if s.TypedName().Type != Type || s.TypedName().Name != Type || s.Category() != fwksched.Affinity {
 		t.Fatalf("typed name %v, category %v", s.TypedName(), s.Category())
 	}

@@ -2,12 +2,12 @@ package nohitlru
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
 
@@ -22,11 +22,7 @@ func pool(match map[string]int) []fwksched.Endpoint {
 }
 
 func TestColdRequestsSpread(t *testing.T) {
-	p, err := Factory("lru", json.RawMessage(`{"lruSize": 2048}`), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := p.(*Scorer)
+	s := plugintest.Build[*Scorer](t, Factory, "lru", `{"lruSize": 2048}`, nil)
 	picked := map[string]bool{}
 	for i := 0; i < 3; i++ {
 		eps := pool(nil)

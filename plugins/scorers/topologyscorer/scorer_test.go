@@ -9,6 +9,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/plugintest"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/test/testsupport/eptest"
 )
@@ -49,15 +50,12 @@ func TestScore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := Factory("s", json.RawMessage(tt.params), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sc := plugintest.Build[*Scorer](t, Factory, "s", tt.params, nil)
 			cs := fwksched.NewCycleState()
 			if tt.peer {
 				cs.Write(contract.DecodeResultKey, &contract.StageResult{Endpoints: []fwksched.Endpoint{pod("d", peer, tt.producer)}})
 			}
-			for ep, s := range p.(*Scorer).Score(context.Background(), cs, nil, cands(tt.producer)) {
+			for ep, s := range sc.Score(context.Background(), cs, nil, cands(tt.producer)) {
 				if n := ep.GetMetadata().NamespacedName.Name; s != tt.want[n] {
 					t.Errorf("%s scored %v, want %v", n, s, tt.want[n])
 				}
