@@ -192,30 +192,24 @@ func (p *Producer) capacityBlocks(ep fwksched.Endpoint, blockSize int) (blocks i
 // run keeps the index to the pool's servers, reports the index size each second (GIE's
 // prefix_indexer_size).
 func (p *Producer) run(ctx context.Context, handle fwkplugin.Handle) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	lastCheck := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
+	pluginkit.Every(ctx, time.Second, func() {
+		metrics.RecordPrefixCacheSize(int64(p.idx.size()))
+		now := time.Now()
+		if handle == nil || now.Sub(lastCheck) < podActiveCheckInterval {
 			return
-		case now := <-tick.C:
-			metrics.RecordPrefixCacheSize(int64(p.idx.size()))
-			if handle == nil || now.Sub(lastCheck) < podActiveCheckInterval {
-				continue
-			}
-			lastCheck = now
-			active := map[serverID]struct{}{}
-			for _, n := range handle.PodList() {
-				active[n] = struct{}{}
-			}
-			for _, s := range p.idx.pods() {
-				if _, ok := active[s]; !ok {
-					p.idx.removePod(s)
-				}
+		}
+		lastCheck = now
+		active := map[serverID]struct{}{}
+		for _, n := range handle.PodList() {
+			active[n] = struct{}{}
+		}
+		for _, s := range p.idx.pods() {
+			if _, ok := active[s]; !ok {
+				p.idx.removePod(s)
 			}
 		}
-	}
+	})
 }
 
 // New builds a producer named name; with a handle it also starts its background loop, bound

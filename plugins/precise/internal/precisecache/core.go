@@ -201,21 +201,14 @@ func (c *Core) bindCentral(ctx context.Context) {
 
 // housekeeping logs the index size when metricsLoggingInterval asks for it.
 func (c *Core) housekeeping(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
 	lastLog := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			if iv := c.cfg.MetricsLoggingInterval; iv > 0 && now.Sub(lastLog) >= iv {
-				lastLog = now
-				blocks, keys := c.ix.Size()
-				c.log.Info("KV-event index", "blocks", blocks, "keys", keys, "sources", len(c.ix.Sources()))
-			}
+	pluginkit.Every(ctx, time.Second, func() {
+		if iv := c.cfg.MetricsLoggingInterval; iv > 0 && time.Since(lastLog) >= iv {
+			lastLog = time.Now()
+			blocks, keys := c.ix.Size()
+			c.log.Info("KV-event index", "blocks", blocks, "keys", keys, "sources", len(c.ix.Sources()))
 		}
-	}
+	})
 }
 
 // Index returns the core's index.
