@@ -9,7 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
+
+// GIEModule is the module whose CRDs the control plane installs.
+const GIEModule = "sigs.k8s.io/gateway-api-inference-extension"
 
 // PoolGVR is GIE's InferencePool resource.
 var PoolGVR = schema.GroupVersionResource{Group: "inference.networking.k8s.io", Version: "v1", Resource: "inferencepools"}
@@ -51,6 +56,22 @@ func MissingBinary(assets string) error {
 		}
 	}
 	return nil
+}
+
+// GIEModuleDir is the directory of the GIE module the build in dir uses ("" = the working
+// directory), as `go list -m` finds it in the module cache; its CRDs are in config/crd/bases.
+func GIEModuleDir(dir string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", GIEModule)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating %s in the module cache (go list -m): %w", GIEModule, err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" {
+		return "", fmt.Errorf("%s is not downloaded: run `go mod download %s`", GIEModule, GIEModule)
+	}
+	return mod, nil
 }
 
 // Start starts kube-apiserver and etcd, installs the CRDs and writes the admin kubeconfig. On

@@ -3,9 +3,7 @@ package controlplane
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,12 +52,12 @@ func TestControlPlane(t *testing.T) {
 		}
 		t.Skipf("%v (hack/build-envtest.sh)", err)
 	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
-	if err != nil || strings.TrimSpace(string(out)) == "" {
-		t.Fatalf("locating GIE's module for its CRDs: %v", err)
+	gie, err := GIEModuleDir("")
+	if err != nil {
+		t.Fatal(err)
 	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	cp, err := Start(Options{Assets: assets, CRDDir: filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases"),
+	cp, err := Start(Options{Assets: assets, CRDDir: filepath.Join(gie, "config", "crd", "bases"),
 		User: "controlplane-test", Kubeconfig: kubeconfig})
 	if err != nil {
 		t.Fatal(err)

@@ -9,12 +9,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/pdgate/pdgate/cmd/internal/controlplane"
 )
 
-const (
-	module    = "github.com/pdgate/pdgate"
-	gieModule = "sigs.k8s.io/gateway-api-inference-extension"
-)
+const module = "github.com/pdgate/pdgate"
 
 // RepoRoot finds pdgate's module root from the working directory upwards.
 func RepoRoot() (string, error) {
@@ -43,23 +42,14 @@ func isModule(gomod []byte, name string) bool {
 	return false
 }
 
-// gieModuleDir is GIE's module directory in the module cache (CRDs live there).
+// gieModuleDir is GIE's module directory in the module cache (CRDs live there), as the
+// repository's build resolves it.
 func gieModuleDir() (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", gieModule)
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating %s in the module cache (go list -m): %w", gieModule, err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		return "", fmt.Errorf("%s is not downloaded: run `go mod download %s`", gieModule, gieModule)
-	}
-	return dir, nil
+	return controlplane.GIEModuleDir(root)
 }
 
 // buildMu serialises builds: two EPPs started at once must not write one binary twice.
@@ -79,7 +69,7 @@ func binary(kind Kind, binDir string) (string, error) {
 	name, pkg := "epp", "./cmd/epp"
 	switch kind {
 	case KindStockGIE:
-		name, pkg = "gie-epp", gieModule+"/cmd/epp"
+		name, pkg = "gie-epp", controlplane.GIEModule+"/cmd/epp"
 	case KindFloor:
 		name, pkg = "pdgate-bench", "./cmd/pdgate-bench"
 	}

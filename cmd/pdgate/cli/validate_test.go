@@ -3,19 +3,20 @@ package cli
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pdgate/pdgate/cmd/internal/controlplane"
 )
 
 func gieDir(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/gateway-api-inference-extension").Output()
+	dir, err := controlplane.GIEModuleDir("")
 	if err != nil {
-		t.Fatalf("locating the GIE module: %v", err)
+		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(out))
+	return dir
 }
 
 func run(t *testing.T, args ...string) (string, error) {

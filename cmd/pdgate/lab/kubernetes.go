@@ -19,8 +19,6 @@ import (
 // PoolName is the InferencePool the Kubernetes-mode lab creates (in Namespace).
 const PoolName = "pdgate-lab"
 
-const gieModule = "sigs.k8s.io/gateway-api-inference-extension"
-
 // kubeLab is the local control plane of `pdgate lab --kubernetes`: kube-apiserver and etcd
 // from the envtest binaries, GIE's CRDs installed, the pool and pods created through the API.
 type kubeLab struct {
@@ -43,7 +41,7 @@ func DefaultCRDDir() string {
 	version := "v1.5.0"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range bi.Deps {
-			if d.Path == gieModule {
+			if d.Path == controlplane.GIEModule {
 				version = d.Version
 				if d.Replace != nil {
 					version = d.Replace.Version
@@ -60,7 +58,7 @@ func DefaultCRDDir() string {
 		}
 		cache = filepath.Join(gopath, "pkg", "mod")
 	}
-	return filepath.Join(cache, gieModule+"@"+version, "config", "crd", "bases")
+	return filepath.Join(cache, controlplane.GIEModule+"@"+version, "config", "crd", "bases")
 }
 
 // checkKubeFiles fails early, with the fix, when a file the control plane needs is missing.
@@ -69,7 +67,7 @@ func checkKubeFiles(assets, crdDir string) error {
 		return fmt.Errorf("--kubernetes: %w (build it with hack/build-envtest.sh, or set --kubebuilder-assets / KUBEBUILDER_ASSETS)", err)
 	}
 	if _, err := os.Stat(filepath.Join(crdDir, "inference.networking.k8s.io_inferencepools.yaml")); err != nil {
-		return fmt.Errorf("--kubernetes: GIE's InferencePool CRD not found in %s (run `go mod download %s`, or set --crd-dir)", crdDir, gieModule)
+		return fmt.Errorf("--kubernetes: GIE's InferencePool CRD not found in %s (run `go mod download %s`, or set --crd-dir)", crdDir, controlplane.GIEModule)
 	}
 	return nil
 }
