@@ -179,16 +179,7 @@ func engineMetrics(ep fwkdl.Endpoint) *engineattr.Metrics {
 // engine went down or restarted: in central mode nothing else would tell until the
 // restarted engine publishes again, and until then its old blocks would score.
 func (c *Core) watchPool(ctx context.Context) {
-	tick := time.NewTicker(c.watchInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-tick.C:
-			c.checkPool(now)
-		}
-	}
+	pluginkit.Every(ctx, c.watchInterval, func() { c.checkPool(time.Now()) })
 }
 
 func (c *Core) checkPool(now time.Time) {
