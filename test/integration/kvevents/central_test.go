@@ -9,6 +9,17 @@ import (
 	"github.com/pdgate/pdgate/test/testsupport"
 )
 
+// centralDecider are the plugins both central-mode configs run beside the scorer: one
+// profile of decode-filter and max-score-picker, and prefix-based-pd-decider, which no
+// profile handler calls here; the 412 gate asks it.
+const centralDecider = `- type: decode-filter
+- type: max-score-picker
+- type: single-profile-handler
+- type: prefix-based-pd-decider
+  parameters:
+    nonCachedTokens: 32
+`
+
 // llm-d's deprecated all-in-one scorer in central mode, as its sim-epp-kvcache config runs it:
 // the EPP binds one SUB socket, the engines connect and name themselves in the topic. The
 // scorer routes each prompt to the pod that caches it, and the 412 gate (a
@@ -29,13 +40,7 @@ plugins:
       kvBlockIndexConfig:
         enableMetrics: false
         metricsLoggingInterval: 60000000000
-- type: decode-filter
-- type: max-score-picker
-- type: single-profile-handler
-- type: prefix-based-pd-decider
-  parameters:
-    nonCachedTokens: 32
-schedulingProfiles:
+` + centralDecider + `schedulingProfiles:
 - name: default
   plugins:
   - pluginRef: decode-filter

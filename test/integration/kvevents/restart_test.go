@@ -20,13 +20,7 @@ plugins:
   parameters:
     tokenProcessorConfig: {blockSize: 16}
     kvEventsConfig: {zmqEndpoint: "tcp://127.0.0.1:%d"}
-- type: decode-filter
-- type: max-score-picker
-- type: single-profile-handler
-- type: prefix-based-pd-decider
-  parameters:
-    nonCachedTokens: 32
-dataLayer:
+` + centralDecider + `dataLayer:
   sources:
   - pluginRef: metrics-data-source
     extractors:
