@@ -198,13 +198,23 @@ func isInt(c byte) bool {
 	return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)
 }
 
-func decodeFloat(d *msgpack.Decoder) (float64, error) {
+// peekValue returns the code of the next value, and whether it is nil: an optional field left
+// out, which it consumes.
+func peekValue(d *msgpack.Decoder) (code byte, isNil bool, err error) {
 	c, err := d.PeekCode()
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if c == msgpcode.Nil {
-		return 0, d.DecodeNil()
+		return c, true, d.DecodeNil()
+	}
+	return c, false, nil
+}
+
+func decodeFloat(d *msgpack.Decoder) (float64, error) {
+	c, isNil, err := peekValue(d)
+	if err != nil || isNil {
+		return 0, err
 	}
 	if c != msgpcode.Float && c != msgpcode.Double && !isInt(c) {
 		return 0, fmt.Errorf("not a number (code 0x%02x)", c)
@@ -213,12 +223,9 @@ func decodeFloat(d *msgpack.Decoder) (float64, error) {
 }
 
 func decodeOptInt(d *msgpack.Decoder) (int, bool, error) {
-	c, err := d.PeekCode()
-	if err != nil {
+	c, isNil, err := peekValue(d)
+	if err != nil || isNil {
 		return 0, false, err
-	}
-	if c == msgpcode.Nil {
-		return 0, false, d.DecodeNil()
 	}
 	if !isInt(c) {
 		return 0, false, fmt.Errorf("not an integer (code 0x%02x)", c)
@@ -234,12 +241,9 @@ func decodeOptInt(d *msgpack.Decoder) (int, bool, error) {
 }
 
 func decodeOptString(d *msgpack.Decoder) (string, error) {
-	c, err := d.PeekCode()
-	if err != nil {
+	c, isNil, err := peekValue(d)
+	if err != nil || isNil {
 		return "", err
-	}
-	if c == msgpcode.Nil {
-		return "", d.DecodeNil()
 	}
 	if !msgpcode.IsString(c) && !msgpcode.IsBin(c) {
 		return "", fmt.Errorf("not a string (code 0x%02x)", c)
@@ -325,12 +329,8 @@ func decodeHashes(d *msgpack.Decoder) ([]uint64, error) {
 }
 
 func decodeOptHash(d *msgpack.Decoder) (uint64, bool, error) {
-	c, err := d.PeekCode()
-	if err != nil {
+	if _, isNil, err := peekValue(d); err != nil || isNil {
 		return 0, false, err
-	}
-	if c == msgpcode.Nil {
-		return 0, false, d.DecodeNil()
 	}
 	h, err := decodeHash(d)
 	if err != nil {
