@@ -73,6 +73,21 @@ func (w *encoder) uint(v uint64) { w.do(func() error { return w.e.EncodeUint(v) 
 func (w *encoder) int(v int)     { w.do(func() error { return w.e.EncodeInt(int64(v)) }) }
 func (w *encoder) nil()          { w.do(w.e.EncodeNil) }
 func (w *encoder) arr(n int)     { w.do(func() error { return w.e.EncodeArrayLen(n) }) }
+
+// mapHead opens a map-shaped event of n entries with its "type" entry, tag.
+func (w *encoder) mapHead(n int, tag string) {
+	w.do(func() error { return w.e.EncodeMapLen(n) })
+	w.str("type")
+	w.str(tag)
+}
+
+// field writes key and s when s is set: an optional string entry of a map-shaped event.
+func (w *encoder) field(key, s string) {
+	if s != "" {
+		w.str(key)
+		w.str(s)
+	}
+}
 func (w *encoder) hashes(hs []uint64) {
 	w.arr(len(hs))
 	for _, h := range hs {
@@ -156,9 +171,7 @@ func encodeMapEvent(e *msgpack.Encoder, ev *Event) error {
 				n++
 			}
 		}
-		w.do(func() error { return e.EncodeMapLen(n) })
-		w.str("type")
-		w.str(TagStored)
+		w.mapHead(n, TagStored)
 		w.str("block_hashes")
 		w.hashes(ev.Hashes)
 		w.str("parent_block_hash")
@@ -171,14 +184,8 @@ func encodeMapEvent(e *msgpack.Encoder, ev *Event) error {
 		w.tokens(ev.Tokens)
 		w.str("block_size")
 		w.int(ev.BlockSize)
-		if ev.Medium != "" {
-			w.str("medium")
-			w.str(ev.Medium)
-		}
-		if ev.LoraName != "" {
-			w.str("lora_name")
-			w.str(ev.LoraName)
-		}
+		w.field("medium", ev.Medium)
+		w.field("lora_name", ev.LoraName)
 		if ev.Extra != nil {
 			w.str("extra_keys")
 			w.extra(ev.Extra)
@@ -187,10 +194,7 @@ func encodeMapEvent(e *msgpack.Encoder, ev *Event) error {
 			w.str("group_idx")
 			w.int(ev.GroupIdx)
 		}
-		if ev.SpecKind != "" {
-			w.str("kv_cache_spec_kind")
-			w.str(ev.SpecKind)
-		}
+		w.field("kv_cache_spec_kind", ev.SpecKind)
 	case KindRemoved:
 		n++
 		if ev.Medium != "" {
@@ -199,23 +203,16 @@ func encodeMapEvent(e *msgpack.Encoder, ev *Event) error {
 		if ev.HasGroup {
 			n++
 		}
-		w.do(func() error { return e.EncodeMapLen(n) })
-		w.str("type")
-		w.str(TagRemoved)
+		w.mapHead(n, TagRemoved)
 		w.str("block_hashes")
 		w.hashes(ev.Hashes)
-		if ev.Medium != "" {
-			w.str("medium")
-			w.str(ev.Medium)
-		}
+		w.field("medium", ev.Medium)
 		if ev.HasGroup {
 			w.str("group_idx")
 			w.int(ev.GroupIdx)
 		}
 	default:
-		w.do(func() error { return e.EncodeMapLen(1) })
-		w.str("type")
-		w.str(TagCleared)
+		w.mapHead(1, TagCleared)
 	}
 	return w.err
 }
