@@ -38,6 +38,13 @@ func stored(tokens []uint32, bs int, base, parent uint64, medium string) kvwire.
 	return kvwire.Event{Kind: kvwire.KindStored, Hashes: hs, Parent: parent, HasParent: parent != 0, Tokens: tokens[:n*bs], BlockSize: bs, Medium: medium}
 }
 
+// edited is ev after edit: a stored event with the fields a case adds (extra keys, LoRA,
+// group).
+func edited(ev kvwire.Event, edit func(*kvwire.Event)) kvwire.Event {
+	edit(&ev)
+	return ev
+}
+
 var (
 	podA = SourceKey{Endpoint: "10.0.0.1:8000"}
 	podB = SourceKey{Endpoint: "10.0.0.2:8000"}
@@ -119,41 +126,33 @@ func TestIndexLookup(t *testing.T) {
 		},
 		{
 			name: "cache_salt in block 0's extra keys matches a salted request only",
-			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
-				e := stored(prompt[:32], 16, 100, 0, "GPU")
+			events: map[SourceKey][][]kvwire.Event{podA: {{edited(stored(prompt[:32], 16, 100, 0, "GPU"), func(e *kvwire.Event) {
 				e.Extra = [][]string{{"s3cret"}, nil}
-				return e
-			}()}}},
+			})}}},
 			salt:  "s3cret",
 			wantA: Match{Blocks: 2, Weighted: 2, ByTier: map[string]int{"gpu": 2}},
 		},
 		{
 			name: "a salted store does not match an unsalted request",
-			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
-				e := stored(prompt[:32], 16, 100, 0, "GPU")
+			events: map[SourceKey][][]kvwire.Event{podA: {{edited(stored(prompt[:32], 16, 100, 0, "GPU"), func(e *kvwire.Event) {
 				e.Extra = [][]string{{"s3cret"}, nil}
-				return e
-			}()}}},
+			})}}},
 			wantA: Match{},
 		},
 		{
 			name: "LoRA blocks key in the adapter's namespace",
-			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
-				e := stored(prompt[:32], 16, 100, 0, "GPU")
+			events: map[SourceKey][][]kvwire.Event{podA: {{edited(stored(prompt[:32], 16, 100, 0, "GPU"), func(e *kvwire.Event) {
 				e.LoraName = "adapter-1"
 				e.Extra = [][]string{{"adapter-1"}, {"adapter-1"}}
-				return e
-			}()}}},
+			})}}},
 			model: "adapter-1",
 			wantA: Match{Blocks: 2, Weighted: 2, ByTier: map[string]int{"gpu": 2}},
 		},
 		{
 			name: "hybrid model: a sliding-window group is not indexed",
-			events: map[SourceKey][][]kvwire.Event{podA: {{func() kvwire.Event {
-				e := stored(prompt[:32], 16, 100, 0, "GPU")
+			events: map[SourceKey][][]kvwire.Event{podA: {{edited(stored(prompt[:32], 16, 100, 0, "GPU"), func(e *kvwire.Event) {
 				e.HasGroup, e.GroupIdx, e.SpecKind = true, 1, "sliding_window"
-				return e
-			}()}}},
+			})}}},
 			wantA:     Match{},
 			wantSkips: map[string]float64{SkipGroupKind: 1},
 		},
