@@ -14,6 +14,7 @@ import (
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 
 	"github.com/pdgate/pdgate/cmd/epp/runner"
+	"github.com/pdgate/pdgate/cmd/internal/gcpacing"
 	"github.com/pdgate/pdgate/cmd/internal/telemetry"
 )
 
@@ -28,6 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	logutil.InitLogging(&opts.ZapOptions)
+	defer gcpacing.Start(gcpacing.Options{MinHeap: uint64(opts.GCMinHeap.Value())}).Stop()
 	ctx := ctrl.SetupSignalHandler()
 	// --tracing (GIE's flag, on by default) allows spans; the OTEL_* environment turns them on.
 	tr, err := telemetry.Start(ctx, opts.Tracing, "pdgate/epp", "pdgate/epp")

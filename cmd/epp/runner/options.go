@@ -10,11 +10,13 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.opentelemetry.io/otel/trace"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	runserver "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/server"
 
 	"github.com/pdgate/pdgate/cmd/epp/prefillrelease"
+	"github.com/pdgate/pdgate/cmd/internal/gcpacing"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 )
@@ -48,6 +50,10 @@ type Options struct {
 	// LLMDMetricNames also serves every metric family that has an llm-d v0.11 twin under its
 	// llm_d_epp_* name (cmd/epp/llmdmetrics).
 	LLMDMetricNames bool
+	// GCMinHeap is the heap the garbage collector lets grow before a collection
+	// (cmd/internal/gcpacing); 0 keeps Go's default pacing. bin/epp applies it; a GOGC in the
+	// environment wins.
+	GCMinHeap resource.QuantityValue
 
 	// Programmatic knobs (tests, the lab).
 
@@ -77,6 +83,7 @@ func NewOptions() *Options {
 		EndpointsPollInterval: time.Second,
 		MaxRequestBodyBytes:   DefaultMaxRequestBodyBytes,
 	}
+	o.GCMinHeap.Quantity = *resource.NewQuantity(gcpacing.DefaultMinHeap, resource.BinarySI)
 	if d, ok, err := pdknobs.RefreshMetricsIntervalFromEnv(pluginkit.OSEnv); err != nil {
 		o.envErr = err
 	} else if ok {
@@ -101,6 +108,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Accepted for llm-d compatibility (llm-d refuses its Alpha plugins without it); pdgate loads every registered plugin either way.")
 	fs.BoolVar(&o.LLMDMetricNames, "llm-d-metric-names", o.LLMDMetricNames,
 		"Also serve every metric that has an llm-d v0.11 twin under its llm_d_epp_* name (GIE's inference_objective_*, inference_pool_*, inference_extension_* and pdgate_disagg_decisions_total), beside its own name.")
+	fs.Var(&o.GCMinHeap, "gc-min-heap",
+		"Heap size the garbage collector lets the EPP grow to before it collects (a Kubernetes quantity, e.g. 64Mi): a small live heap "+
+			"is otherwise collected every few hundred requests. Above half of it Go's default pacing applies; GOGC in the environment, "+
+			"or 0 here, keeps Go's default throughout. GOMEMLIMIT still bounds the heap.")
 	fs.StringVar(&o.PrefillReleaseAddress, "prefill-release-address", o.PrefillReleaseAddress,
 		"host:port at which sidecars reach this EPP replica's metrics HTTP server (e.g. $(POD_IP):9090). When set, requests with a prefill target carry a signed "+
 			"x-pdgate-prefill-release URL and the sidecar calls it when the prefill leg returns, releasing the prefill pod's active-token charge then. Empty disables it.")
@@ -164,6 +175,9 @@ func (o *Options) Validate() error {
 	}
 	if o.EndpointsPollInterval <= 0 {
 		return fmt.Errorf("--endpoints-poll-interval %s: want > 0", o.EndpointsPollInterval)
+	}
+	if o.GCMinHeap.Sign() < 0 {
+		return fmt.Errorf("--gc-min-heap %s: want >= 0", o.GCMinHeap.String())
 	}
 	return nil
 }

@@ -41,6 +41,22 @@ func TestOptions(t *testing.T) {
 			wantErr: "--max-request-body-bytes -1"},
 		{name: "zero poll interval", args: []string{"--endpoints-file", "e", "--endpoints-poll-interval", "0s"},
 			wantErr: "--endpoints-poll-interval"},
+		{name: "the collector's heap floor defaults to 64 MiB", args: []string{"--endpoints-file", "e"},
+			check: func(t *testing.T, o *Options) {
+				if got := o.GCMinHeap.Value(); got != 64<<20 {
+					t.Fatalf("--gc-min-heap default %d", got)
+				}
+			}},
+		{name: "a quantity sets the heap floor, 0 turns it off", args: []string{"--endpoints-file", "e", "--gc-min-heap", "0"},
+			check: func(t *testing.T, o *Options) {
+				if got := o.GCMinHeap.Value(); got != 0 {
+					t.Fatalf("--gc-min-heap 0 read as %d", got)
+				}
+			}},
+		{name: "negative heap floor", args: []string{"--endpoints-file", "e", "--gc-min-heap", "-1Mi"},
+			wantErr: "--gc-min-heap -1Mi: want >= 0"},
+		{name: "malformed heap floor", args: []string{"--endpoints-file", "e", "--gc-min-heap", "lots"},
+			wantErr: "gc-min-heap"},
 		{name: "GIE's deprecated metric flags stay rejected", args: []string{"--endpoints-file", "e", "--total-queued-requests-metric", "x"},
 			wantErr: "deprecated"},
 	}
