@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -105,8 +106,15 @@ func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksch
 // LogCandidates logs msg with the candidates at GIE's debug verbosity, as GIE's pickers do
 // before they pick.
 func (p *Picker) LogCandidates(ctx context.Context, msg string, eps []*fwksched.ScoredEndpoint) {
-	log.FromContext(ctx).V(debug).Info(msg,
-		"max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	// logr.FromContext, not log.FromContext, which calls WithValues and allocates; and a
+	// disabled Info still boxes its arguments, so they are only built when the level is on.
+	logger, err := logr.FromContext(ctx)
+	if err != nil {
+		logger = log.Log
+	}
+	if logger = logger.V(debug); logger.Enabled() {
+		logger.Info(msg, "max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
+	}
 }
 
 // Uniform is random-picker's PickFunc, to which weighted-random-picker delegates when no

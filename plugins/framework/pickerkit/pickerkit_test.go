@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -147,6 +150,41 @@ func TestBuild(t *testing.T) {
 			first := eps[0]
 			if r := p.Pick(context.Background(), nil, eps); len(r.TargetEndpoints) != min(tt.wantMax, 2) || r.TargetEndpoints[0] != first {
 				t.Fatalf("Pick = %v, want the kind's pick: the first %d", r.TargetEndpoints, tt.wantMax)
+			}
+		})
+	}
+}
+
+// LogCandidates logs at GIE's debug verbosity only, and below it builds nothing: a picker
+// runs it on every profile of every request.
+func TestLogCandidates(t *testing.T) {
+	p := &Picker{Base: Base{Max: 1}}
+	eps := []*fwksched.ScoredEndpoint{ep("ns", "a"), ep("ns", "b")}
+	for _, tc := range []struct {
+		name      string
+		verbosity int
+		want      []string
+	}{
+		{name: "info", verbosity: 0},
+		{name: "debug", verbosity: debug, want: []string{`"level"=4 "msg"="picking" "max-num-of-endpoints"=1 "num-of-candidates"=2`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			logger := funcr.New(func(_, args string) { got = append(got, args) }, funcr.Options{Verbosity: tc.verbosity})
+			ctx := logr.NewContext(context.Background(), logger)
+			p.LogCandidates(ctx, "picking", eps)
+			if len(got) != len(tc.want) {
+				t.Fatalf("logged %q, want %q", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Fatalf("logged %q, want it to start with %q", got[i], tc.want[i])
+				}
+			}
+			if tc.verbosity < debug {
+				if n := testing.AllocsPerRun(100, func() { p.LogCandidates(ctx, "picking", eps) }); n != 0 {
+					t.Fatalf("LogCandidates below debug allocated %v times", n)
+				}
 			}
 		})
 	}
