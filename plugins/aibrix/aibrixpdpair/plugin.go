@@ -304,7 +304,9 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	if cs != nil {
 		cs.Write(StateKey, st)
 	}
-	logger.Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
+	if logger.Enabled() { // a disabled Info still boxes its arguments, an allocation each
+		logger.Info("aibrix pd decision", "decode", d.Decode.Key, "combined", d.Combined, "roleset", d.Roleset, "reason", d.Reason)
+	}
 	if st.Decode == nil {
 		return eps
 	}
