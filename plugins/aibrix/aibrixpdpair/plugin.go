@@ -73,6 +73,8 @@ type Plugin struct {
 	decider contract.Decider
 	m       *pairMetrics
 	handoff handoffCheck // compat.go
+	// pods resolves the candidates' pod records once per metadata object, not per request.
+	pods podmodel.Cache
 }
 
 // Factory builds the plugin.
@@ -167,7 +169,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", name, "requestID", req.RequestId)
 	}
-	pods := podmodel.FromEndpoints(p.log, eps)
+	pods := p.pods.FromEndpoints(p.log, eps)
 	if _, err := podmodel.ValidateEngines(pods); err != nil {
 		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseEngineMismatch, err.Error(), false)
 	}
