@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"math/rand"
 	"net/http"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -152,8 +153,54 @@ type group struct {
 	prefill, decode []*podmodel.Pod // point into Input.Pods
 }
 
-func partition(in Input) (groups []*group, whole []*podmodel.Pod) {
-	byName := map[string]*group{}
+// partitionScratch is one Select call's grouping storage, reused through scratchPool: a map,
+// a group and the appends of each roleset's pods, on every request, were most of what the
+// selection allocated. Select runs partly outside the selection lock, so the scratch is per
+// call, not the selector's.
+type partitionScratch struct {
+	byName         map[string]*group
+	store          []*group // groups handed out, reused in order
+	groups         []*group
+	whole          []*podmodel.Pod
+	eligibleGroups []*group
+}
+
+var scratchPool = sync.Pool{New: func() any { return &partitionScratch{byName: map[string]*group{}} }}
+
+// release returns the scratch to the pool, reset.
+func (sc *partitionScratch) release() {
+	sc.reset()
+	scratchPool.Put(sc)
+}
+
+// reset forgets the request's pods, so that a pooled scratch keeps no fleet alive.
+func (sc *partitionScratch) reset() {
+	for _, g := range sc.store {
+		clear(g.prefill)
+		clear(g.decode)
+		g.prefill, g.decode = g.prefill[:0], g.decode[:0]
+	}
+	clear(sc.byName)
+	clear(sc.groups)
+	clear(sc.whole)
+	clear(sc.eligibleGroups)
+	sc.groups, sc.whole, sc.eligibleGroups = sc.groups[:0], sc.whole[:0], sc.eligibleGroups[:0]
+}
+
+// group returns an empty group named name from the scratch's store.
+func (sc *partitionScratch) group(name string, n int) *group {
+	if n == len(sc.store) {
+		sc.store = append(sc.store, &group{})
+	}
+	g := sc.store[n]
+	g.name = name
+	return g
+}
+
+// partition sorts the routable pods into rolesets (sorted by name, pods in input order) and
+// the pods that serve a whole request. The result lives in sc until sc.release.
+func partition(in Input, sc *partitionScratch) (groups []*group, whole []*podmodel.Pod) {
+	groups, whole = sc.groups[:0], sc.whole[:0]
 	for i := range in.Pods {
 		p := &in.Pods[i]
 		if !p.Routable {
@@ -170,10 +217,11 @@ func partition(in Input) (groups []*group, whole []*podmodel.Pod) {
 		if p.Roleset == "" && p.RoleSource != podmodel.SourceLLMD {
 			continue
 		}
-		g := byName[p.Roleset]
+		g := sc.byName[p.Roleset]
 		if g == nil {
-			g = &group{name: p.Roleset}
-			byName[p.Roleset] = g
+			g = sc.group(p.Roleset, len(groups))
+			sc.byName[p.Roleset] = g
+			groups = append(groups, g)
 		}
 		if p.ServesPrefill() {
 			g.prefill = append(g.prefill, p)
@@ -181,18 +229,18 @@ func partition(in Input) (groups []*group, whole []*podmodel.Pod) {
 			g.decode = append(g.decode, p)
 		}
 	}
-	for _, g := range byName {
-		groups = append(groups, g)
-	}
-	sort.Slice(groups, func(i, j int) bool { return groups[i].name < groups[j].name })
+	slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.name, b.name) })
+	sc.groups, sc.whole = groups, whole
 	return groups, whole
 }
 
 // Select picks the pair (or a combined pod) for one request.
 func (s *Selector) Select(in Input) (Decision, error) {
 	k := in.Knobs
-	groups, whole := partition(in)
-	var eligible []*group
+	sc := scratchPool.Get().(*partitionScratch)
+	defer sc.release()
+	groups, whole := partition(in, sc)
+	eligible := sc.eligibleGroups[:0]
 	anyPrefill := false
 	for _, g := range groups {
 		anyPrefill = anyPrefill || len(g.prefill) > 0
@@ -200,6 +248,7 @@ func (s *Selector) Select(in Input) (Decision, error) {
 			eligible = append(eligible, g)
 		}
 	}
+	sc.eligibleGroups = eligible
 	d := Decision{PrefillPolicy: k.PrefillScorePolicy, DecodePolicy: k.DecodeScorePolicy}
 	var combined []*podmodel.Pod
 	if k.PromptLengthBucketing {

@@ -3,6 +3,7 @@ package aibrixpdpair
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -594,3 +595,51 @@ func TestDecodeFirstQuantile(t *testing.T) {
 		})
 	}
 }
+
+// partition's scratch is reused across requests: a smaller fleet after a larger one sees only
+// its own rolesets and pods, and a released scratch holds no pointer into a request's pods.
+func TestPartitionScratchReuse(t *testing.T) {
+	big, _ := mkPods(podSpec{name: "p-c", role: "prefill", roleset: "rs-c"}, podSpec{name: "d-c", role: "decode", roleset: "rs-c"}, podSpec{name: "p-a", role: "prefill", roleset: "rs-a"},
+		podSpec{name: "d-a", role: "decode", roleset: "rs-a"}, podSpec{name: "p-b", role: "prefill", roleset: "rs-b"}, podSpec{name: "d-b", role: "decode", roleset: "rs-b"}, podSpec{name: "d-b2", role: "decode", roleset: "rs-b"})
+	small, _ := mkPods(podSpec{name: "d-x", role: "decode", roleset: "rs-x"}, podSpec{name: "p-x", role: "prefill", roleset: "rs-x"})
+	describe := func(groups []*group) string {
+		var b strings.Builder
+		for _, g := range groups {
+			fmt.Fprintf(&b, "%s:", g.name)
+			for _, p := range g.prefill {
+				fmt.Fprintf(&b, " P%s", p.Name)
+			}
+			for _, p := range g.decode {
+				fmt.Fprintf(&b, " D%s", p.Name)
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
+	sc := &partitionScratch{byName: map[string]*group{}}
+	for _, tc := range []struct {
+		pods []podmodel.Pod
+		want string
+	}{
+		{big, "rs-a: Pp-a Dd-a; rs-b: Pp-b Dd-b Dd-b2; rs-c: Pp-c Dd-c; "},
+		{small, "rs-x: Pp-x Dd-x; "},
+		{big, "rs-a: Pp-a Dd-a; rs-b: Pp-b Dd-b Dd-b2; rs-c: Pp-c Dd-c; "},
+	} {
+		groups, _ := partition(Input{Pods: tc.pods}, sc)
+		if got := describe(groups); got != tc.want {
+			t.Fatalf("groups %q, want %q", got, tc.want)
+		}
+		sc.reset() // release, without handing the scratch to the pool and so to another test
+		for _, g := range sc.store {
+			if len(g.prefill) != 0 || len(g.decode) != 0 || slices.ContainsFunc(g.prefill[:cap(g.prefill)], notNil) ||
+				slices.ContainsFunc(g.decode[:cap(g.decode)], notNil) {
+				t.Fatalf("released group %q keeps pods", g.name)
+			}
+		}
+		if len(sc.byName) != 0 || len(sc.groups) != 0 || slices.ContainsFunc(sc.groups[:cap(sc.groups)], func(g *group) bool { return g != nil }) {
+			t.Fatal("released scratch keeps groups")
+		}
+	}
+}
+
+func notNil(p *podmodel.Pod) bool { return p != nil }
