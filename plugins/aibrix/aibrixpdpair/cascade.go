@@ -87,16 +87,40 @@ type prefixView struct {
 // critical runs the cascade under the selection lock, inside the ledger's Atomically when a
 // token policy reads it.
 func (s *Selector) critical(in Input, d Decision, eligible []*group, combined []*podmodel.Pod, pv prefixView,
-	ledger tokenload.Ledger, defs tokenload.Defaults) (out Decision, err error) {
+	ledger tokenload.Ledger, defs tokenload.Defaults) (Decision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ledger != nil {
-		ledger.Atomically(func(tx tokenload.Tx) {
-			out, err = s.cascade(in, d, eligible, combined, pv, ledger, tx, defs)
-		})
+		c := &s.call
+		if c.run == nil {
+			c.run = func(tx tokenload.Tx) {
+				c.out, c.err = s.cascade(c.in, c.d, c.eligible, c.combined, c.pv, c.ledger, tx, c.defs)
+			}
+		}
+		c.in, c.d, c.eligible, c.combined, c.pv, c.ledger, c.defs = in, d, eligible, combined, pv, ledger, defs
+		ledger.Atomically(c.run)
+		out, err := c.out, c.err
+		*c = ledgerCall{run: c.run} // the selector keeps nothing of the request
 		return out, err
 	}
 	return s.cascade(in, d, eligible, combined, pv, nil, nil, defs)
+}
+
+// ledgerCall carries the cascade's arguments and results through the ledger's Atomically.
+// The selector owns one, used under its lock, with the function Atomically runs bound to it
+// once: a closure over the arguments moved them to the heap, five allocations per request, and
+// since the escape is decided per function, requests without a ledger paid four of them too.
+type ledgerCall struct {
+	in       Input
+	d        Decision
+	eligible []*group
+	combined []*podmodel.Pod
+	pv       prefixView
+	ledger   tokenload.Ledger
+	defs     tokenload.Defaults
+	out      Decision
+	err      error
+	run      func(tx tokenload.Tx)
 }
 
 func (s *Selector) warn(msg string) {

@@ -140,6 +140,8 @@ type Selector struct {
 	Planner *bucketplanner.Planner
 	Warn    func(string)
 	Now     func() time.Time
+
+	call ledgerCall // under mu
 }
 
 // NewSelector builds a selector; seed fixes the random tie-breaks (tests).

@@ -643,3 +643,19 @@ func TestPartitionScratchReuse(t *testing.T) {
 }
 
 func notNil(p *podmodel.Pod) bool { return p != nil }
+
+// A selection under a token ledger passes the cascade's arguments through the selector's own
+// call record; once it returns, that record keeps nothing of the request (its pods, its
+// decision) alive.
+func TestLedgerCallKeepsNothing(t *testing.T) {
+	pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	s := newSel(t, newFakeLedger().source())
+	d, err := s.Select(Input{RequestID: "r1", Pods: pods, BodyTokens: 10,
+		Knobs: knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad })})
+	if err != nil || d.Decode.Name != "a-d" || d.Prefill == nil || d.Prefill.Name != "a-p" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if c := s.call; c.in.Pods != nil || c.eligible != nil || c.ledger != nil || c.out.Decode.Key != "" || c.d.PrefillPolicy != "" || c.run == nil {
+		t.Fatalf("the selector's call record keeps the request: %+v", c)
+	}
+}
