@@ -173,12 +173,16 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	if request == nil {
 		return map[string]fwksched.SchedulerProfile{}
 	}
-	// The debug logger gets its values only when enabled: WithValues allocates on every call.
-	logger := log.FromContext(ctx).V(logutil.DEBUG)
-	if logger.Enabled() {
+	// The debug logger gets its values only when enabled: WithValues allocates on every call
+	// (log.FromContext calls it too), and a disabled Info still boxes its arguments, so each
+	// call below is guarded; the stages' reasons are built only for a log or a trace.
+	logger := debugLogger(ctx)
+	debug := logger.Enabled()
+	if debug {
 		logger = logger.WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
 	}
 	trace := decisiontrace.FromCycleState(cs)
+	explain := debug || trace != nil
 	prefillDecider, encodeDecider := h.deciders(ctx)
 	pf := h.params.Profiles
 
@@ -188,7 +192,9 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	if h.params.StageOrder == PrefillFirst {
 		if _, has := profiles[pf.Prefill]; has {
 			if _, ran := results[pf.Prefill]; !ran {
-				logger.Info("running prefill profile first", "stageOrder", PrefillFirst)
+				if debug {
+					logger.Info("running prefill profile first", "stageOrder", PrefillFirst)
+				}
 				return only(pf.Prefill, profiles)
 			}
 			if pr := results[pf.Prefill]; pr != nil && len(pr.TargetEndpoints) > 0 {
@@ -209,7 +215,9 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		return only(pf.Decode, profiles)
 	}
 	if decodeRes == nil || len(decodeRes.TargetEndpoints) == 0 {
-		logger.Info("decode profile found no endpoint; remaining stages skipped", "profile", pf.Decode)
+		if debug {
+			logger.Info("decode profile found no endpoint; remaining stages skipped", "profile", pf.Decode)
+		}
 		trace.Stage("decode", false, "decode profile found no endpoint")
 		return map[string]fwksched.SchedulerProfile{}
 	}
@@ -218,13 +226,17 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		if cs != nil {
 			cs.Write(contract.DecodeResultKey, &contract.StageResult{Profile: pf.Decode, Endpoints: endpoints(decodeRes)})
 		}
-		trace.Stage("decode", true, "decode is the primary stage: "+endpointName(decodeEp))
+		if trace != nil {
+			trace.Stage("decode", true, "decode is the primary stage: "+endpointName(decodeEp))
+		}
 	}
 
 	if _, has := profiles[pf.Encode]; has {
 		if _, evaluated := results[pf.Encode]; !evaluated {
-			run, reason := h.decide(ctx, cs, request, encodeDecider, decodeEp, contract.SkipEncodeKey, "encode", false)
-			logger.Info("encode stage decision", "run", run, "reason", reason)
+			run, reason := h.decide(ctx, cs, request, encodeDecider, decodeEp, contract.SkipEncodeKey, "encode", false, explain)
+			if debug {
+				logger.Info("encode stage decision", "run", run, "reason", reason)
+			}
 			trace.Stage("encode", run, reason)
 			if run {
 				return only(pf.Encode, profiles)
@@ -240,20 +252,25 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			var run bool
 			var reason string
 			if ranFirst && prefillDecider == nil {
-				run, reason = h.prefillFirstUndecided(cs, request, decodeEp)
+				run, reason = h.prefillFirstUndecided(cs, request, decodeEp, explain)
 			} else {
-				run, reason = h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill)
+				run, reason = h.decide(ctx, cs, request, prefillDecider, decodeEp, contract.SkipPrefillKey, "prefill", h.params.CombinedDecodeSkipsPrefill, explain)
 			}
 			if ranFirst {
 				h.markPrefillJudged(cs)
 				if run && (pr == nil || len(pr.TargetEndpoints) == 0) {
-					run, reason = false, reason+"; but the prefill profile found no endpoint"
+					run = false
+					if explain {
+						reason += "; but the prefill profile found no endpoint"
+					}
 				}
 				if !run {
 					results[pf.Prefill] = nil
 				}
 			}
-			logger.Info("prefill stage decision", "run", run, "reason", reason, "stageOrder", h.params.StageOrder)
+			if debug {
+				logger.Info("prefill stage decision", "run", run, "reason", reason, "stageOrder", h.params.StageOrder)
+			}
 			trace.Stage("prefill", run, reason)
 			if run && !ranFirst {
 				return only(pf.Prefill, profiles)
@@ -271,10 +288,10 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 // prefillFirstUndecided is llm-d's prefill-first without a decider: the prefill stage always
 // runs, unless a decode-profile plugin marked it skipped (handoff-compat-filter, when no decode
 // pod can take the prefill pick's KV) or the decode pick is a combined pod that prefills
-// locally (combinedDecodeSkipsPrefill).
-func (h *Handler) prefillFirstUndecided(cs *fwksched.CycleState, request *fwksched.LLMRequest, decodeEp fwksched.Endpoint) (bool, string) {
+// locally (combinedDecodeSkipsPrefill). The reason is built only when explain is set.
+func (h *Handler) prefillFirstUndecided(cs *fwksched.CycleState, request *fwksched.LLMRequest, decodeEp fwksched.Endpoint, explain bool) (bool, string) {
 	if reason, skip := contract.ReadSkip(cs, contract.SkipPrefillKey); skip {
-		return false, "skip marker in cycle state: " + reason
+		return false, skipReason(reason, explain)
 	}
 	if h.params.CombinedDecodeSkipsPrefill {
 		if reason, combined := combinedPod(request, decodeEp); combined {
@@ -300,14 +317,18 @@ func (h *Handler) markPrefillJudged(cs *fwksched.CycleState) {
 	}
 }
 
-// decide runs the stage's gates in order: skip marker, combined decode pod, decider.
+// decide runs the stage's gates in order: skip marker, combined decode pod, decider. The
+// reason is built only when explain is set (for a debug log or a decision trace).
 func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, d contract.Decider,
-	decodeEp fwksched.Endpoint, skipKey fwkplugin.StateKey, stage string, combinedSkips bool) (bool, string) {
+	decodeEp fwksched.Endpoint, skipKey fwkplugin.StateKey, stage string, combinedSkips, explain bool) (bool, string) {
 	if d == nil {
+		if !explain {
+			return false, ""
+		}
 		return false, fmt.Sprintf("no deciders.%s configured: %s disaggregation disabled", stage, stage)
 	}
 	if reason, skip := contract.ReadSkip(cs, skipKey); skip {
-		return false, "skip marker in cycle state: " + reason
+		return false, skipReason(reason, explain)
 	}
 	if combinedSkips {
 		if reason, combined := combinedPod(request, decodeEp); combined {
@@ -315,7 +336,27 @@ func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *
 		}
 	}
 	dec := d.Disaggregate(ctx, cs, request, decodeEp)
+	if !explain {
+		return dec.Run, ""
+	}
 	return dec.Run, fmt.Sprintf("%s: %s (%s)", d.TypedName().Name, dec.Reason, dec.Cause)
+}
+
+func skipReason(marker string, explain bool) string {
+	if !explain {
+		return ""
+	}
+	return "skip marker in cycle state: " + marker
+}
+
+// debugLogger is the context's logger at GIE's debug verbosity, without log.FromContext's
+// WithValues allocation.
+func debugLogger(ctx context.Context) logr.Logger {
+	logger, err := logr.FromContext(ctx)
+	if err != nil {
+		logger = log.Log
+	}
+	return logger.V(logutil.DEBUG)
 }
 
 func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult) {
@@ -329,8 +370,10 @@ func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, r
 	prefillUsed := used(results[h.params.Profiles.Prefill])
 	decision := DecisionType(encodeUsed, prefillUsed)
 	h.decisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
-	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation decision", "plugin", h.typedName.String(),
-		"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
+	if logger := debugLogger(ctx); logger.Enabled() {
+		logger.Info("disaggregation decision", "plugin", h.typedName.String(),
+			"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
+	}
 }
 
 // ProcessResults implements fwksched.ProfileHandler: decode is primary; prefill and encode are

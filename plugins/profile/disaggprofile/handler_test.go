@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -471,4 +473,41 @@ func TestCheckStageProfiles(t *testing.T) {
 func (p *Parameters) withDeciders() *Parameters {
 	p.Deciders = Deciders{Prefill: "pd", Encode: "mm"}
 	return p
+}
+
+// A stage's reason is read only by the debug log and the decision trace, so it is built only
+// for them; the stage's outcome is the same either way.
+func TestStageReasonsOnlyWhenExplained(t *testing.T) {
+	h := NewHandler("h", defaults(), &fakeDecider{name: "dec", yes: true}, nil)
+	marked := fwksched.NewCycleState()
+	contract.MarkSkipPrefill(marked, "combined pick")
+	for _, tc := range []struct {
+		name    string
+		cs      *fwksched.CycleState
+		decider contract.Decider
+		ep      fwksched.Endpoint
+		want    string
+		run     bool
+	}{
+		{name: "decider", cs: fwksched.NewCycleState(), decider: &fakeDecider{name: "dec", yes: true}, ep: dEp, want: "dec: fake (always)", run: true},
+		{name: "skip marker", cs: marked, decider: &fakeDecider{name: "dec", yes: true}, ep: dEp, want: "skip marker in cycle state: combined pick"},
+		{name: "no decider", cs: fwksched.NewCycleState(), ep: dEp, want: "no deciders.prefill configured: prefill disaggregation disabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, reason := h.decide(context.Background(), tc.cs, req(), tc.decider, tc.ep, contract.SkipPrefillKey, "prefill", true, true)
+			if run != tc.run || reason != tc.want {
+				t.Fatalf("explained: %v %q, want %v %q", run, reason, tc.run, tc.want)
+			}
+			if run, reason := h.decide(context.Background(), tc.cs, req(), tc.decider, tc.ep, contract.SkipPrefillKey, "prefill", true, false); run != tc.run || reason != "" {
+				t.Fatalf("unexplained: %v %q, want %v and no reason", run, reason, tc.run)
+			}
+		})
+	}
+	var logged []string
+	logger := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: 4})
+	h.Pick(logr.NewContext(context.Background(), logger), fwksched.NewCycleState(), req(), eptest.Profiles("decode", "prefill"), resultsOf("decode", res(dEp)))
+	if all := strings.Join(logged, "\n"); !strings.Contains(all, `"msg"="prefill stage decision"`) ||
+		!strings.Contains(all, `"run"=true "reason"="dec: fake (always)"`) {
+		t.Fatalf("debug log lacks the prefill stage's reason:\n%s", all)
+	}
 }
