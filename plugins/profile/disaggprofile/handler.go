@@ -51,6 +51,8 @@ type Handler struct {
 	resolveErr     error
 	prefillDecider contract.Decider
 	encodeDecider  contract.Decider
+
+	singles singles
 }
 
 // decisionRecorded marks, per cycle, that the decision metric was counted.
@@ -195,7 +197,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 				if debug {
 					logger.Info("running prefill profile first", "stageOrder", PrefillFirst)
 				}
-				return only(pf.Prefill, profiles)
+				return h.singles.of(pf.Prefill, profiles)
 			}
 			if pr := results[pf.Prefill]; pr != nil && len(pr.TargetEndpoints) > 0 {
 				if _, published := contract.PrefillResult(cs); !published && cs != nil {
@@ -212,7 +214,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			trace.Stage("decode", false, fmt.Sprintf("decode profile %q is not configured", pf.Decode))
 			return map[string]fwksched.SchedulerProfile{}
 		}
-		return only(pf.Decode, profiles)
+		return h.singles.of(pf.Decode, profiles)
 	}
 	if decodeRes == nil || len(decodeRes.TargetEndpoints) == 0 {
 		if debug {
@@ -239,7 +241,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			}
 			trace.Stage("encode", run, reason)
 			if run {
-				return only(pf.Encode, profiles)
+				return h.singles.of(pf.Encode, profiles)
 			}
 			results[pf.Encode] = nil // evaluated: do not ask the decider again this cycle
 		}
@@ -273,7 +275,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			}
 			trace.Stage("prefill", run, reason)
 			if run && !ranFirst {
-				return only(pf.Prefill, profiles)
+				return h.singles.of(pf.Prefill, profiles)
 			}
 			if !ranFirst {
 				results[pf.Prefill] = nil
@@ -424,10 +426,6 @@ func noDecodeEndpoint(profile string) error {
 }
 
 func used(r *fwksched.ProfileRunResult) bool { return r != nil && len(r.TargetEndpoints) > 0 }
-
-func only(name string, profiles map[string]fwksched.SchedulerProfile) map[string]fwksched.SchedulerProfile {
-	return map[string]fwksched.SchedulerProfile{name: profiles[name]}
-}
 
 func endpoints(r *fwksched.ProfileRunResult) []fwksched.Endpoint {
 	return append([]fwksched.Endpoint(nil), r.TargetEndpoints...)

@@ -90,6 +90,8 @@ type PDHandler struct {
 	resolveOnce sync.Once
 	resolveErr  error
 	decider     contract.Decider
+
+	singles singles
 }
 
 // PDHandlerFactory creates pd-profile-handler.
@@ -165,7 +167,7 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 			trace.Stage("decode", false, fmt.Sprintf("decode profile %q is not configured", h.params.DecodeProfile))
 			return none
 		}
-		return only(h.params.DecodeProfile, profiles)
+		return h.singles.of(h.params.DecodeProfile, profiles)
 	}
 	if _, prefillRan := results[h.params.PrefillProfile]; prefillRan || len(profiles) == len(results) || !used(decodeRes) {
 		return none
@@ -196,7 +198,7 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 	}
 	h.decisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
 	if run {
-		return only(h.params.PrefillProfile, profiles)
+		return h.singles.of(h.params.PrefillProfile, profiles)
 	}
 	return none
 }
