@@ -221,6 +221,17 @@ func Canonical(eps []*fwksched.ScoredEndpoint) {
 // Targets returns the first n of eps as the profile's result.
 func Targets(eps []*fwksched.ScoredEndpoint, n int) *fwksched.ProfileRunResult {
 	eps = eps[:min(n, len(eps))]
+	if len(eps) == 1 {
+		// The usual answer, one endpoint (every profile of every request): the result and its
+		// slice in one allocation.
+		one := &struct {
+			res fwksched.ProfileRunResult
+			eps [1]fwksched.Endpoint
+		}{}
+		one.eps[0] = eps[0]
+		one.res.TargetEndpoints = one.eps[:]
+		return &one.res
+	}
 	out := make([]fwksched.Endpoint, len(eps))
 	for i, e := range eps {
 		out[i] = e

@@ -189,3 +189,24 @@ func TestLogCandidates(t *testing.T) {
 		})
 	}
 }
+
+// Targets returns the first n candidates in order; the usual single pick costs one
+// allocation, the result and its slice together.
+func TestTargets(t *testing.T) {
+	eps := []*fwksched.ScoredEndpoint{ep("ns", "a"), ep("ns", "b"), ep("ns", "c")}
+	for _, n := range []int{0, 1, 2, 3, 9} {
+		r := Targets(eps, n)
+		want := eps[:min(n, len(eps))]
+		if len(r.TargetEndpoints) != len(want) {
+			t.Fatalf("n=%d: %d targets, want %d", n, len(r.TargetEndpoints), len(want))
+		}
+		for i := range want {
+			if r.TargetEndpoints[i] != fwksched.Endpoint(want[i]) {
+				t.Fatalf("n=%d: target %d is %v, want %v", n, i, r.TargetEndpoints[i], want[i])
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = Targets(eps, 1) }); n != 1 {
+		t.Fatalf("a single pick allocated %v times, want 1", n)
+	}
+}
