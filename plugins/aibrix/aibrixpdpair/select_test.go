@@ -651,7 +651,9 @@ func TestLedgerCallKeepsNothing(t *testing.T) {
 	pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
 	s := newSel(t, newFakeLedger().source())
 	d, err := s.Select(Input{RequestID: "r1", Pods: pods, BodyTokens: 10,
-		Knobs: knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad })})
+		Knobs: knobs(func(k *pdknobs.Knobs) {
+			k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+		})})
 	if err != nil || d.Decode.Name != "a-d" || d.Prefill == nil || d.Prefill.Name != "a-p" {
 		t.Fatalf("%+v %v", d, err)
 	}
