@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
@@ -70,8 +71,8 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	}
 	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
 	if err == nil {
-		for _, holder := range out.prefixHolders {
-			s.Prefix.Add(holder, prompt)
+		if out.prefixHolder != "" {
+			s.Prefix.Add(out.prefixHolder, prompt)
 		}
 	}
 	return out, err
@@ -147,15 +148,15 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	// an allocation each, on every request whether or not a note is kept.
 	note := func(format string, args ...any) { d.Notes = append(d.Notes, fmt.Sprintf(format, args...)) }
 
-	nPrefill, nDecode := 0, 0
-	for _, g := range eligible {
-		nPrefill, nDecode = nPrefill+len(g.prefill), nDecode+len(g.decode)
-	}
-	prefill, decode := make([]*podmodel.Pod, 0, nPrefill), make([]*podmodel.Pod, 0, nDecode)
+	sc := &s.scratch
+	defer sc.reset()
+	nDecode := 0
+	prefill, decode := sc.prefill[:0], sc.decode[:0]
 	for _, g := range eligible {
 		prefill = append(prefill, g.prefill...)
 		decode = append(decode, g.decode...)
 	}
+	sc.prefill, sc.decode, nDecode = prefill, decode, len(decode)
 	prefill, decode = s.shuffleInPlace(prefill), s.shuffleInPlace(decode)
 
 	if len(combined) > 0 {
@@ -172,21 +173,23 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	// decode pods because they already hold its prompt, only those serve it; any other would
 	// need a remote prefill. Short prompts (no pod needs one) keep every candidate.
 	if in.PrefillNeeded != nil {
-		var cached []*podmodel.Pod
+		cached := sc.cached[:0]
 		for _, p := range decode {
 			if dec := in.PrefillNeeded(p); !dec.Run && dec.Cause == contract.CauseCached {
 				cached = append(cached, p)
 			}
 		}
+		sc.cached = cached
 		if len(cached) > 0 && len(cached) < len(decode) {
-			var pf []*podmodel.Pod
-			seen := map[string]bool{}
-			for _, p := range cached {
-				if !seen[p.Roleset] {
-					seen[p.Roleset] = true
-					pf = append(pf, inRoleset(prefill, p.Roleset)...)
+			// The cached pods' rolesets' prefill pods, roleset by roleset in the order the
+			// cached pods name them.
+			pf := sc.affinity[:0]
+			for i, p := range cached {
+				if !slices.ContainsFunc(cached[:i], func(q *podmodel.Pod) bool { return q.Roleset == p.Roleset }) {
+					pf = appendInRoleset(pf, prefill, p.Roleset)
 				}
 			}
+			sc.affinity = pf
 			decode, prefill, d.CacheAffinity = cached, pf, true
 			if in.Explain {
 				note("cache affinity: %d of %d decode pods hold the prompt", len(cached), nDecode)
@@ -195,7 +198,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 
 	// Prefill load-imbalance fast path.
-	counts := make([]float64, len(prefill))
+	counts := resize(&sc.counts, len(prefill))
 	for i, p := range prefill {
 		counts[i] = s.Tracker.PrefillCount(p.Key)
 	}
@@ -210,7 +213,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 
 	// Decode load-imbalance fast path.
-	cands := make([]decodepolicy.Candidate, len(decode))
+	cands := resize(&sc.cands, len(decode))
 	for i, p := range decode {
 		cands[i] = decodepolicy.NewCandidate(p.Key, metricsOf(p), s.Tracker.PendingDecode(p.Key))
 	}
@@ -257,12 +260,13 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	}
 
 	// Final pair: minimum prefill/maxPrefill + decode/maxDecode over rolesets in both maps.
-	names := make([]string, 0, len(pScores))
+	names := sc.names[:0]
 	for name := range pScores {
 		if _, ok := dScores[name]; ok {
 			names = append(names, name)
 		}
 	}
+	sc.names = names
 	if len(names) == 0 {
 		return d, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "target decode pod is nil")
 	}
@@ -358,7 +362,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
 	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
-		d.prefixHolders = []string{pp.pod.Key} // recorded once the selection lock is released
+		d.prefixHolder = pp.pod.Key // recorded once the selection lock is released
 	}
 	if tx != nil {
 		s.charge(in, k, pp, dd, ledger, tx, defs)
@@ -367,13 +371,72 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 }
 
 func inRoleset(pods []*podmodel.Pod, roleset string) []*podmodel.Pod {
-	var out []*podmodel.Pod
+	return appendInRoleset(nil, pods, roleset)
+}
+
+// appendInRoleset appends the pods of roleset to dst.
+func appendInRoleset(dst, pods []*podmodel.Pod, roleset string) []*podmodel.Pod {
 	for _, p := range pods {
 		if p.Roleset == roleset {
-			out = append(out, p)
+			dst = append(dst, p)
 		}
 	}
-	return out
+	return dst
+}
+
+// cascadeScratch is the cascade's working storage. The cascade runs under the selector's lock,
+// so the selector keeps one and every request reuses it: the candidate lists, the per-pod
+// counts and decode candidates and the per-roleset scores were a dozen allocations per request.
+// reset clears what points into a request (its pods, their metrics), so the scratch keeps no
+// fleet alive between requests.
+type cascadeScratch struct {
+	prefill, decode  []*podmodel.Pod
+	cached, affinity []*podmodel.Pod
+	counts           []float64
+	cands            []decodepolicy.Candidate
+	names            []string
+	// scorePrefill's and scoreDecode's
+	prefillCounts    []float64
+	keep             []bool
+	results          []decodepolicy.Result
+	pScores, dScores map[string]scored
+	rates            map[string]float64
+	// remainingWork's
+	remaining map[string]remainingCost
+}
+
+func (sc *cascadeScratch) reset() {
+	clear(sc.prefill)
+	clear(sc.decode)
+	clear(sc.cached)
+	clear(sc.affinity)
+	clear(sc.cands)
+	clear(sc.names)
+	clear(sc.pScores)
+	clear(sc.dScores)
+	clear(sc.rates)
+	clear(sc.remaining)
+}
+
+// resize returns *buf resized to n zeroed elements, growing it when it is too small.
+func resize[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
+	} else {
+		*buf = (*buf)[:n]
+		clear(*buf)
+	}
+	return *buf
+}
+
+// scratchMap returns *m emptied, making it on first use.
+func scratchMap[V any](m *map[string]V) map[string]V {
+	if *m == nil {
+		*m = map[string]V{}
+	} else {
+		clear(*m)
+	}
+	return *m
 }
 
 func candidatesFor(cands []decodepolicy.Candidate, pods []*podmodel.Pod) []decodepolicy.Candidate {

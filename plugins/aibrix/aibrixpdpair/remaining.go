@@ -247,7 +247,7 @@ type remainingCost struct {
 func (s *Selector) remainingWork(in Input, names []string, pScores, dScores map[string]scored) (map[string]remainingCost, float64) {
 	prompt := float64(in.PromptTokens)
 	uncached := func(p *podmodel.Pod) float64 { return prompt * (1 - heldFraction(p)) }
-	out := make(map[string]remainingCost, len(names))
+	out := scratchMap(&s.scratch.remaining)
 	bu := prefillBackedUp(in.RemainingWork.PrefillBackedUp, names, pScores, dScores, uncached)
 	reuse, minU := false, math.Inf(1)
 	for _, name := range names {

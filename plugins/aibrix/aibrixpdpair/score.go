@@ -25,13 +25,15 @@ type scored struct {
 func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView, tx tokenload.Tx,
 	defs tokenload.Defaults, d *Decision) (map[string]scored, float64) {
 	k := in.Knobs
-	counts := make([]float64, len(prefill))
+	sc := &s.scratch
+	counts := resize(&sc.prefillCounts, len(prefill))
 	maxCount := 1.0
 	for i, p := range prefill {
 		counts[i] = s.Tracker.PrefillCount(p.Key)
 		maxCount = math.Max(maxCount, counts[i])
 	}
-	keep := prefillpolicy.StdDevSkip(counts, float64(k.PrefixCacheStandardDeviationFactor))
+	keep := prefillpolicy.AppendStdDevSkip(sc.keep[:0], counts, float64(k.PrefixCacheStandardDeviationFactor))
+	sc.keep = keep
 	match := pv.match
 	kvWeight := k.TokenLoadKVWeight
 	if kvWeight == 0 {
@@ -43,7 +45,7 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 		// prompt is a pass over all of it inside the ledger's critical section.
 		total = in.promptChars()
 	}
-	out := map[string]scored{}
+	out := scratchMap(&sc.pScores)
 	maxP := 1.0
 	for i, p := range prefill {
 		if !keep[i] {
@@ -72,8 +74,9 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 // keeps the minimum per roleset; maxD starts at 0.01.
 func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []decodepolicy.Candidate,
 	tx tokenload.Tx) (map[string]scored, float64, error) {
+	sc := &s.scratch
 	if k.DecodeScorePolicy == pdknobs.DecodeTokenLoad && tx != nil {
-		rates := map[string]float64{}
+		rates := scratchMap(&sc.rates)
 		for _, c := range cands {
 			if c.HasThroughput && c.Throughput > 0 && c.Count() > 0 {
 				rates[c.Key] = c.Throughput / c.Count()
@@ -84,11 +87,12 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 			cands[i].LedgerTokens = tx.Decode(tokenload.PodKey(cands[i].Key), rate)
 		}
 	}
-	results, maxD := decodepolicy.ScoreAll(k.DecodeScorePolicy, cands, k)
+	results, maxD := decodepolicy.AppendScores(sc.results[:0], k.DecodeScorePolicy, cands, k)
+	sc.results = results
 	if len(results) == 0 {
 		return nil, 0, fail(http.StatusServiceUnavailable, contract.CauseNoPair, "no decode pod could be scored")
 	}
-	out := map[string]scored{}
+	out := scratchMap(&sc.dScores)
 	for _, r := range results {
 		p := decode[r.Index]
 		if cur, ok := out[p.Roleset]; !ok || r.Score < cur.score {

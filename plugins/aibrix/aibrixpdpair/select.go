@@ -98,9 +98,9 @@ type Decision struct {
 	// found holding the prompt.
 	CacheAffinity bool
 
-	// prefixHolders are the pods the prompt's blocks are recorded for once the selection lock
-	// is released: the prefill pod, and under RemainingWork the decode pod as well.
-	prefixHolders []string
+	// prefixHolder is the pod the prompt's blocks are recorded for once the selection lock is
+	// released: the paired prefill pod.
+	prefixHolder string
 }
 
 // Error carries the HTTP status the request must be answered with and its typed cause.
@@ -141,7 +141,8 @@ type Selector struct {
 	Warn    func(string)
 	Now     func() time.Time
 
-	call ledgerCall // under mu
+	call    ledgerCall     // under mu
+	scratch cascadeScratch // under mu
 }
 
 // NewSelector builds a selector; seed fixes the random tie-breaks (tests).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/bucketplanner"
+	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/prefillpolicy"
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
@@ -659,5 +660,44 @@ func TestLedgerCallKeepsNothing(t *testing.T) {
 	}
 	if c := s.call; c.in.Pods != nil || c.eligible != nil || c.ledger != nil || c.out.Decode.Key != "" || c.d.PrefillPolicy != "" || c.run == nil {
 		t.Fatalf("the selector's call record keeps the request: %+v", c)
+	}
+}
+
+// The cascade's scratch is the selector's, reused by every request: once a selection returns
+// it holds no pointer into the request's pods and no scores, whichever path the cascade took
+// (cache affinity, remaining work, token policies).
+func TestCascadeScratchKeepsNothing(t *testing.T) {
+	pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"},
+		podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"})
+	tokenLoad := knobs(func(k *pdknobs.Knobs) {
+		k.PrefillScorePolicy, k.DecodeScorePolicy = pdknobs.PrefillTokenLoad, pdknobs.DecodeTokenLoad
+	})
+	for _, in := range []Input{
+		{RequestID: "plain", Pods: pods, Knobs: knobs(nil)},
+		{RequestID: "affinity", Pods: pods, Knobs: knobs(nil), PrefillNeeded: func(d *podmodel.Pod) contract.Decision {
+			if d.Name == "b-d" {
+				return contract.Decision{Cause: contract.CauseCached}
+			}
+			return contract.Decision{Run: true, Cause: contract.CausePaired}
+		}},
+		{RequestID: "tokens", Pods: pods, BodyTokens: 100, PromptTokens: 100, Knobs: tokenLoad, RemainingWork: &RemainingWork{}},
+	} {
+		s := newSel(t, newFakeLedger().source())
+		if _, err := s.Select(in); err != nil {
+			t.Fatalf("%s: %v", in.RequestID, err)
+		}
+		sc := s.scratch
+		for name, pods := range map[string][]*podmodel.Pod{"prefill": sc.prefill, "decode": sc.decode, "cached": sc.cached, "affinity": sc.affinity} {
+			if slices.ContainsFunc(pods[:cap(pods)], notNil) {
+				t.Fatalf("%s: the scratch's %s list keeps pods", in.RequestID, name)
+			}
+		}
+		if slices.ContainsFunc(sc.cands[:cap(sc.cands)], func(c decodepolicy.Candidate) bool { return c.Key != "" }) ||
+			slices.ContainsFunc(sc.names[:cap(sc.names)], func(n string) bool { return n != "" }) {
+			t.Fatalf("%s: the scratch keeps candidates or roleset names", in.RequestID)
+		}
+		if len(sc.pScores)+len(sc.dScores)+len(sc.rates)+len(sc.remaining) != 0 {
+			t.Fatalf("%s: the scratch keeps scores", in.RequestID)
+		}
 	}
 }

@@ -132,6 +132,12 @@ type Result struct {
 // with load_balancing, still NaN → skipped. MaxScore starts at 0.01 and is the max over scored
 // pods (+Inf allowed).
 func ScoreAll(policy string, cands []Candidate, k pdknobs.Knobs) (results []Result, maxScore float64) {
+	return AppendScores(nil, policy, cands, k)
+}
+
+// AppendScores is ScoreAll appending the results to dst, for a caller that reuses a buffer.
+func AppendScores(dst []Result, policy string, cands []Candidate, k pdknobs.Knobs) (results []Result, maxScore float64) {
+	results = dst
 	mx := ComputeMaxima(cands)
 	anyRunning := false
 	for _, c := range cands {

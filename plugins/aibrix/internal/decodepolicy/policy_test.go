@@ -2,6 +2,7 @@ package decodepolicy
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
@@ -136,6 +137,24 @@ func TestFastPath(t *testing.T) {
 	for _, tt := range tests {
 		if got, _ := FastPath(tt.cands, k); got != tt.want {
 			t.Errorf("%s: got %d want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+// AppendScores appends ScoreAll's results after dst, whatever a reused buffer held.
+func TestAppendScores(t *testing.T) {
+	k := pdknobs.Defaults()
+	cands := []Candidate{
+		{Key: "warm", Running: 2, HasRunning: true, FreePct: 100},
+		{Key: "cold", Pending: 3, FreePct: 100},
+	}
+	want, wantMax := ScoreAll(pdknobs.DecodeLeastRequest, cands, k)
+	stale := []Result{{Index: 7, Score: 9}, {Index: 8, Score: 9}, {Index: 9, Score: 9}}
+	for _, dst := range [][]Result{nil, stale[:0], stale[:1]} {
+		prefix := slices.Clone(dst)
+		got, gotMax := AppendScores(dst, pdknobs.DecodeLeastRequest, cands, k)
+		if !slices.Equal(got, append(prefix, want...)) || gotMax != wantMax {
+			t.Fatalf("after %v: got %+v max %v, want %+v max %v", prefix, got, gotMax, append(prefix, want...), wantMax)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package prefillpolicy
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
@@ -101,7 +102,14 @@ func ConductorTTFT(count, matchPct float64, totalTokens int, m *engineattr.Metri
 // StdDevSkip marks candidates whose count exceeds mean + sigma·stddev (sample std-dev, n−1
 // divisor, 0 when n ≤ 1). It returns keep flags.
 func StdDevSkip(counts []float64, sigma float64) []bool {
-	keep := make([]bool, len(counts))
+	return AppendStdDevSkip(nil, counts, sigma)
+}
+
+// AppendStdDevSkip is StdDevSkip appending the flags to dst, for a caller that reuses a buffer.
+func AppendStdDevSkip(dst []bool, counts []float64, sigma float64) []bool {
+	out := slices.Grow(dst, len(counts))[:len(dst)+len(counts)]
+	keep := out[len(dst):]
+	clear(keep)
 	n := float64(len(counts))
 	mean, sd := 0.0, 0.0
 	for _, c := range counts {
@@ -119,7 +127,7 @@ func StdDevSkip(counts []float64, sigma float64) []bool {
 	for i, c := range counts {
 		keep[i] = !(c > mean+sigma*sd)
 	}
-	return keep
+	return out
 }
 
 // FastPath is AIBrix's prefill load-imbalance check: when max − min of the in-flight counts is

@@ -2,6 +2,7 @@ package prefillpolicy
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
@@ -180,4 +181,18 @@ func FuzzPrefixTable(f *testing.F) {
 			}
 		}
 	})
+}
+
+// AppendStdDevSkip appends StdDevSkip's flags after dst, over whatever a reused buffer held.
+func TestAppendStdDevSkip(t *testing.T) {
+	counts := []float64{0, 0, 12}
+	stale := []bool{true, true, true, true, true, true}
+	for _, dst := range [][]bool{nil, stale[:0], stale[:1], {false}} {
+		prefix := slices.Clone(dst)
+		got := AppendStdDevSkip(dst, counts, 1)
+		want := append(prefix, StdDevSkip(counts, 1)...)
+		if !slices.Equal(got, want) {
+			t.Fatalf("after %v: got %v, want %v", prefix, got, want)
+		}
+	}
 }
