@@ -297,3 +297,36 @@ func TestPredictionReusedWithinAScrape(t *testing.T) {
 		t.Fatalf("%v allocations per prediction, want at most 2 (the slice and the wrapper)", n)
 	}
 }
+
+// A prediction copies each changed prefill pod's metrics once, sharing the scrape's model maps
+// (never changed), and otherwise costs the candidate slice and the wrappers.
+func TestPredictionAllocations(t *testing.T) {
+	scrape := time.Unix(1000, 0)
+	led := NewDispatches()
+	led.now = func() time.Time { return scrape.Add(time.Millisecond) }
+	var pool poolOf
+	for i := range 4 {
+		p := scraped(fmt.Sprintf("prefill-%d", i), "prefill", 1, scrape)
+		p.UpdateMetrics(&fwkdl.Metrics{WaitingQueueSize: 1, UpdateTime: scrape, ActiveModels: map[string]int{"m": 1}, WaitingModels: map[string]int{"m": 1}})
+		pool = append(pool, p)
+		led.Dispatched("r", picked(p, scraped("decode-0", "decode", 0, scrape)))
+	}
+	eps := pool.Locate(context.Background(), nil)
+	seen := led.predict(eps)
+	for i, e := range seen {
+		m, scraped := e.GetMetrics(), eps[i].GetMetrics()
+		if m.WaitingQueueSize != 2 || m == scraped || !maps.Equal(m.ActiveModels, scraped.ActiveModels) || !maps.Equal(m.WaitingModels, scraped.WaitingModels) {
+			t.Fatalf("pod %d seen with %+v, want a copy of %+v with 2 waiting", i, m, scraped)
+		}
+	}
+	if scraped := eps[0].GetMetrics(); scraped.WaitingQueueSize != 1 {
+		t.Fatal("the datastore's metrics must not change")
+	}
+	want := 1 + 2*len(eps) // the slice, and per pod its metrics copy and its wrapper
+	if got := testing.AllocsPerRun(50, func() {
+		clear(led.predicted) // every pod's copy made anew, as after a scrape
+		_ = led.predict(eps)
+	}); got > float64(want) {
+		t.Fatalf("%v allocations per prediction of %d changed pods, want at most %d", got, len(eps), want)
+	}
+}
