@@ -231,13 +231,23 @@ func (d *Dispatches) predict(eps []fwkdl.Endpoint) []fwkdl.Endpoint {
 		}
 		added[least]++
 	}
-	if !slices.ContainsFunc(added, func(n int) bool { return n > 0 }) {
+	changed := 0
+	for _, n := range added {
+		if n > 0 {
+			changed++
+		}
+	}
+	if changed == 0 {
 		return eps
 	}
 	out := slices.Clone(eps)
+	// The changed pods' views in one allocation: boxing each view into the Endpoint interface
+	// allocated it on its own.
+	views := make([]withMetrics, 0, changed)
 	for k, i := range prefill {
 		if added[k] > 0 {
-			out[i] = withMetrics{Endpoint: eps[i], metrics: d.predictedLocked(eps[i].GetMetadata(), eps[i].GetMetrics(), added[k])}
+			views = append(views, withMetrics{Endpoint: eps[i], metrics: d.predictedLocked(eps[i].GetMetadata(), eps[i].GetMetrics(), added[k])})
+			out[i] = &views[len(views)-1]
 		}
 	}
 	return out

@@ -294,7 +294,7 @@ func TestPredictionReusedWithinAScrape(t *testing.T) {
 	led.Dispatched("r", picked(p0, d0))
 	eps := poolOf{p0, d0}.Locate(context.Background(), nil)
 	if n := testing.AllocsPerRun(100, func() { _ = led.predict(eps) }); n > 2 {
-		t.Fatalf("%v allocations per prediction, want at most 2 (the slice and the wrapper)", n)
+		t.Fatalf("%v allocations per prediction, want at most 2 (the slice and the wrappers)", n)
 	}
 }
 
@@ -322,7 +322,7 @@ func TestPredictionAllocations(t *testing.T) {
 	if scraped := eps[0].GetMetrics(); scraped.WaitingQueueSize != 1 {
 		t.Fatal("the datastore's metrics must not change")
 	}
-	want := 1 + 2*len(eps) // the slice, and per pod its metrics copy and its wrapper
+	want := 2 + len(eps) // the slice, the wrappers, and per pod its metrics copy
 	if got := testing.AllocsPerRun(50, func() {
 		clear(led.predicted) // every pod's copy made anew, as after a scrape
 		_ = led.predict(eps)
