@@ -11,6 +11,7 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/handoffcompat"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
@@ -192,7 +193,7 @@ func TestHandoffSplitAllocatesNothingWhenUniform(t *testing.T) {
 // BenchmarkSelectPair times the selection with the compatibility check on 64-pod fleets that
 // declare nothing, one model on every pod (an AIBrix fleet), and two connectors.
 func BenchmarkSelectPair(b *testing.B) {
-	for _, fleet := range []string{"undeclared", "one-model", "two-connectors"} {
+	for _, fleet := range []string{"undeclared", "one-model", "two-connectors", "engine-metrics"} {
 		var specs []podSpec
 		for i := range 32 {
 			var decl map[string]string
@@ -202,7 +203,12 @@ func BenchmarkSelectPair(b *testing.B) {
 			case "two-connectors":
 				decl = map[string]string{handoffcompat.LabelConnector: []string{"nixl", "mooncake"}[i%2], handoffcompat.LabelModel: "m"}
 			}
-			specs = append(specs, hpod(fmt.Sprintf("p%d", i), "prefill", "", decl), hpod(fmt.Sprintf("d%d", i), "decode", "", decl))
+			p, d := hpod(fmt.Sprintf("p%d", i), "prefill", "", decl), hpod(fmt.Sprintf("d%d", i), "decode", "", decl)
+			if fleet == "engine-metrics" { // what the engine-metrics extractor gives every pod
+				p.metrics = &engineattr.Metrics{Running: 2, HasRunning: true, Waiting: 1, HasWaiting: true, KVUsage: 0.3, HasKVUsage: true}
+				d.metrics = &engineattr.Metrics{Running: float64(i % 5), HasRunning: true, GenThroughput: 40, HasGenThroughput: true, KVUsage: 0.5, HasKVUsage: true}
+			}
+			specs = append(specs, p, d)
 		}
 		pods, _ := mkPods(specs...)
 		pl := newPlugin(&testing.T{}, `{}`)

@@ -45,6 +45,9 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 		// prompt is a pass over all of it inside the ledger's critical section.
 		total = in.promptChars()
 	}
+	// Reading a pod's engine metrics copies them (the attribute contract), so only for a
+	// policy that scores them.
+	readMetrics := prefillpolicy.ReadsMetrics(k.PrefillScorePolicy)
 	out := scratchMap(&sc.pScores)
 	maxP := 1.0
 	for i, p := range prefill {
@@ -54,7 +57,10 @@ func (s *Selector) scorePrefill(in Input, prefill []*podmodel.Pod, pv prefixView
 			}
 			continue
 		}
-		c := prefillpolicy.Candidate{Key: p.Key, Count: counts[i], MatchPct: match[p.Key], Metrics: metricsOf(p)}
+		c := prefillpolicy.Candidate{Key: p.Key, Count: counts[i], MatchPct: match[p.Key]}
+		if readMetrics {
+			c.Metrics = metricsOf(p)
+		}
 		if tx != nil {
 			c.LedgerScore = tx.Prefill(tokenload.PodKey(p.Key)).Priority(kvWeight)
 		}

@@ -2,12 +2,16 @@ package aibrixpdpair
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
+	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/bucketplanner"
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
@@ -699,5 +703,57 @@ func TestCascadeScratchKeepsNothing(t *testing.T) {
 		if len(sc.pScores)+len(sc.dScores)+len(sc.rates)+len(sc.remaining) != 0 {
 			t.Fatalf("%s: the scratch keeps scores", in.RequestID)
 		}
+	}
+}
+
+// countingEndpoint counts the reads of its engine metrics, each of which copies them.
+type countingEndpoint struct {
+	fwksched.Endpoint
+	reads *int
+}
+
+func (e countingEndpoint) Get(key string) (fwkdl.Cloneable, bool) {
+	if key == engineattr.AttributeKey {
+		*e.reads++
+	}
+	return e.Endpoint.Get(key)
+}
+
+// The prefill pods' engine metrics are read only under a prefill policy that scores them
+// (conductor); the decode pods' are read once each, for the decode candidates.
+func TestPrefillMetricsReadOnlyWhenScored(t *testing.T) {
+	m := &engineattr.Metrics{Running: 1, HasRunning: true, GenThroughput: 10, HasGenThroughput: true}
+	specs := []podSpec{{name: "a-p", role: "prefill", roleset: "a", metrics: m}, {name: "a-d", role: "decode", roleset: "a", metrics: m},
+		{name: "b-p", role: "prefill", roleset: "b", metrics: m}, {name: "b-d", role: "decode", roleset: "b", metrics: m}}
+	for _, tc := range []struct {
+		policy string
+		want   map[string]int
+	}{
+		{pdknobs.PrefillPrefixCache, map[string]int{"a-d": 1, "b-d": 1}},
+		{pdknobs.PrefillLeastRequest, map[string]int{"a-d": 1, "b-d": 1}},
+		{pdknobs.PrefillConductor, map[string]int{"a-p": 1, "a-d": 1, "b-p": 1, "b-d": 1}},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			reads := map[string]*int{}
+			var pods []podmodel.Pod
+			for _, s := range specs {
+				n := new(int)
+				reads[s.name] = n
+				pods = append(pods, podmodel.FromEndpoint(countingEndpoint{Endpoint: mkEndpoint(s), reads: n}))
+			}
+			if _, err := newSel(t, nil).Select(Input{RequestID: "r", Pods: pods, PromptText: "hello",
+				Knobs: knobs(func(k *pdknobs.Knobs) { k.PrefillScorePolicy = tc.policy })}); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]int{}
+			for name, n := range reads {
+				if *n > 0 {
+					got[name] = *n
+				}
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("metrics reads %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

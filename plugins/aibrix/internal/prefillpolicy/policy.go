@@ -46,6 +46,7 @@ func EffectiveMatch(m, minMatchPct float64) float64 {
 // Score returns the policy score (lower is better) for a candidate; maxCount = max(1, counts).
 // totalTokens is the prompt length in prefix-tokenizer tokens (conductor).
 func Score(policy string, c Candidate, maxCount float64, totalTokens int, k pdknobs.Knobs) float64 {
+	// ReadsMetrics names the policies below that read c.Metrics.
 	m := EffectiveMatch(c.MatchPct, k.MinMatchPct)
 	switch policy {
 	case pdknobs.PrefillLeastRequest:
@@ -60,6 +61,10 @@ func Score(policy string, c Candidate, maxCount float64, totalTokens int, k pdkn
 		return (100-m)*0.1 + c.Count/maxCount
 	}
 }
+
+// ReadsMetrics reports whether Score reads a candidate's engine metrics under policy (only
+// conductor does), so that callers read them, a copy per pod and request, only then.
+func ReadsMetrics(policy string) bool { return policy == pdknobs.PrefillConductor }
 
 // Hybrid is AIBrix's hybrid_cache_load: r = m/100, d = 1 − r²·factor, load·d when load ≥ 1
 // else d.

@@ -196,3 +196,20 @@ func TestAppendStdDevSkip(t *testing.T) {
 		}
 	}
 }
+
+// A policy ReadsMetrics leaves out scores the same with and without a candidate's metrics,
+// so callers may skip reading them; one it names does not.
+func TestReadsMetrics(t *testing.T) {
+	k := pdknobs.Defaults()
+	m := &engineattr.Metrics{Running: 3, HasRunning: true, Waiting: 7, HasWaiting: true, GenThroughput: 50, HasGenThroughput: true,
+		PrefillTimeMean: 0.4, HasPrefillTimeMean: true, DrainRate1m: 2, HasDrainRate1m: true}
+	for _, policy := range pdknobs.PrefillPolicies {
+		c := Candidate{Key: "p", Count: 2, MatchPct: 40, LedgerScore: 5}
+		without := Score(policy, c, 4, 3000, k)
+		c.Metrics = m
+		with := Score(policy, c, 4, 3000, k)
+		if differ := with != without; differ != ReadsMetrics(policy) {
+			t.Errorf("%s: score %v with metrics, %v without; ReadsMetrics says %v", policy, with, without, ReadsMetrics(policy))
+		}
+	}
+}
