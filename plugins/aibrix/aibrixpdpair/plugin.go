@@ -47,6 +47,10 @@ type PairState struct {
 	Decision Decision
 	Decode   fwksched.Endpoint
 	Prefill  fwksched.Endpoint // nil for combined picks
+
+	// targets backs the one-endpoint answers of the decode and the prefill filter (Decode,
+	// Prefill), so that neither allocates a slice per request.
+	targets [2]fwksched.Endpoint
 }
 
 // Clone implements fwkplugin.StateData (the endpoints are the request's snapshot).
@@ -273,9 +277,12 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	st := &PairState{Decision: d, Decode: findEndpoint(eps, d.Decode)}
 	if d.Prefill != nil {
 		st.Prefill = findEndpoint(eps, *d.Prefill)
+		st.targets[1] = st.Prefill
 	}
-	for _, n := range d.Notes {
-		trace.Note(name, "%s", n)
+	if trace != nil { // Note's arguments are boxed, an allocation each, whether or not it keeps them
+		for _, n := range d.Notes {
+			trace.Note(name, "%s", n)
+		}
 	}
 	kind := "decode"
 	if d.Combined {
@@ -294,7 +301,9 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 		contract.MarkSkipPrefill(cs, "aibrix-pd-pair kept "+d.Decode.Key+" without a prefill leg: "+d.Reason)
 	} else {
 		p.m.selectedPrefill.WithLabelValues(d.Prefill.Key, d.Roleset).Inc()
-		trace.Note(name, "%s", d.Reason)
+		if trace != nil {
+			trace.Note(name, "%s", d.Reason)
+		}
 	}
 	if d.PrefillFastPath {
 		p.m.fastPaths.WithLabelValues("prefill").Inc()
@@ -312,7 +321,8 @@ func (p *Plugin) publish(cs *fwksched.CycleState, req *fwksched.LLMRequest, trac
 	if st.Decode == nil {
 		return eps
 	}
-	return []fwksched.Endpoint{st.Decode}
+	st.targets[0] = st.Decode
+	return st.targets[:1:1]
 }
 
 // Disaggregate implements contract.Decider: prefill runs exactly when the pair chosen earlier

@@ -333,3 +333,28 @@ func TestSeedFromHandle(t *testing.T) {
 		t.Fatalf("EPP seeds 1 and 2 drew the same: %v", a)
 	}
 }
+
+// The decode and prefill filters answer with the paired endpoints from the published pair
+// state, without a slice per request; a prefill profile whose candidates are other endpoint
+// objects still gets its own object for the paired pod.
+func TestFiltersAnswerFromPairState(t *testing.T) {
+	_, eps := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	pl := newPlugin(t, `{}`)
+	pf := &PrefillFilter{}
+	cs := fwksched.NewCycleState()
+	req := request("r", nil, "hello world")
+	if out := pl.Filter(contract.WithAnswerSlot(context.Background()), cs, req, eps); len(out) != 1 || out[0] != eps[1] {
+		t.Fatalf("decode filter answered %v, want a-d", out)
+	}
+	if pre := pf.Filter(context.Background(), cs, req, eps); len(pre) != 1 || pre[0] != eps[0] {
+		t.Fatalf("prefill filter answered %v, want a-p", pre)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = pf.Filter(context.Background(), cs, req, eps) }); n != 0 {
+		t.Fatalf("prefill filter allocated %v times", n)
+	}
+	_, others := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"})
+	if pre := pf.Filter(context.Background(), cs, req, others); len(pre) != 1 || pre[0] != others[0] {
+		t.Fatalf("prefill filter over other endpoint objects answered %v, want their a-p", pre)
+	}
+	pl.ResponseHeader(context.Background(), req, &fwkrc.Response{RequestId: req.RequestId}, nil)
+}

@@ -41,6 +41,9 @@ func (f *PrefillFilter) Filter(_ context.Context, cs *fwksched.CycleState, _ *fw
 		return nil
 	}
 	if ep := findEndpoint(eps, *st.Decision.Prefill); ep != nil {
+		if ep == st.targets[1] {
+			return st.targets[1:2:2] // the decode filter's candidates are this profile's too
+		}
 		return []fwksched.Endpoint{ep}
 	}
 	trace.Note(f.tn.String(), "paired prefill pod %s is not among the candidates", st.Decision.Prefill.Key)
