@@ -401,6 +401,7 @@ type cascadeScratch struct {
 	results          []decodepolicy.Result
 	pScores, dScores map[string]scored
 	rates            map[string]float64
+	rate             tokenload.DecodeRate // reads rates
 	// remainingWork's
 	remaining map[string]remainingCost
 }

@@ -88,9 +88,11 @@ func (s *Selector) scoreDecode(k pdknobs.Knobs, decode []*podmodel.Pod, cands []
 				rates[c.Key] = c.Throughput / c.Count()
 			}
 		}
-		rate := func(pod tokenload.PodKey) (float64, bool) { r, ok := rates[string(pod)]; return r, ok }
+		if sc.rate == nil { // bound to the scratch once: a closure per request escaped to the ledger
+			sc.rate = func(pod tokenload.PodKey) (float64, bool) { r, ok := sc.rates[string(pod)]; return r, ok }
+		}
 		for i := range cands {
-			cands[i].LedgerTokens = tx.Decode(tokenload.PodKey(cands[i].Key), rate)
+			cands[i].LedgerTokens = tx.Decode(tokenload.PodKey(cands[i].Key), sc.rate)
 		}
 	}
 	results, maxD := decodepolicy.AppendScores(sc.results[:0], k.DecodeScorePolicy, cands, k)

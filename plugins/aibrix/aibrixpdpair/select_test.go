@@ -20,6 +20,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/lib/engineattr"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
+	"github.com/pdgate/pdgate/plugins/lib/tokenload"
 )
 
 func TestPairsStayInCompleteRolesets(t *testing.T) {
@@ -755,5 +756,53 @@ func TestPrefillMetricsReadOnlyWhenScored(t *testing.T) {
 				t.Fatalf("metrics reads %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// rateTx records what the decode-rate callback answers for each pod the ledger asks about.
+type rateTx struct {
+	fakeTx
+	seen map[tokenload.PodKey]float64
+}
+
+func (x rateTx) Decode(p tokenload.PodKey, rate tokenload.DecodeRate) float64 {
+	if r, ok := rate(p); ok {
+		x.seen[p] = r
+	}
+	return x.fakeTx.Decode(p, rate)
+}
+
+type rateLedger struct {
+	*fakeLedger
+	seen map[tokenload.PodKey]float64
+}
+
+func (l rateLedger) Atomically(fn func(tx tokenload.Tx)) {
+	l.fakeLedger.Atomically(func(tx tokenload.Tx) { fn(rateTx{fakeTx: tx.(fakeTx), seen: l.seen}) })
+}
+
+// Under token_load the ledger asks each decode pod's generation rate per request (throughput
+// over running requests); every request answers from its own pods' metrics.
+func TestDecodeRatesPerRequest(t *testing.T) {
+	k := knobs(func(k *pdknobs.Knobs) { k.DecodeScorePolicy = pdknobs.DecodeTokenLoad })
+	for _, tc := range []struct {
+		throughput float64
+		want       float64
+	}{{40, 20}, {90, 45}} {
+		m := &engineattr.Metrics{Running: 2, HasRunning: true, GenThroughput: tc.throughput, HasGenThroughput: true}
+		pods, _ := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a", metrics: m})
+		l := rateLedger{fakeLedger: newFakeLedger(), seen: map[tokenload.PodKey]float64{}}
+		s := newSel(t, func() (tokenload.Ledger, tokenload.Defaults, error) {
+			return l, tokenload.Defaults{RequestCost: 1}, nil
+		})
+		for _, id := range []string{"r1", "r2"} {
+			if _, err := s.Select(Input{RequestID: id, Pods: pods, BodyTokens: 10, Knobs: k}); err != nil {
+				t.Fatal(err)
+			}
+			if got := l.seen["ns/a-d"]; got != tc.want {
+				t.Fatalf("%s: rate %v for a-d, want %v", id, got, tc.want)
+			}
+			s.Tracker.Done(id) // not pending on a-d for the next request's rate
+		}
 	}
 }
