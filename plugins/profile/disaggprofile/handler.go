@@ -173,7 +173,7 @@ func (h *Handler) deciders(ctx context.Context) (contract.Decider, contract.Deci
 func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest,
 	profiles map[string]fwksched.SchedulerProfile, results map[string]*fwksched.ProfileRunResult) map[string]fwksched.SchedulerProfile {
 	if request == nil {
-		return map[string]fwksched.SchedulerProfile{}
+		return noProfile
 	}
 	// The debug logger gets its values only when enabled: WithValues allocates on every call
 	// (log.FromContext calls it too), and a disabled Info still boxes its arguments, so each
@@ -212,7 +212,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 		if _, ok := profiles[pf.Decode]; !ok {
 			log.FromContext(ctx).Error(nil, "decode profile is not configured", "plugin", h.typedName.String(), "profile", pf.Decode)
 			trace.Stage("decode", false, fmt.Sprintf("decode profile %q is not configured", pf.Decode))
-			return map[string]fwksched.SchedulerProfile{}
+			return noProfile
 		}
 		return h.singles.of(pf.Decode, profiles)
 	}
@@ -221,7 +221,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 			logger.Info("decode profile found no endpoint; remaining stages skipped", "profile", pf.Decode)
 		}
 		trace.Stage("decode", false, "decode profile found no endpoint")
-		return map[string]fwksched.SchedulerProfile{}
+		return noProfile
 	}
 	decodeEp := decodeRes.TargetEndpoints[0]
 	if _, published := contract.DecodeResult(cs); !published {
@@ -284,7 +284,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	}
 
 	h.recordDecision(ctx, cs, request, results)
-	return map[string]fwksched.SchedulerProfile{}
+	return noProfile
 }
 
 // prefillFirstUndecided is llm-d's prefill-first without a decider: the prefill stage always
@@ -424,6 +424,10 @@ func noDecodeEndpoint(profile string) error {
 	return contract.NewAnswer(http.StatusServiceUnavailable, contract.CauseNoDecodeEndpoint, "routing_error",
 		fmt.Sprintf("failed to find available decode workers: the %q profile found no endpoint", profile))
 }
+
+// noProfile is Pick's answer when no stage is left to run. GIE's scheduler stops at an empty
+// answer and never writes to it, so it is nil rather than a new empty map per request.
+var noProfile map[string]fwksched.SchedulerProfile
 
 func used(r *fwksched.ProfileRunResult) bool { return r != nil && len(r.TargetEndpoints) > 0 }
 
