@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
@@ -166,13 +168,21 @@ var logger = log.Log.WithName("routingheaders")
 // Report logs a picked pod's invalid labels once per pod and value.
 func Report(pod podmodel.Pod) { podmodel.Report(logger, pod) }
 
-// LogWritten logs the outcome at debug verbosity.
-func LogWritten(ctx context.Context, plugin string, request *fwksched.LLMRequest, w Written) {
+// LogWritten logs the outcome at debug verbosity. It runs on every request: the plugin's name
+// and the fields are built only when the level is on (a disabled Info still boxes its
+// arguments), and the logger is read without log.FromContext's WithValues allocation.
+func LogWritten(ctx context.Context, plugin fwkplugin.TypedName, request *fwksched.LLMRequest, w Written) {
 	if request == nil {
 		return
 	}
-	log.FromContext(ctx).V(logutil.DEBUG).Info("disaggregation headers written", "plugin", plugin,
-		"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders, "decoderPort", w.Decoder)
+	logger, err := logr.FromContext(ctx)
+	if err != nil {
+		logger = log.Log
+	}
+	if logger = logger.V(logutil.DEBUG); logger.Enabled() {
+		logger.Info("disaggregation headers written", "plugin", plugin.String(),
+			"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders, "decoderPort", w.Decoder)
+	}
 }
 
 // dropRoutingHeaders removes the routing headers Write owns from m in any letter case (header

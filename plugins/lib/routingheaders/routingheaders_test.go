@@ -1,9 +1,14 @@
 package routingheaders
 
 import (
+	"context"
 	"maps"
+	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
@@ -77,5 +82,31 @@ func TestWriteWithoutRequestOrResult(t *testing.T) {
 	Write(req, nil, "prefill", "encode")
 	if len(req.Headers) != 0 {
 		t.Fatalf("no result must still clear routing headers: %v", req.Headers)
+	}
+}
+
+// LogWritten logs at debug verbosity only, and below it builds nothing: it runs on every
+// request.
+func TestLogWritten(t *testing.T) {
+	plugin := fwkplugin.TypedName{Type: "disagg-profile-handler", Name: "h"}
+	req := &fwksched.LLMRequest{RequestId: "r1"}
+	w := Written{Prefill: "10.0.0.1:8000", Decoder: "8200"}
+	for _, verbosity := range []int{0, 4} {
+		var logged []string
+		ctx := logr.NewContext(context.Background(), funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: verbosity}))
+		LogWritten(ctx, plugin, req, w)
+		if verbosity < 4 {
+			if len(logged) != 0 {
+				t.Fatalf("logged %q below debug", logged)
+			}
+			if n := testing.AllocsPerRun(100, func() { LogWritten(ctx, plugin, req, w) }); n != 0 {
+				t.Fatalf("LogWritten below debug allocated %v times", n)
+			}
+			continue
+		}
+		want := `"plugin"="h/disagg-profile-handler" "requestID"="r1" "prefill"="10.0.0.1:8000" "encoders"="" "decoderPort"="8200"`
+		if len(logged) != 1 || !strings.Contains(logged[0], want) {
+			t.Fatalf("logged %q, want one line with %s", logged, want)
+		}
 	}
 }

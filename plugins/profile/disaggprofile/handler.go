@@ -415,7 +415,7 @@ func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, 
 		return
 	}
 	w := routingheaders.Write(request, result, h.params.Profiles.Prefill, h.params.Profiles.Encode)
-	routingheaders.LogWritten(ctx, h.typedName.String(), request, w)
+	routingheaders.LogWritten(ctx, h.typedName, request, w)
 }
 
 // noDecodeEndpoint is the answer when the decode profile found nothing: 503, the truthful

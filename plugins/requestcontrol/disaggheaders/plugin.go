@@ -77,5 +77,5 @@ func (h *Handler) PreRequest(ctx context.Context, request *fwksched.LLMRequest, 
 		return
 	}
 	w := routingheaders.Write(request, result, h.params.PrefillProfile, h.params.EncodeProfile)
-	routingheaders.LogWritten(ctx, h.typedName.String(), request, w)
+	routingheaders.LogWritten(ctx, h.typedName, request, w)
 }
