@@ -8,12 +8,11 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Plugin type names.
@@ -44,7 +43,9 @@ func (d *PDDecider) DecodeOnlyAtAdmission(*fwksched.LLMRequest) bool { return fa
 // Disaggregate always approves.
 func (d *PDDecider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, request *fwksched.LLMRequest, _ fwksched.Endpoint) contract.Decision {
 	if request != nil {
-		log.FromContext(ctx).V(logutil.DEBUG).Info("always disaggregate", "plugin", d.typedName.String(), "requestID", request.RequestId)
+		if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
+			logger.Info("always disaggregate", "plugin", d.typedName.String(), "requestID", request.RequestId)
+		}
 	}
 	return contract.Decision{Run: true, Cause: contract.CauseAlways, Reason: "always disaggregate"}
 }
@@ -68,8 +69,9 @@ func (d *MultimodalDecider) Disaggregate(ctx context.Context, _ *fwksched.CycleS
 		dec = contract.Decision{Run: true, Cause: contract.CauseMultimodal, Reason: fmt.Sprintf("%d multimodal block(s)", n)}
 	}
 	if request != nil {
-		log.FromContext(ctx).V(logutil.DEBUG).Info("multimodal encode decision", "plugin", d.typedName.String(),
-			"requestID", request.RequestId, "blocks", n)
+		if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
+			logger.Info("multimodal encode decision", "plugin", d.typedName.String(), "requestID", request.RequestId, "blocks", n)
+		}
 	}
 	return dec
 }
