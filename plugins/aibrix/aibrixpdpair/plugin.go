@@ -164,12 +164,7 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 		return eps
 	}
 	// The debug logger gets its values only when enabled: WithValues allocates on every call.
-	// logr.FromContext, not log.FromContext: that one calls WithValues, allocating every time.
-	logger, err := logr.FromContext(ctx)
-	if err != nil {
-		logger = log.Log
-	}
-	logger = logger.V(logutil.DEBUG)
+	logger := pluginkit.DebugLogger(ctx)
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", name, "requestID", req.RequestId)
 	}

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -83,9 +81,6 @@ func Build[P fwkplugin.Plugin](pluginType, name string, raw json.RawMessage, han
 	return newPicker(name, p.MaxNumOfEndpoints, RandFor(handle, name)), nil
 }
 
-// debug is GIE's logutil.DEBUG verbosity, at which its pickers log their candidates.
-const debug = 4
-
 // PickFunc is how a picker type picks from the candidates: p holds the instance's Max and
 // random source. It may reorder eps.
 type PickFunc func(ctx context.Context, p *Picker, eps []*fwksched.ScoredEndpoint) *fwksched.ProfileRunResult
@@ -106,13 +101,8 @@ func (p *Picker) Pick(ctx context.Context, _ *fwksched.CycleState, eps []*fwksch
 // LogCandidates logs msg with the candidates at GIE's debug verbosity, as GIE's pickers do
 // before they pick.
 func (p *Picker) LogCandidates(ctx context.Context, msg string, eps []*fwksched.ScoredEndpoint) {
-	// logr.FromContext, not log.FromContext, which calls WithValues and allocates; and a
-	// disabled Info still boxes its arguments, so they are only built when the level is on.
-	logger, err := logr.FromContext(ctx)
-	if err != nil {
-		logger = log.Log
-	}
-	if logger = logger.V(debug); logger.Enabled() {
+	// A disabled Info still boxes its arguments, so they are only built when the level is on.
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		logger.Info(msg, "max-num-of-endpoints", p.Max, "num-of-candidates", len(eps), "scored-endpoints", eps)
 	}
 }

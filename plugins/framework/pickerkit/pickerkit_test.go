@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -166,7 +167,7 @@ func TestLogCandidates(t *testing.T) {
 		want      []string
 	}{
 		{name: "info", verbosity: 0},
-		{name: "debug", verbosity: debug, want: []string{`"level"=4 "msg"="picking" "max-num-of-endpoints"=1 "num-of-candidates"=2`}},
+		{name: "debug", verbosity: logutil.DEBUG, want: []string{`"level"=4 "msg"="picking" "max-num-of-endpoints"=1 "num-of-candidates"=2`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -181,7 +182,7 @@ func TestLogCandidates(t *testing.T) {
 					t.Fatalf("logged %q, want it to start with %q", got[i], tc.want[i])
 				}
 			}
-			if tc.verbosity < debug {
+			if tc.verbosity < logutil.DEBUG {
 				if n := testing.AllocsPerRun(100, func() { p.LogCandidates(ctx, "picking", eps) }); n != 0 {
 					t.Fatalf("LogCandidates below debug allocated %v times", n)
 				}

@@ -11,12 +11,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/pdknobs"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -170,16 +169,12 @@ func Report(pod podmodel.Pod) { podmodel.Report(logger, pod) }
 
 // LogWritten logs the outcome at debug verbosity. It runs on every request: the plugin's name
 // and the fields are built only when the level is on (a disabled Info still boxes its
-// arguments), and the logger is read without log.FromContext's WithValues allocation.
+// arguments).
 func LogWritten(ctx context.Context, plugin fwkplugin.TypedName, request *fwksched.LLMRequest, w Written) {
 	if request == nil {
 		return
 	}
-	logger, err := logr.FromContext(ctx)
-	if err != nil {
-		logger = log.Log
-	}
-	if logger = logger.V(logutil.DEBUG); logger.Enabled() {
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		logger.Info("disaggregation headers written", "plugin", plugin.String(),
 			"requestID", request.RequestId, "prefill", w.Prefill, "encoders", w.Encoders, "decoderPort", w.Decoder)
 	}

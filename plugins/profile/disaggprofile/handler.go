@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -178,7 +177,7 @@ func (h *Handler) Pick(ctx context.Context, cs *fwksched.CycleState, request *fw
 	// The debug logger gets its values only when enabled: WithValues allocates on every call
 	// (log.FromContext calls it too), and a disabled Info still boxes its arguments, so each
 	// call below is guarded; the stages' reasons are built only for a log or a trace.
-	logger := debugLogger(ctx)
+	logger := pluginkit.DebugLogger(ctx)
 	debug := logger.Enabled()
 	if debug {
 		logger = logger.WithValues("plugin", h.typedName.String(), "requestID", request.RequestId)
@@ -351,16 +350,6 @@ func skipReason(marker string, explain bool) string {
 	return "skip marker in cycle state: " + marker
 }
 
-// debugLogger is the context's logger at GIE's debug verbosity, without log.FromContext's
-// WithValues allocation.
-func debugLogger(ctx context.Context) logr.Logger {
-	logger, err := logr.FromContext(ctx)
-	if err != nil {
-		logger = log.Log
-	}
-	return logger.V(logutil.DEBUG)
-}
-
 func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, request *fwksched.LLMRequest, results map[string]*fwksched.ProfileRunResult) {
 	if cs != nil {
 		if _, err := cs.Read(decisionRecordedKey); err == nil {
@@ -372,7 +361,7 @@ func (h *Handler) recordDecision(ctx context.Context, cs *fwksched.CycleState, r
 	prefillUsed := used(results[h.params.Profiles.Prefill])
 	decision := DecisionType(encodeUsed, prefillUsed)
 	h.decisions.WithLabelValues(modelLabel(request.TargetModel), decision).Inc()
-	if logger := debugLogger(ctx); logger.Enabled() {
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		logger.Info("disaggregation decision", "plugin", h.typedName.String(),
 			"requestID", request.RequestId, "model", request.TargetModel, "decision", decision)
 	}
