@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/prefillpolicy"
@@ -67,7 +68,10 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	// seeing the table a moment early or late only moves a prefix score, never a ledger charge).
 	pv := prefixView{prompt: prompt}
 	if prompt.Blocks() > 0 {
-		pv.match = s.Prefix.Match(prompt)
+		match := matchPool.Get().(map[string]float64)
+		defer func() { clear(match); matchPool.Put(match) }()
+		s.Prefix.MatchInto(match, prompt)
+		pv.match = match
 	}
 	out, err := s.critical(in, d, eligible, combined, pv, ledger, defs)
 	if err == nil {
@@ -77,6 +81,11 @@ func (s *Selector) selectLocked(in Input, d Decision, eligible []*group, combine
 	}
 	return out, err
 }
+
+// matchPool holds the maps of the pods' match percents, one per selection in flight: the
+// match is computed outside the selection lock, so concurrent requests need maps of their
+// own, and a new map per request was an allocation for the map and one for its entries.
+var matchPool = sync.Pool{New: func() any { return map[string]float64{} }}
 
 // prefixView is the prompt prepared for the prefix table and each pod's match percent,
 // computed before the selection lock is taken.

@@ -1,6 +1,7 @@
 package prefillpolicy
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -211,5 +212,23 @@ func TestReadsMetrics(t *testing.T) {
 		if differ := with != without; differ != ReadsMetrics(policy) {
 			t.Errorf("%s: score %v with metrics, %v without; ReadsMetrics says %v", policy, with, without, ReadsMetrics(policy))
 		}
+	}
+}
+
+// MatchInto fills a reused map with what Match returns, ASCII and multibyte prompts alike.
+func TestMatchInto(t *testing.T) {
+	pt := NewPrefixTable(4, 1000)
+	pt.Add("p1", pt.Prompt("abcdefghijkl"))
+	pt.Add("p2", pt.Prompt("abcdXXXX"))
+	pt.Add("p3", pt.Prompt("äöüßäöüßäöüß"))
+	pt.Add("p4", pt.Prompt("äöüßxyz"))
+	reused := map[string]float64{}
+	for _, text := range []string{"abcdefghXXXX", "abcdXXXXabcd", "äöüßäöüßzzzz", "zzzz", ""} {
+		p := pt.Prompt(text)
+		pt.MatchInto(reused, p)
+		if want := pt.Match(p); !maps.Equal(reused, want) {
+			t.Fatalf("%q: MatchInto %v, Match %v", text, reused, want)
+		}
+		clear(reused)
 	}
 }

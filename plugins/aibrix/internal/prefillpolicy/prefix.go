@@ -250,8 +250,14 @@ func (t *PrefixTable) blocksAt(p Prompt, depth int) int {
 // Match returns each pod's match percent for the prompt.
 func (t *PrefixTable) Match(p Prompt) map[string]float64 {
 	out := map[string]float64{}
+	t.MatchInto(out, p)
+	return out
+}
+
+// MatchInto is Match into out, for a caller that reuses a map; out must be empty.
+func (t *PrefixTable) MatchInto(out map[string]float64, p Prompt) {
 	if p.blocks == 0 {
-		return out
+		return
 	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
@@ -291,14 +297,13 @@ func (t *PrefixTable) Match(p Prompt) map[string]float64 {
 				out[t.names[h.id]] = float64(n * 100 / p.blocks)
 			}
 		}
-		return out
+		return
 	}
 	for _, h := range found {
 		if n := t.blocksAt(p, h.depth); n > 0 {
 			out[t.names[h.id]] = float64(n * 100 / p.blocks)
 		}
 	}
-	return out
 }
 
 // Add records that pod now holds the prompt's blocks. The latest Add always stays whole, even
