@@ -39,6 +39,16 @@ func (c *Cache) FromEndpoints(log logr.Logger, eps []fwkEndpoint) []Pod {
 	return out
 }
 
+// FromEndpoint is FromEndpoint through the cache.
+func (c *Cache) FromEndpoint(log logr.Logger, ep fwkEndpoint) Pod {
+	if ep == nil {
+		return Pod{}
+	}
+	p := *c.of(log, ep.GetMetadata())
+	p.Endpoint = ep
+	return p
+}
+
 var noPod = &Pod{}
 
 func (c *Cache) of(log logr.Logger, md *fwkdl.EndpointMetadata) *Pod {

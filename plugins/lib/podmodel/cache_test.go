@@ -10,8 +10,8 @@ import (
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
-// The cache answers what FromEndpoints answers, for every kind of pod, the nil endpoint and
-// endpoints without metadata included, on the first request and on the next.
+// The cache answers what FromEndpoints and FromEndpoint answer, for every kind of pod, the nil
+// endpoint and endpoints without metadata included, on the first request and on the next.
 func TestCacheMatchesFromEndpoints(t *testing.T) {
 	eps := []fwksched.Endpoint{
 		fwksched.NewEndpoint(meta("p0", map[string]string{LabelRoleName: "prefill", LabelRolesetName: "rs0", LabelEngine: "sglang",
@@ -27,6 +27,11 @@ func TestCacheMatchesFromEndpoints(t *testing.T) {
 	for round := range 2 {
 		if got := c.FromEndpoints(logr.Discard(), eps); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: cache resolved\n%+v\nwant\n%+v", round, got, want)
+		}
+		for i, ep := range eps {
+			if got := c.FromEndpoint(logr.Discard(), ep); !reflect.DeepEqual(got, FromEndpoint(ep)) {
+				t.Fatalf("round %d: endpoint %d resolved %+v, want %+v", round, i, got, FromEndpoint(ep))
+			}
 		}
 	}
 }

@@ -73,7 +73,7 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 			if ep == nil || ep.GetMetadata() == nil {
 				continue
 			}
-			pod := podmodel.FromEndpoint(ep)
+			pod := pods.FromEndpoint(logger, ep)
 			parts = append(parts, protocol.FormatHostPort(pod.Address, pod.Port))
 		}
 		if len(parts) > 0 {
@@ -90,7 +90,7 @@ func Write(request *fwksched.LLMRequest, result *fwksched.SchedulingResult, pref
 // writePrefill writes the prefill headers for eps[0] (non-nil, with metadata) and returns its
 // host:port.
 func writePrefill(h map[string]string, eps []fwksched.Endpoint) string {
-	pod := podmodel.FromEndpoint(eps[0])
+	pod := pods.FromEndpoint(logger, eps[0])
 	Report(pod)
 	target := protocol.FormatHostPort(pod.Address, pod.Port)
 	h[protocol.HeaderPrefillerHostPort] = target
@@ -109,7 +109,7 @@ func writePrefill(h map[string]string, eps []fwksched.Endpoint) string {
 		if ep == nil || ep.GetMetadata() == nil {
 			continue
 		}
-		alt := podmodel.FromEndpoint(ep)
+		alt := pods.FromEndpoint(logger, ep)
 		at := protocol.FormatHostPort(alt.Address, alt.Port)
 		if alt.Routable && alt.Roleset == pod.Roleset && alt.Engine == pod.Engine && alt.KVConnector == pod.KVConnector &&
 			alt.BootstrapPort == pod.BootstrapPort && at != target {
@@ -128,7 +128,7 @@ func decoderPort(result *fwksched.SchedulingResult) string {
 	if dr == nil || len(dr.TargetEndpoints) == 0 || dr.TargetEndpoints[0] == nil || dr.TargetEndpoints[0].GetMetadata() == nil {
 		return ""
 	}
-	pod := podmodel.FromEndpoint(dr.TargetEndpoints[0])
+	pod := pods.FromEndpoint(logger, dr.TargetEndpoints[0])
 	Report(pod)
 	// A label naming the port the request is already routed to (the pool's target port: the
 	// sidecar, or an engine without one; the chart labels pods so) redirects nothing, and
@@ -163,6 +163,10 @@ func sidecarKnobs(request *fwksched.LLMRequest, result *fwksched.SchedulingResul
 // has no context of its own; each message is logged once per process (podmodel.Report,
 // pdknobs' once-per-value warnings).
 var logger = log.Log.WithName("routingheaders")
+
+// pods resolves the picked endpoints' pod records once per metadata object (the EPP publishes
+// metadata copy-on-write), not on every request.
+var pods podmodel.Cache
 
 // Report logs a picked pod's invalid labels once per pod and value.
 func Report(pod podmodel.Pod) { podmodel.Report(logger, pod) }

@@ -14,8 +14,8 @@ import (
 // (the one place pdgate decides what a pod is): llm-d roles prefill-decode, both and
 // encode-prefill-decode, and AIBrix pods whose model.aibrix.ai/config profile says
 // combined: true.
-func combinedPod(request *fwksched.LLMRequest, ep fwksched.Endpoint) (string, bool) {
-	pod := podmodel.FromEndpoint(ep)
+func (h *Handler) combinedPod(request *fwksched.LLMRequest, ep fwksched.Endpoint) (string, bool) {
+	pod := h.pods.FromEndpoint(h.log, ep)
 	var headers map[string]string
 	if request != nil {
 		headers = request.Headers

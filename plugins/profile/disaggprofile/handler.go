@@ -22,6 +22,7 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/framework/decisiontrace"
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
+	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/routingheaders"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -52,6 +53,8 @@ type Handler struct {
 	encodeDecider  contract.Decider
 
 	singles singles
+	// pods resolves the decode pick's pod record once per metadata object, not per request.
+	pods podmodel.Cache
 }
 
 // decisionRecorded marks, per cycle, that the decision metric was counted.
@@ -295,7 +298,7 @@ func (h *Handler) prefillFirstUndecided(cs *fwksched.CycleState, request *fwksch
 		return false, skipReason(reason, explain)
 	}
 	if h.params.CombinedDecodeSkipsPrefill {
-		if reason, combined := combinedPod(request, decodeEp); combined {
+		if reason, combined := h.combinedPod(request, decodeEp); combined {
 			return false, reason
 		}
 	}
@@ -332,7 +335,7 @@ func (h *Handler) decide(ctx context.Context, cs *fwksched.CycleState, request *
 		return false, skipReason(reason, explain)
 	}
 	if combinedSkips {
-		if reason, combined := combinedPod(request, decodeEp); combined {
+		if reason, combined := h.combinedPod(request, decodeEp); combined {
 			return false, reason
 		}
 	}
