@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -150,6 +151,8 @@ func header(req *fwksched.LLMRequest, name string) string {
 	return protocol.HeaderValue(req.Headers, name)
 }
 
+var podsPool = sync.Pool{New: func() any { return new([]podmodel.Pod) }}
+
 // Filter runs the whole selection and returns the decode target. When the request cannot be
 // placed it records an early answer for the EPP (contract.Record: 503 no bucket/no pods, 400
 // unknown strategy) and passes the candidates through unchanged, charging nothing.
@@ -168,7 +171,17 @@ func (p *Plugin) Filter(ctx context.Context, cs *fwksched.CycleState, req *fwksc
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", name, "requestID", req.RequestId)
 	}
-	pods := p.pods.FromEndpoints(p.log, eps)
+	// The pod records live in a pooled buffer for the length of the selection: the decision
+	// keeps copies of the pods it names, never pointers into the records (Select), so they are
+	// cleared and reused by the next request instead of a new 16-pod slice, the request path's
+	// largest allocation, per request.
+	buf := podsPool.Get().(*[]podmodel.Pod)
+	pods := p.pods.AppendFromEndpoints((*buf)[:0], p.log, eps)
+	defer func() {
+		clear(pods)
+		*buf = pods[:0]
+		podsPool.Put(buf)
+	}()
 	if _, err := podmodel.ValidateEngines(pods); err != nil {
 		return p.refuse(ctx, req, trace, eps, http.StatusServiceUnavailable, contract.CauseEngineMismatch, err.Error(), false)
 	}

@@ -2,6 +2,7 @@ package aibrixpdpair
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -357,4 +358,30 @@ func TestFiltersAnswerFromPairState(t *testing.T) {
 		t.Fatalf("prefill filter over other endpoint objects answered %v, want their a-p", pre)
 	}
 	pl.ResponseHeader(context.Background(), req, &fwkrc.Response{RequestId: req.RequestId}, nil)
+}
+
+// The pod records of a selection are reused by the next one; the published decision keeps
+// copies, so a later request over another fleet leaves an earlier decision as it was.
+func TestPublishedDecisionOutlivesPodRecords(t *testing.T) {
+	_, first := mkPods(podSpec{name: "a-p", role: "prefill", roleset: "a"}, podSpec{name: "a-d", role: "decode", roleset: "a"})
+	_, second := mkPods(podSpec{name: "b-p", role: "prefill", roleset: "b"}, podSpec{name: "b-d", role: "decode", roleset: "b"})
+	pl := newPlugin(t, `{}`)
+	cs := fwksched.NewCycleState()
+	req := request("r1", nil, "hello world")
+	pl.Filter(contract.WithAnswerSlot(context.Background()), cs, req, first)
+	for i := range 3 {
+		pl.Filter(contract.WithAnswerSlot(context.Background()), fwksched.NewCycleState(), request(fmt.Sprint("other", i), nil, "hi"), second)
+	}
+	st, err := fwksched.ReadCycleStateKey[*PairState](cs, StateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := st.Decision
+	if d.Decode.Key != "ns/a-d" || d.Decode.Endpoint != first[1] || d.Prefill == nil || d.Prefill.Key != "ns/a-p" ||
+		d.Prefill.Endpoint != first[0] || d.Roleset != "a" || st.Decode != first[1] || st.Prefill != first[0] {
+		t.Fatalf("published decision changed: %+v", st)
+	}
+	if dec := pl.Disaggregate(context.Background(), cs, req, first[1]); !dec.Run || !strings.Contains(dec.Reason, "ns/a-p") {
+		t.Fatalf("decider: %+v", dec)
+	}
 }

@@ -28,15 +28,15 @@ type Cache struct {
 // FromEndpoints is FromEndpoints through the cache: a pod's invalid annotations are
 // reported when its metadata object is first resolved.
 func (c *Cache) FromEndpoints(log logr.Logger, eps []fwkEndpoint) []Pod {
-	out := make([]Pod, len(eps))
-	for i, ep := range eps {
-		if ep == nil {
-			continue
-		}
-		out[i] = *c.of(log, ep.GetMetadata())
-		out[i].Endpoint = ep
+	return c.AppendFromEndpoints(make([]Pod, 0, len(eps)), log, eps)
+}
+
+// AppendFromEndpoints is FromEndpoints appending to dst, for a caller that reuses a buffer.
+func (c *Cache) AppendFromEndpoints(dst []Pod, log logr.Logger, eps []fwkEndpoint) []Pod {
+	for _, ep := range eps {
+		dst = append(dst, c.FromEndpoint(log, ep))
 	}
-	return out
+	return dst
 }
 
 // FromEndpoint is FromEndpoint through the cache.
