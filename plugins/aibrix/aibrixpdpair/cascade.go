@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/pdgate/pdgate/plugins/aibrix/internal/decodepolicy"
@@ -363,11 +364,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 	d.PrefillScore, d.DecodeScore, d.FinalScore = pp.score, dd.score, bestScore
 	d.MaxPrefillScore, d.MaxDecodeScore = maxP, maxD
 	d.Cause = contract.CausePaired
-	if wD == 1 {
-		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", best, bestScore)
-	} else {
-		d.Reason = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)", best, wD, bestScore)
-	}
+	d.Reason = pairReason(best, wD, bestScore)
 
 	s.Tracker.Register(in.RequestID, pp.pod.Key, dd.pod.Key)
 	if s.Prefix != nil && pv.prompt.Blocks() > 0 {
@@ -377,6 +374,30 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		s.charge(in, k, pp, dd, ledger, tx, defs)
 	}
 	return d, nil
+}
+
+// pairReason is a paired decision's reason:
+//
+//	roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g
+//	roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)
+//
+// appended into a stack buffer: fmt boxed the roleset and the numbers, an allocation each, on
+// every paired request, besides the string itself.
+func pairReason(roleset string, wD, score float64) string {
+	var buf [128]byte
+	b := append(buf[:0], "roleset "...)
+	b = strconv.AppendQuote(b, roleset)
+	b = append(b, " minimises prefill/maxPrefill + "...)
+	if wD != 1 {
+		b = strconv.AppendFloat(b, wD, 'g', -1, 64)
+		b = append(b, "·"...)
+	}
+	b = append(b, "decode/maxDecode = "...)
+	b = strconv.AppendFloat(b, score, 'g', 4, 64)
+	if wD != 1 {
+		b = append(b, " (decode first)"...)
+	}
+	return string(b)
 }
 
 func inRoleset(pods []*podmodel.Pod, roleset string) []*podmodel.Pod {

@@ -349,8 +349,18 @@ func (p *Plugin) Disaggregate(_ context.Context, cs *fwksched.CycleState, req *f
 	if st.Prefill == nil {
 		return contract.Decision{Cause: st.Decision.Cause, Reason: "combined pick: " + st.Decision.Reason}
 	}
-	return contract.Decision{Run: true, Cause: contract.CausePaired,
-		Reason: fmt.Sprintf("paired prefill %s in roleset %q", st.Decision.Prefill.Key, st.Decision.Roleset)}
+	return contract.Decision{Run: true, Cause: contract.CausePaired, Reason: pairedPrefillReason(st.Decision.Prefill.Key, st.Decision.Roleset)}
+}
+
+// pairedPrefillReason is fmt's "paired prefill %s in roleset %q", appended into a stack buffer
+// instead of boxing both strings on every paired request.
+func pairedPrefillReason(pod, roleset string) string {
+	var buf [128]byte
+	b := append(buf[:0], "paired prefill "...)
+	b = append(b, pod...)
+	b = append(b, " in roleset "...)
+	b = strconv.AppendQuote(b, roleset)
+	return string(b)
 }
 
 // ResolveReferences resolves prefillDeciderRef once every plugin exists (cmd/epp/pluginset).

@@ -806,3 +806,28 @@ func TestDecodeRatesPerRequest(t *testing.T) {
 		}
 	}
 }
+
+// The reasons built without fmt read exactly as the fmt formats they replace.
+func TestReasonsMatchFmt(t *testing.T) {
+	for _, roleset := range []string{"", "rs-0", `a"b`, "rs-ü", strings.Repeat("r", 200)} {
+		for _, wD := range []float64{1, 5, 0.2, 0.5, 1e-9} {
+			for _, score := range []float64{0, math.Copysign(0, -1), 1.5, 2, 1234567, 1.2345e-5, math.Inf(1), math.NaN(), 123.456789} {
+				want := fmt.Sprintf("roleset %q minimises prefill/maxPrefill + decode/maxDecode = %.4g", roleset, score)
+				if wD != 1 {
+					want = fmt.Sprintf("roleset %q minimises prefill/maxPrefill + %g·decode/maxDecode = %.4g (decode first)", roleset, wD, score)
+				}
+				if got := pairReason(roleset, wD, score); got != want {
+					t.Fatalf("pairReason(%q, %g, %g) = %q, want %q", roleset, wD, score, got, want)
+				}
+			}
+		}
+		for _, pod := range []string{"ns/p-0", "", strings.Repeat("p", 200)} {
+			if got, want := pairedPrefillReason(pod, roleset), fmt.Sprintf("paired prefill %s in roleset %q", pod, roleset); got != want {
+				t.Fatalf("pairedPrefillReason(%q, %q) = %q, want %q", pod, roleset, got, want)
+			}
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = pairReason("rs-0", 1, 1.5) }); n != 1 {
+		t.Fatalf("pairReason allocated %v times, want 1 (the string)", n)
+	}
+}
