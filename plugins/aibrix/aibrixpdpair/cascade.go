@@ -333,7 +333,7 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 		// that itself beats the best prefill pod's queue and compute.
 		d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
 		d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
-		d.Cause, d.Reason = contract.CauseCached, fmt.Sprintf("decode-only on %s: remaining work %s", dd.pod.Key, rc)
+		d.Cause, d.Reason = contract.CauseCached, "decode-only on "+dd.pod.Key+": remaining work "+rc.String()
 		if rc.backedUp {
 			d.Cause = contract.CausePrefillBackedUp
 		}
@@ -349,7 +349,8 @@ func (s *Selector) cascade(in Input, d Decision, eligible []*group, combined []*
 			// registered or charged on the prefill side and no prefix is recorded for it.
 			d.Decode, d.Roleset, d.DecodeOnly = *dd.pod, best, true
 			d.DecodeScore, d.MaxDecodeScore = dd.score, maxD
-			d.Cause, d.Reason = dec.Cause, fmt.Sprintf("decode-only on %s: %s", dd.pod.Key, dec.Reason)
+			// Concatenated, not formatted: fmt boxed both strings, an allocation each.
+			d.Cause, d.Reason = dec.Cause, "decode-only on "+dd.pod.Key+": "+dec.Reason
 			s.Tracker.Register(in.RequestID, "", dd.pod.Key)
 			if tx != nil {
 				s.charge(in, k, scored{}, dd, ledger, tx, defs)
