@@ -16,7 +16,7 @@ type Tracker struct {
 	prefill map[string]int
 	pending map[string]int
 	local   map[string]float64
-	reqs    map[string]*trackEntry
+	reqs    map[string]trackEntry // values, not pointers: an entry per request was an allocation
 	ttl     time.Duration
 	now     func() time.Time
 	swept   time.Time
@@ -35,7 +35,7 @@ func NewTracker(ttl time.Duration, now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{prefill: map[string]int{}, pending: map[string]int{}, local: map[string]float64{}, reqs: map[string]*trackEntry{}, ttl: ttl, now: now}
+	return &Tracker{prefill: map[string]int{}, pending: map[string]int{}, local: map[string]float64{}, reqs: map[string]trackEntry{}, ttl: ttl, now: now}
 }
 
 // SetClock replaces the tracker's time source (the TTL sweep's clock): `pdgate bench sim`
@@ -74,8 +74,9 @@ func (t *Tracker) RegisterLocal(requestID, decodePod string, tokens float64) {
 	t.Register(requestID, "", decodePod)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.reqs[requestID]; e != nil && tokens > 0 {
+	if e, ok := t.reqs[requestID]; ok && tokens > 0 {
 		e.localPod, e.localTokens = decodePod, tokens
+		t.reqs[requestID] = e
 		t.local[decodePod] += tokens
 	}
 }
@@ -86,7 +87,7 @@ func (t *Tracker) Register(requestID, prefillPod, decodePod string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.releaseLocked(requestID, true, true)
-	e := &trackEntry{prefillPod: prefillPod, decodePod: decodePod, at: t.now()}
+	e := trackEntry{prefillPod: prefillPod, decodePod: decodePod, at: t.now()}
 	if prefillPod != "" {
 		t.prefill[prefillPod]++
 	}
@@ -111,8 +112,8 @@ func (t *Tracker) release(requestID string, prefill, pending bool) {
 }
 
 func (t *Tracker) releaseLocked(requestID string, prefill, pending bool) {
-	e := t.reqs[requestID]
-	if e == nil {
+	e, ok := t.reqs[requestID]
+	if !ok {
 		return
 	}
 	if prefill && e.prefillPod != "" {
@@ -132,7 +133,9 @@ func (t *Tracker) releaseLocked(requestID string, prefill, pending bool) {
 	}
 	if e.prefillPod == "" && e.decodePod == "" && e.localPod == "" {
 		delete(t.reqs, requestID)
+		return
 	}
+	t.reqs[requestID] = e
 }
 
 func dec(m map[string]int, k string) {

@@ -42,3 +42,34 @@ func TestTrackerLocalTokens(t *testing.T) {
 		})
 	}
 }
+
+// Counts follow registrations and releases, and a request's entry costs no allocation once
+// the tracker has held as many requests before.
+func TestTrackerCountsWithoutAllocating(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(time.Minute, func() time.Time { return now })
+	ids := []string{"r0", "r1", "r2", "r3"}
+	for _, id := range ids {
+		tr.Register(id, "p", "d")
+	}
+	tr.RegisterLocal("r4", "d", 100)
+	if tr.PrefillCount("p") != 4 || tr.PendingDecode("d") != 5 || tr.LocalTokens("d") != 100 || tr.Len() != 5 {
+		t.Fatalf("prefill %g pending %g local %g entries %d", tr.PrefillCount("p"), tr.PendingDecode("d"), tr.LocalTokens("d"), tr.Len())
+	}
+	for _, id := range append(ids, "r4") {
+		tr.Done(id)
+	}
+	if tr.PrefillCount("p") != 0 || tr.PendingDecode("d") != 0 || tr.LocalTokens("d") != 0 || tr.Len() != 0 {
+		t.Fatalf("after release: prefill %g pending %g local %g entries %d", tr.PrefillCount("p"), tr.PendingDecode("d"), tr.LocalTokens("d"), tr.Len())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		for _, id := range ids {
+			tr.Register(id, "p", "d")
+		}
+		for _, id := range ids {
+			tr.Done(id)
+		}
+	}); n != 0 {
+		t.Fatalf("registering and releasing %d requests allocated %v times", len(ids), n)
+	}
+}
