@@ -143,7 +143,8 @@ func decoderPort(result *fwksched.SchedulingResult) string {
 // (the model-level config, as the scheduling plugins read it) and formats the sidecar knobs it
 // sets; "" when none.
 func sidecarKnobs(request *fwksched.LLMRequest, result *fwksched.SchedulingResult) string {
-	var eps []fwksched.Endpoint
+	var buf [4]fwksched.Endpoint // the picks of a request's stages, on the stack
+	eps := buf[:0]
 	for _, pr := range result.ProfileResults {
 		if pr != nil {
 			eps = append(eps, pr.TargetEndpoints...)

@@ -110,3 +110,30 @@ func TestLogWritten(t *testing.T) {
 		}
 	}
 }
+
+// The sidecar knobs come from the model-level config of any stage's pick, whichever stage
+// carries it; gathering the picks costs nothing.
+func TestSidecarKnobsFromAnyStage(t *testing.T) {
+	cfg := map[string]string{protocol.AnnotationLabelPrefix + podmodel.AnnotationConfig: `{"profiles":{"default":{"routingConfig":{"pd":{"` + protocol.KnobPrefillRequestTimeout + `":7}}}}}`}
+	plain := eptest.Scheduling(eptest.Spec{Name: "d0", Address: "10.0.0.2", Port: "8000", Role: "decode"})
+	configured := eptest.Scheduling(eptest.Spec{Name: "p0", Address: "10.0.0.1", Port: "8000", Role: "prefill", Labels: cfg})
+	result := func(decode, prefill fwksched.Endpoint) *fwksched.SchedulingResult {
+		return &fwksched.SchedulingResult{PrimaryProfileName: "decode", ProfileResults: map[string]*fwksched.ProfileRunResult{
+			"decode": {TargetEndpoints: []fwksched.Endpoint{decode}}, "prefill": {TargetEndpoints: []fwksched.Endpoint{prefill}}}}
+	}
+	req := &fwksched.LLMRequest{Headers: map[string]string{}}
+	want := sidecarKnobs(req, result(configured, plain))
+	if want == "" {
+		t.Fatal("no knobs from the configured decode pick")
+	}
+	if got := sidecarKnobs(req, result(plain, configured)); got != want {
+		t.Fatalf("knobs %q from the prefill pick, want %q", got, want)
+	}
+	none := result(plain, plain)
+	if got := sidecarKnobs(req, none); got != "" {
+		t.Fatalf("knobs %q without a config", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = sidecarKnobs(req, none) }); n != 0 {
+		t.Fatalf("sidecarKnobs without a config allocated %v times", n)
+	}
+}
