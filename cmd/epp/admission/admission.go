@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/requestcontrol"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/stagesat"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
@@ -176,7 +177,7 @@ func (c *Controller) Admit(ctx context.Context, reqCtx *handlers.RequestContext,
 		}
 		return nil
 	}
-	if logger := log.FromContext(ctx).V(logutil.DEBUG); logger.Enabled() {
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		logger.Info("admission refused", "decodeOnly", decodeOnly(ctx), "error", err.Error())
 	}
 	if a := c.Translate(ctx, reqCtx, err); a != nil {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -86,14 +85,14 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 		return nil
 	}
 	// The debug logger gets its values only when enabled: WithValues allocates on every call.
-	logger := log.FromContext(ctx).V(logutil.DEBUG)
+	logger := pluginkit.DebugLogger(ctx)
 	if logger.Enabled() {
 		logger = logger.WithValues("plugin", p.typedName.String(), "requestID", request.RequestId)
 	}
 	est := p.sessions.Estimate(request, p.params.Estimate, p.sessionKey(request))
 	request.TokenizedPrompt = est
 	if p.params.Backend != BackendVLLM {
-		if est != nil {
+		if est != nil && logger.Enabled() { // a disabled Info still boxes its arguments
 			logger.Info("estimated prompt tokens", "backend", BackendEstimate, "tokens", len(est.TokenIDs), "multimodalItems", len(est.MultiModalFeatures))
 		}
 		return nil

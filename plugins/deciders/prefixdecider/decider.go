@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
@@ -202,7 +201,7 @@ func (d *Decider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, requ
 	if request != nil {
 		id = request.RequestId
 	}
-	logger := requestLogger(ctx)
+	logger := pluginkit.Logger(ctx)
 	if dec.Cause == contract.CauseNoPrefixInfo {
 		logger.Error(nil, "prefix cache match information missing; prefill stays on the decode pod",
 			"plugin", d.typedName.String(), "requestID", id, "reason", dec.Reason)
@@ -211,15 +210,6 @@ func (d *Decider) Disaggregate(ctx context.Context, _ *fwksched.CycleState, requ
 		dbg.Info("prefill decision", "plugin", d.typedName.String(), "requestID", id, "disaggregate", dec.Run, "cause", dec.Cause, "reason", dec.Reason)
 	}
 	return dec
-}
-
-// requestLogger is the request's logger (the global one without): log.FromContext would call
-// WithValues, an allocation on every decision.
-func requestLogger(ctx context.Context) logr.Logger {
-	if l, err := logr.FromContext(ctx); err == nil {
-		return l
-	}
-	return log.Log
 }
 
 func (d *Decider) disaggregate(request *fwksched.LLMRequest, ep fwksched.Endpoint) contract.Decision {

@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 )
 
 // Conditional-decode outcomes (label values).
@@ -45,7 +45,8 @@ func (d *Decider) CheckConditionalDecode(ctx context.Context, request *fwksched.
 		}
 	}
 	d.outcomes.WithLabelValues(model, outcome).Inc()
-	log.FromContext(ctx).V(logutil.DEBUG).Info("conditional decode decision", "plugin", d.typedName.String(), "requestID", id,
-		"outcome", outcome, "reason", reason)
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
+		l.Info("conditional decode decision", "plugin", d.typedName.String(), "requestID", id, "outcome", outcome, "reason", reason)
+	}
 	return reject
 }

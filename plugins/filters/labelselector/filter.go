@@ -9,8 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -136,7 +134,7 @@ func filter(ctx context.Context, tn fwkplugin.TypedName, request *fwksched.LLMRe
 			out = append(out, ep)
 		}
 	}
-	if logger := log.FromContext(ctx).V(logutil.DEBUG); logger.Enabled() {
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		id := ""
 		if request != nil {
 			id = request.RequestId

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"sort"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -118,7 +116,7 @@ func (f *Filter) Filter(ctx context.Context, _ *fwksched.CycleState, request *fw
 			out = append(out, ep)
 		}
 	}
-	if logger := log.FromContext(ctx).V(logutil.DEBUG); logger.Enabled() {
+	if logger := pluginkit.DebugLogger(ctx); logger.Enabled() {
 		id := ""
 		if request != nil {
 			id = request.RequestId

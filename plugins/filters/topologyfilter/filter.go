@@ -15,8 +15,6 @@ import (
 	"fmt"
 	"math"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -114,7 +112,7 @@ func (f *Filter) TypedName() fwkplugin.TypedName { return f.tn }
 // Filter keeps the candidates close to the peer; see the package comment.
 func (f *Filter) Filter(ctx context.Context, cs *fwksched.CycleState, _ *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
 	kept, reason := f.filter(cs, eps)
-	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
 		l.Info("topology affinity", "plugin", f.tn.String(), "candidates", len(eps), "kept", len(kept), "reason", reason)
 	}
 	return kept

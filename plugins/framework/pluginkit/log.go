@@ -17,9 +17,14 @@ import (
 //		logger.Info("...", "requestID", req.RequestId)
 //	}
 func DebugLogger(ctx context.Context) logr.Logger {
-	logger, err := logr.FromContext(ctx)
-	if err != nil {
-		logger = log.Log
+	return Logger(ctx).V(logutil.DEBUG)
+}
+
+// Logger is ctx's logger, or controller-runtime's log.Log when ctx carries none, without
+// log.FromContext's WithValues allocation: for a plugin that may log an error on every request.
+func Logger(ctx context.Context) logr.Logger {
+	if logger, err := logr.FromContext(ctx); err == nil {
+		return logger
 	}
-	return logger.V(logutil.DEBUG)
+	return log.Log
 }

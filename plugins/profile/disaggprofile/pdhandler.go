@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-
-	"github.com/go-logr/logr"
 	"sync"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
@@ -190,8 +188,9 @@ func (h *PDHandler) Pick(ctx context.Context, cs *fwksched.CycleState, request *
 		run, reason = dec.Run, fmt.Sprintf("%s: %s (%s)", h.decider.TypedName().Name, dec.Reason, dec.Cause)
 	}
 	trace.Stage("prefill", run, reason)
-	log.FromContext(ctx).V(logutil.DEBUG).Info("prefill stage decision", "plugin", h.typedName.String(), "requestID", request.RequestId,
-		"run", run, "reason", reason)
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
+		l.Info("prefill stage decision", "plugin", h.typedName.String(), "requestID", request.RequestId, "run", run, "reason", reason)
+	}
 	decision := DecisionDecodeOnly
 	if run {
 		decision = DecisionPrefillDecode

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -163,7 +161,7 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 	msg := fmt.Sprintf("%s: no placement meets the objective (TTFT %v, TPOT %v): best forecast TTFT %v (queued %v, prefill wait %v), TPOT %v",
 		Type, ttft, tpot, f.TTFT.Round(time.Millisecond), waited.Round(time.Millisecond), f.PrefillWait.Round(time.Millisecond),
 		f.TPOT.Round(10*time.Microsecond))
-	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
 		l.Info("request refused by forecast", "plugin", a.tn.String(), "requestID", req.RequestId, "reason", reason,
 			"ttftTarget", ttft, "tpotTarget", tpot, "ttft", f.TTFT, "tpot", f.TPOT, "queued", waited, "prefillWait", f.PrefillWait)
 	}

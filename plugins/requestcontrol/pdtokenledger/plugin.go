@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
@@ -201,7 +200,7 @@ func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, r
 	case OutcomeFailed, OutcomeSkipped, OutcomeFallbackLocal, OutcomeAlternate:
 		p.tracker.ReleasePrefill(id)
 	default:
-		log.FromContext(ctx).V(logutil.DEBUG).Info("Unknown prefill outcome; releasing the active part only", "requestID", id, "outcome", outcome)
+		pluginkit.DebugLogger(ctx).Info("Unknown prefill outcome; releasing the active part only", "requestID", id, "outcome", outcome)
 		p.tracker.ReleasePrefillActive(id)
 	}
 }

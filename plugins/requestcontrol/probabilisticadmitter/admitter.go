@@ -17,8 +17,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
@@ -166,7 +164,7 @@ func (a *Admitter) AdmitRequest(ctx context.Context, req *fwksched.LLMRequest, e
 	}
 	a.rejected.WithLabelValues(sat.Limiting).Inc()
 	msg := fmt.Sprintf("%s: rejected, saturation=%.3f (%s), prob=%.3f", Type, sat.Effective, sat.Limiting, prob)
-	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
 		l.Info("sheddable request rejected", "plugin", a.tn.String(), "requestID", req.RequestId,
 			"saturation", sat.Effective, "stage", sat.Limiting, "prefill", sat.Prefill, "decode", sat.Decode, "probability", prob)
 	}

@@ -10,12 +10,11 @@ import (
 	"encoding/json"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 
+	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	sa "github.com/pdgate/pdgate/plugins/sessionaffinity/internal/sessionaffinity"
 )
 
@@ -54,7 +53,7 @@ func New(name string, c sa.Config, m *sa.Metrics, now func() time.Time) *Filter 
 // Filter keeps only the session's endpoint when it is a candidate, else every candidate.
 func (f *Filter) Filter(ctx context.Context, _ *fwksched.CycleState, req *fwksched.LLMRequest, eps []fwksched.Endpoint) []fwksched.Endpoint {
 	target, reason := f.Affinity().Lookup(req, eps, false)
-	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
 		l.Info("session affinity filter", "plugin", f.TypedName().String(), "candidates", len(eps), "endpoint", sa.ID(target), "miss", reason)
 	}
 	if target == nil {

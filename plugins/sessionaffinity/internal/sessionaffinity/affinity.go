@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-logr/logr"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	logutil "sigs.k8s.io/gateway-api-inference-extension/pkg/common/observability/logging"
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwkrc "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/requestcontrol"
@@ -314,7 +313,7 @@ func (a *Affinity) PreRequest(ctx context.Context, req *fwksched.LLMRequest, res
 		}
 	}
 	a.m.bindings.WithLabelValues(a.plugin).Set(float64(a.table.Len()))
-	if l := log.FromContext(ctx).V(logutil.DEBUG); l.Enabled() {
+	if l := pluginkit.DebugLogger(ctx); l.Enabled() {
 		l.Info("Session affinity settled", "plugin", a.plugin, "requestID", req.RequestId, "endpoint", picked,
 			"outcome", out.String(), "lookup", n.reason, "wasBound", n.bound)
 	}
