@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -21,6 +22,10 @@ const (
 	KVEventsFormatArray = "array" // vLLM <= v0.23 and SGLang: tagged arrays
 )
 
+// kvEventsRedialInterval is how long a publisher waits between connection attempts, as
+// zmq4's own retry of a refused dial.
+const kvEventsRedialInterval = time.Second
+
 // kvPublisher publishes the instance's KV-cache changes as vLLM does: a ZeroMQ PUB socket
 // sending [topic, seq (8 bytes big-endian, from 0), msgpack batch], one batch per change of
 // the prefix cache (a "scheduler step"), never an empty one. The socket binds when the
@@ -34,8 +39,10 @@ type kvPublisher struct {
 	ch       chan []kvevents.Event
 	done     chan struct{}
 	cancel   context.CancelFunc
-	log      logr.Logger
-	m        *simMetrics
+	// connected is set once the socket has a subscriber (always when it binds).
+	connected atomic.Bool
+	log       logr.Logger
+	m         *simMetrics
 }
 
 // bindsKVEvents is vLLM's rule (bind when the endpoint contains "*" or "::" or is ipc://,
@@ -91,20 +98,12 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 			_ = sock.Close()
 			return nil, fmt.Errorf("kvEventsEndpoint %s: %w", ep, err)
 		}
+		p.connected.Store(true)
 		go p.run()
 	} else {
 		// Connecting waits for the subscriber (zmq4 dials synchronously; libzmq connects in
 		// the background): batches queue meanwhile, and the instance serves from the start.
-		go func() {
-			if err := sock.Dial(ep); err != nil {
-				p.log.Error(err, "KV-event subscriber not reachable; events are not published")
-				for range p.ch {
-				}
-				close(p.done)
-				return
-			}
-			p.run()
-		}()
+		go p.dialUntilConnected(ctx, ep)
 	}
 	// A restarted engine starts from an empty cache: say so first (unless told to behave as
 	// vLLM and SGLang, which publish nothing at start).
@@ -113,6 +112,36 @@ func newKVPublisher(in *Instance) (*kvPublisher, error) {
 	}
 	p.log.Info("publishing KV-cache events")
 	return p, nil
+}
+
+// dialUntilConnected connects to the subscriber and then publishes. zmq4 retries a refused
+// connection itself but gives up on one whose ZMTP greeting fails (something other than a
+// subscriber answered on the port, or it closed mid-handshake); libzmq, which the real
+// engines use, reconnects forever, so the simulator keeps dialling too until it is closed.
+func (p *kvPublisher) dialUntilConnected(ctx context.Context, ep string) {
+	for attempt := 0; ; attempt++ {
+		err := p.sock.Dial(ep)
+		if err == nil {
+			p.connected.Store(true)
+			p.run()
+			return
+		}
+		if ctx.Err() != nil {
+			for range p.ch {
+			}
+			close(p.done)
+			return
+		}
+		if attempt == 0 {
+			p.log.Error(err, "KV-event subscriber not reachable; retrying every second")
+		} else {
+			p.log.V(1).Info("KV-event subscriber still not reachable", "attempt", attempt+1, "err", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(kvEventsRedialInterval):
+		}
+	}
 }
 
 func (p *kvPublisher) run() {
@@ -152,6 +181,9 @@ func (p *kvPublisher) close() {
 		return
 	}
 	close(p.ch)
+	if !p.connected.Load() {
+		p.cancel() // a publisher still dialling has no one to flush its queue to
+	}
 	<-p.done
 	p.cancel()
 	_ = p.sock.Close()

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-zeromq/zmq4"
 
 	"github.com/pdgate/pdgate/cmd/sim/kvcache"
 	"github.com/pdgate/pdgate/plugins/precise/kvevents"
@@ -106,6 +108,77 @@ func TestSimPublishesKVEvents(t *testing.T) {
 			t.Fatalf("after eviction: A %d blocks, B %d blocks (want 3, 5)", matched(promptA), matched(promptB))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Something other than a subscriber answering on the port (another process that took it
+// first) ends the ZMTP handshake; the simulator keeps dialling, as libzmq does, and publishes
+// to the subscriber that binds the port afterwards.
+func TestSimRedialsAfterAFailedHandshake(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	// A host other than the endpoint's, so the simulator connects rather than binds.
+	in := startSim(t, newPump(t), Options{Dialect: DialectVLLM, Role: RoleCombined, Model: "m",
+		KVEventsEndpoint: "tcp://127.0.0.1:" + port, Host: "127.0.0.3"})
+	select {
+	case <-accepted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the simulator never dialled the KV-event endpoint")
+	}
+	_ = ln.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	sub := zmq4.NewSub(ctx)
+	t.Cleanup(func() { _ = sub.Close() })
+	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Listen("tcp://127.0.0.1:" + port); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan zmq4.Msg, 1)
+	go func() {
+		if msg, err := sub.Recv(); err == nil {
+			got <- msg
+		}
+	}()
+	// A subscription reaches the publisher after the connection (ZeroMQ's slow joiner), and
+	// a publisher sends each batch once: each try caches a fresh prompt.
+	deadline := time.Now().Add(15 * time.Second)
+	for try := 0; ; try++ {
+		prompt := fmt.Sprintf("%04d", try) + strings.Repeat("a", 4*16*2)
+		if r := post(t, "http://"+in.Addr()+"/v1/completions", map[string]any{"model": "m", "prompt": prompt, "max_tokens": 1}, nil); r.status != 200 {
+			t.Fatalf("completion: %d %s", r.status, r.raw)
+		}
+		select {
+		case msg := <-got:
+			if len(msg.Frames) != 3 || !strings.HasPrefix(string(msg.Frames[0]), "kv@127.0.0.3") {
+				t.Fatalf("frames %q: want [topic, seq, batch] on the simulator's topic", msg.Frames)
+			}
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no KV-event batch reached the subscriber that bound after the failed handshake")
+		}
 	}
 }
 
