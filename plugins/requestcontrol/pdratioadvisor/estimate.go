@@ -11,6 +11,8 @@ type Observation struct {
 	// Requests is the number of requests completed in the window, Arrivals the number
 	// scheduled.
 	Requests, Arrivals int
+	// ArrivalRate is the requests per second scheduled or refused for capacity.
+	ArrivalRate float64
 	// PromptRate is the prompt tokens per second of arrivals that got a prefill pod;
 	// LocalPromptRate those prefilled on their decode pod (they load the decode tier and are
 	// already in its measured TPOT).

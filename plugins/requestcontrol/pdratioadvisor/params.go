@@ -37,6 +37,10 @@ type Parameters struct {
 	KVHeadroom float64 `json:"kvHeadroom"`
 	// MinReplicas is the smallest advice per sized role.
 	MinReplicas int `json:"minReplicas"`
+	// MixLookbackSeconds is how long the advisor remembers the heaviest mean prompt and
+	// output it has served: each role is kept at what the present arrival rate needs if the
+	// requests turned back into that mix (0: no such floor).
+	MixLookbackSeconds int `json:"mixLookbackSeconds"`
 	// MinSamples is the number of completed requests in the window below which the advice
 	// stays where it is (no_data).
 	MinSamples int `json:"minSamples"`
@@ -46,7 +50,7 @@ type Parameters struct {
 func DefaultParameters() Parameters {
 	return Parameters{Pool: "default", TTFTMs: 1000, TPOTMs: 50, WindowSeconds: 60, IntervalSeconds: 10,
 		Band: 0.1, MinDwellSeconds: 120, MaxPrefillUtilization: 0.8, MinPrefillUtilization: 0.3,
-		TPOTHeadroom: 0.8, MaxBatch: 256, KVHeadroom: 0.7, MinReplicas: 1, MinSamples: 20}
+		TPOTHeadroom: 0.8, MaxBatch: 256, KVHeadroom: 0.7, MinReplicas: 1, MixLookbackSeconds: 3600, MinSamples: 20}
 }
 
 // ParseParameters decodes strictly, defaults and validates.
@@ -85,6 +89,8 @@ func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 		return bad("kvHeadroom", p.KVHeadroom, "must be in (0, 1]")
 	case p.MinReplicas < 0:
 		return bad("minReplicas", p.MinReplicas, "must be >= 0")
+	case p.MixLookbackSeconds < 0:
+		return bad("mixLookbackSeconds", p.MixLookbackSeconds, "must be >= 0")
 	case p.MinSamples < 1:
 		return bad("minSamples", p.MinSamples, "must be >= 1")
 	}
@@ -94,6 +100,9 @@ func ParseParameters(name string, raw json.RawMessage) (Parameters, error) {
 func (p Parameters) window() time.Duration   { return time.Duration(p.WindowSeconds) * time.Second }
 func (p Parameters) interval() time.Duration { return time.Duration(p.IntervalSeconds) * time.Second }
 func (p Parameters) dwell() time.Duration    { return time.Duration(p.MinDwellSeconds) * time.Second }
+func (p Parameters) mixLookback() time.Duration {
+	return time.Duration(p.MixLookbackSeconds) * time.Second
+}
 
 // stepMeetsTPOT reports whether a decode step fit leaves some batch within the TPOT budget
 // (tpotHeadroom × TPOT): a rising line whose step at one sequence is within it.

@@ -66,6 +66,7 @@ type Plugin struct {
 	counted  time.Time
 	kvTokens int
 	stab     map[string]*stabilizer
+	mix      mixMemory
 	// measured is the engine side of the last window with enough completions: it outlives a
 	// window of long requests that have not completed yet
 	measured *Observation
@@ -138,7 +139,7 @@ func Factory(name string, raw json.RawMessage, handle fwkplugin.Handle) (fwkplug
 func New(name string, p Parameters) *Plugin {
 	return &Plugin{tn: pluginkit.TypedName(Type, name), p: p, metrics: newMetrics(), now: time.Now,
 		win: newWindow(p.window()), flights: map[string]*flight{}, pods: map[string]*podState{},
-		current: map[string]int{}, stab: map[string]*stabilizer{}}
+		current: map[string]int{}, stab: map[string]*stabilizer{}, mix: mixMemory{lookback: p.mixLookback()}}
 }
 
 // TypedName implements fwkplugin.Plugin.
@@ -434,6 +435,7 @@ func (a *Plugin) estimate(now time.Time) {
 // decoding) from this one: after a shift to long outputs, completions stop for a while, and
 // the pool must still be sized for what keeps arriving.
 func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice {
+	a.mix.record(now, obs, a.p.MinSamples)
 	if obs.Requests >= a.p.MinSamples {
 		if !a.p.stepMeetsTPOT(obs.Step) {
 			// no batch meets the TPOT on this fit, so no decode tier would: more replicas
@@ -457,7 +459,9 @@ func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice
 	}
 	enough := a.measured != nil && obs.Arrivals+obs.DecodeInflight >= a.p.MinSamples
 	size := Estimate(obs, a.p)
-	raw := map[string]int{RolePrefill: size.Prefill, RoleDecode: size.Decode}
+	prompt, output, outputPrompt := a.mix.heaviest(now)
+	floor := mixFloor(obs, prompt, output, outputPrompt, a.p)
+	raw := map[string]int{RolePrefill: max(size.Prefill, floor.Prefill), RoleDecode: max(size.Decode, floor.Decode)}
 	var out []contract.ReplicaAdvice
 	roles := []string{RolePrefill, RoleDecode, RoleEncode}
 	for _, role := range roles {

@@ -37,6 +37,7 @@ func TestParseParameters(t *testing.T) {
 		{raw: `{"tpotHeadroom":0}`, want: "tpotHeadroom"},
 		{raw: `{"maxBatch":0}`, want: "maxBatch"},
 		{raw: `{"minReplicas":-1}`, want: "minReplicas"},
+		{raw: `{"mixLookbackSeconds":-1}`, want: "mixLookbackSeconds"},
 		{raw: `{"kvHeadroom":1.5}`, want: "kvHeadroom"},
 		{raw: `{"minSamples":0}`, want: "minSamples"},
 		{raw: `{"unknown":1}`, want: "unknown"},

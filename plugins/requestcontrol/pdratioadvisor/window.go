@@ -90,6 +90,7 @@ func (w *window) observation(now time.Time, kvTokens int) Observation {
 	if sec <= 0 {
 		return o
 	}
+	o.ArrivalRate = t.arrivals / sec
 	o.PromptRate, o.LocalPromptRate = t.remotePrompt/sec, t.localPrompt/sec
 	if t.arrivals > 0 {
 		o.MeanPrompt = (t.remotePrompt + t.localPrompt) / t.arrivals
