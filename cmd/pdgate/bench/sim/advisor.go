@@ -50,7 +50,10 @@ type AdvisorOptions struct {
 	Provision, ActEvery time.Duration
 	// The advisor's window, estimate interval and dwell.
 	Window, Interval, Dwell time.Duration
-	SLO                     SLO
+	// MixLookback is how long the advisor remembers the heaviest mix for its per-role floor
+	// (mixLookbackSeconds; 0: no floor).
+	MixLookback time.Duration
+	SLO         SLO
 	// Sheddable makes every request sheddable (priority -1, with max_tokens) and sets the
 	// config's forecast-admitter to the SLO, so an overload is shed instead of queued.
 	Sheddable       bool
@@ -70,7 +73,7 @@ func AdvisorDefaults() AdvisorOptions {
 	return AdvisorOptions{Root: ".", Out: "bench-results/advisor", Pods: 64, Static: true, Advised: true,
 		Ratios: []string{"1:3", "1:2", "1:1", "2:1", "3:1"}, Seeds: []int64{1, 2, 3}, Loads: []float64{0.5, 0.7, 0.9, 1.1},
 		Phases: DefaultShiftPhases, ShiftEvery: 10 * time.Minute, Provision: time.Minute, ActEvery: 10 * time.Second,
-		Window: time.Minute, Interval: 10 * time.Second, Dwell: 2 * time.Minute,
+		Window: time.Minute, Interval: 10 * time.Second, Dwell: 2 * time.Minute, MixLookback: time.Hour,
 		SLO:    SLO{TTFT: 2 * time.Second, TPOT: 50 * time.Millisecond},
 		Policy: "config/recommended.yaml", Azure: workload.DefaultAzureConvPath, Mooncake: workload.DefaultMooncakePath,
 		Scrape: 50 * time.Millisecond, PrefillTimeout: 30 * time.Second, Parallel: 2}
@@ -120,6 +123,7 @@ goodput per GPU at >= 90 % attainment and the actuator's scale-direction changes
 	f.DurationVar(&o.Window, "advisor-window", o.Window, "the advisor's measurement window (windowSeconds)")
 	f.DurationVar(&o.Interval, "advisor-interval", o.Interval, "the advisor's estimate interval (intervalSeconds)")
 	f.DurationVar(&o.Dwell, "advisor-dwell", o.Dwell, "the advisor's minimum dwell (minDwellSeconds)")
+	f.DurationVar(&o.MixLookback, "advisor-mix-lookback", o.MixLookback, "how long the advisor remembers the heaviest mix it served for its per-role floor (mixLookbackSeconds; 0 = no floor)")
 	f.DurationVar(&o.SLO.TTFT, "slo-ttft", o.SLO.TTFT, "TTFT target (attainment, and the advisor's ttftMs)")
 	f.DurationVar(&o.SLO.TPOT, "slo-tpot", o.SLO.TPOT, "TPOT target (attainment, and the advisor's tpotMs)")
 	f.BoolVar(&o.Sheddable, "sheddable", o.Sheddable, "every request sheddable (priority -1, max_tokens set), forecast-admitter at the SLO's targets: what no placement serves in time is refused (429) and counts as missed")
@@ -176,13 +180,13 @@ func (o AdvisorOptions) Validate() error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--advisor-window", o.Window}, {"--advisor-interval", o.Interval}, {"--advisor-dwell", o.Dwell}} {
+	}{{"--advisor-window", o.Window}, {"--advisor-interval", o.Interval}, {"--advisor-dwell", o.Dwell}, {"--advisor-mix-lookback", o.MixLookback}} {
 		if d.v%time.Second != 0 {
 			errs = append(errs, fmt.Errorf("%s must be whole seconds, got %s", d.flag, d.v))
 		}
 	}
-	if o.Provision < 0 || o.Dwell < 0 || o.PrefillTimeout < 0 {
-		errs = append(errs, errors.New("--provision-delay, --advisor-dwell and --prefill-timeout must be >= 0"))
+	if o.Provision < 0 || o.Dwell < 0 || o.PrefillTimeout < 0 || o.MixLookback < 0 {
+		errs = append(errs, errors.New("--provision-delay, --advisor-dwell, --advisor-mix-lookback and --prefill-timeout must be >= 0"))
 	}
 	if o.Parallel < 1 {
 		errs = append(errs, fmt.Errorf("--parallel must be >= 1, got %d", o.Parallel))
@@ -341,7 +345,7 @@ func writeAdvisorConfig(policy, dir string, o AdvisorOptions, prof *costmodel.Pr
 	cfg["plugins"] = append(plugins, map[string]any{"type": "pd-ratio-advisor", "parameters": map[string]any{
 		"ttftMs": o.SLO.TTFT.Milliseconds(), "tpotMs": o.SLO.TPOT.Milliseconds(),
 		"windowSeconds": int(o.Window.Seconds()), "intervalSeconds": int(o.Interval.Seconds()),
-		"minDwellSeconds": int(o.Dwell.Seconds()),
+		"minDwellSeconds": int(o.Dwell.Seconds()), "mixLookbackSeconds": int(o.MixLookback.Seconds()),
 	}})
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -189,7 +189,7 @@ func TestWriteAdvisorConfig(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range append(tc.want, "type: pd-ratio-advisor", "ttftMs: 2000", "tpotMs: 50", "minDwellSeconds: 120", "type: aibrix-pd-pair") {
+		for _, want := range append(tc.want, "type: pd-ratio-advisor", "ttftMs: 2000", "tpotMs: 50", "minDwellSeconds: 120", "mixLookbackSeconds: 3600", "type: aibrix-pd-pair") {
 			if !strings.Contains(string(b), want) {
 				t.Errorf("sheddable %v: config lacks %q:\n%s", tc.sheddable, want, b)
 			}
@@ -245,6 +245,8 @@ func TestAdvisorOptionsValidate(t *testing.T) {
 		{name: "phase length", edit: func(o *AdvisorOptions) { o.ShiftEvery = 0 }, want: "--shift-every"},
 		{name: "window in seconds", edit: func(o *AdvisorOptions) { o.Window = 1500 * time.Millisecond }, want: "--advisor-window"},
 		{name: "provisioning", edit: func(o *AdvisorOptions) { o.Provision = -time.Second }, want: "--provision-delay"},
+		{name: "mix look-back", edit: func(o *AdvisorOptions) { o.MixLookback = -time.Second }, want: "--advisor-mix-lookback"},
+		{name: "mix look-back in seconds", edit: func(o *AdvisorOptions) { o.MixLookback = 1500 * time.Millisecond }, want: "--advisor-mix-lookback"},
 		{name: "parallel", edit: func(o *AdvisorOptions) { o.Parallel = 0 }, want: "--parallel"},
 	}
 	for _, tc := range tests {
