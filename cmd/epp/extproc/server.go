@@ -80,8 +80,8 @@ type Options struct {
 	// signed prefill-release callback) for a request id; the header is added to every request
 	// leaving with a prefill target (cmd/epp/prefillrelease).
 	PrefillRelease func(requestID string) string
-	// InlinePrepareData runs the PrepareData plugins on the caller's goroutine, without GIE's
-	// wall-clock timeout (bench sim: its clock is virtual, and it reads the EPP's CPU per thread).
+	// InlinePrepareData runs the PrepareData plugins without GIE's wall-clock budget (bench
+	// sim: its clock is virtual).
 	InlinePrepareData bool
 	// Tracer records each request's spans (gateway.request and its phases); nil is tracing
 	// off, and then the request path makes no tracing call at all.
