@@ -8,7 +8,7 @@ import (
 // TestMixFloor: a phase of one mix, then another; the advice at the end of the second. Band
 // and dwell are 0, so the advice is the raw estimate (floored) at once.
 //
-// Engine side throughout: prefill 20,000 tok/s per pod, TTFT 1 s; decode step 10 ms + 0.2 ms
+// Engine side unless a case says otherwise: prefill 20,000 tok/s per pod, TTFT 1 s; decode step 10 ms + 0.2 ms
 // per sequence, sized at B = 150 (40 ms), 3,750 tok/s per pod.
 //   - heavy prompts: 10 req/s × 8,000 tokens, S = 0.4 s, h = 1.5, ρ = 0.75 → 5.3 → 6 prefill
 //   - long outputs: 10 req/s × 2,000 tokens = 20,000 tok/s → 5.3 → 6 decode
@@ -22,6 +22,14 @@ func TestMixFloor(t *testing.T) {
 	heavy, light := mix(10, 8000, 2000), mix(10, 1000, 100)
 	localHalf := func(o Observation) Observation {
 		o.PromptRate, o.LocalPromptRate = o.PromptRate/2, o.PromptRate/2
+		return o
+	}
+	slowStep := func(o Observation) Observation {
+		o.Step = StepFit{Base: 0.020, PerSeq: 0.0003}
+		return o
+	}
+	backlog := func(o Observation) Observation {
+		o.DecodeInflight = 3000
 		return o
 	}
 	tests := []struct {
@@ -44,9 +52,16 @@ func TestMixFloor(t *testing.T) {
 		// keeps its own heaviest
 		{name: "each role floors on its own heaviest", lookback: 3600,
 			first: mix(10, 8000, 100), second: mix(10, 1000, 2000), secondFor: 10 * time.Minute, prefill: 6, decode: 6},
-		// half the light prompts prefilled on their decode pods: 5 req/s × 8,000 → 3
-		{name: "prompts kept on their decode pods add no prefill floor", lookback: 3600,
-			first: heavy, second: localHalf(light), secondFor: 10 * time.Minute, prefill: 3, decode: 6},
+		// half the heavy prompts were prefilled on their decode pods: 5 req/s × 8,000 → 3
+		{name: "prompts the heavy mix kept on its decode pods add no prefill floor", lookback: 3600,
+			first: localHalf(heavy), second: light, secondFor: 10 * time.Minute, prefill: 3, decode: 6},
+		// the heavy mix's decode step was longer at every batch: B = 66, 66 / 0.0398 =
+		// 1,658 tok/s per pod, 20,000 / 1,658 → 13 (on the light mix's step it would be 6)
+		{name: "each mix is sized on its own engine side", lookback: 3600,
+			first: slowStep(heavy), second: light, secondFor: 10 * time.Minute, prefill: 6, decode: 13},
+		// a backlog of 3,000 requests decoding during the heavy mix: 20 pods then, not after
+		{name: "the requests decoding then are no part of the floor", lookback: 3600,
+			first: backlog(heavy), second: light, secondFor: 10 * time.Minute, prefill: 6, decode: 6},
 		{name: "a lighter mix before adds nothing", lookback: 3600,
 			first: light, second: heavy, secondFor: 10 * time.Minute, prefill: 6, decode: 6},
 	}

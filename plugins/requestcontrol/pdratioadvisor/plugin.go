@@ -435,7 +435,6 @@ func (a *Plugin) estimate(now time.Time) {
 // decoding) from this one: after a shift to long outputs, completions stop for a while, and
 // the pool must still be sized for what keeps arriving.
 func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice {
-	a.mix.record(now, obs, a.p.MinSamples)
 	if obs.Requests >= a.p.MinSamples {
 		if !a.p.stepMeetsTPOT(obs.Step) {
 			// no batch meets the TPOT on this fit, so no decode tier would: more replicas
@@ -459,8 +458,10 @@ func (a *Plugin) advise(now time.Time, obs Observation) []contract.ReplicaAdvice
 	}
 	enough := a.measured != nil && obs.Arrivals+obs.DecodeInflight >= a.p.MinSamples
 	size := Estimate(obs, a.p)
-	prompt, output, outputPrompt := a.mix.heaviest(now)
-	floor := mixFloor(obs, prompt, output, outputPrompt, a.p)
+	if enough {
+		a.mix.record(now, obs, a.p.MinSamples)
+	}
+	floor := a.mix.floor(now, obs.ArrivalRate, a.p)
 	raw := map[string]int{RolePrefill: max(size.Prefill, floor.Prefill), RoleDecode: max(size.Decode, floor.Decode)}
 	var out []contract.ReplicaAdvice
 	roles := []string{RolePrefill, RoleDecode, RoleEncode}
