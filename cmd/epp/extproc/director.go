@@ -122,10 +122,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	if len(candidates) == 0 {
 		return dec, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}
 	}
-	snapshot := make([]fwksched.Endpoint, len(candidates))
-	for i, ep := range candidates {
-		snapshot[i] = newSnapshotEndpoint(ep)
-	}
+	snapshot := newSnapshot(candidates)
 	if err := d.runPrepareData(ctx, req, snapshot); err != nil {
 		if a, ok := contract.AnswerOf(err); ok {
 			return dec, a

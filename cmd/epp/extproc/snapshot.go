@@ -25,8 +25,28 @@ type snapshotEndpoint struct {
 var _ fwksched.Endpoint = (*snapshotEndpoint)(nil)
 
 func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
-	return &snapshotEndpoint{EndpointMetadata: ep.GetMetadata(), Metrics: ep.GetMetrics(),
-		snapshotAttributes: snapshotAttributes{live: ep.GetAttributes()}}
+	return newSnapshot([]fwkdl.Endpoint{ep})[0]
+}
+
+// attrsPerEndpoint is the room each snapshot endpoint has for this request's values before
+// its list moves to an allocation of its own (the shipped configs write one to three keys).
+const attrsPerEndpoint = 4
+
+// newSnapshot is the scheduling snapshot of candidates: their endpoints and the room for
+// their request values in two allocations, where one endpoint and one list each took two
+// per candidate on every request. The endpoints share a lifetime anyway: a plugin that keeps
+// one keeps the request's snapshot.
+func newSnapshot(candidates []fwkdl.Endpoint) []fwksched.Endpoint {
+	snapshot := make([]fwksched.Endpoint, len(candidates))
+	eps := make([]snapshotEndpoint, len(candidates))
+	attrs := make([]snapshotAttr, attrsPerEndpoint*len(candidates))
+	for i, ep := range candidates {
+		e := &eps[i]
+		e.EndpointMetadata, e.Metrics, e.live = ep.GetMetadata(), ep.GetMetrics(), ep.GetAttributes()
+		e.own = attrs[attrsPerEndpoint*i : attrsPerEndpoint*i : attrsPerEndpoint*(i+1)]
+		snapshot[i] = e
+	}
+	return snapshot
 }
 
 // snapshotAttributes is a request's AttributeMap over one endpoint. GIE's Attributes is a
@@ -34,8 +54,7 @@ func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
 // allocated a map root and an entry node per endpoint and key on every request (a tenth of the
 // request path's allocations at 16 endpoints). A request writes a handful of keys, from one
 // goroutine at a time (PrepareData, then the scheduler), so its own values are a short slice
-// under a mutex (a PrepareData plugin that outlived its timeout may still write while the
-// scheduler reads).
+// under a mutex (for a plugin that fans its work out to goroutines of its own).
 //
 // The endpoint's own attributes (data-layer extractors', such as engine metrics) are read from
 // the live endpoint when a plugin first asks for a key, and that value is kept for the rest of
@@ -73,7 +92,7 @@ func (a *snapshotAttributes) setLocked(key string, value fwkdl.Cloneable) {
 		}
 	}
 	if a.own == nil {
-		a.own = make([]snapshotAttr, 0, 4) // room for a few plugins' keys in one allocation
+		a.own = make([]snapshotAttr, 0, attrsPerEndpoint) // a clone's first write
 	}
 	a.own = append(a.own, snapshotAttr{key, value})
 }

@@ -145,26 +145,40 @@ func TestSnapshotAttributesConcurrentPutAndGet(t *testing.T) {
 	}
 }
 
-// A snapshot and a request's value on it cost two allocations (the endpoint with its map, the
-// values' slice); a clone of GIE's sync.Map-backed Attributes cost four or more with the map's
-// root and entry nodes, per endpoint on every request.
-func TestSnapshotEndpointAllocations(t *testing.T) {
-	live := fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{})
+// A request's snapshot of eight endpoints, with a value put on each, costs three allocations
+// (the list, the endpoints, the room for their values) whatever the number of endpoints; one
+// endpoint and one value list each cost two per endpoint, and a clone of GIE's sync.Map-backed
+// Attributes four or more with the map's root and entry nodes, on every request.
+func TestSnapshotAllocations(t *testing.T) {
+	candidates := make([]fwkdl.Endpoint, 8)
+	for i := range candidates {
+		candidates[i] = fwkdl.NewEndpoint(&fwkdl.EndpointMetadata{}, &fwkdl.Metrics{})
+	}
 	info := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
-	n := testing.AllocsPerRun(100, func() {
-		snap := newSnapshotEndpoint(live)
-		snap.Put(attrprefix.PrefixCacheMatchInfoKey, info)
-	})
-	if n > 2 {
-		t.Fatalf("%v allocations to snapshot an endpoint and put one value, want at most 2", n)
+	snapshotAndPut := func() {
+		for _, e := range newSnapshot(candidates) {
+			e.Put(attrprefix.PrefixCacheMatchInfoKey, info)
+		}
+	}
+	if n := testing.AllocsPerRun(100, snapshotAndPut); n > 3 {
+		t.Fatalf("%v allocations to snapshot 8 endpoints and put one value on each, want at most 3", n)
 	}
 	// An endpoint with its own attributes costs nothing more until a plugin reads one.
-	live.GetAttributes().Put("engine", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
-	n = testing.AllocsPerRun(100, func() {
-		snap := newSnapshotEndpoint(live)
-		snap.Put(attrprefix.PrefixCacheMatchInfoKey, info)
-	})
-	if n > 2 {
-		t.Fatalf("%v allocations with an unread endpoint attribute, want at most 2", n)
+	candidates[0].GetAttributes().Put("engine", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
+	if n := testing.AllocsPerRun(100, snapshotAndPut); n > 3 {
+		t.Fatalf("%v allocations with an unread endpoint attribute, want at most 3", n)
+	}
+	// Past its room an endpoint's values move to a list of their own, and its neighbour's
+	// values stay where they were.
+	snap := newSnapshot(candidates[:2])
+	for k := range attrsPerEndpoint + 1 {
+		snap[0].Put(fmt.Sprint("key", k), info)
+	}
+	snap[1].Put("neighbour", info)
+	if _, ok := snap[1].Get("key0"); ok {
+		t.Fatal("one endpoint's value read on its neighbour")
+	}
+	if n := len(snap[0].Keys()); n != attrsPerEndpoint+2 { // the five put and the live "engine"
+		t.Fatalf("%d keys on the first endpoint, want %d", n, attrsPerEndpoint+2)
 	}
 }
