@@ -7,6 +7,7 @@ import (
 
 	fwkdl "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/datalayer"
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
+	attrprefix "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/datalayer/attribute/prefix"
 )
 
 // snapshotEndpoint is one endpoint as one request's scheduling cycle sees it. GIE's director
@@ -98,13 +99,13 @@ func (a *snapshotAttributes) setLocked(key string, value fwkdl.Cloneable) {
 }
 
 // Get returns a clone of the value under key, as GIE's map does: a caller may change what it
-// got without changing what the next one reads.
+// got without changing what the next one reads. A value no caller can change is shared.
 func (a *snapshotAttributes) Get(key string) (fwkdl.Cloneable, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, kv := range a.own {
 		if kv.key == key {
-			return kv.value.Clone(), true
+			return cloneUnlessReadOnly(kv.value), true
 		}
 	}
 	if a.live == nil {
@@ -115,7 +116,17 @@ func (a *snapshotAttributes) Get(key string) (fwkdl.Cloneable, bool) {
 		return nil, false
 	}
 	a.setLocked(key, v)
-	return v.Clone(), true
+	return cloneUnlessReadOnly(v), true
+}
+
+// cloneUnlessReadOnly clones v unless its type offers no way to change it. GIE's prefix match
+// (unexported fields, getters only) is read on every endpoint of every request by the prefix
+// scorer, so its clone was one allocation per candidate for a copy nobody could write.
+func cloneUnlessReadOnly(v fwkdl.Cloneable) fwkdl.Cloneable {
+	if _, ok := v.(*attrprefix.PrefixCacheMatchInfo); ok {
+		return v
+	}
+	return v.Clone()
 }
 
 // Keys lists every key once: this request's, then the endpoint's it did not replace.

@@ -71,10 +71,16 @@ func TestSnapshotAttributes(t *testing.T) {
 			t.Fatalf("%s: %v %v, GIE's clone %v %v", k, got, ok, want, wantOK)
 		}
 	}
-	stored := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
+	stored := &writable{N: 1}
 	snap.Put("request", stored)
 	if got, _ := snap.Get("request"); got == stored {
 		t.Fatal("Get returned the stored value itself, not a clone")
+	}
+	// GIE's prefix match has getters only: no caller can change it, so a read shares it.
+	match := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
+	snap.Put("match", match)
+	if got, _ := snap.Get("match"); got != match {
+		t.Fatal("a read-only prefix match was cloned")
 	}
 	clone := snap.Clone()
 	clone.Put("clone-only", attrprefix.NewPrefixCacheMatchInfo(1, 1, 1))
@@ -120,6 +126,11 @@ func TestSnapshotAttributesReadLiveOnce(t *testing.T) {
 		t.Fatalf("keys %v: a read live key is listed once", got)
 	}
 }
+
+// writable is a value its readers could change.
+type writable struct{ N int }
+
+func (w *writable) Clone() fwkdl.Cloneable { c := *w; return &c }
 
 func keys(m fwkdl.AttributeMap) []string { k := m.Keys(); slices.Sort(k); return k }
 

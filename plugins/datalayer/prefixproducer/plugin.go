@@ -109,9 +109,18 @@ func (p *Producer) PrepareRequestData(ctx context.Context, request *fwksched.LLM
 	blockSize := p.BlockSize(endpoints)
 	hashes := hashPrompt(request, blockSize, p.params.MaxBlocks(blockSize))
 	matches := p.idx.matchLongestPrefix(hashes)
+	// GIE's match value has getters only, so the endpoints that match nothing (most of them,
+	// most of the time) share one.
+	var none *attrprefix.PrefixCacheMatchInfo
 	for _, ep := range endpoints {
-		ep.Put(attrprefix.PrefixCacheMatchInfoKey,
-			attrprefix.NewPrefixCacheMatchInfo(matches[ep.GetMetadata().NamespacedName], len(hashes), blockSize))
+		info, n := none, matches[ep.GetMetadata().NamespacedName]
+		if n > 0 || info == nil {
+			info = attrprefix.NewPrefixCacheMatchInfo(n, len(hashes), blockSize)
+		}
+		if n == 0 {
+			none = info
+		}
+		ep.Put(attrprefix.PrefixCacheMatchInfoKey, info)
 	}
 	rb := &requestBlocks{hashes: hashes, matches: matches}
 	for _, ep := range endpoints {

@@ -389,3 +389,25 @@ func TestRecordCapacity(t *testing.T) {
 		}
 	}
 }
+
+// The endpoints that match nothing share one match value (GIE's has getters only, so none of
+// its readers can change it for another); each endpoint that matches gets its own count.
+func TestUnmatchedEndpointsShareOneValue(t *testing.T) {
+	p := New("p", DefaultParameters(), nil)
+	eps := []*ep{newEP("p0", nil), newEP("p1", nil), newEP("p2", nil), newEP("p3", nil)}
+	prompt := completion("m", strings.Repeat("shared prefix ", 40))
+	steps := []step{{req: prompt, decode: 2, prefill: -1}, {req: completion("m", strings.Repeat("shared prefix ", 40)), decode: 0, prefill: -1}}
+	rows := run(t, p, p.Wait, eps, steps)
+	if got := rows[1][2]; got[0] == 0 || got[0] != got[1] {
+		t.Fatalf("the endpoint holding the prompt matched %v, want all of it", got)
+	}
+	if eps[0].info() != eps[1].info() || eps[1].info() != eps[3].info() {
+		t.Fatal("the unmatched endpoints got a value each")
+	}
+	if in := eps[0].info(); in.MatchBlocks() != 0 || in.TotalBlocks() != rows[1][2][1] {
+		t.Fatalf("unmatched value %d of %d blocks, want 0 of %d", in.MatchBlocks(), in.TotalBlocks(), rows[1][2][1])
+	}
+	if eps[2].info() == eps[0].info() {
+		t.Fatal("the matching endpoint shares the unmatched value")
+	}
+}
