@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -35,6 +36,8 @@ type Director struct {
 	inline bool
 	// prepareDataTimeout bounds the PrepareData plugins of one request (a field for tests).
 	prepareDataTimeout time.Duration
+	// attrRoom is the room for request values each snapshot endpoint gets (attrRoom).
+	attrRoom atomic.Int32
 }
 
 // Request is one parsed request as the director takes it.
@@ -81,7 +84,9 @@ type Decision struct {
 func (s *Server) Director() *Director { return s.director }
 
 func newDirector(cfg Config, hooks Hooks, opts Options) *Director {
-	return &Director{cfg: cfg, hooks: hooks, inline: opts.InlinePrepareData, prepareDataTimeout: prepareDataTimeout}
+	d := &Director{cfg: cfg, hooks: hooks, inline: opts.InlinePrepareData, prepareDataTimeout: prepareDataTimeout}
+	d.attrRoom.Store(defaultAttrRoom)
+	return d
 }
 
 // Decide runs one request through the hooks up to its dispatch. It returns the decision and
@@ -122,7 +127,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	if len(candidates) == 0 {
 		return dec, errcommon.Error{Code: errcommon.ServiceUnavailable, Msg: "failed to find endpoint candidates for serving the request"}
 	}
-	snapshot := newSnapshot(candidates)
+	snapshot, eps := newSnapshot(candidates, int(d.attrRoom.Load()))
 	if err := d.runPrepareData(ctx, req, snapshot); err != nil {
 		if a, ok := contract.AnswerOf(err); ok {
 			return dec, a
@@ -143,6 +148,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 		}
 	}
 	result, err := d.cfg.Scheduler.Schedule(ctx, req, snapshot)
+	d.attrRoom.Store(int32(attrRoom(eps)))
 	if a := contract.Recorded(ctx); a != nil {
 		return dec, a // a filter or scorer answered: the scheduler's own outcome does not matter
 	}

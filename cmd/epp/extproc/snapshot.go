@@ -26,28 +26,48 @@ type snapshotEndpoint struct {
 var _ fwksched.Endpoint = (*snapshotEndpoint)(nil)
 
 func newSnapshotEndpoint(ep fwkdl.Endpoint) fwksched.Endpoint {
-	return newSnapshot([]fwkdl.Endpoint{ep})[0]
+	snapshot, _ := newSnapshot([]fwkdl.Endpoint{ep}, defaultAttrRoom)
+	return snapshot[0]
 }
 
-// attrsPerEndpoint is the room each snapshot endpoint has for this request's values before
-// its list moves to an allocation of its own (the shipped configs write one to three keys).
-const attrsPerEndpoint = 4
+// defaultAttrRoom is the room each snapshot endpoint has for this request's values (what
+// PrepareData plugins put and the live values a plugin has read) until a request shows what
+// the configuration uses; past its room an endpoint's list moves to an allocation of its own.
+const defaultAttrRoom = 4
 
-// newSnapshot is the scheduling snapshot of candidates: their endpoints and the room for
-// their request values in two allocations, where one endpoint and one list each took two
-// per candidate on every request. The endpoints share a lifetime anyway: a plugin that keeps
-// one keeps the request's snapshot.
-func newSnapshot(candidates []fwkdl.Endpoint) []fwksched.Endpoint {
+// newSnapshot is the scheduling snapshot of candidates: their endpoints and room for room
+// values each in two allocations, where one endpoint and one list each took two per candidate
+// on every request. The endpoints share a lifetime anyway: a plugin that keeps one keeps the
+// request's snapshot.
+func newSnapshot(candidates []fwkdl.Endpoint, room int) ([]fwksched.Endpoint, []snapshotEndpoint) {
 	snapshot := make([]fwksched.Endpoint, len(candidates))
 	eps := make([]snapshotEndpoint, len(candidates))
-	attrs := make([]snapshotAttr, attrsPerEndpoint*len(candidates))
+	var attrs []snapshotAttr
+	if room > 0 {
+		attrs = make([]snapshotAttr, room*len(candidates))
+	}
 	for i, ep := range candidates {
 		e := &eps[i]
 		e.EndpointMetadata, e.Metrics, e.live = ep.GetMetadata(), ep.GetMetrics(), ep.GetAttributes()
-		e.own = attrs[attrsPerEndpoint*i : attrsPerEndpoint*i : attrsPerEndpoint*(i+1)]
+		if room > 0 {
+			e.own = attrs[room*i : room*i : room*(i+1)]
+		}
 		snapshot[i] = e
 	}
-	return snapshot
+	return snapshot, eps
+}
+
+// attrRoom is the room the next request's snapshot gives each endpoint: the most values one
+// endpoint of this request held, so that a configuration whose plugins put two keys does not
+// carry room for four on every candidate, and one that reads five gets them.
+func attrRoom(eps []snapshotEndpoint) int {
+	most := 0
+	for i := range eps {
+		eps[i].mu.Lock()
+		most = max(most, len(eps[i].own))
+		eps[i].mu.Unlock()
+	}
+	return most
 }
 
 // snapshotAttributes is a request's AttributeMap over one endpoint. GIE's Attributes is a
@@ -93,7 +113,7 @@ func (a *snapshotAttributes) setLocked(key string, value fwkdl.Cloneable) {
 		}
 	}
 	if a.own == nil {
-		a.own = make([]snapshotAttr, 0, attrsPerEndpoint) // a clone's first write
+		a.own = make([]snapshotAttr, 0, defaultAttrRoom) // a clone's first write
 	}
 	a.own = append(a.own, snapshotAttr{key, value})
 }

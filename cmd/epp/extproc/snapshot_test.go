@@ -167,7 +167,8 @@ func TestSnapshotAllocations(t *testing.T) {
 	}
 	info := attrprefix.NewPrefixCacheMatchInfo(1, 2, 3)
 	snapshotAndPut := func() {
-		for _, e := range newSnapshot(candidates) {
+		snapshot, _ := newSnapshot(candidates, defaultAttrRoom)
+		for _, e := range snapshot {
 			e.Put(attrprefix.PrefixCacheMatchInfoKey, info)
 		}
 	}
@@ -181,15 +182,27 @@ func TestSnapshotAllocations(t *testing.T) {
 	}
 	// Past its room an endpoint's values move to a list of their own, and its neighbour's
 	// values stay where they were.
-	snap := newSnapshot(candidates[:2])
-	for k := range attrsPerEndpoint + 1 {
+	snap, eps := newSnapshot(candidates[:2], defaultAttrRoom)
+	for k := range defaultAttrRoom + 1 {
 		snap[0].Put(fmt.Sprint("key", k), info)
 	}
 	snap[1].Put("neighbour", info)
 	if _, ok := snap[1].Get("key0"); ok {
 		t.Fatal("one endpoint's value read on its neighbour")
 	}
-	if n := len(snap[0].Keys()); n != attrsPerEndpoint+2 { // the five put and the live "engine"
-		t.Fatalf("%d keys on the first endpoint, want %d", n, attrsPerEndpoint+2)
+	if n := len(snap[0].Keys()); n != defaultAttrRoom+2 { // the five put and the live "engine"
+		t.Fatalf("%d keys on the first endpoint, want %d", n, defaultAttrRoom+2)
+	}
+	// The next request's room is what this one used: the most values one endpoint held.
+	if got := attrRoom(eps); got != defaultAttrRoom+1 {
+		t.Fatalf("room %d for the next request, want %d", got, defaultAttrRoom+1)
+	}
+	snap, eps = newSnapshot(candidates[:2], 0) // a configuration that puts nothing
+	if n := testing.AllocsPerRun(100, func() { newSnapshot(candidates, 0) }); n > 2 {
+		t.Fatalf("%v allocations for a snapshot without room, want 2", n)
+	}
+	snap[1].Put("late", info)
+	if got := attrRoom(eps); got != 1 {
+		t.Fatalf("room %d after one value on one endpoint, want 1", got)
 	}
 }
