@@ -25,8 +25,10 @@ type Observation struct {
 	// only at completion, so when long outputs start arriving the rate lags; the population
 	// already decoding does not.
 	DecodeInflight int
-	// MeanPrompt and MeanOutput are tokens per request.
-	MeanPrompt, MeanOutput float64
+	// MeanPrompt and MeanOutput are tokens per request: the prompt of the arrivals, the
+	// output of the completions. CompletedPrompt is the mean prompt of those completions (at a
+	// change of mix the arrivals are already of the new one).
+	MeanPrompt, MeanOutput, CompletedPrompt float64
 	// PrefillRate is the prompt tokens per second one prefill pod processes while it has
 	// prefill work (0: not measured yet).
 	PrefillRate float64
@@ -110,8 +112,8 @@ type Sizing struct {
 // needs PromptRate / (ρ·PrefillRate) pods.
 //
 // Decode: the largest batch B whose fitted step stays within tpotHeadroom × TPOT, further
-// bounded by the KV cache (kvHeadroom × capacity / (MeanPrompt + MeanOutput/2) resident tokens
-// per request),
+// bounded by the KV cache (kvHeadroom × capacity / (prompt + MeanOutput/2) resident tokens
+// per request, the prompt of the completed requests whose outputs these are),
 // by maxBatch, and by twice the largest batch seen (no extrapolation far beyond what was
 // measured). A pod then emits B / step(B) tokens per second; the tier needs OutputRate of them,
 // and at least DecodeInflight / B pods for the requests decoding now.
@@ -138,7 +140,16 @@ func Estimate(o Observation, p Parameters) Sizing {
 		if o.MaxBatch > 0 {
 			b = math.Min(b, 2*o.MaxBatch)
 		}
-		if resident := o.MeanPrompt + o.MeanOutput/2; o.KVTokens > 0 && resident > 0 {
+		prompt := o.MeanPrompt
+		if o.CompletedPrompt > 0 {
+			// the outputs are the completed requests', so their own prompts are what each
+			// holds in the cache beside them. In a window that spans a change of mix the
+			// arrivals' prompts are already the next mix's: 13.7k-token prompts paired with
+			// the last mix's 2,500-token outputs sized decode for a request heavier than
+			// either, and turned a fleet towards decode as long prompts arrived.
+			prompt = o.CompletedPrompt
+		}
+		if resident := prompt + o.MeanOutput/2; o.KVTokens > 0 && resident > 0 {
 			b = math.Min(b, p.KVHeadroom*float64(o.KVTokens)/resident)
 		}
 		b = math.Max(math.Floor(b), 1)

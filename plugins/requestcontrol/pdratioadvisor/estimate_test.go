@@ -32,6 +32,12 @@ func TestEstimate(t *testing.T) {
 		{name: "decode bounded by the KV cache",
 			o:      Observation{OutputRate: 10000, Step: step, MaxBatch: 100, MeanPrompt: 1000, MeanOutput: 200, KVTokens: 100000},
 			decode: 4, decodeBatch: 63}, // 0.7 × 100000 / 1100; 63 / 0.0226 = 2788 tok/s per pod
+		// a window across a change of mix: the arrivals bring 13,000-token prompts, the
+		// outputs are of requests with 1,000-token ones; paired with the arrivals' prompts the
+		// KV bound would be 5 and the need 22 pods
+		{name: "the KV bound pairs the outputs with their own prompts",
+			o:      Observation{OutputRate: 10000, Step: step, MaxBatch: 100, MeanPrompt: 13000, CompletedPrompt: 1000, MeanOutput: 200, KVTokens: 100000},
+			decode: 4, decodeBatch: 63},
 		{name: "decode bounded by twice the batch seen",
 			o:      Observation{OutputRate: 10000, Step: step, MaxBatch: 10},
 			decode: 7, decodeBatch: 20}, // 20 / 0.014 = 1428.6 tok/s per pod

@@ -349,6 +349,7 @@ func (a *Plugin) ResponseBody(_ context.Context, req *fwksched.LLMRequest, resp 
 		b := a.win.at(now)
 		b.completions++
 		b.outputTokens += float64(out)
+		b.completedPrompt += float64(f.prompt)
 		if d := now.Sub(f.headerAt); out > 1 && d > 0 && f.decode != "" {
 			ps := a.pod(f.decode)
 			a.advanceArea(ps, now)

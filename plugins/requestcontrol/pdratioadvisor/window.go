@@ -15,6 +15,7 @@ type bucket struct {
 	arrivals                  float64
 	remotePrompt, localPrompt float64 // prompt tokens of arrivals with and without a prefill pod
 	completions, outputTokens float64
+	completedPrompt           float64 // prompt tokens of the completed requests
 
 	prefillTokens, prefillBusy float64 // tokens whose prefill ended; busy pod-seconds
 	transferSum, transfers     float64
@@ -70,6 +71,7 @@ func (w *window) total(now time.Time) (bucket, time.Duration) {
 			t.localPrompt += b.localPrompt
 			t.completions += b.completions
 			t.outputTokens += b.outputTokens
+			t.completedPrompt += b.completedPrompt
 			t.prefillTokens += b.prefillTokens
 			t.prefillBusy += b.prefillBusy
 			t.transferSum += b.transferSum
@@ -97,6 +99,7 @@ func (w *window) observation(now time.Time, kvTokens int) Observation {
 	}
 	if t.completions > 0 {
 		o.MeanOutput = t.outputTokens / t.completions
+		o.CompletedPrompt = t.completedPrompt / t.completions
 		o.OutputRate = t.arrivals / sec * o.MeanOutput
 	}
 	if t.prefillBusy > 0 {
