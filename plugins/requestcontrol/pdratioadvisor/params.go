@@ -37,9 +37,9 @@ type Parameters struct {
 	KVHeadroom float64 `json:"kvHeadroom"`
 	// MinReplicas is the smallest advice per sized role.
 	MinReplicas int `json:"minReplicas"`
-	// MixLookbackSeconds is how long the advisor remembers the heaviest mean prompt and
-	// output it has served: each role is kept at what the present arrival rate needs if the
-	// requests turned back into that mix (0: no such floor).
+	// MixLookbackSeconds is how long the advisor remembers the mixes it has served: each role
+	// is kept at what the present arrival rate needs if the requests turned back into the
+	// heaviest of them for that role (0: no such floor).
 	MixLookbackSeconds int `json:"mixLookbackSeconds"`
 	// MinSamples is the number of completed requests in the window below which the advice
 	// stays where it is (no_data).
