@@ -255,8 +255,13 @@ func (p *Parser) payloadMap(members []member) (fwksched.PayloadMap, error) {
 			m[key] = json.RawMessage(kv.value)
 			continue
 		}
-		var x any
-		if err := json.Unmarshal(kv.value, &x); err != nil {
+		sc := scanner{b: kv.value}
+		x, err := sc.anyValue()
+		if err != nil {
+			// encoding/json's words for what is wrong (the scanner only knows that it is)
+			if err = json.Unmarshal(kv.value, &x); err == nil {
+				err = errors.New("rejected by the scanner, accepted by encoding/json")
+			}
 			return nil, fmt.Errorf("error unmarshaling request bodyMap: field %q: %w", key, err)
 		}
 		m[key] = x
