@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -157,21 +156,7 @@ func TestPrefillReleaseCallbackNeverHurtsTheRequest(t *testing.T) {
 	failing := newFakeEPP(t, http.StatusForbidden)
 	// An EPP that accepts and drops every connection: a transport error on a port this test
 	// keeps, so no other server can take it over (a closed server's port can be reused).
-	dropping, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = dropping.Close() })
-	go func() {
-		for {
-			c, err := dropping.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-		}
-	}()
-	closedURL := "http://" + dropping.Addr().String()
+	closedURL := "http://" + testsupport.NewDropper(t, "127.0.0.1:0").Addr()
 	elsewhere := newFakeEPP(t, http.StatusNoContent)
 	tests := []struct {
 		name, header, result string

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"reflect"
 	"strconv"
 	"strings"
@@ -115,34 +114,13 @@ func TestSimPublishesKVEvents(t *testing.T) {
 // first) ends the ZMTP handshake; the simulator keeps dialling, as libzmq does, and publishes
 // to the subscriber that binds the port afterwards.
 func TestSimRedialsAfterAFailedHandshake(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	accepted := make(chan struct{}, 1)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.Close()
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	holder := testsupport.NewDropper(t, "127.0.0.1:0")
+	port := strconv.Itoa(holder.Port())
 	// A host other than the endpoint's, so the simulator connects rather than binds.
 	in := startSim(t, newPump(t), Options{Dialect: DialectVLLM, Role: RoleCombined, Model: "m",
 		KVEventsEndpoint: "tcp://127.0.0.1:" + port, Host: "127.0.0.3"})
-	select {
-	case <-accepted:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the simulator never dialled the KV-event endpoint")
-	}
-	_ = ln.Close()
+	testsupport.Eventually(t, 10*time.Second, "the simulator dialling the KV-event endpoint", func() bool { return holder.Hits() > 0 })
+	_ = holder.Close()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

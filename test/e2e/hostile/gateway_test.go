@@ -52,11 +52,11 @@ func sidecarRejections(t *testing.T, l *lab.Lab) float64 {
 func TestSpoofedRoutingHeadersAtGateway(t *testing.T) {
 	l := startLab(t, "127.0.91")
 	tr := newTrap(t, "127.0.0.1:0")
-	evil := fmt.Sprintf("127.0.0.1:%d", tr.port())
+	evil := fmt.Sprintf("127.0.0.1:%d", tr.Port())
 	spoofs := map[string]string{
 		"x-prefiller-host-port":              evil,
 		"x-encoder-hosts-ports":              evil + "," + evil,
-		"x-pdgate-prefiller-bootstrap-port":  fmt.Sprint(tr.port()),
+		"x-pdgate-prefiller-bootstrap-port":  fmt.Sprint(tr.Port()),
 		"x-pdgate-prefiller-engine":          "sglang",
 		"x-pdgate-prefiller-kv-connector":    "shared-storage",
 		"x-data-parallel-host-port":          evil,
@@ -77,7 +77,7 @@ func TestSpoofedRoutingHeadersAtGateway(t *testing.T) {
 			t.Fatalf("request %d: %d %s", i, code, body)
 		}
 	}
-	if n := tr.hits.Load(); n != 0 {
+	if n := tr.Hits(); n != 0 {
 		t.Errorf("spoofed headers reached the trap %d times", n)
 	}
 	if n := sidecarRejections(t, l); n != 0 {

@@ -5,10 +5,7 @@ package hostile
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -39,37 +36,9 @@ func start(t *testing.T, name, health string, args ...string) {
 	}
 }
 
-// trap is a listener an attacker would like pdgate to call: it counts every connection
+// newTrap is a listener an attacker would like pdgate to call: it counts every connection
 // (and answers nothing useful).
-type trap struct {
-	ln    net.Listener
-	hits  atomic.Int64
-	mu    sync.Mutex
-	addrs []string
-}
-
-func newTrap(t *testing.T, addr string) *trap {
+func newTrap(t *testing.T, addr string) *testsupport.Dropper {
 	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &trap{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tr.hits.Add(1)
-			tr.mu.Lock()
-			tr.addrs = append(tr.addrs, c.RemoteAddr().String())
-			tr.mu.Unlock()
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = ln.Close() })
-	return tr
+	return testsupport.NewDropper(t, addr)
 }
-
-func (tr *trap) port() int { return tr.ln.Addr().(*net.TCPAddr).Port }

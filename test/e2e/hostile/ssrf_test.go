@@ -38,23 +38,23 @@ func TestSSRFPrefillHeader(t *testing.T) {
 	url, pp := vllmPair(t)
 	other := newTrap(t, "127.0.0.1:0")                     // another port on the allowed host
 	sibling := newTrap(t, fmt.Sprintf("127.0.0.2:%d", pp)) // same port, other IP
-	var v6 *trap
+	var v6 *testsupport.Dropper
 	if ln, err := net.Listen("tcp", fmt.Sprintf("[::1]:%d", pp)); err == nil {
 		_ = ln.Close()
 		v6 = newTrap(t, fmt.Sprintf("[::1]:%d", pp))
 	}
 	attacks := []string{
-		fmt.Sprintf("127.0.0.1:%d", other.port()),
+		fmt.Sprintf("127.0.0.1:%d", other.Port()),
 		fmt.Sprintf("127.0.0.2:%d", pp),
 		fmt.Sprintf("localhost:%d", pp),
 		fmt.Sprintf("LOCALHOST.:%d", pp),
 		fmt.Sprintf("[::1]:%d", pp),
 		fmt.Sprintf("[0:0:0:0:0:0:0:1]:%d", pp),
 		fmt.Sprintf("[::ffff:127.0.0.2]:%d", pp),
-		fmt.Sprintf("[::ffff:7f00:1]:%d", other.port()),
+		fmt.Sprintf("[::ffff:7f00:1]:%d", other.Port()),
 		fmt.Sprintf("2130706434:%d", pp),
 		fmt.Sprintf("0x7f000002:%d", pp),
-		fmt.Sprintf("127.1:%d", other.port()),
+		fmt.Sprintf("127.1:%d", other.Port()),
 		fmt.Sprintf("http://127.0.0.2:%d/", pp),
 		fmt.Sprintf("127.0.0.1:%d@127.0.0.2:%d", pp, pp),
 		fmt.Sprintf("127.0.0.2:%d#127.0.0.1:%d", pp, pp),
@@ -73,9 +73,9 @@ func TestSSRFPrefillHeader(t *testing.T) {
 	if code, _, body := post(t, url, map[string]string{"x-prefiller-host-port": fmt.Sprintf("127.0.0.1:%d", pp)}, chat); code != http.StatusOK {
 		t.Fatalf("allowed prefill target: %d %s", code, body)
 	}
-	for name, tr := range map[string]*trap{"other port": other, "other ip": sibling, "ipv6": v6} {
-		if tr != nil && tr.hits.Load() != 0 {
-			t.Errorf("%s trap saw %d connections", name, tr.hits.Load())
+	for name, tr := range map[string]*testsupport.Dropper{"other port": other, "other ip": sibling, "ipv6": v6} {
+		if tr != nil && tr.Hits() != 0 {
+			t.Errorf("%s trap saw %d connections", name, tr.Hits())
 		}
 	}
 }
@@ -86,13 +86,13 @@ func TestSSRFEncoderHeader(t *testing.T) {
 	url, pp := vllmPair(t)
 	tr := newTrap(t, "127.0.0.1:0")
 	mm := `{"model":"meta-llama/Llama-3.1-8B-Instruct","max_tokens":4,"messages":[{"role":"user","content":[{"type":"text","text":"what is this"},{"type":"image_url","image_url":{"url":"https://example.invalid/a.png"}}]}]}`
-	hdr := map[string]string{"x-encoder-hosts-ports": fmt.Sprintf("127.0.0.1:%d, localhost:%d,[::1]:%d,127.0.0.3:%d,http://127.0.0.1:%d", tr.port(), tr.port(), tr.port(), pp, tr.port())}
+	hdr := map[string]string{"x-encoder-hosts-ports": fmt.Sprintf("127.0.0.1:%d, localhost:%d,[::1]:%d,127.0.0.3:%d,http://127.0.0.1:%d", tr.Port(), tr.Port(), tr.Port(), pp, tr.Port())}
 	code, _, body := post(t, url, hdr, mm)
 	if code != http.StatusOK {
 		t.Fatalf("refused encoders must be dropped, not fail the request: %d %s", code, body)
 	}
-	if tr.hits.Load() != 0 {
-		t.Fatalf("trap saw %d connections", tr.hits.Load())
+	if tr.Hits() != 0 {
+		t.Fatalf("trap saw %d connections", tr.Hits())
 	}
 }
 
@@ -100,7 +100,7 @@ func TestSSRFEncoderHeader(t *testing.T) {
 func TestSSRFRedirectNotFollowed(t *testing.T) {
 	tr := newTrap(t, "127.0.0.1:0")
 	redirector := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", tr.port()), http.StatusTemporaryRedirect)
+		http.Redirect(w, r, fmt.Sprintf("http://127.0.0.1:%d/v1/chat/completions", tr.Port()), http.StatusTemporaryRedirect)
 	})}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -117,8 +117,8 @@ func TestSSRFRedirectNotFollowed(t *testing.T) {
 	if code < 500 || h.Get("x-error-pd-prefill") != "true" {
 		t.Errorf("a redirecting prefill must fail the leg: %d %v %s", code, h, body)
 	}
-	if tr.hits.Load() != 0 {
-		t.Fatalf("redirect followed: trap saw %d connections", tr.hits.Load())
+	if tr.Hits() != 0 {
+		t.Fatalf("redirect followed: trap saw %d connections", tr.Hits())
 	}
 }
 
@@ -136,12 +136,12 @@ func TestSSRFBootstrapPortHeader(t *testing.T) {
 		"--engine-url", fmt.Sprintf("http://127.0.0.1:%d", dp), "--allowlist", fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", pp, bp),
 		"--sglang-bootstrap-port", fmt.Sprint(bp), "--prefill-failure-policy", "fail-fast", "--decode-abort-retry-delay", "0")
 	prefill := fmt.Sprintf("127.0.0.1:%d", pp)
-	code, h, body := post(t, url, map[string]string{"x-prefiller-host-port": prefill, "x-pdgate-prefiller-bootstrap-port": fmt.Sprint(tr.port())}, chat)
+	code, h, body := post(t, url, map[string]string{"x-prefiller-host-port": prefill, "x-pdgate-prefiller-bootstrap-port": fmt.Sprint(tr.Port())}, chat)
 	if code != http.StatusForbidden || h.Get("x-error-pd-prefill") != "true" {
 		t.Errorf("bootstrap port outside the allow-list: %d %v %s", code, h, body)
 	}
-	if tr.hits.Load() != 0 {
-		t.Errorf("trap saw %d connections", tr.hits.Load())
+	if tr.Hits() != 0 {
+		t.Errorf("trap saw %d connections", tr.Hits())
 	}
 	// The allowed bootstrap port, by header or by flag, still works.
 	for _, hdr := range []map[string]string{{"x-prefiller-host-port": prefill, "x-pdgate-prefiller-bootstrap-port": fmt.Sprint(bp)}, {"x-prefiller-host-port": prefill}} {
