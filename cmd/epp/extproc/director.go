@@ -237,9 +237,9 @@ func (d *Director) admissionContext(in *Request, priority int) *handlers.Request
 //
 // They run on the caller's goroutine, with the budget as their context's deadline, where GIE
 // runs them on a goroutine of their own and stops waiting at the deadline. Handing a request
-// to another goroutine and back costs a spawn and two wake-ups, about a tenth of the EPP's
-// CPU for a 1 KB request, and waiting for nothing else bought nothing: scheduling needs what
-// the plugins write. What a request sees is GIE's: a plugin that returns an error, or the
+// to another goroutine and back costs a spawn, a timer and two wake-ups (2 % of llm-d P/D's
+// instructions at 1 KB through gRPC, 5-9 % of an in-process profile), and waiting for nothing
+// else bought nothing: scheduling needs what the plugins write. What a request sees is GIE's: a plugin that returns an error, or the
 // budget running out, leaves the later plugins' data absent, and Decide logs it and goes on.
 // The one difference is for a plugin that ignores its context: the request waits for it
 // rather than racing it (GIE's scorers could read a snapshot such a plugin was still writing).
