@@ -43,8 +43,13 @@ type chatMessage struct {
 // outgrew that pod's 8,192 blocks and, cycled, missed every time, so each request took a
 // prefill leg, while an EPP whose first requests landed on several pods served nearly every
 // request decode-only: two levels of cost per request between processes of one binary.
-func ChatBody(size int, seed uint64) []byte {
-	req := chatRequest{Model: Model, MaxTokens: 128, Temperature: 0.7, Messages: []chatMessage{
+func ChatBody(size int, seed uint64) []byte { return chatBody(size, seed, false) }
+
+// ChatStreamBody is ChatBody asking for a streamed answer ("stream": true).
+func ChatStreamBody(size int, seed uint64) []byte { return chatBody(size, seed, true) }
+
+func chatBody(size int, seed uint64, stream bool) []byte {
+	req := chatRequest{Model: Model, MaxTokens: 128, Temperature: 0.7, Stream: stream, Messages: []chatMessage{
 		{Role: "system", Content: "Session " + strconv.FormatUint(seed, 10) + ". You are a careful assistant. Answer from the documents provided."},
 		{Role: "user"},
 	}}
@@ -92,6 +97,30 @@ func CompletionBody(i, promptTokens int) []byte {
 		`"choices":[{"index":0,"message":{"role":"assistant","content":"The report's figures agree with the table in section 3."},`+
 		`"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":12,"total_tokens":%d}}`,
 		i, Model, promptTokens, promptTokens+12)
+}
+
+// StreamedCompletion is the model server's streamed answer as vLLM sends it with
+// stream_options.include_usage: one server-sent event per generated token, each a
+// chat.completion.chunk of one word, then an event with empty choices and the usage, then
+// [DONE]. events counts the token events; each event is one frame to the EPP, as Envoy relays
+// an upstream that flushes every token.
+func StreamedCompletion(i, promptTokens, events int) [][]byte {
+	out := make([][]byte, 0, events+2)
+	for e := range events {
+		word := vocabulary[(i+e)%len(vocabulary)]
+		out = append(out, fmt.Appendf(nil, `data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764633600,"model":%q,`+
+			`"choices":[{"index":0,"delta":{"content":" %s"},"logprobs":null,"finish_reason":null}]}`+"\n\n", i, Model, word))
+	}
+	out = append(out,
+		fmt.Appendf(nil, `data: {"id":"chatcmpl-%d","object":"chat.completion.chunk","created":1764633600,"model":%q,"choices":[],`+
+			`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`+"\n\n", i, Model, promptTokens, events, promptTokens+events),
+		[]byte("data: [DONE]\n\n"))
+	return out
+}
+
+// StreamResponseHeaders are a streamed answer's response headers (no Content-Length).
+func StreamResponseHeaders() map[string]string {
+	return map[string]string{":status": "200", "content-type": "text/event-stream"}
 }
 
 // RequestHeaders are the headers Envoy forwards for a chat completion.

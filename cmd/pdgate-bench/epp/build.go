@@ -230,6 +230,10 @@ func requestPathSection(o Options, res *Results) report.Section {
 		"CPU efficiency × base = base net CPU/request ÷ this config's. Net CPU × floor = this config's "+
 		"net CPU/request ÷ the floor's (`pdgate-bench floor-epp`: the same exchange answered with no "+
 		"decision, every request to one pod), the distance to what the protocol alone costs.", o.Concurrency, o.Conns, o.ChunkSize>>10)
+	if res.StreamEvents > 0 {
+		text = strings.Replace(text, "a JSON completion with usage", fmt.Sprintf("a streamed answer: %d token events, "+
+			"a usage event and [DONE], one body frame each, the requests asking stream: true", res.StreamEvents), 1)
+	}
 	if res.Meter == "instructions" {
 		text += " " + instructionNote
 	}

@@ -46,6 +46,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 				"memory-endpoints": func() { eff.MemoryEndpoints = o.MemoryEndpoints }, "bin-dir": func() { eff.BinDir = o.BinDir },
 				"cpu-profile": func() { eff.CPUProfile = o.CPUProfile }, "instructions": func() { eff.Instructions = o.Instructions },
 				"repeats": func() { eff.Repeats = o.Repeats }, "pods": func() { eff.Pods = o.Pods },
+				"stream-events": func() { eff.StreamEvents = o.StreamEvents },
 			} {
 				if flags.Changed(name) {
 					apply()
@@ -105,6 +106,7 @@ p50/p99, errors and ratios to stock; then a burst of back-to-back requests over 
 	f.IntVar(&o.Pods, "pods", 0, "pods per pool, a multiple of 4: stock GIE's all plain, a P/D pool half decode and half the other roles (8: 4 decode + 4 prefill); 0: 8 primary pods each (stock 8, P/D 16)")
 	f.BoolVar(&o.Instructions, "instructions", false, "meter the phases in instructions executed (valgrind's callgrind; CPU columns then read in millions of instructions) instead of CPU time: the same figures on a busy machine as on a quiet one; wants fewer --requests (callgrind runs 30-100x slower)")
 	f.Float64Var(&o.TraceSampleRatio, "trace-sample-ratio", 1, "fraction of requests a "+TracedSuffix+" config samples (OTEL_TRACES_SAMPLER=parentbased_traceidratio below 1; 1 samples every request, the worst case)")
+	f.IntVar(&o.StreamEvents, "stream-events", 0, "play every answer streamed: this many token events (plus the usage event and [DONE]), one response body frame each, the requests asking stream: true; 0: one non-streamed body")
 	f.StringVar(&o.BinDir, "bin-dir", "", "directory with epp and gie-epp (default <repo>/bin; missing ones are built)")
 	return c
 }

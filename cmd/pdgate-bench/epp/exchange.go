@@ -19,6 +19,8 @@ type Exchange struct {
 	// RespHeaders and RespBody play the model server's answer (:status included).
 	RespHeaders map[string]string
 	RespBody    []byte
+	// RespEvents, when set, play a streamed answer instead of RespBody: one frame each.
+	RespEvents [][]byte
 }
 
 // Outcome is what one exchange produced.
@@ -137,17 +139,21 @@ func requestPhase(ctx context.Context, s *extprocclient.Stream, x *Exchange) Out
 // responsePhase plays the upstream's answer: response headers (with the served endpoint in
 // the metadata context, as Envoy reports it), then the body.
 func responsePhase(ctx context.Context, s *extprocclient.Stream, x *Exchange, served string) error {
-	hr, err := s.ResponseHeaders(ctx, extprocclient.HeaderMap(x.RespHeaders), served, len(x.RespBody) == 0)
+	hr, err := s.ResponseHeaders(ctx, extprocclient.HeaderMap(x.RespHeaders), served, len(x.RespBody) == 0 && len(x.RespEvents) == 0)
 	if err != nil {
 		return fmt.Errorf("response headers: %w", err)
 	}
 	if hr.Immediate != nil {
 		return fmt.Errorf("response headers: immediate response %d", extprocclient.ImmediateStatus(hr.Immediate))
 	}
-	if len(x.RespBody) == 0 {
+	var body io.Reader = &wholeBody{b: x.RespBody}
+	switch {
+	case len(x.RespEvents) > 0:
+		body = &eventsBody{events: x.RespEvents}
+	case len(x.RespBody) == 0:
 		return nil
 	}
-	if err := s.RelayResponseBody(ctx, &wholeBody{b: x.RespBody}, func([]byte) error { return nil }); err != nil {
+	if err := s.RelayResponseBody(ctx, body, func([]byte) error { return nil }); err != nil {
 		return fmt.Errorf("response body: %w", err)
 	}
 	return nil
@@ -162,6 +168,27 @@ func (w *wholeBody) Read(p []byte) (int, error) {
 	n := copy(p, w.b)
 	w.b = w.b[n:]
 	if len(w.b) == 0 {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// eventsBody returns one event per read, io.EOF with the last: each event goes to the EPP as
+// one response body frame, the last carrying end_of_stream.
+type eventsBody struct {
+	events [][]byte
+	off    int // into events[0]
+}
+
+func (e *eventsBody) Read(p []byte) (int, error) {
+	if len(e.events) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, e.events[0][e.off:])
+	if e.off += n; e.off == len(e.events[0]) {
+		e.events, e.off = e.events[1:], 0
+	}
+	if len(e.events) == 0 {
 		return n, io.EOF
 	}
 	return n, nil

@@ -119,17 +119,25 @@ func startFake(t *testing.T, f *fakeEPP, chunk int) *Client {
 	if f.dest == nil {
 		f.dest = func([]byte) string { return "10.0.0.1:8000" }
 	}
+	timeout := 20 * time.Second
+	if f.mode == "silent" {
+		timeout = 50 * time.Millisecond
+	}
+	return startServer(t, f, chunk, timeout)
+}
+
+// startServer serves srv over an in-memory listener and returns a client on it that sends
+// body frames of chunk bytes (0: the default) and waits timeout for each message.
+func startServer(t *testing.T, srv extprocv3.ExternalProcessorServer, chunk int, timeout time.Duration) *Client {
+	t.Helper()
 	conn, err := grpc.NewClient(extproctest.InMemoryTarget, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		extproctest.InMemory(t, f))
+		extproctest.InMemory(t, srv))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	o := clientOptions(chunk)
-	o.MessageTimeout = 20 * time.Second
-	if f.mode == "silent" {
-		o.MessageTimeout = 50 * time.Millisecond
-	}
+	o.MessageTimeout = timeout
 	return &Client{extprocclient.New(o, extprocv3.NewExternalProcessorClient(conn))}
 }
 

@@ -66,10 +66,15 @@ func measure(ctx context.Context, o Options, configs []Config) (*Results, error)
 	}()
 	for _, s := range o.Sizes {
 		for i := 0; i < bodiesPerSize; i++ {
-			g.bodies[s] = append(g.bodies[s], ChatBody(s, uint64(s)*1000+uint64(i)))
+			seed := uint64(s)*1000 + uint64(i)
+			if o.StreamEvents > 0 {
+				g.bodies[s] = append(g.bodies[s], ChatStreamBody(s, seed))
+			} else {
+				g.bodies[s] = append(g.bodies[s], ChatBody(s, seed))
+			}
 		}
 	}
-	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser, Pods: o.Pods, Meter: o.MeterName()}
+	res := &Results{Sizes: o.Sizes, Concurrency: o.Concurrency, Conns: o.Conns, ChunkSize: o.ChunkSize, Parser: o.Parser, Pods: o.Pods, StreamEvents: o.StreamEvents, Meter: o.MeterName()}
 	for _, c := range configs {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
@@ -333,9 +338,14 @@ func (g *rig) maker(config string, size int) func(phase string) func(int) *Excha
 	return func(phase string) func(int) *Exchange {
 		return func(i int) *Exchange {
 			body := bodies[i%len(bodies)]
-			resp := CompletionBody(i, len(body)/4)
-			return &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-%d-%s-%d", config, size, phase, i), len(body)),
-				Body: body, RespHeaders: ResponseHeaders(len(resp)), RespBody: resp}
+			x := &Exchange{Headers: RequestHeaders(fmt.Sprintf("%s-%d-%s-%d", config, size, phase, i), len(body)), Body: body}
+			if g.o.StreamEvents > 0 {
+				x.RespHeaders, x.RespEvents = StreamResponseHeaders(), StreamedCompletion(i, len(body)/4, g.o.StreamEvents)
+			} else {
+				x.RespBody = CompletionBody(i, len(body)/4)
+				x.RespHeaders = ResponseHeaders(len(x.RespBody))
+			}
+			return x
 		}
 	}
 }

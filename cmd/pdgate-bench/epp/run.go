@@ -50,6 +50,9 @@ type Options struct {
 	// pool half primary (decode) and half the other roles (configs.go, PoolPrimary); 0 keeps
 	// the default setup (8 primary pods, so 8 for stock and 16 for the P/D pools).
 	Pods int
+	// StreamEvents, when > 0, makes every request ask for a streamed answer and plays it as
+	// that many token events plus the usage event and [DONE], one response body frame each.
+	StreamEvents int
 	// TraceSampleRatio is the fraction of requests a Traced config samples (0 or 1: every one).
 	TraceSampleRatio float64
 	Progress         io.Writer
@@ -91,6 +94,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Repeats < 0 {
 		return fmt.Errorf("bench epp: repeats %d: want >= 1", o.Repeats)
+	}
+	if o.StreamEvents < 0 || o.StreamEvents > 8192 {
+		return fmt.Errorf("bench epp: stream events %d: want 0 (a non-streamed answer) .. 8192", o.StreamEvents)
 	}
 	if o.Burst < 0 || o.MemoryEndpoints < 0 {
 		return errors.New("bench epp: burst and memory endpoints must be >= 0")
@@ -146,6 +152,9 @@ type Results struct {
 	Parser      string `json:"parser"`
 	// Pods is Options.Pods: pods per pool, 0 for the default setup.
 	Pods int `json:"podsPerPool,omitempty"`
+	// StreamEvents is Options.StreamEvents: token events per streamed answer, 0 for a
+	// non-streamed one.
+	StreamEvents int `json:"streamEvents,omitempty"`
 	// Meter is what the CPU figures measure: "cpu" (ms) or "instructions" (millions).
 	Meter   string         `json:"meter"`
 	Configs []ConfigResult `json:"configs"`
