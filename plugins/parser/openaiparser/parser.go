@@ -177,12 +177,18 @@ func (p *Parser) parseStd(body []byte, headers map[string]string) (*fwksched.LLM
 }
 
 // ParseResponse implements fwkrh.Parser with GIE's openai-parser behaviour: a non-streaming
-// body's usage is read in one pass of the scanner (usageOf), a streamed chunk, a body that is
-// not a JSON object and a syntax error by GIE's own code.
+// body's usage is read in one pass of the scanner (usageOf); a streamed chunk that cannot
+// carry usage (noStreamUsage: every token's chunk but the last) is passed over after one scan;
+// the chunk with the usage, a body that is not a JSON object and a syntax error are read by
+// GIE's own code.
 func (p *Parser) ParseResponse(ctx context.Context, body []byte, headers map[string]string, endOfStream bool) (*fwkrh.ParsedResponse, error) {
-	if len(body) > 0 && !eventStream(headers) {
-		if usage, ok := usageOf(body); ok {
-			return &fwkrh.ParsedResponse{Usage: usage}, nil
+	if len(body) > 0 {
+		if !eventStream(headers) {
+			if usage, ok := usageOf(body); ok {
+				return &fwkrh.ParsedResponse{Usage: usage}, nil
+			}
+		} else if noStreamUsage(body) {
+			return &fwkrh.ParsedResponse{}, nil
 		}
 	}
 	return p.stock.ParseResponse(ctx, body, headers, endOfStream)

@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/plugins/requesthandling/parsers/openai"
 )
 
+var sse = map[string]string{"content-type": "text/event-stream"}
+
 // responseCases are response bodies on which GIE's openai-parser does not panic; the parser
 // must read each exactly as GIE's does.
 var responseCases = []struct {
@@ -51,6 +53,19 @@ var responseCases = []struct {
 	{name: "empty", body: ``},
 	{name: "sse", headers: map[string]string{"content-type": "text/event-stream"}, body: "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2,\"total_tokens\":3}}\n\ndata: [DONE]\n"},
 	{name: "sse, other case", headers: map[string]string{"Content-Type": "Text/Event-Stream; charset=utf-8"}, body: "data: {\"usage\":{\"prompt_tokens\":1}}\n\n"},
+	{name: "sse token chunk", headers: sse, body: "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\" word \\\"q\\\" \\u00e9\"},\"finish_reason\":null}]}\n\n"},
+	{name: "sse token chunks, CRLF", headers: sse, body: "data: {\"choices\":[]}\r\n\r\ndata: {\"choices\":[{\"delta\":{}}]} \r\n"},
+	{name: "sse usage after tokens", headers: sse, body: "data: {\"choices\":[]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":4,\"completion_tokens\":2}}\n\ndata: [DONE]\n\n"},
+	{name: "sse usage, folded key", headers: sse, body: "data: {\"USAGE\":{\"prompt_tokens\":4}}\n"},
+	{name: "sse usage, long s", headers: sse, body: "data: {\"u\u017fage\":{\"prompt_tokens\":4}}\n"},
+	{name: "sse usage, raw long s", headers: sse, body: "data: {\"uſage\":{\"prompt_tokens\":4}}\n"},
+	{name: "sse usage, escaped key", headers: sse, body: "data: {\"us\\u0061ge\":{\"prompt_tokens\":4}}\n"},
+	{name: "sse usage null", headers: sse, body: "data: {\"usage\":null}\n"},
+	{name: "sse responses API", headers: sse, body: "data: {\"type\":\"response.completed\",\"response\":{\"object\":\"response\",\"usage\":{\"input_tokens\":3,\"output_tokens\":5}}}\n"},
+	{name: "sse response before type", headers: sse, body: "data: {\"response\":{\"usage\":{\"input_tokens\":3}}}\ndata: {\"Type\":\"response.completed\"}\n"},
+	{name: "sse not an object", headers: sse, body: "data: [1,2]\ndata: 5\ndata: {\"choices\":[]\n"},
+	{name: "sse other lines", headers: sse, body: "event: x\n: comment\ndata:{\"usage\":{\"prompt_tokens\":1}}\nid: 3\n"},
+	{name: "sse trailing text", headers: sse, body: "data: {\"choices\":[]} x\n"},
 	{name: "json content type", headers: map[string]string{"content-type": "application/json"}, body: `{"object":"chat.completion","usage":{"prompt_tokens":1}}`},
 }
 
@@ -98,6 +113,25 @@ func TestUsageOfReadsWhatGIEPanicsOn(t *testing.T) {
 	}
 }
 
+// TestStreamTokenChunkIsNotDecoded: a streamed token's chunk, which carries no usage, costs
+// one allocation (the result) rather than GIE's decode of every line; the chunk with the usage
+// still reads it.
+func TestStreamTokenChunkIsNotDecoded(t *testing.T) {
+	fast := New("", Params{})
+	chunk := []byte(`data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1764633600,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	if n := testing.AllocsPerRun(100, func() {
+		if r, err := fast.ParseResponse(context.Background(), chunk, sse, false); err != nil || r == nil || r.Usage != nil {
+			t.Fatalf("%+v, %v", r, err)
+		}
+	}); n > 1 {
+		t.Fatalf("%.0f allocations a token chunk; want 1 (GIE's decode makes several)", n)
+	}
+	last := []byte(`data: {"id":"chatcmpl-7","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}` + "\n\ndata: [DONE]\n\n")
+	if r, err := fast.ParseResponse(context.Background(), last, sse, true); err != nil || r == nil || r.Usage == nil || r.Usage.TotalTokens != 12 {
+		t.Fatalf("usage chunk: %+v, %v", r, err)
+	}
+}
+
 // FuzzParseResponse: on any body GIE's parser reads without panicking, this parser reads the
 // same usage and fails where it fails, but for a number outside float64's range, which fails
 // GIE's whole decode and leaves this parser's other counts readable. It never panics.
@@ -131,8 +165,9 @@ func FuzzParseResponse(f *testing.F) {
 }
 
 // BenchmarkParseResponse compares GIE's openai-parser (the baseline) with this parser on a
-// non-streaming chat completion's body (a short answer, and one of about 16 KB), logging the
-// ratios measured in the same run.
+// non-streaming chat completion's body (a short answer, and one of about 16 KB) and on a
+// streamed token's chunk (one of the hundreds in a streamed answer), logging the ratios
+// measured in the same run.
 func BenchmarkParseResponse(b *testing.B) {
 	h := map[string]string{"content-type": "application/json"}
 	parsers := []struct {
@@ -158,6 +193,22 @@ func BenchmarkParseResponse(b *testing.B) {
 			} else if baseNs > 0 && ns > 0 {
 				b.Logf("%d B answer: %.0f CPU ns/op (%.1fx less than gie-openai), %.0f allocs/op (%.1fx fewer)", n, ns, baseNs/ns, allocs, baseAllocs/max(allocs, 1))
 			}
+		}
+	}
+	chunk := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}` + "\n\n")
+	var baseNs, baseAllocs float64
+	for _, pp := range parsers {
+		ns, allocs := measure(b, "token-chunk/"+pp.name, chunk, func(body []byte) error {
+			r, err := pp.p.ParseResponse(context.Background(), body, sse, false)
+			if err == nil && (r == nil || r.Usage != nil) {
+				err = fmt.Errorf("usage %+v", r)
+			}
+			return err
+		})
+		if pp.name == "gie-openai" {
+			baseNs, baseAllocs = ns, allocs
+		} else if baseNs > 0 && ns > 0 {
+			b.Logf("streamed token chunk: %.0f CPU ns/op (%.1fx less than gie-openai), %.0f allocs/op (%.1fx fewer)", ns, baseNs/ns, allocs, baseAllocs/max(allocs, 1))
 		}
 	}
 }
