@@ -18,8 +18,13 @@ const (
 	objectConversation        = "conversation"
 )
 
-// eventStream reports a streamed response (text/event-stream), whose chunks GIE's parser reads.
+// eventStream reports a streamed response (text/event-stream), whose chunks GIE's parser reads:
+// any key that folds to content-type with a value containing it in any case. The gateway's
+// lower-case key is looked up first, since a streamed answer asks once per token.
 func eventStream(headers map[string]string) bool {
+	if v, ok := headers["content-type"]; ok && strings.Contains(strings.ToLower(v), "text/event-stream") {
+		return true
+	}
 	for k, v := range headers {
 		if strings.EqualFold(k, "content-type") && strings.Contains(strings.ToLower(v), "text/event-stream") {
 			return true
