@@ -263,7 +263,8 @@ func normalise(reqs []*extProcPb.ProcessingRequest, resps []*extProcPb.Processin
 var metricFamilies = []string{"inference_objective_", "inference_extension_"}
 
 // snapshotMetrics renders GIE's families in controller-runtime's registry. Callers reset GIE's
-// metrics (metrics.Reset) before the exchange, so the snapshot is the exchange's own delta.
+// metrics (extproc.ResetMetrics: GIE's metrics.Reset, and the director's cached series) before
+// the exchange, so the snapshot is the exchange's own delta.
 // periodic are the families both EPPs set from a background loop, not from an exchange (the
 // prefix index's size, each second in GIE and in pdgate): whether a tick falls inside an
 // exchange is timing, and a slow exchange (the PrepareData timeout's 400 ms, more on a loaded
@@ -310,7 +311,7 @@ func labelString(ls []*dto.LabelPair) string {
 // metrics.
 func run(t *testing.T, client extProcPb.ExternalProcessorClient, reqs []*extProcPb.ProcessingRequest) outcome {
 	t.Helper()
-	metrics.Reset()
+	extproc.ResetMetrics()
 	resps, err := exchange(client, reqs)
 	o := normalise(reqs, resps, err)
 	o.Metrics = snapshotMetrics(t)

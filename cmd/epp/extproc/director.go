@@ -16,7 +16,6 @@ import (
 	fwksched "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/scheduling"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/handlers"
 	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metadata"
-	"sigs.k8s.io/gateway-api-inference-extension/pkg/epp/metrics"
 
 	"github.com/pdgate/pdgate/plugins/framework/contract"
 	"github.com/pdgate/pdgate/plugins/wire/protocol"
@@ -38,6 +37,9 @@ type Director struct {
 	prepareDataTimeout time.Duration
 	// attrRoom is the room for request values each snapshot endpoint gets (attrRoom).
 	attrRoom atomic.Int32
+	// preRequestLatency, responseHeaderLatency and responseBodyLatency record each hook
+	// plugin's time, index for index with hooks' lists.
+	preRequestLatency, responseHeaderLatency, responseBodyLatency []*pluginLatency
 }
 
 // Request is one parsed request as the director takes it.
@@ -86,6 +88,16 @@ func (s *Server) Director() *Director { return s.director }
 func newDirector(cfg Config, hooks Hooks, opts Options) *Director {
 	d := &Director{cfg: cfg, hooks: hooks, inline: opts.InlinePrepareData, prepareDataTimeout: prepareDataTimeout}
 	d.attrRoom.Store(defaultAttrRoom)
+	vec := pluginDurations()
+	for _, p := range hooks.PreRequest {
+		d.preRequestLatency = append(d.preRequestLatency, newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, p))
+	}
+	for _, p := range hooks.ResponseHeader {
+		d.responseHeaderLatency = append(d.responseHeaderLatency, newPluginLatency(vec, fwkrc.ResponseReceivedExtensionPoint, p))
+	}
+	for _, p := range hooks.ResponseBody {
+		d.responseBodyLatency = append(d.responseBodyLatency, newPluginLatency(vec, fwkrc.ResponseStreamingExtensionPoint, p))
+	}
 	return d
 }
 
@@ -167,10 +179,10 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	if a := d.conditionalDecode(ctx, req, primary[0]); a != nil {
 		return dec, a
 	}
-	for _, p := range d.hooks.PreRequest {
+	for i, p := range d.hooks.PreRequest {
 		start := time.Now()
 		p.PreRequest(ctx, req, result)
-		metrics.RecordPluginProcessingLatency(fwkrc.PreRequestExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+		d.preRequestLatency[i].since(start)
 	}
 	if a := contract.Recorded(ctx); a != nil {
 		return dec, a
@@ -269,20 +281,20 @@ func (d *Director) runPrepareData(ctx context.Context, req *fwksched.LLMRequest,
 
 // ResponseHeader runs the ResponseHeader plugins for a response's first bytes.
 func (d *Director) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
-	for _, p := range d.hooks.ResponseHeader {
+	for i, p := range d.hooks.ResponseHeader {
 		start := time.Now()
 		p.ResponseHeader(ctx, req, resp, target)
-		metrics.RecordPluginProcessingLatency(fwkrc.ResponseReceivedExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+		d.responseHeaderLatency[i].since(start)
 	}
 }
 
 // ResponseBody runs the ResponseBody plugins for one response chunk (resp.EndOfStream: the
 // last, with the usage), and for a request that was picked and then ended without a response.
 func (d *Director) ResponseBody(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
-	for _, p := range d.hooks.ResponseBody {
+	for i, p := range d.hooks.ResponseBody {
 		start := time.Now()
 		p.ResponseBody(ctx, req, resp, target)
-		metrics.RecordPluginProcessingLatency(fwkrc.ResponseStreamingExtensionPoint, p.TypedName().Type, p.TypedName().Name, time.Since(start))
+		d.responseBodyLatency[i].since(start)
 	}
 }
 
