@@ -179,11 +179,7 @@ func (d *Director) Decide(ctx context.Context, in *Request) (Decision, error) {
 	if a := d.conditionalDecode(ctx, req, primary[0]); a != nil {
 		return dec, a
 	}
-	for i, p := range d.hooks.PreRequest {
-		start := time.Now()
-		p.PreRequest(ctx, req, result)
-		d.preRequestLatency[i].since(start)
-	}
+	timeEach(d.preRequestLatency, func(i int) { d.hooks.PreRequest[i].PreRequest(ctx, req, result) })
 	if a := contract.Recorded(ctx); a != nil {
 		return dec, a
 	}
@@ -281,21 +277,13 @@ func (d *Director) runPrepareData(ctx context.Context, req *fwksched.LLMRequest,
 
 // ResponseHeader runs the ResponseHeader plugins for a response's first bytes.
 func (d *Director) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
-	for i, p := range d.hooks.ResponseHeader {
-		start := time.Now()
-		p.ResponseHeader(ctx, req, resp, target)
-		d.responseHeaderLatency[i].since(start)
-	}
+	timeEach(d.responseHeaderLatency, func(i int) { d.hooks.ResponseHeader[i].ResponseHeader(ctx, req, resp, target) })
 }
 
 // ResponseBody runs the ResponseBody plugins for one response chunk (resp.EndOfStream: the
 // last, with the usage), and for a request that was picked and then ended without a response.
 func (d *Director) ResponseBody(ctx context.Context, req *fwksched.LLMRequest, resp *fwkrc.Response, target *fwkdl.EndpointMetadata) {
-	for i, p := range d.hooks.ResponseBody {
-		start := time.Now()
-		p.ResponseBody(ctx, req, resp, target)
-		d.responseBodyLatency[i].since(start)
-	}
+	timeEach(d.responseBodyLatency, func(i int) { d.hooks.ResponseBody[i].ResponseBody(ctx, req, resp, target) })
 }
 
 // StatusOf is the HTTP status the EPP answers a Decide error with: an answer's own status, or

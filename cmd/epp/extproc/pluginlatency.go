@@ -54,9 +54,23 @@ func newPluginLatency(vec *prometheus.HistogramVec, point string, p fwkplugin.Pl
 	return &pluginLatency{point: point, pluginType: tn.Type, name: tn.Name, vec: vec}
 }
 
-// since records the time from start to now.
-func (l *pluginLatency) since(start time.Time) {
-	d := time.Since(start)
+// timeEach makes calls 0..len(latency)-1 in order and records each call's time in its
+// latency: one clock read after each call, where timing each call on its own takes a wall and
+// monotonic read before it and another after (GIE's hooks' way): a streamed answer makes these
+// calls once per token.
+func timeEach(latency []*pluginLatency, call func(i int)) {
+	start := time.Now()
+	var prev time.Duration
+	for i, l := range latency {
+		call(i)
+		at := time.Since(start)
+		l.observe(at - prev)
+		prev = at
+	}
+}
+
+// observe records one call's time d.
+func (l *pluginLatency) observe(d time.Duration) {
 	if l.vec == nil {
 		metrics.RecordPluginProcessingLatency(l.point, l.pluginType, l.name, d)
 		return

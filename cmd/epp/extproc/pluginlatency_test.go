@@ -18,6 +18,12 @@ func (p namedPlugin) TypedName() fwkplugin.TypedName { return p.tn }
 // pluginDurationCount is the sample count of GIE's plugin latency series for the labels.
 func pluginDurationCount(t *testing.T, point, typ, name string) uint64 {
 	t.Helper()
+	return pluginSeries(t, point, typ, name).GetSampleCount()
+}
+
+// pluginSeries is GIE's plugin latency series for the labels (empty when absent).
+func pluginSeries(t *testing.T, point, typ, name string) *dto.Histogram {
+	t.Helper()
 	mfs, err := crmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -28,11 +34,11 @@ func pluginDurationCount(t *testing.T, point, typ, name string) uint64 {
 		}
 		for _, m := range mf.GetMetric() {
 			if labels(m) == point+"/"+typ+"/"+name {
-				return m.GetHistogram().GetSampleCount()
+				return m.GetHistogram()
 			}
 		}
 	}
-	return 0
+	return &dto.Histogram{}
 }
 
 func labels(m *dto.Metric) string {
@@ -55,20 +61,37 @@ func TestPluginLatencyRecordsIntoGIEsHistogram(t *testing.T) {
 	p := namedPlugin{fwkplugin.TypedName{Type: "latency-test", Name: "one"}}
 	l := newPluginLatency(vec, fwkrc.ResponseStreamingExtensionPoint, p)
 	before := pluginDurationCount(t, fwkrc.ResponseStreamingExtensionPoint, "latency-test", "one")
-	for range 3 {
-		l.since(time.Now())
-	}
+	timeEach([]*pluginLatency{l, l, l}, func(int) {})
 	metrics.RecordPluginProcessingLatency(fwkrc.ResponseStreamingExtensionPoint, "latency-test", "one", time.Millisecond)
 	if got := pluginDurationCount(t, fwkrc.ResponseStreamingExtensionPoint, "latency-test", "one") - before; got != 4 {
 		t.Fatalf("the series counted %d observations; want 4 (3 cached, 1 through GIE)", got)
 	}
-	if n := testing.AllocsPerRun(100, func() { l.since(time.Now()) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { timeEach([]*pluginLatency{l}, func(int) {}) }); n != 0 {
 		t.Fatalf("%.0f allocations an observation", n)
 	}
 	ResetMetrics() // drops the vector's children; the cached one must not count on unseen
-	l.since(time.Now())
+	l.observe(time.Millisecond)
 	if got := pluginDurationCount(t, fwkrc.ResponseStreamingExtensionPoint, "latency-test", "one"); got != 1 {
 		t.Fatalf("after ResetMetrics the series counted %d observations; want 1", got)
+	}
+}
+
+// TestTimeEachChargesEachCallItsOwnTime: a slow call's time is its own, not the next one's.
+func TestTimeEachChargesEachCallItsOwnTime(t *testing.T) {
+	metrics.Register()
+	vec := pluginDurations()
+	slow := newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "time-each", Name: "slow"}})
+	fast := newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "time-each", Name: "fast"}})
+	ran := 0
+	timeEach([]*pluginLatency{slow, fast}, func(i int) {
+		if ran++; i == 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	s := pluginSeries(t, fwkrc.PreRequestExtensionPoint, "time-each", "slow")
+	f := pluginSeries(t, fwkrc.PreRequestExtensionPoint, "time-each", "fast")
+	if ran != 2 || s.GetSampleCount() != 1 || f.GetSampleCount() != 1 || s.GetSampleSum() < 0.05 || f.GetSampleSum() >= s.GetSampleSum() {
+		t.Fatalf("%d calls; slow %d samples, %.4f s; fast %d samples, %.4f s", ran, s.GetSampleCount(), s.GetSampleSum(), f.GetSampleCount(), f.GetSampleSum())
 	}
 }
 
@@ -76,7 +99,7 @@ func TestPluginLatencyRecordsIntoGIEsHistogram(t *testing.T) {
 // GIE's function, which needs no registry.
 func TestPluginLatencyWithoutGIEsMetrics(t *testing.T) {
 	l := newPluginLatency(nil, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "t", Name: "n"}})
-	l.since(time.Now()) // must not panic
+	l.observe(time.Millisecond) // must not panic
 }
 
 // BenchmarkPluginLatency: one observation through GIE's RecordPluginProcessingLatency (the
@@ -99,11 +122,11 @@ func BenchmarkPluginLatency(b *testing.B) {
 	b.Run("cached", func(b *testing.B) {
 		start := time.Now()
 		for b.Loop() {
-			l.since(start)
+			l.observe(time.Microsecond)
 		}
 		cached = float64(time.Since(start).Nanoseconds()) / float64(b.N)
 	})
 	if cached > 0 {
-		b.Logf("an observation: GIE's function %.0f ns, the cached child %.0f ns (time.Since included): %.1fx less", gie, cached, gie/cached)
+		b.Logf("an observation: GIE's function %.0f ns, the cached child %.0f ns: %.1fx less", gie, cached, gie/cached)
 	}
 }
