@@ -18,13 +18,11 @@ import (
 
 // Prefill outcomes (x-pdgate-prefill-outcome) and failure classes.
 const (
-	outcomeOK       = "ok"
-	outcomeFailed   = "failed"
-	outcomeSkipped  = "skipped"
-	outcomeFallback = "fallback-local"
-	// outcomeAlternate: the prefill ran on the EPP's alternate prefill pod after the named
-	// one failed; the EPP's charge on the named pod holds no KV.
-	outcomeAlternate = "alternate"
+	outcomeOK        = protocol.PrefillOK
+	outcomeFailed    = protocol.PrefillFailed
+	outcomeSkipped   = protocol.PrefillSkipped
+	outcomeFallback  = protocol.PrefillFallbackLocal
+	outcomeAlternate = protocol.PrefillAlternate
 
 	classSetup       = "request_setup"
 	classTimeout     = "timeout"

@@ -3,7 +3,6 @@ package pdtokenledger
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,17 +21,6 @@ import (
 
 // Type is the plugin type name. GIE already registers "token-load-scorer"; this is distinct.
 const Type = "pd-token-ledger"
-
-// Prefill outcomes the sidecar reports in protocol.HeaderPrefillOutcome.
-const (
-	OutcomeOK            = "ok"
-	OutcomeFailed        = "failed"
-	OutcomeSkipped       = "skipped"
-	OutcomeFallbackLocal = "fallback-local"
-	// OutcomeAlternate: the prefill ran on another pod than the one charged (the sidecar's
-	// retry on the EPP's alternate), so the charged pod holds no KV for the request.
-	OutcomeAlternate = "alternate"
-)
 
 // Plugin owns one ledger instance and ties it to the request lifecycle: PreRequest confirms a
 // scheduled request, the sidecar's prefill-release callback (contract.PrefillReleaser, with
@@ -193,11 +181,11 @@ func (p *Plugin) ResponseHeader(ctx context.Context, req *fwksched.LLMRequest, r
 	if resp != nil {
 		headers = resp.Headers
 	}
-	outcome := strings.ToLower(strings.TrimSpace(protocol.HeaderValue(headers, protocol.HeaderPrefillOutcome)))
+	outcome := protocol.PrefillOutcome(headers)
 	switch outcome {
-	case OutcomeOK, "":
+	case protocol.PrefillOK, "":
 		p.tracker.ReleasePrefillActive(id)
-	case OutcomeFailed, OutcomeSkipped, OutcomeFallbackLocal, OutcomeAlternate:
+	case protocol.PrefillFailed, protocol.PrefillSkipped, protocol.PrefillFallbackLocal, protocol.PrefillAlternate:
 		p.tracker.ReleasePrefill(id)
 	default:
 		pluginkit.DebugLogger(ctx).Info("Unknown prefill outcome; releasing the active part only", "requestID", id, "outcome", outcome)

@@ -76,11 +76,11 @@ func TestSoak(t *testing.T) {
 				eos := &fwkrc.Response{RequestId: req.RequestId, EndOfStream: true}
 				switch kind {
 				case 0: // completion
-					pl.ResponseHeader(ctx, req, &fwkrc.Response{Headers: map[string]string{protocol.HeaderPrefillOutcome: OutcomeOK}}, nil)
+					pl.ResponseHeader(ctx, req, &fwkrc.Response{Headers: map[string]string{protocol.HeaderPrefillOutcome: protocol.PrefillOK}}, nil)
 					pl.ResponseBody(ctx, req, &fwkrc.Response{RequestId: req.RequestId}, nil)
 					pl.ResponseBody(ctx, req, eos, nil)
 				case 1: // prefill failure, then the error response ends
-					pl.ResponseHeader(ctx, req, &fwkrc.Response{Headers: map[string]string{protocol.HeaderPrefillOutcome: OutcomeFailed}}, nil)
+					pl.ResponseHeader(ctx, req, &fwkrc.Response{Headers: map[string]string{protocol.HeaderPrefillOutcome: protocol.PrefillFailed}}, nil)
 					pl.ResponseBody(ctx, req, eos, nil)
 				case 2: // client disconnect before headers: GIE's forced final call only
 					pl.ResponseBody(ctx, req, eos, nil)

@@ -107,6 +107,35 @@ const (
 	HeaderPrefillDurationMS = "x-pdgate-prefill-ms"
 )
 
+// Values of HeaderPrefillOutcome.
+const (
+	PrefillOK      = "ok"
+	PrefillFailed  = "failed"
+	PrefillSkipped = "skipped"
+	// PrefillFallbackLocal: the prefill leg failed and the decode pod prefilled the prompt.
+	PrefillFallbackLocal = "fallback-local"
+	// PrefillAlternate: the prefill ran on the EPP's alternate prefill pod after the named one
+	// failed; the named pod holds no KV for the request.
+	PrefillAlternate = "alternate"
+)
+
+// PrefillOutcome is a response's HeaderPrefillOutcome, trimmed and lower-cased; "" where no
+// sidecar set it.
+func PrefillOutcome(h map[string]string) string {
+	return strings.ToLower(strings.TrimSpace(HeaderValue(h, HeaderPrefillOutcome)))
+}
+
+// PrefillPodComputed reports whether a response's prompt was prefilled on a prefill pod: the
+// outcome is ok or alternate, or absent (a prefill leg no sidecar of ours reported on), not
+// failed, skipped or fallen back to the decode pod.
+func PrefillPodComputed(h map[string]string) bool {
+	switch PrefillOutcome(h) {
+	case PrefillFailed, PrefillSkipped, PrefillFallbackLocal:
+		return false
+	}
+	return true
+}
+
 // HeaderValue looks a header up in a request's header map exactly, then in any letter case:
 // Envoy lower-cases names, other gateways and tests may not.
 func HeaderValue(h map[string]string, name string) string {

@@ -112,3 +112,24 @@ func TestRoutingHeadersCoverSteeringHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillOutcome: the sidecar's outcome is read in any case and spacing, and only an
+// outcome that names a prefill pod's work (or none at all) counts as computed there.
+func TestPrefillOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		headers  map[string]string
+		outcome  string
+		computed bool
+	}{
+		{nil, "", true},
+		{map[string]string{HeaderPrefillOutcome: PrefillOK}, PrefillOK, true},
+		{map[string]string{"X-Pdgate-Prefill-Outcome": " Alternate "}, PrefillAlternate, true},
+		{map[string]string{HeaderPrefillOutcome: PrefillFallbackLocal}, PrefillFallbackLocal, false},
+		{map[string]string{HeaderPrefillOutcome: "FAILED"}, PrefillFailed, false},
+		{map[string]string{HeaderPrefillOutcome: PrefillSkipped}, PrefillSkipped, false},
+	} {
+		if got, c := PrefillOutcome(tc.headers), PrefillPodComputed(tc.headers); got != tc.outcome || c != tc.computed {
+			t.Errorf("%v: outcome %q, computed %v; want %q, %v", tc.headers, got, c, tc.outcome, tc.computed)
+		}
+	}
+}

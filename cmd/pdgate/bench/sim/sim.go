@@ -387,9 +387,9 @@ func (s *Sim) firstToken(p *pod, l *leg) {
 	headers := map[string]string{}
 	switch {
 	case r.fellBack:
-		headers[protocol.HeaderPrefillOutcome] = "fallback-local"
+		headers[protocol.HeaderPrefillOutcome] = protocol.PrefillFallbackLocal
 	case r.prefill != nil:
-		headers[protocol.HeaderPrefillOutcome] = "ok"
+		headers[protocol.HeaderPrefillOutcome] = protocol.PrefillOK
 	}
 	r.epp.responseHeader(s.ctx, r.llm, headers, r.decode.meta)
 }
