@@ -164,10 +164,10 @@ func (u usageCounts) get(key string) int {
 // decoding it. GIE decodes every "data: " line into a struct with usage, response and type
 // fields (encoding/json: keys matched without regard to case, the struct kept from line to
 // line); a token's chunk carries none of those keys, so each decode sets nothing and the
-// chunk's usage is nil. Every line is scanned instead: a line that is no JSON object, a key
-// with an escape, or a top-level key that folds to usage, response or type answers false, and
-// GIE's code reads the chunk. The decode per token was most of a streamed answer's parsing
-// cost: a chunk of ~200 bytes, each of the hundreds in an answer.
+// chunk's usage is nil. Each line's top-level keys are read instead (topLevelKeysAvoid): a line
+// that does not open an object, a top-level key with an escape, or one that folds to usage,
+// response or type answers false, and GIE's code reads the chunk. The decode per token was most
+// of a streamed answer's parsing cost: a chunk of ~200 bytes, each of the hundreds in an answer.
 func noStreamUsage(chunk []byte) bool {
 	for len(chunk) > 0 {
 		line := chunk
@@ -180,7 +180,7 @@ func noStreamUsage(chunk []byte) bool {
 		if !ok || string(content) == "[DONE]" {
 			continue
 		}
-		if !objectWithoutKeys(content, "usage", "response", "type") {
+		if !topLevelKeysAvoid(content, "usage", "response", "type") {
 			return false
 		}
 	}
@@ -190,27 +190,73 @@ func noStreamUsage(chunk []byte) bool {
 // streamDataPrefix starts the server-sent-event lines GIE's parser decodes.
 const streamDataPrefix = "data: "
 
-// objectWithoutKeys reports that b is one JSON object (white space around it allowed) with no
-// top-level key equal to any of names under Unicode case folding, every key free of escapes.
-func objectWithoutKeys(b []byte, names ...string) bool {
+// topLevelKeysAvoid reports that b opens a JSON object (after white space) none of whose
+// top-level keys equals one of names under Unicode case folding, every top-level key free of
+// escapes. It follows the structure only (strings, nesting, commas), not the grammar: for
+// valid JSON it finds the keys encoding/json finds; for invalid JSON its answer does not
+// matter, since encoding/json checks a whole value before it sets any field, so a line that is
+// not valid JSON sets nothing in GIE's decode either.
+func topLevelKeysAvoid(b []byte, names ...string) bool {
 	s := scanner{b: b}
-	if s.peek() != '{' {
-		return false
-	}
-	walked := s.members(func(tok []byte, plain bool) bool {
-		if !plain {
-			return false
-		}
-		for _, n := range names {
-			if strings.EqualFold(string(tok[1:len(tok)-1]), n) {
-				return false
-			}
-		}
-		return s.skip()
-	})
-	if !walked {
-		return false
-	}
 	s.ws()
-	return s.i == len(b)
+	if s.i == len(b) || b[s.i] != '{' {
+		return false
+	}
+	depth, expectKey := 0, false
+	for i := s.i; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+			expectKey = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			expectKey = depth == 1
+		case '"':
+			end, plain := stringEnd(b, i+1)
+			if end < 0 {
+				return true // unterminated: not valid JSON
+			}
+			if expectKey {
+				if !plain {
+					return false
+				}
+				for _, n := range names {
+					if strings.EqualFold(string(b[i+1:end]), n) {
+						return false
+					}
+				}
+				expectKey = false
+			}
+			i = end
+		}
+	}
+	return true
+}
+
+// stringEnd returns the index of the quote that closes the string whose contents start at
+// b[from], and whether the contents hold no backslash; -1 when it is not closed.
+func stringEnd(b []byte, from int) (end int, plain bool) {
+	plain = true
+	for j := from; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1, plain
+		}
+		q += j
+		if bytes.IndexByte(b[j:q], '\\') < 0 {
+			return q, plain
+		}
+		plain = false
+		// The quote closes the string unless an odd run of backslashes precedes it.
+		n := 0
+		for k := q - 1; k >= from && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q, plain
+		}
+		j = q + 1
+	}
+	return -1, plain
 }

@@ -164,6 +164,36 @@ func FuzzParseResponse(f *testing.F) {
 	})
 }
 
+// FuzzStreamChunk: a streamed chunk of one or two data lines reads as GIE's openai-parser reads
+// it (the JSON-shaped seeds let the fuzzer move keys, escapes, nesting and case).
+func FuzzStreamChunk(f *testing.F) {
+	for _, line := range []string{
+		`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" w\"o\\rd"},"finish_reason":null}]}`,
+		`{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}`,
+		`{"a":{"usage":{"prompt_tokens":1}},"b":["usage",{"type":1}]}`,
+		`{"k\u0065y":1,"Usage":{"prompt_tokens":3}}`,
+		`{"type":"response.completed","response":{"object":"response","usage":{"input_tokens":3}}}`,
+		` {"x":"\\","usage":{"prompt_tokens":7}} `,
+		`[{"usage":{"prompt_tokens":1}}]`,
+	} {
+		f.Add(line, "")
+		f.Add(line, `{"choices":[{"delta":{}}]}`)
+	}
+	stock := openai.NewOpenAIParser()
+	fast := New("", Params{})
+	f.Fuzz(func(t *testing.T, first, second string) {
+		body := []byte("data: " + first + "\n\n")
+		if second != "" {
+			body = append(body, "data: "+second+"\n\n"...)
+		}
+		want, werr := stock.ParseResponse(context.Background(), body, sse, false)
+		got, gerr := fast.ParseResponse(context.Background(), body, sse, false)
+		if !reflect.DeepEqual(want, got) || (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: %+v %v, GIE's %+v %v", body, got, gerr, want, werr)
+		}
+	})
+}
+
 // BenchmarkParseResponse compares GIE's openai-parser (the baseline) with this parser on a
 // non-streaming chat completion's body (a short answer, and one of about 16 KB) and on a
 // streamed token's chunk (one of the hundreds in a streamed answer), logging the ratios
