@@ -88,15 +88,15 @@ func (s *Server) Director() *Director { return s.director }
 func newDirector(cfg Config, hooks Hooks, opts Options) *Director {
 	d := &Director{cfg: cfg, hooks: hooks, inline: opts.InlinePrepareData, prepareDataTimeout: prepareDataTimeout}
 	d.attrRoom.Store(defaultAttrRoom)
-	vec := pluginDurations()
+	durations := &histogramSource{lookup: pluginDurations}
 	for _, p := range hooks.PreRequest {
-		d.preRequestLatency = append(d.preRequestLatency, newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, p))
+		d.preRequestLatency = append(d.preRequestLatency, newPluginLatency(durations, fwkrc.PreRequestExtensionPoint, p))
 	}
 	for _, p := range hooks.ResponseHeader {
-		d.responseHeaderLatency = append(d.responseHeaderLatency, newPluginLatency(vec, fwkrc.ResponseReceivedExtensionPoint, p))
+		d.responseHeaderLatency = append(d.responseHeaderLatency, newPluginLatency(durations, fwkrc.ResponseReceivedExtensionPoint, p))
 	}
 	for _, p := range hooks.ResponseBody {
-		d.responseBodyLatency = append(d.responseBodyLatency, newPluginLatency(vec, fwkrc.ResponseStreamingExtensionPoint, p))
+		d.responseBodyLatency = append(d.responseBodyLatency, newPluginLatency(durations, fwkrc.ResponseStreamingExtensionPoint, p))
 	}
 	return d
 }

@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +31,21 @@ import (
 // ResetMetrics instead, which also makes every cached child be looked up again.
 type pluginLatency struct {
 	point, pluginType, name string
-	vec                     *prometheus.HistogramVec
+	source                  *histogramSource
 	child                   atomic.Pointer[cachedObserver]
+}
+
+// histogramSource finds GIE's histogram once, at the first observation: the EPP builds its
+// director before it registers GIE's metrics, and requests come after both.
+type histogramSource struct {
+	lookup func() *prometheus.HistogramVec
+	once   sync.Once
+	vec    *prometheus.HistogramVec
+}
+
+func (s *histogramSource) get() *prometheus.HistogramVec {
+	s.once.Do(func() { s.vec = s.lookup() })
+	return s.vec
 }
 
 type cachedObserver struct {
@@ -49,9 +63,9 @@ func ResetMetrics() {
 	metricsGeneration.Add(1)
 }
 
-func newPluginLatency(vec *prometheus.HistogramVec, point string, p fwkplugin.Plugin) *pluginLatency {
+func newPluginLatency(source *histogramSource, point string, p fwkplugin.Plugin) *pluginLatency {
 	tn := p.TypedName()
-	return &pluginLatency{point: point, pluginType: tn.Type, name: tn.Name, vec: vec}
+	return &pluginLatency{point: point, pluginType: tn.Type, name: tn.Name, source: source}
 }
 
 // timeEach makes calls 0..len(latency)-1 in order and records each call's time in its
@@ -71,13 +85,14 @@ func timeEach(latency []*pluginLatency, call func(i int)) {
 
 // observe records one call's time d.
 func (l *pluginLatency) observe(d time.Duration) {
-	if l.vec == nil {
+	vec := l.source.get()
+	if vec == nil {
 		metrics.RecordPluginProcessingLatency(l.point, l.pluginType, l.name, d)
 		return
 	}
 	o, gen := l.child.Load(), metricsGeneration.Load()
 	if o == nil || o.generation != gen {
-		o = &cachedObserver{Observer: l.vec.WithLabelValues(l.point, l.pluginType, l.name), generation: gen}
+		o = &cachedObserver{Observer: vec.WithLabelValues(l.point, l.pluginType, l.name), generation: gen}
 		l.child.Store(o)
 	}
 	o.Observe(d.Seconds())

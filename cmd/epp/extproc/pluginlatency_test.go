@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	fwkplugin "sigs.k8s.io/gateway-api-inference-extension/pkg/epp/framework/interface/plugin"
@@ -54,8 +55,8 @@ func labels(m *dto.Metric) string {
 // what it records is what GIE's RecordPluginProcessingLatency records, in the same series.
 func TestPluginLatencyRecordsIntoGIEsHistogram(t *testing.T) {
 	metrics.Register()
-	vec := pluginDurations()
-	if vec == nil {
+	vec := &histogramSource{lookup: pluginDurations}
+	if vec.get() == nil {
 		t.Fatal("GIE's plugin_duration_seconds histogram was not found in controller-runtime's registry")
 	}
 	p := namedPlugin{fwkplugin.TypedName{Type: "latency-test", Name: "one"}}
@@ -79,7 +80,7 @@ func TestPluginLatencyRecordsIntoGIEsHistogram(t *testing.T) {
 // TestTimeEachChargesEachCallItsOwnTime: a slow call's time is its own, not the next one's.
 func TestTimeEachChargesEachCallItsOwnTime(t *testing.T) {
 	metrics.Register()
-	vec := pluginDurations()
+	vec := &histogramSource{lookup: pluginDurations}
 	slow := newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "time-each", Name: "slow"}})
 	fast := newPluginLatency(vec, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "time-each", Name: "fast"}})
 	ran := 0
@@ -95,19 +96,29 @@ func TestTimeEachChargesEachCallItsOwnTime(t *testing.T) {
 	}
 }
 
-// TestPluginLatencyWithoutGIEsMetrics: with nothing registered the director records through
-// GIE's function, which needs no registry.
+// TestPluginLatencyWithoutGIEsMetrics: the histogram is looked up once, at the first
+// observation, and with nothing found the director records through GIE's function, which
+// needs no registry.
 func TestPluginLatencyWithoutGIEsMetrics(t *testing.T) {
-	l := newPluginLatency(nil, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "t", Name: "n"}})
-	l.observe(time.Millisecond) // must not panic
+	looked := 0
+	src := &histogramSource{lookup: func() *prometheus.HistogramVec { looked++; return nil }}
+	l := newPluginLatency(src, fwkrc.PreRequestExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "t", Name: "n"}})
+	if looked != 0 {
+		t.Fatal("the histogram was looked up before the first observation (the EPP registers GIE's metrics after building its director)")
+	}
+	l.observe(time.Millisecond)
+	l.observe(time.Millisecond)
+	if looked != 1 {
+		t.Fatalf("looked up %d times; want once", looked)
+	}
 }
 
 // BenchmarkPluginLatency: one observation through GIE's RecordPluginProcessingLatency (the
 // baseline) and through the director's cached child, in the same run.
 func BenchmarkPluginLatency(b *testing.B) {
 	metrics.Register()
-	vec := pluginDurations()
-	if vec == nil {
+	vec := &histogramSource{lookup: pluginDurations}
+	if vec.get() == nil {
 		b.Fatal("GIE's histogram not found")
 	}
 	l := newPluginLatency(vec, fwkrc.ResponseStreamingExtensionPoint, namedPlugin{fwkplugin.TypedName{Type: "bench-type", Name: "bench-name"}})
