@@ -23,7 +23,6 @@ import (
 	"github.com/pdgate/pdgate/plugins/framework/pluginkit"
 	"github.com/pdgate/pdgate/plugins/lib/podmodel"
 	"github.com/pdgate/pdgate/plugins/lib/tokenestimate"
-	"github.com/pdgate/pdgate/plugins/wire/protocol"
 )
 
 // Type is the plugin type name.
@@ -322,12 +321,6 @@ func (a *Plugin) ResponseHeader(_ context.Context, req *fwksched.LLMRequest, res
 		b.transferSum += now.Sub(f.releasedAt).Seconds()
 		b.transfers++
 	}
-	// The prompt counts as prefill pods' throughput only once the sidecar says a prefill pod
-	// computed it: a leg that failed and fell back to the decode pod kept its pod busy for
-	// nothing, and counting its tokens would size the prefill pool on work it did not do.
-	if f.prefill != "" && protocol.PrefillPodComputed(headersOf(resp)) {
-		a.win.at(now).prefillTokens += float64(f.prompt)
-	}
 	f.headerAt = now
 	if f.decode != "" {
 		ps := a.pod(f.decode)
@@ -384,8 +377,6 @@ func (a *Plugin) drop(f *flight, now time.Time) {
 	}
 }
 
-// endPrefill ends f's prefill leg: its pod's busy time stops. Its tokens are counted when the
-// response headers tell how the leg went (ResponseHeader).
 func (a *Plugin) endPrefill(f *flight, now time.Time) {
 	f.prefillEnded = true
 	if f.prefill == "" {
@@ -394,13 +385,7 @@ func (a *Plugin) endPrefill(f *flight, now time.Time) {
 	ps := a.pod(f.prefill)
 	a.advanceBusy(ps, now)
 	ps.prefillInflight--
-}
-
-func headersOf(resp *fwkrc.Response) map[string]string {
-	if resp == nil {
-		return nil
-	}
-	return resp.Headers
+	a.win.at(now).prefillTokens += float64(f.prompt)
 }
 
 func (a *Plugin) pod(key string) *podState {
