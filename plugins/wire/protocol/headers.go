@@ -125,17 +125,6 @@ func PrefillOutcome(h map[string]string) string {
 	return strings.ToLower(strings.TrimSpace(HeaderValue(h, HeaderPrefillOutcome)))
 }
 
-// PrefillPodComputed reports whether a response's prompt was prefilled on a prefill pod: the
-// outcome is ok or alternate, or absent (a prefill leg no sidecar of ours reported on), not
-// failed, skipped or fallen back to the decode pod.
-func PrefillPodComputed(h map[string]string) bool {
-	switch PrefillOutcome(h) {
-	case PrefillFailed, PrefillSkipped, PrefillFallbackLocal:
-		return false
-	}
-	return true
-}
-
 // HeaderValue looks a header up in a request's header map exactly, then in any letter case:
 // Envoy lower-cases names, other gateways and tests may not.
 func HeaderValue(h map[string]string, name string) string {

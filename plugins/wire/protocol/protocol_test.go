@@ -113,23 +113,19 @@ func TestRoutingHeadersCoverSteeringHeaders(t *testing.T) {
 	}
 }
 
-// TestPrefillOutcome: the sidecar's outcome is read in any case and spacing, and only an
-// outcome that names a prefill pod's work (or none at all) counts as computed there.
+// TestPrefillOutcome: the sidecar's outcome is read in any case and spacing.
 func TestPrefillOutcome(t *testing.T) {
 	for _, tc := range []struct {
-		headers  map[string]string
-		outcome  string
-		computed bool
+		headers map[string]string
+		outcome string
 	}{
-		{nil, "", true},
-		{map[string]string{HeaderPrefillOutcome: PrefillOK}, PrefillOK, true},
-		{map[string]string{"X-Pdgate-Prefill-Outcome": " Alternate "}, PrefillAlternate, true},
-		{map[string]string{HeaderPrefillOutcome: PrefillFallbackLocal}, PrefillFallbackLocal, false},
-		{map[string]string{HeaderPrefillOutcome: "FAILED"}, PrefillFailed, false},
-		{map[string]string{HeaderPrefillOutcome: PrefillSkipped}, PrefillSkipped, false},
+		{nil, ""},
+		{map[string]string{HeaderPrefillOutcome: PrefillOK}, PrefillOK},
+		{map[string]string{"X-Pdgate-Prefill-Outcome": " Alternate "}, PrefillAlternate},
+		{map[string]string{HeaderPrefillOutcome: "FAILED"}, PrefillFailed},
 	} {
-		if got, c := PrefillOutcome(tc.headers), PrefillPodComputed(tc.headers); got != tc.outcome || c != tc.computed {
-			t.Errorf("%v: outcome %q, computed %v; want %q, %v", tc.headers, got, c, tc.outcome, tc.computed)
+		if got := PrefillOutcome(tc.headers); got != tc.outcome {
+			t.Errorf("%v: outcome %q; want %q", tc.headers, got, tc.outcome)
 		}
 	}
 }
