@@ -109,7 +109,9 @@ func pluginDurations() *prometheus.HistogramVec {
 	}, []string{"extension_point", "plugin_type", "plugin_name"})
 	err := crmetrics.Registry.Register(probe)
 	if err == nil {
-		crmetrics.Registry.Unregister(probe) // GIE's metrics are not registered (yet)
+		// GIE's metrics are not registered (bench sim, tests): give the name back at once. The
+		// EPP registers them at start-up, before the first request is observed.
+		crmetrics.Registry.Unregister(probe)
 		return nil
 	}
 	var are prometheus.AlreadyRegisteredError
