@@ -191,20 +191,20 @@ func noStreamUsage(chunk []byte) bool {
 const streamDataPrefix = "data: "
 
 // topLevelKeysAvoid reports that b opens a JSON object (after white space) none of whose
-// top-level keys equals one of names under Unicode case folding, every top-level key plain
-// (no escape, ASCII only). It follows the structure (the scanner's strings, nesting, commas),
-// not the grammar between strings: for valid JSON it finds the keys encoding/json finds; for
-// invalid JSON its answer does not matter, since encoding/json checks a whole value before it
-// sets any field, so a line that is not valid JSON sets nothing in GIE's decode either. A
-// string the scanner rejects answers false.
+// top-level keys equals one of names under Unicode case folding, every top-level key free of
+// escapes. It follows the structure only (strings, nesting, commas), not the grammar: for
+// valid JSON it finds the keys encoding/json finds; for invalid JSON its answer does not
+// matter, since encoding/json checks a whole value before it sets any field, so a line that is
+// not valid JSON sets nothing in GIE's decode either.
 func topLevelKeysAvoid(b []byte, names ...string) bool {
 	s := scanner{b: b}
-	if s.peek() != '{' {
+	s.ws()
+	if s.i == len(b) || b[s.i] != '{' {
 		return false
 	}
 	depth, expectKey := 0, false
-	for s.i < len(b) {
-		switch b[s.i] {
+	for i := s.i; i < len(b); i++ {
+		switch b[i] {
 		case '{', '[':
 			depth++
 			expectKey = depth == 1
@@ -213,21 +213,50 @@ func topLevelKeysAvoid(b []byte, names ...string) bool {
 		case ',':
 			expectKey = depth == 1
 		case '"':
-			start, end, plain, ok := s.str()
-			if !ok || (expectKey && !plain) {
-				return false
+			end, plain := stringEnd(b, i+1)
+			if end < 0 {
+				return true // unterminated: not valid JSON
 			}
 			if expectKey {
+				if !plain {
+					return false
+				}
 				for _, n := range names {
-					if strings.EqualFold(string(b[start+1:end-1]), n) {
+					if strings.EqualFold(string(b[i+1:end]), n) {
 						return false
 					}
 				}
 				expectKey = false
 			}
-			continue // str moved s.i past the string
+			i = end
 		}
-		s.i++
 	}
 	return true
+}
+
+// stringEnd returns the index of the quote that closes the string whose contents start at
+// b[from], and whether the contents hold no backslash; -1 when it is not closed.
+func stringEnd(b []byte, from int) (end int, plain bool) {
+	plain = true
+	for j := from; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1, plain
+		}
+		q += j
+		if bytes.IndexByte(b[j:q], '\\') < 0 {
+			return q, plain
+		}
+		plain = false
+		// The quote closes the string unless an odd run of backslashes precedes it.
+		n := 0
+		for k := q - 1; k >= from && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q, plain
+		}
+		j = q + 1
+	}
+	return -1, plain
 }
