@@ -235,7 +235,10 @@ func topLevelKeysAvoid(b []byte, names ...string) bool {
 }
 
 // stringEnd returns the index of the quote that closes the string whose contents start at
-// b[from], and whether the contents hold no backslash; -1 when it is not closed.
+// b[from], and whether the contents hold no backslash; -1 when it is not closed. It is not the
+// scanner's str: str validates every byte's class, which the key walk does not need (a line
+// that is not valid JSON sets nothing in GIE's decode), and reading a streamed chunk's strings
+// with it cost 5 % of a streamed request's instructions (f5e6fde, reverted).
 func stringEnd(b []byte, from int) (end int, plain bool) {
 	plain = true
 	for j := from; j < len(b); {
